@@ -1,0 +1,171 @@
+"""Input validation shared by every public function and estimator.
+
+Every check raises a ``ValueError`` or ``TypeError`` that names the argument,
+what was expected and what was received, so bad input never reaches a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend, is_gpu_array
+
+
+def _shape_of(a: Any) -> tuple[int, ...]:
+    shape = getattr(a, "shape", None)
+    if shape is None:
+        return np.shape(a)
+    return tuple(shape)
+
+
+def check_2d(a: Any, name: str) -> None:
+    """Raise if ``a`` is not two-dimensional."""
+    shape = _shape_of(a)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be a 2-D array, got an array of shape {shape}")
+
+
+def is_sparse(a: Any) -> bool:
+    import scipy.sparse as sp
+
+    if sp.issparse(a):
+        return True
+    if is_gpu_array(a):
+        import cupyx.scipy.sparse as cusparse
+
+        return cusparse.issparse(a)
+    return False
+
+
+def check_array(
+    a: Any,
+    name: str,
+    backend: Backend,
+    *,
+    dtype: Any = None,
+    accept_sparse: bool = True,
+    allow_nan: bool = False,
+    ensure_2d: bool = True,
+    min_rows: int = 1,
+) -> Any:
+    """Validate and move ``a`` to ``backend``.
+
+    Parameters
+    ----------
+    a : array-like or sparse matrix
+        The input.
+    name : str
+        Argument name used in error messages.
+    backend : Backend
+        Target backend (the array is moved there).
+    dtype : dtype, optional
+        Cast to this dtype (floating inputs are kept otherwise).
+    accept_sparse : bool
+        Sparse matrices are accepted (converted to CSR) if True, else an error.
+    allow_nan : bool
+        NaN is allowed (missing values) if True; infinity never is.
+    ensure_2d : bool
+        Require a 2-D array.
+    min_rows : int
+        Minimum number of rows.
+    """
+    if a is None:
+        raise ValueError(f"{name} is required, got None")
+    if is_sparse(a):
+        if not accept_sparse:
+            raise TypeError(
+                f"{name} must be a dense array, got a sparse matrix of shape {a.shape}; "
+                "convert it with .toarray()"
+            )
+        arr = backend.asarray(a)
+        if arr.format != "csr":
+            arr = arr.tocsr()
+        if dtype is not None and arr.dtype != dtype:
+            arr = arr.astype(dtype)
+        values = arr.data
+    else:
+        if isinstance(a, (list, tuple)) or not hasattr(a, "dtype"):
+            try:
+                a = np.asarray(a)
+            except Exception as exc:
+                raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+        if a.dtype == object or a.dtype.kind in "USV":
+            raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
+        if a.dtype.kind == "c":
+            raise TypeError(f"{name} must be real, got complex dtype {a.dtype}")
+        arr = backend.asarray(a, dtype=dtype)
+        if arr.dtype.kind not in "fiub":
+            raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
+        if dtype is None and arr.dtype.kind in "iub":
+            arr = arr.astype(backend.xp.float64)
+        values = arr
+    if ensure_2d:
+        check_2d(arr, name)
+    if _shape_of(arr)[0] < min_rows:
+        raise ValueError(
+            f"{name} must have at least {min_rows} row(s), got shape {_shape_of(arr)}"
+        )
+    if values.dtype.kind == "f":
+        xp = backend.xp
+        if allow_nan:
+            bad = bool(xp.isinf(values).any())
+            if bad:
+                raise ValueError(f"{name} contains infinity; only NaN (missing) is allowed")
+        elif not bool(xp.isfinite(values).all()):
+            raise ValueError(f"{name} contains NaN or infinity")
+    return arr
+
+
+def check_consistent_rows(**arrays: Any) -> None:
+    """Raise if the named arrays do not all have the same number of rows."""
+    rows = {k: _shape_of(v)[0] for k, v in arrays.items() if v is not None}
+    if len(set(rows.values())) > 1:
+        desc = ", ".join(f"{k} has {n}" for k, n in rows.items())
+        raise ValueError(f"inconsistent numbers of rows: {desc}")
+
+
+def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
+    """Check an integer parameter within ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def check_float(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> float:
+    """Check a real parameter within the given interval."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and (value < low or (not low_inclusive and value == low)):
+        op = ">=" if low_inclusive else ">"
+        raise ValueError(f"{name} must be {op} {low}, got {value}")
+    if high is not None and (value > high or (not high_inclusive and value == high)):
+        op = "<=" if high_inclusive else "<"
+        raise ValueError(f"{name} must be {op} {high}, got {value}")
+    return value
+
+
+def check_choice(value: Any, name: str, choices: tuple[Any, ...]) -> Any:
+    """Check that ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value

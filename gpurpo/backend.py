@@ -1,0 +1,590 @@
+"""Array namespace, device selection, random numbers and kernel dispatch.
+
+gpurpo's algorithm code is written once against a NumPy-compatible module ``xp``
+(``numpy`` on the CPU, ``cupy`` on CUDA). This module is the single place that
+knows which one is in use:
+
+* :func:`resolve_backend` picks the backend for a call from the inputs ("compute
+  follows data"), the estimator's ``device`` argument and the global setting
+  (:func:`set_backend`, :func:`use_backend`, environment variable
+  ``GPURPO_BACKEND``);
+* :class:`Backend` bundles the array module, its sparse module, host/device
+  transfers, device attributes and the kernel dispatch point
+  (:meth:`Backend.kernel`);
+* :func:`register_kernel` is how the hot loops (histograms, leaf accumulation,
+  tree traversal) plug in their three implementations: a numba CPU kernel used
+  by the ``"numpy"`` backend and a CUDA kernel (``kernels/*.cu`` through
+  :meth:`Backend.load_module`) used by both ``"cupy"`` and the CPU emulation of
+  CUDA (backend ``"emulated"``);
+* random numbers are drawn on the host from one seeded
+  :class:`numpy.random.Generator` and moved to the device, so a seed gives the
+  same projections on every backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import scipy.sparse as _sp
+
+__all__ = [
+    "Backend",
+    "BackendUnavailableError",
+    "cupy_available",
+    "get_backend",
+    "set_backend",
+    "use_backend",
+    "show_backend",
+    "resolve_backend",
+    "namespace_of",
+    "is_gpu_array",
+    "to_host",
+    "check_random_state",
+    "spawn_seeds",
+    "register_kernel",
+    "registered_kernels",
+    "kernel_dir",
+    "kernel_source",
+]
+
+BACKEND_NAMES = ("numpy", "cupy", "emulated")
+SETTING_NAMES = ("numpy", "cupy", "auto", "emulated")
+DEVICE_NAMES = ("auto", "cpu", "cuda", "cuda-emulated")
+
+_CUPY_INSTALL_HINT = (
+    "install CuPy for your CUDA version, e.g. `pip install 'gpurpo[cuda12]'` "
+    "(cupy-cuda12x) or `pip install 'gpurpo[cuda13]'` (cupy-cuda13x), on a machine "
+    "with an NVIDIA GPU and driver"
+)
+
+
+class BackendUnavailableError(RuntimeError):
+    """Raised when a backend is requested that cannot run on this machine."""
+
+
+# --------------------------------------------------------------------------
+# CuPy detection
+# --------------------------------------------------------------------------
+
+
+def _import_cupy() -> ModuleType | None:
+    try:
+        import cupy  # noqa: F401
+    except Exception:  # ImportError, or a broken CUDA install raising at import
+        return None
+    return cupy
+
+
+@functools.lru_cache(maxsize=1)
+def _cupy_status() -> tuple[bool, str]:
+    cupy = _import_cupy()
+    if cupy is None:
+        return False, "CuPy is not installed"
+    try:
+        n_devices = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, no device
+        return False, f"CuPy imports but no CUDA device works ({exc.__class__.__name__}: {exc})"
+    if n_devices < 1:
+        return False, "CuPy imports but reports no CUDA device"
+    try:
+        value = float((cupy.arange(4, dtype=cupy.float32) * 2).sum())
+    except Exception as exc:  # cannot compile or launch
+        return False, f"CuPy cannot run a kernel ({exc.__class__.__name__}: {exc})"
+    if value != 12.0:
+        return False, "CuPy ran a test kernel but got a wrong result"
+    return True, f"CuPy {cupy.__version__} with {n_devices} CUDA device(s)"
+
+
+def cupy_available() -> bool:
+    """Return True when CuPy imports and a CUDA device runs a kernel."""
+    return _cupy_status()[0]
+
+
+def _require_cupy() -> ModuleType:
+    ok, why = _cupy_status()
+    if not ok:
+        raise BackendUnavailableError(
+            f"the 'cupy' backend needs CuPy and a working CUDA device, but {why}; "
+            + _CUPY_INSTALL_HINT
+        )
+    return _import_cupy()
+
+
+def is_gpu_array(a: Any) -> bool:
+    """True for CuPy arrays and cupyx sparse matrices (checked without importing CuPy)."""
+    if a is None:
+        return False
+    module = type(a).__module__ or ""
+    return module.startswith("cupy") or module.startswith("cupyx")
+
+
+# --------------------------------------------------------------------------
+# The Backend object
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One compute backend: its array module, sparse module and kernels.
+
+    Parameters
+    ----------
+    name : {"numpy", "cupy", "emulated"}
+        ``"numpy"`` runs on the CPU with numba kernels; ``"cupy"`` runs on a
+        CUDA device with the kernels of ``kernels/*.cu``; ``"emulated"`` keeps
+        arrays in NumPy but runs the CUDA kernels through gpurpo's CPU
+        emulation of the CUDA execution model (for testing without a GPU).
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKEND_NAMES:
+            raise ValueError(f"backend name must be one of {BACKEND_NAMES}, got {self.name!r}")
+
+    @property
+    def xp(self) -> ModuleType:
+        """The NumPy-compatible array module (``numpy`` or ``cupy``)."""
+        if self.name == "cupy":
+            return _require_cupy()
+        return np
+
+    @property
+    def sparse(self) -> ModuleType:
+        """``scipy.sparse`` or ``cupyx.scipy.sparse``."""
+        if self.name == "cupy":
+            _require_cupy()
+            import cupyx.scipy.sparse as cusparse
+
+            return cusparse
+        return _sp
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "cupy"
+
+    @property
+    def uses_cuda_kernels(self) -> bool:
+        """True when kernels come from ``kernels/*.cu`` (real or emulated CUDA)."""
+        return self.name in ("cupy", "emulated")
+
+    @property
+    def device_name(self) -> str:
+        if self.name == "cupy":
+            cupy = _require_cupy()
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+            name = props["name"]
+            return name.decode() if isinstance(name, bytes) else str(name)
+        if self.name == "emulated":
+            return "CPU (emulated CUDA)"
+        return "CPU"
+
+    # -- arrays ------------------------------------------------------------
+
+    def issparse(self, a: Any) -> bool:
+        """True for SciPy or cupyx sparse matrices/arrays."""
+        if _sp.issparse(a):
+            return True
+        if is_gpu_array(a):
+            import cupyx.scipy.sparse as cusparse
+
+            return cusparse.issparse(a)
+        return False
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        """Move a dense array (or sparse matrix) to this backend.
+
+        Host arrays go to the device on ``"cupy"``; device arrays come back to
+        the host on ``"numpy"``/``"emulated"``. Sparse input stays sparse (CSR
+        or CSC kept, other formats converted to CSR).
+        """
+        if self.issparse(a):
+            return self._as_sparse(a, dtype)
+        if self.name == "cupy":
+            cupy = _require_cupy()
+            return cupy.asarray(a, dtype=dtype)
+        return np.asarray(to_host(a), dtype=dtype)
+
+    def _as_sparse(self, a: Any, dtype: Any) -> Any:
+        fmt = a.format if a.format in ("csr", "csc") else "csr"
+        if self.name == "cupy":
+            import cupyx.scipy.sparse as cusparse
+
+            if not is_gpu_array(a):
+                a = getattr(_sp, f"{fmt}_matrix")(a)
+                a = (cusparse.csr_matrix if fmt == "csr" else cusparse.csc_matrix)(a)
+            elif a.format != fmt:
+                a = a.asformat(fmt)
+        else:
+            if is_gpu_array(a):
+                a = a.get()
+            a = getattr(_sp, f"{fmt}_matrix")(a)
+        if dtype is not None and a.dtype != dtype:
+            a = a.astype(dtype)
+        return a
+
+    def to_host(self, a: Any) -> Any:
+        return to_host(a)
+
+    def device_attributes(self) -> dict[str, int]:
+        """Attributes used to derive launch configurations.
+
+        Returns a dict with ``multiprocessor_count``,
+        ``max_shared_memory_per_block``, ``max_threads_per_block`` and
+        ``warp_size``. The emulated backend reports a small device so that
+        launch-configuration code is exercised with several blocks.
+        """
+        if self.name == "cupy":
+            cupy = _require_cupy()
+            dev = cupy.cuda.Device()
+            attrs = dev.attributes
+            return {
+                "multiprocessor_count": int(attrs["MultiProcessorCount"]),
+                "max_shared_memory_per_block": int(attrs["MaxSharedMemoryPerBlock"]),
+                "max_threads_per_block": int(attrs["MaxThreadsPerBlock"]),
+                "warp_size": int(attrs["WarpSize"]),
+            }
+        return {
+            "multiprocessor_count": 4,
+            "max_shared_memory_per_block": 48 * 1024,
+            "max_threads_per_block": 1024,
+            "warp_size": 32,
+        }
+
+    # -- kernels -----------------------------------------------------------
+
+    def load_module(self, filename: str, options: tuple[str, ...] = ()) -> Any:
+        """Load ``kernels/<filename>`` as a ``cupy.RawModule`` (or its emulation).
+
+        The module is compiled once per (file, options, device) and cached.
+        On ``"cupy"`` NVRTC targets the current device's architecture (CuPy's
+        default). On ``"emulated"`` the same source is compiled as C++20 by
+        :mod:`gpurpo.cuda_emulator`.
+        """
+        if self.name == "cupy":
+            cupy = _require_cupy()
+            return _load_cupy_module(filename, tuple(options), cupy.cuda.Device().id)
+        if self.name == "emulated":
+            return _load_emulated_module(filename, tuple(options))
+        raise BackendUnavailableError(
+            "the 'numpy' backend runs numba kernels and has no CUDA modules; "
+            "use backend 'cupy' or 'emulated'"
+        )
+
+    def kernel(self, name: str) -> Callable[..., Any]:
+        """Return the implementation of kernel ``name`` for this backend.
+
+        The CUDA implementation (used by ``"cupy"`` and ``"emulated"``) is
+        called with this backend as its first argument so that it can load its
+        module and allocate with ``backend.xp``; the numba implementation is
+        called with the kernel's arguments only.
+        """
+        try:
+            impls = _KERNELS[name]
+        except KeyError:
+            raise KeyError(
+                f"no kernel named {name!r} is registered; known: {sorted(_KERNELS)}"
+            ) from None
+        if self.uses_cuda_kernels:
+            impl = impls.get("cuda")
+            if impl is None:
+                raise NotImplementedError(f"kernel {name!r} has no CUDA implementation")
+            return functools.partial(impl, self)
+        impl = impls.get("cpu")
+        if impl is None:
+            raise NotImplementedError(f"kernel {name!r} has no CPU implementation")
+        return impl
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r})"
+
+
+NUMPY = Backend("numpy")
+CUPY = Backend("cupy")
+EMULATED = Backend("emulated")
+_BY_NAME = {"numpy": NUMPY, "cupy": CUPY, "emulated": EMULATED}
+
+
+# --------------------------------------------------------------------------
+# Global setting
+# --------------------------------------------------------------------------
+
+_state = threading.local()
+
+
+def _env_setting() -> str | None:
+    value = os.environ.get("GPURPO_BACKEND")
+    if value is None or value.strip() == "":
+        return None
+    value = value.strip().lower()
+    if value not in SETTING_NAMES:
+        raise ValueError(
+            f"environment variable GPURPO_BACKEND must be one of {SETTING_NAMES}, got {value!r}"
+        )
+    return value
+
+
+def _current_setting() -> str | None:
+    stack = getattr(_state, "stack", None)
+    if stack:
+        return stack[-1]
+    explicit = getattr(_state, "explicit", _UNSET)
+    if explicit is not _UNSET:
+        return explicit
+    return _env_setting()
+
+
+_UNSET = object()
+
+
+def _check_setting(name: str | None) -> str | None:
+    if name is None:
+        return None
+    if not isinstance(name, str) or name.lower() not in SETTING_NAMES:
+        raise ValueError(f"backend must be one of {SETTING_NAMES} or None, got {name!r}")
+    name = name.lower()
+    if name == "cupy":
+        _require_cupy()
+    return name
+
+
+def set_backend(name: str | None) -> None:
+    """Set the global backend preference.
+
+    Parameters
+    ----------
+    name : {"numpy", "cupy", "auto", "emulated"} or None
+        ``"numpy"`` computes on the CPU, ``"cupy"`` on the current CUDA device
+        (NumPy inputs are moved there and results moved back), ``"auto"``
+        picks CuPy when it imports and a CUDA device works, else NumPy.
+        ``"emulated"`` runs the CUDA kernels in the CPU emulator (tests).
+        ``None`` restores the default: follow the data (CuPy inputs on the
+        GPU, everything else on the CPU), or ``GPURPO_BACKEND`` when set.
+    """
+    _state.explicit = _check_setting(name)
+
+
+@contextlib.contextmanager
+def use_backend(name: str | None) -> Iterator[Backend]:
+    """Context manager form of :func:`set_backend`; yields the resolved backend."""
+    setting = _check_setting(name)
+    stack = getattr(_state, "stack", None)
+    if stack is None:
+        stack = _state.stack = []
+    stack.append(setting)
+    try:
+        yield get_backend()
+    finally:
+        stack.pop()
+
+
+def get_backend() -> Backend:
+    """The backend used for host (NumPy/SciPy) inputs under the current setting."""
+    setting = _current_setting()
+    if setting in (None, "numpy"):
+        return NUMPY
+    if setting == "auto":
+        return CUPY if cupy_available() else NUMPY
+    if setting == "cupy":
+        _require_cupy()
+        return CUPY
+    return EMULATED
+
+
+def show_backend(file: Any = None) -> str:
+    """Print (and return) the active backend, device and library versions."""
+    import numba
+    import scipy
+    import sklearn
+
+    backend = get_backend()
+    lines = [
+        f"gpurpo backend : {backend.name} (setting: {_current_setting() or 'follow data'})",
+        f"device         : {backend.device_name}",
+        f"numpy {np.__version__}, scipy {scipy.__version__}, numba {numba.__version__}, "
+        f"scikit-learn {sklearn.__version__}",
+        f"cupy           : {_cupy_status()[1]}",
+    ]
+    text = "\n".join(lines)
+    print(text, file=file)
+    return text
+
+
+def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
+    """Pick the backend for a computation on ``arrays``.
+
+    Parameters
+    ----------
+    *arrays
+        The inputs (NumPy, CuPy, SciPy or cupyx sparse; ``None`` is ignored).
+    device : {"auto", "cpu", "cuda", "cuda-emulated"}
+        ``"auto"``: CuPy inputs compute on the GPU; host inputs follow the
+        global setting (default: CPU). ``"cpu"``/``"cuda"`` force the device;
+        host inputs are moved to the GPU for ``"cuda"``.
+
+    Raises
+    ------
+    ValueError
+        If the inputs mix host and GPU arrays, if ``device`` is unknown, or if
+        GPU inputs are given with ``device="cpu"``.
+    BackendUnavailableError
+        If ``"cuda"`` is asked for where CuPy or a device is missing.
+    """
+    if device not in DEVICE_NAMES:
+        raise ValueError(f"device must be one of {DEVICE_NAMES}, got {device!r}")
+    present = [a for a in arrays if a is not None]
+    on_gpu = [is_gpu_array(a) for a in present]
+    if any(on_gpu) and not all(on_gpu):
+        kinds = ", ".join(f"argument {i}: {'GPU' if g else 'host'}" for i, g in enumerate(on_gpu))
+        raise ValueError(
+            "inputs mix host (NumPy/SciPy) and GPU (CuPy) arrays "
+            f"({kinds}); move them to one device first"
+        )
+    data_on_gpu = bool(present) and all(on_gpu)
+    if device == "cuda":
+        _require_cupy()
+        return CUPY
+    if device == "cuda-emulated":
+        return EMULATED
+    if device == "cpu":
+        if data_on_gpu:
+            raise ValueError(
+                "device='cpu' was requested but the inputs are CuPy (GPU) arrays; "
+                "pass NumPy arrays (e.g. X.get()) or use device='cuda'"
+            )
+        return NUMPY
+    if data_on_gpu:
+        return CUPY
+    return get_backend()
+
+
+def namespace_of(*arrays: Any) -> ModuleType:
+    """The array module (``numpy`` or ``cupy``) the inputs live in."""
+    return resolve_backend(*arrays).xp if any(is_gpu_array(a) for a in arrays) else np
+
+
+def to_host(a: Any) -> Any:
+    """Return a NumPy array / SciPy sparse matrix for any supported input."""
+    if a is None:
+        return None
+    if is_gpu_array(a):
+        return a.get()
+    return a
+
+
+# --------------------------------------------------------------------------
+# Random numbers
+# --------------------------------------------------------------------------
+
+
+def check_random_state(random_state: Any) -> np.random.Generator:
+    """Turn ``random_state`` into a :class:`numpy.random.Generator`.
+
+    Accepts ``None`` (fresh entropy), an int seed, a ``SeedSequence``, a
+    ``Generator`` (returned as is) or a legacy ``RandomState`` (a seed is
+    drawn from it). Random numbers are drawn on the host and moved to the
+    device, so the same seed gives the same model on every backend.
+    """
+    if random_state is None or isinstance(random_state, (int, np.integer, np.random.SeedSequence)):
+        if isinstance(random_state, (int, np.integer)) and random_state < 0:
+            raise ValueError(f"random_state must be a non-negative int, got {random_state}")
+        return np.random.default_rng(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    raise TypeError(
+        "random_state must be None, an int, a numpy SeedSequence, Generator or "
+        f"RandomState; got {type(random_state).__name__}"
+    )
+
+
+def spawn_seeds(random_state: Any, n: int) -> list[int]:
+    """Draw ``n`` independent integer seeds from ``random_state``."""
+    rng = check_random_state(random_state)
+    return [int(s) for s in rng.integers(0, 2**63 - 1, size=n, dtype=np.int64)]
+
+
+# --------------------------------------------------------------------------
+# Kernel registry and sources
+# --------------------------------------------------------------------------
+
+_KERNELS: dict[str, dict[str, Callable[..., Any]]] = {}
+
+
+def register_kernel(
+    name: str,
+    *,
+    cpu: Callable[..., Any] | None = None,
+    cuda: Callable[..., Any] | None = None,
+) -> None:
+    """Register the implementations of one kernel.
+
+    Parameters
+    ----------
+    name : str
+        Kernel name used by algorithm code through :meth:`Backend.kernel`.
+    cpu : callable, optional
+        numba (or NumPy) implementation, called with the kernel arguments.
+    cuda : callable, optional
+        Implementation launching ``kernels/*.cu`` code, called as
+        ``cuda(backend, *args)``; it runs on CuPy and on the emulator.
+    """
+    entry = _KERNELS.setdefault(name, {})
+    if cpu is not None:
+        entry["cpu"] = cpu
+    if cuda is not None:
+        entry["cuda"] = cuda
+
+
+def registered_kernels() -> dict[str, tuple[str, ...]]:
+    """Names of registered kernels and which implementations they have."""
+    return {k: tuple(sorted(v)) for k, v in _KERNELS.items()}
+
+
+def kernel_dir() -> Path:
+    """Directory holding the CUDA sources.
+
+    An installed wheel ships them as ``gpurpo/kernels``; a source checkout or
+    editable install has them in the top-level ``kernels/`` folder.
+    """
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if candidate.is_dir() and any(candidate.glob("*.cu")):
+            return candidate
+    raise FileNotFoundError(
+        f"CUDA kernel sources not found in {here / 'kernels'} or {here.parent / 'kernels'}; "
+        "the gpurpo installation is incomplete"
+    )
+
+
+def kernel_source(filename: str) -> str:
+    """The text of ``kernels/<filename>``."""
+    path = kernel_dir() / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"no CUDA source {filename!r} in {kernel_dir()}")
+    return path.read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def _load_cupy_module(filename: str, options: tuple[str, ...], device_id: int) -> Any:
+    cupy = _require_cupy()
+    with cupy.cuda.Device(device_id):
+        return cupy.RawModule(code=kernel_source(filename), options=("--std=c++17",) + options)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_emulated_module(filename: str, options: tuple[str, ...]) -> Any:
+    from gpurpo import cuda_emulator
+
+    return cuda_emulator.EmulatedModule(
+        code=kernel_source(filename), name=filename, options=options
+    )

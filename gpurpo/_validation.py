@@ -26,7 +26,13 @@ def check_2d(a: Any, name: str) -> None:
     """Raise if ``a`` is not two-dimensional."""
     shape = _shape_of(a)
     if len(shape) != 2:
-        raise ValueError(f"{name} must be a 2-D array, got an array of shape {shape}")
+        hint = ""
+        if len(shape) == 1:
+            hint = (
+                "; Reshape your data either using array.reshape(-1, 1) if it has a single "
+                "feature/output or array.reshape(1, -1) if it contains a single sample"
+            )
+        raise ValueError(f"{name} must be a 2-D array, got an array of shape {shape}{hint}")
 
 
 def is_sparse(a: Any) -> bool:
@@ -93,13 +99,21 @@ def check_array(
                 a = np.asarray(a)
             except Exception as exc:
                 raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
-        if a.dtype == object or a.dtype.kind in "USV":
-            raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
+        if a.dtype == object:
+            try:
+                a = np.asarray(a, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(
+                    f"{name} must hold numbers, got an object array that does not convert "
+                    f"to float: {exc}"
+                ) from exc
+        if a.dtype.kind in "USV":
+            raise ValueError(f"{name} must hold numbers, got dtype {a.dtype}")
         if a.dtype.kind == "c":
-            raise TypeError(f"{name} must be real, got complex dtype {a.dtype}")
+            raise ValueError(f"Complex data not supported: {name} has dtype {a.dtype}")
         arr = backend.asarray(a, dtype=dtype)
         if arr.dtype.kind not in "fiub":
-            raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
+            raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
         if dtype is None and arr.dtype.kind in "iub":
             arr = arr.astype(backend.xp.float64)
         values = arr

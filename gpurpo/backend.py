@@ -336,13 +336,12 @@ def _current_setting() -> str | None:
     stack = getattr(_state, "stack", None)
     if stack:
         return stack[-1]
-    explicit = getattr(_state, "explicit", _UNSET)
-    if explicit is not _UNSET:
-        return explicit
+    if _explicit_setting is not None:
+        return _explicit_setting
     return _env_setting()
 
 
-_UNSET = object()
+_explicit_setting: str | None = None
 
 
 def _check_setting(name: str | None) -> str | None:
@@ -357,7 +356,9 @@ def _check_setting(name: str | None) -> str | None:
 
 
 def set_backend(name: str | None) -> None:
-    """Set the global backend preference.
+    """Set the process-wide backend preference.
+
+    :func:`use_backend` overrides it within a block of code (per thread).
 
     Parameters
     ----------
@@ -369,7 +370,8 @@ def set_backend(name: str | None) -> None:
         ``None`` restores the default: follow the data (CuPy inputs on the
         GPU, everything else on the CPU), or ``GPURPO_BACKEND`` when set.
     """
-    _state.explicit = _check_setting(name)
+    global _explicit_setting
+    _explicit_setting = _check_setting(name)
 
 
 @contextlib.contextmanager

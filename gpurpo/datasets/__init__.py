@@ -1,0 +1,34 @@
+"""Data for many-output learning: synthetic generators and file loaders.
+
+Generators
+    :func:`make_multilabel` (structured multi-label data, dense or CSR labels,
+    up to millions of labels), :func:`make_delicious_like`,
+    :func:`make_mediamill_like` (benchmark shapes) and
+    :func:`make_friedman1_multioutput` (the friedman1-chain, -group and -ind
+    regression problems of Joly et al.'s multi-output gradient boosting).
+Loaders
+    :func:`load_arff` (MULAN and MEKA ARFF files, dense or sparse) and
+    :func:`load_xmc` (the Extreme Classification Repository text format),
+    both returning a :class:`MultiLabelDataset` ``(X, Y, feature_names,
+    label_names)`` with ``Y`` in CSR format.
+"""
+
+from gpurpo.datasets._arff import load_arff
+from gpurpo.datasets._base import MultiLabelDataset
+from gpurpo.datasets._friedman import make_friedman1_multioutput
+from gpurpo.datasets._multilabel import (
+    make_delicious_like,
+    make_mediamill_like,
+    make_multilabel,
+)
+from gpurpo.datasets._xmc import load_xmc
+
+__all__ = [
+    "MultiLabelDataset",
+    "load_arff",
+    "load_xmc",
+    "make_delicious_like",
+    "make_friedman1_multioutput",
+    "make_mediamill_like",
+    "make_multilabel",
+]

@@ -576,11 +576,15 @@ def kernel_source(filename: str) -> str:
     return path.read_text()
 
 
+#: NVRTC options every ``kernels/*.cu`` is compiled with (also by the NVRTC CI check).
+CUDA_COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)
+
+
 @functools.lru_cache(maxsize=None)
 def _load_cupy_module(filename: str, options: tuple[str, ...], device_id: int) -> Any:
     cupy = _require_cupy()
     with cupy.cuda.Device(device_id):
-        return cupy.RawModule(code=kernel_source(filename), options=("--std=c++17",) + options)
+        return cupy.RawModule(code=kernel_source(filename), options=CUDA_COMPILE_OPTIONS + options)
 
 
 @functools.lru_cache(maxsize=None)

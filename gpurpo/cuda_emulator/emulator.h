@@ -27,6 +27,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <atomic>
@@ -154,7 +155,6 @@ struct Launch {
     std::atomic<bool> failed{false};
     std::mutex err_mu;
     std::string error;
-    std::atomic<int> gate{0};  // 0: wait, 1: run, 2: abort
     std::atomic<unsigned> threads_left{0};
     std::mutex done_mu;
     std::condition_variable done_cv;
@@ -468,48 +468,140 @@ struct Worker {
     unsigned tid;
 };
 
-inline void* worker_main(void* p) {
+inline void finish_thread(Launch* L) {
+    // Decrement under the lock: once the launcher sees zero it frees L.
+    std::lock_guard<std::mutex> lk(L->done_mu);
+    if (L->threads_left.fetch_sub(1) == 1) L->done_cv.notify_all();
+}
+
+inline void run_worker(void* p) {
     Worker* w = static_cast<Worker*>(p);
     Group* g = w->g;
     Launch* L = g->L;
     const unsigned tid = w->tid;
-    int gate;
-    while ((gate = L->gate.load()) == 0) L->gate.wait(0);
-    if (gate == 1) {
-        const dim3 b = L->block;
-        threadIdx = uint3{tid % b.x, (tid / b.x) % b.y, tid / (b.x * b.y)};
-        blockDim = L->block;
-        gridDim = L->grid;
-        ts.ctx = &g->block;
-        ts.tid = tid;
-        ts.lane = tid % 32;
-        ts.warp = tid / 32;
-        g->ctrl->arrive_and_wait();
-        while (!g->done) {
-            blockIdx = g->block.block_idx;
-            ts.syncs = 0;
-            ts.warp_ops = 0;
-            try {
-                L->invoke(L->args);
-            } catch (const Trap& t) {
-                L->fail(t.message + " [block " + coords(blockIdx) + ", thread " + coords(threadIdx) + "]");
-            } catch (const std::exception& e) {
-                L->fail(std::string("C++ exception in kernel: ") + e.what());
-            } catch (...) {
-                L->fail("unknown exception in kernel");
-            }
-            g->block.sync_count[tid] = ts.syncs;
-            g->block.sync->arrive_and_drop();
-            g->block.warps[ts.warp].bar->arrive_and_drop();
-            g->ctrl->arrive_and_wait();
+    const dim3 b = L->block;
+    threadIdx = uint3{tid % b.x, (tid / b.x) % b.y, tid / (b.x * b.y)};
+    blockDim = L->block;
+    gridDim = L->grid;
+    ts = ThreadState{};
+    ts.ctx = &g->block;
+    ts.tid = tid;
+    ts.lane = tid % 32;
+    ts.warp = tid / 32;
+    g->ctrl->arrive_and_wait();
+    while (!g->done) {
+        blockIdx = g->block.block_idx;
+        ts.syncs = 0;
+        ts.warp_ops = 0;
+        try {
+            L->invoke(L->args);
+        } catch (const Trap& t) {
+            L->fail(t.message + " [block " + coords(blockIdx) + ", thread " + coords(threadIdx) + "]");
+        } catch (const std::exception& e) {
+            L->fail(std::string("C++ exception in kernel: ") + e.what());
+        } catch (...) {
+            L->fail("unknown exception in kernel");
         }
-        ts.ctx = nullptr;
+        g->block.sync_count[tid] = ts.syncs;
+        g->block.sync->arrive_and_drop();
+        g->block.warps[ts.warp].bar->arrive_and_drop();
+        g->ctrl->arrive_and_wait();
     }
-    if (L->threads_left.fetch_sub(1) == 1) {
-        std::lock_guard<std::mutex> lk(L->done_mu);
-        L->done_cv.notify_all();
+    ts.ctx = nullptr;
+    finish_thread(L);
+}
+
+// ---------------------------------------------------------------------------
+// Persistent pool of host threads (creating hundreds of threads per launch
+// would dominate the cost of small launches). Threads stuck in a launch that
+// timed out never come back; the pool then creates new ones.
+// ---------------------------------------------------------------------------
+struct PoolThread {
+    std::atomic<unsigned> seq{0};
+    void (*fn)(void*) = nullptr;
+    void* arg = nullptr;
+};
+
+struct Pool {
+    std::mutex mu;
+    std::vector<PoolThread*> idle;
+    pid_t pid = 0;
+};
+
+inline Pool*& pool_slot() {
+    static Pool* pool = nullptr;  // never destroyed: idle threads may outlive static destructors
+    return pool;
+}
+
+inline std::mutex& pool_init_mu() {
+    static std::mutex mu;
+    return mu;
+}
+
+inline Pool& pool() {
+    std::lock_guard<std::mutex> lk(pool_init_mu());
+    Pool*& p = pool_slot();
+    if (p == nullptr || p->pid != getpid()) {  // first use, or a forked child without the threads
+        p = new Pool();
+        p->pid = getpid();
+    }
+    return *p;
+}
+
+inline void* pool_thread_main(void* arg) {
+    PoolThread* t = static_cast<PoolThread*>(arg);
+    Pool* owner = &pool();
+    unsigned seen = 0;
+    for (;;) {
+        unsigned s;
+        while ((s = t->seq.load(std::memory_order_acquire)) == seen) t->seq.wait(seen);
+        seen = s;
+        t->fn(t->arg);
+        std::lock_guard<std::mutex> lk(owner->mu);
+        owner->idle.push_back(t);
     }
     return nullptr;
+}
+
+// Take n idle threads (creating what is missing); false if threads cannot be created.
+inline bool acquire_threads(std::vector<PoolThread*>& out, std::size_t n) {
+    Pool& P = pool();
+    {
+        std::lock_guard<std::mutex> lk(P.mu);
+        while (out.size() < n && !P.idle.empty()) {
+            out.push_back(P.idle.back());
+            P.idle.pop_back();
+        }
+    }
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1u << 20);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    bool ok = true;
+    while (out.size() < n) {
+        auto* t = new PoolThread();
+        pthread_t th;
+        if (pthread_create(&th, &attr, pool_thread_main, t) != 0) {
+            delete t;
+            ok = false;
+            break;
+        }
+        out.push_back(t);
+    }
+    pthread_attr_destroy(&attr);
+    if (!ok) {
+        std::lock_guard<std::mutex> lk(P.mu);
+        for (PoolThread* t : out) P.idle.push_back(t);
+        out.clear();
+    }
+    return ok;
+}
+
+inline void dispatch(PoolThread* t, void (*fn)(void*), void* arg) {
+    t->fn = fn;
+    t->arg = arg;
+    t->seq.fetch_add(1, std::memory_order_release);
+    t->seq.notify_one();
 }
 
 inline void write_error(char* err, std::size_t errlen, const std::string& msg) {
@@ -547,46 +639,40 @@ inline int launch(const KernelEntry& k, void** args, const unsigned* grid3, cons
     const std::size_t arena_size = (smem_limit + 63) / 64 * 64 + 64;
     const std::size_t dyn_rounded = (dyn_size + 15) / 16 * 16;
 
-    std::vector<std::unique_ptr<Group>> groups;
+    auto* groups = new std::vector<std::unique_ptr<Group>>();
     for (unsigned long long gi = 0; gi < ngroups; ++gi) {
         auto g = std::make_unique<Group>();
         g->L = L;
         g->arena = static_cast<unsigned char*>(std::aligned_alloc(64, arena_size));
         if (g->arena == nullptr) {
             write_error(err, errlen, "out of host memory for shared memory");
-            for (auto& h : groups) std::free(h->arena);
+            for (auto& h : *groups) std::free(h->arena);
+            delete groups;
             delete L;
             return 2;
         }
         g->block.arena = g->arena;
         g->block.arena_size = smem_limit;
-        g->block.dyn_offset = smem_limit - dyn_rounded > smem_limit ? 0 : (smem_limit - dyn_rounded) / 16 * 16;
+        g->block.dyn_offset = dyn_rounded > smem_limit ? 0 : (smem_limit - dyn_rounded) / 16 * 16;
         g->ctrl.emplace(static_cast<std::ptrdiff_t>(nthreads), GroupDone{g.get()});
-        groups.push_back(std::move(g));
+        groups->push_back(std::move(g));
     }
 
     const unsigned long long total = ngroups * nthreads;
-    L->threads_left.store(static_cast<unsigned>(total));
-    std::vector<Worker> workers(total);
-    std::vector<pthread_t> threads;
-    threads.reserve(total);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1u << 20);
-    bool created_all = true;
-    for (unsigned long long i = 0; i < total; ++i) {
-        workers[i] = Worker{groups[i / nthreads].get(), static_cast<unsigned>(i % nthreads)};
-        pthread_t th;
-        if (pthread_create(&th, &attr, worker_main, &workers[i]) != 0) {
-            created_all = false;
-            L->threads_left.fetch_sub(static_cast<unsigned>(total - i));
-            break;
-        }
-        threads.push_back(th);
+    std::vector<PoolThread*> threads;
+    if (!acquire_threads(threads, total)) {
+        for (auto& g : *groups) std::free(g->arena);
+        delete groups;
+        delete L;
+        write_error(err, errlen, "could not create " + std::to_string(total) + " host threads for the launch");
+        return 2;
     }
-    pthread_attr_destroy(&attr);
-    L->gate.store(created_all ? 1 : 2);
-    L->gate.notify_all();
+    auto* workers = new std::vector<Worker>(total);
+    L->threads_left.store(static_cast<unsigned>(total));
+    for (unsigned long long i = 0; i < total; ++i) {
+        (*workers)[i] = Worker{(*groups)[i / nthreads].get(), static_cast<unsigned>(i % nthreads)};
+        dispatch(threads[i], run_worker, &(*workers)[i]);
+    }
 
     bool finished;
     {
@@ -601,27 +687,22 @@ inline int launch(const KernelEntry& k, void** args, const unsigned* grid3, cons
     }
     std::fflush(stdout);
     if (!finished) {
-        // Threads stuck in a barrier cannot be stopped: leave them (and the
-        // state they use) behind and report the hang.
-        for (pthread_t th : threads) pthread_detach(th);
-        for (auto& g : groups) (void)g.release();
+        // Threads stuck in a barrier cannot be stopped: leave them, and the
+        // state they use, behind and report the hang.
         write_error(err, errlen,
                     "kernel did not finish within " + std::to_string(timeout_s) +
                         " s: threads are stuck (a barrier or warp operation that not every "
                         "thread reaches, or a spin loop waiting on another block)");
         return 3;
     }
-    for (pthread_t th : threads) pthread_join(th, nullptr);
-    for (auto& g : groups) std::free(g->arena);
+    for (auto& g : *groups) std::free(g->arena);
+    delete groups;
+    delete workers;
     int rc = 0;
-    if (!created_all) {
-        write_error(err, errlen, "could not create " + std::to_string(total) + " host threads for the launch");
-        rc = 2;
-    } else if (L->failed.load()) {
+    if (L->failed.load()) {
         write_error(err, errlen, L->error);
         rc = 1;
     }
-    groups.clear();
     delete L;
     return rc;
 }

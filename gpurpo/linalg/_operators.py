@@ -25,7 +25,7 @@ __all__ = ["MatrixOperator", "as_operator", "centered"]
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _working_dtype(dtype: Any) -> np.dtype:
+def working_dtype(dtype: Any) -> np.dtype:
     """float32 and float64 are kept; float16 becomes float32; everything else float64."""
     if dtype is None:
         return np.dtype(np.float64)
@@ -181,7 +181,7 @@ def _implicit_operator(A: Any, name: str, backend: Backend) -> MatrixOperator:
             raise ValueError(
                 f"{name} must have a positive integer shape, got {shape!r} (axis {axis})"
             )
-    dtype = _working_dtype(getattr(A, "dtype", None))
+    dtype = working_dtype(getattr(A, "dtype", None))
     xp = backend.xp
 
     def checked(method: Callable[[Any], Any], label: str, rows: int) -> Callable[[Any], Any]:
@@ -250,7 +250,7 @@ def as_operator(A: Any, name: str = "A", backend: Backend | None = None) -> Matr
         shape = tuple(arr.shape)
         if shape[1] < 1:
             raise ValueError(f"{name} must have at least one column, got shape {shape}")
-        dtype = _working_dtype(arr.dtype)
+        dtype = working_dtype(arr.dtype)
         if arr.dtype != dtype:
             arr = arr.astype(dtype)
         sparse = backend.issparse(arr)

@@ -1,0 +1,755 @@
+"""Multi-output gradient tree boosting.
+
+Joly, Wehenkel & Geurts (2019), *Gradient tree boosting with random output
+projections for multi-label classification and multi-output regression*:
+
+* ``strategy="multi_output"`` -- gbmort (Algorithm 2): one multi-output
+  regression tree per iteration, fitted to the gradients of all outputs;
+* ``strategy="rpo"`` -- gbrt-rpo (Algorithm 3): a single-output tree fitted
+  to ``phi_m g`` for one random projection row ``phi_m`` per iteration (by
+  default a randomly sub-sampled output, as in the paper), then a step
+  ``rho_m`` in R^d fitted to every output separately;
+* ``strategy="relabel_rpo"`` (Algorithm 4): a tree grown on ``q`` random
+  projections of the gradients, its leaves relabelled with the mean
+  unprojected gradient, then ``rho_m``;
+* ``strategy="single_target"`` -- st-gbrt: one single-output model per
+  output, their trees added round-robin (iteration ``m`` boosts output
+  ``m mod d``), the reference the paper compares against.
+
+Every iteration (Algorithm 2-4): ``g = -dl/df`` at ``f_{m-1}`` (line 3); grow
+the tree (:mod:`gpurpo.ensemble._strategies`, best-first up to
+``max_leaf_nodes`` leaves on pre-binned inputs); fit the optimal step per
+output (:meth:`gpurpo.ensemble.losses.Loss.fit_step`); ``f_m = f_{m-1} + mu
+rho_m h_m``. ``subsample < 1`` grows each tree and fits its step on a random
+subset of the rows (stochastic gradient boosting, Friedman 2002). Early
+stopping watches the loss on a validation set.
+
+All arrays of the loop live on the backend (NumPy or CuPy through ``xp``);
+the host only sees the random draws (projection rows, subsamples, per-node
+seeds), the tree structures and the scalars of control flow.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+from typing import Any, Iterator
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import NotFittedError
+
+from gpurpo._validation import (
+    check_array,
+    check_choice,
+    check_consistent_rows,
+    check_float,
+    check_int,
+)
+from gpurpo.backend import (
+    Backend,
+    check_random_state,
+    is_gpu_array,
+    resolve_backend,
+    to_host,
+)
+from gpurpo.ensemble._early_stopping import EarlyStopping, validation_split
+from gpurpo.ensemble._stages import Stage, StagedModel
+from gpurpo.ensemble._strategies import (
+    STRATEGIES,
+    StageTreeFitter,
+    draw_projection,
+    leaves_of,
+)
+from gpurpo.ensemble.losses import Loss, get_loss
+from gpurpo.projections import KINDS, resolve_n_components
+from gpurpo.tree._params import GrowthParams, n_candidate_features
+from gpurpo.tree.binning import MAX_BINS, BinMapper
+
+__all__ = ["GradientBoostingRegressor", "GradientBoostingClassifier"]
+
+
+def _print_schedule(iteration: int, verbose: int) -> bool:
+    """Iterations reported at ``verbose=1``: 1..10, then 20..100, 200..1000, ..."""
+    if verbose >= 2:
+        return True
+    scale = 10 ** max(0, len(str(iteration)) - 1)
+    return iteration <= 10 or iteration % scale == 0
+
+
+class _BaseGradientBoosting(BaseEstimator):
+    """Fitting loop shared by the regressor and the multi-label classifier."""
+
+    _losses: tuple[str, ...] = ()
+
+    # -- subclass hooks ----------------------------------------------------
+
+    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        raise NotImplementedError
+
+    def _validation_score(self, Y: Any, F: Any) -> float:
+        raise NotImplementedError
+
+    _score_name = ""
+
+    # -- parameters ----------------------------------------------------------
+
+    def _check_params(self, n_samples: int, n_features: int, n_outputs: int) -> dict[str, Any]:
+        check_choice(self.strategy, "strategy", STRATEGIES)
+        loss = get_loss(self.loss, self._losses)
+        if self.projection is not None and self.projection not in KINDS:
+            raise ValueError(f"projection must be one of {KINDS} or None, got {self.projection!r}")
+        if self.projection is None and self.strategy == "rpo":
+            raise ValueError(
+                "strategy='rpo' grows each tree on one random projection of the gradient and "
+                f"needs a projection kind from {KINDS}, got projection=None"
+            )
+        n_components = 1
+        if self.strategy == "relabel_rpo" and self.projection is not None:
+            n_components = resolve_n_components(self.n_components, n_outputs, n_samples)
+            if self.projection in ("subsample",) and n_components > n_outputs:
+                raise ValueError(
+                    f"n_components={self.n_components!r} gives {n_components} components, more "
+                    f"than the {n_outputs} outputs that projection='subsample' can draw "
+                    "without replacement"
+                )
+        check_float(self.learning_rate, "learning_rate", low=0.0, low_inclusive=False)
+        check_int(self.n_estimators, "n_estimators", low=1)
+        if self.max_leaf_nodes is None and self.max_depth is None:
+            raise ValueError(
+                "max_leaf_nodes and max_depth are both None: boosting needs small trees, "
+                "set at least one of them"
+            )
+        if self.max_leaf_nodes is not None:
+            check_int(self.max_leaf_nodes, "max_leaf_nodes", low=2)
+        if self.max_depth is not None:
+            check_int(self.max_depth, "max_depth", low=1)
+        check_int(self.min_samples_leaf, "min_samples_leaf", low=1)
+        check_float(self.subsample, "subsample", low=0.0, high=1.0, low_inclusive=False)
+        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
+            raise TypeError(f"max_bins must be an int, got {type(self.max_bins).__name__} "
+                            f"{self.max_bins!r}")
+        if not 2 <= int(self.max_bins) <= MAX_BINS:
+            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_float(
+            self.validation_fraction, "validation_fraction", low=0.0, high=1.0,
+            low_inclusive=False, high_inclusive=False,
+        )
+        if self.n_iter_no_change is not None:
+            check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
+        check_float(self.tol, "tol", low=0.0)
+        check_int(self.verbose, "verbose", low=0)
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be a bool, got {self.warm_start!r}")
+        params = GrowthParams(
+            n_candidates=n_candidate_features(self.max_features, n_features),
+            max_depth=self.max_depth,
+            min_samples_leaf=int(self.min_samples_leaf),
+            max_leaf_nodes=self.max_leaf_nodes,
+        ).validated()
+        return {"loss": loss, "n_components": n_components, "growth": params}
+
+    # -- input handling -----------------------------------------------------
+
+    def _check_X(self, X: Any, backend: Backend, name: str = "X") -> Any:
+        X = check_array(X, name, backend, accept_sparse=True, allow_nan=True)
+        if not backend.issparse(X) and X.dtype not in (backend.xp.float32, backend.xp.float64):
+            X = X.astype(backend.xp.float64)
+        return X
+
+    def _check_sample_weight(self, sample_weight: Any, n: int, backend: Backend) -> Any:
+        xp = backend.xp
+        if sample_weight is None:
+            return xp.ones(n, dtype=xp.float64), True
+        w = check_array(sample_weight, "sample_weight", backend, accept_sparse=False,
+                        ensure_2d=False, dtype=None)
+        if w.ndim != 1 or w.shape[0] != n:
+            raise ValueError(
+                f"sample_weight must have shape ({n},), got {tuple(w.shape)}"
+            )
+        w = w.astype(xp.float64)
+        if bool((w < 0).any()):
+            raise ValueError("sample_weight must be non-negative, got a negative weight")
+        if not float(w.sum()) > 0:
+            raise ValueError("sample_weight must have a positive sum, got all zeros")
+        return w, bool((w == 1).all())
+
+    def _predict_input(self, X: Any) -> tuple[Any, bool]:
+        """X validated and moved to the model's backend; whether results go back to the host."""
+        if not hasattr(self, "_model"):
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet. Call 'fit' with "
+                "appropriate arguments before using this estimator."
+            )
+        backend = self._model.backend
+        to_host_out = not is_gpu_array(X)
+        Xb = self._check_X(X, backend)
+        if Xb.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Xb.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        return Xb, to_host_out
+
+    # -- fitting --------------------------------------------------------------
+
+    def fit(
+        self,
+        X: Any,
+        Y: Any,
+        sample_weight: Any = None,
+        eval_set: tuple[Any, Any] | None = None,
+    ) -> "_BaseGradientBoosting":
+        """Fit the boosted model.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs (NumPy, CuPy, SciPy or cupyx sparse); NaN marks a missing
+            value.
+        Y : array or sparse matrix of shape (n_samples, n_outputs) or (n_samples,)
+            Targets.
+        sample_weight : array of shape (n_samples,), optional
+            Non-negative sample weights.
+        eval_set : (X_val, Y_val), optional
+            Validation data for early stopping and progress reports; when
+            absent and ``n_iter_no_change`` is set, a ``validation_fraction``
+            of the training rows is held out.
+
+        Returns
+        -------
+        self
+        """
+        backend = resolve_backend(X, Y, device=self.device)
+        X = self._check_X(X, backend)
+        Yb = self._encode_targets(Y, backend, fitting=True)
+        check_consistent_rows(X=X, Y=Yb)
+        n, p = X.shape
+        d = Yb.shape[1]
+        cfg = self._check_params(n, p, d)
+        loss: Loss = cfg["loss"]
+        w, unit = self._check_sample_weight(sample_weight, n, backend)
+        xp = backend.xp
+
+        warm = bool(self.warm_start) and hasattr(self, "_model")
+        if warm:
+            self._check_warm_start(backend, p, d)
+            if self.n_estimators < len(self._model):
+                raise ValueError(
+                    f"n_estimators={self.n_estimators} must be larger or equal to the "
+                    f"{len(self._model)} iterations already fitted when warm_start=True"
+                )
+        else:
+            self._rng = check_random_state(self.random_state)
+            self._split_seed = int(self._rng.integers(0, 2**63 - 1))
+
+        # Validation data.
+        X_val = Y_val = None
+        if eval_set is not None:
+            if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
+                raise ValueError(
+                    "eval_set must be a pair (X_val, Y_val), got "
+                    f"{type(eval_set).__name__} of length {len(eval_set) if hasattr(eval_set, '__len__') else '?'}"
+                )
+            X_val = self._check_X(eval_set[0], backend, "eval_set[0]")
+            Y_val = self._encode_targets(eval_set[1], backend, fitting=False)
+            check_consistent_rows(**{"eval_set[0]": X_val, "eval_set[1]": Y_val})
+            if X_val.shape[1] != p or Y_val.shape[1] != d:
+                raise ValueError(
+                    f"eval_set must have {p} features and {d} outputs like the training data, "
+                    f"got X_val of shape {tuple(X_val.shape)} and Y_val of shape "
+                    f"{tuple(Y_val.shape)}"
+                )
+        elif self.n_iter_no_change is not None:
+            train_idx, val_idx = validation_split(
+                n, float(self.validation_fraction), np.random.default_rng(self._split_seed)
+            )
+            tr = backend.asarray(train_idx)
+            va = backend.asarray(val_idx)
+            X_val, Y_val = X[va], Yb[va]
+            X, Yb, w = X[tr], Yb[tr], w[tr]
+            n = X.shape[0]
+            if not float(w.sum()) > 0:
+                raise ValueError(
+                    "the rows left for training after holding out validation_fraction have "
+                    "zero total sample_weight"
+                )
+
+        if not warm:
+            mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
+            self.bin_mapper_ = mapper.fit(X)
+            self._model = StagedModel(backend, loss.init_estimate(xp, Yb, w))
+            self._steps: list[Any] = []
+            self._outputs: list[int | None] = []
+            self.projections_ = []
+            self.train_loss_ = np.zeros(0)
+            self.validation_loss_ = np.zeros(0)
+            self.n_features_in_ = p
+            self.n_outputs_ = d
+            self.backend_ = backend
+        binned = self.bin_mapper_.transform(X, backend)
+        model = self._model
+        F = model.raw_predict(X) if len(model) else xp.broadcast_to(model.init, (n, d)).copy()
+        F_val = None
+        if X_val is not None:
+            F_val = model.raw_predict(X_val)
+
+        fitter = StageTreeFitter(backend, binned, X, self.strategy, cfg["growth"])
+        stopper = EarlyStopping(self.n_iter_no_change, self.tol)
+        if F_val is not None:
+            stopper.start(len(model), float(loss.loss(xp, Y_val, F_val)))
+        train_losses = []
+        lr = float(self.learning_rate)
+        rng = self._rng
+        start_time = time.perf_counter()
+        if self.verbose:
+            self._print_header(F_val is not None)
+
+        for m in range(len(model), int(self.n_estimators)):
+            G = loss.negative_gradient(xp, Yb, F)
+            # stochastic subsampling: the tree and the step see a random subset
+            if self.subsample < 1.0:
+                n_in = max(1, int(round(float(self.subsample) * n)))
+                rows = np.sort(rng.choice(n, size=n_in, replace=False))
+                mask = xp.zeros(n, dtype=xp.float64)
+                mask[backend.asarray(rows)] = 1.0
+                w_iter = w * mask
+                unit_iter = False
+                if not float(w_iter.sum()) > 0:
+                    w_iter, rows = w, None
+            else:
+                w_iter, unit_iter, rows = w, unit, None
+            output = m % d if self.strategy == "single_target" else None
+            projection = draw_projection(
+                self.strategy, self.projection, cfg["n_components"], d, rng
+            )
+            structure, values, leaf = fitter.fit(G, w_iter, unit_iter, projection, output, rng)
+            H = values[leaf]
+            if rows is not None:
+                sel = backend.asarray(rows)
+                Ys, Fs, Hs, ws, Gs = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel]
+            else:
+                Ys, Fs, Hs, ws, Gs = Yb, F, H, w_iter, G
+            if output is None:
+                rho = loss.fit_step(xp, Ys, Fs, Hs, ws, Gs)
+                scale = lr * rho
+                F += H * scale[None, :]
+            else:
+                j = output
+                rho_j = loss.fit_step(
+                    xp, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
+                )
+                rho = xp.zeros(d, dtype=xp.float64)
+                rho[j] = rho_j[0]
+                scale = lr * rho
+                F[:, j] += scale[j] * H[:, 0]
+            stage = Stage(structure=structure, values=values, scale=scale, output=output)
+            model.append(stage)
+            self._steps.append(rho)
+            self._outputs.append(output)
+            if projection is not None:
+                self.projections_.append(projection)
+            train_losses.append(loss.loss(xp, Yb, F, w))
+
+            stop = False
+            if F_val is not None:
+                val_leaf = leaves_of(structure, X_val, backend)
+                F_val += values[val_leaf] * scale[None, :]
+                stop = stopper.update(len(model), float(loss.loss(xp, Y_val, F_val)))
+            if self.verbose and (_print_schedule(m + 1, self.verbose) or stop):
+                self._print_progress(m + 1, train_losses[-1], stopper, Y_val, F_val, start_time)
+            if stop:
+                break
+
+        if self.n_iter_no_change is not None and F_val is not None:
+            best = stopper.best_iteration
+            if best < len(model):
+                model.truncate(best)
+                del self._steps[best:]
+                del self._outputs[best:]
+                del self.projections_[best:]
+        new_train = (
+            np.asarray(to_host(xp.stack(train_losses)), dtype=np.float64)
+            if train_losses
+            else np.zeros(0)
+        )
+        self.train_loss_ = np.concatenate([self.train_loss_, new_train])[: len(model)]
+        if F_val is not None:
+            self.validation_loss_ = np.asarray(stopper.history)
+        self.n_estimators_ = len(model)
+        self.init_ = np.asarray(to_host(model.init))
+        self.steps_ = (
+            np.stack([np.asarray(to_host(r)) for r in self._steps]) if self._steps
+            else np.zeros((0, d))
+        )
+        self.outputs_ = list(self._outputs)
+        return self
+
+    def _check_warm_start(self, backend: Backend, p: int, d: int) -> None:
+        if backend.name != self._model.backend.name:
+            raise ValueError(
+                f"warm_start: the model was fitted on the {self._model.backend.name!r} backend, "
+                f"got data for {backend.name!r}"
+            )
+        if p != self.n_features_in_ or d != self.n_outputs_:
+            raise ValueError(
+                f"warm_start: X and Y must have {self.n_features_in_} features and "
+                f"{self.n_outputs_} outputs as in the first fit, got {p} and {d}"
+            )
+
+    # -- progress -----------------------------------------------------------
+
+    def _print_header(self, with_validation: bool) -> None:
+        cols = f"{'Iter':>6} {'Train loss':>12}"
+        if with_validation:
+            cols += f" {'Val loss':>12} {'Val ' + self._score_name:>12}"
+        print(cols + f" {'Elapsed':>9}")
+
+    def _print_progress(
+        self, iteration: int, train_loss: Any, stopper: EarlyStopping, Y_val: Any, F_val: Any,
+        start: float,
+    ) -> None:
+        line = f"{iteration:>6d} {float(train_loss):>12.6g}"
+        if F_val is not None:
+            line += f" {stopper.history[-1]:>12.6g} {self._validation_score(Y_val, F_val):>12.4f}"
+        print(line + f" {time.perf_counter() - start:>8.2f}s", flush=True)
+
+    # -- prediction -----------------------------------------------------------
+
+    def _raw_predict(self, X: Any) -> tuple[Any, bool]:
+        Xb, host = self._predict_input(X)
+        return self._model.raw_predict(Xb), host
+
+    def _staged_raw_predict(self, X: Any) -> Iterator[tuple[Any, bool]]:
+        Xb, host = self._predict_input(X)
+        for F in self._model.staged_raw_predict(Xb):
+            yield F, host
+
+    def apply(self, X: Any) -> Any:
+        """Leaf reached by every sample in every iteration's tree: int (n, n_estimators_)."""
+        Xb, host = self._predict_input(X)
+        leaves = self._model.apply(Xb)
+        return to_host(leaves) if host else leaves
+
+
+def _finish(a: Any, host: bool, one_d: bool) -> Any:
+    if host:
+        a = to_host(a)
+    if one_d:
+        a = a[:, 0]
+    return a
+
+
+class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
+    """Multi-output gradient tree boosting for regression.
+
+    Joly, Wehenkel & Geurts (2019): gbmort (Algorithm 2), gbrt-rpo
+    (Algorithm 3), gbrt-relabel-rpo (Algorithm 4) or single-target boosting,
+    with the squared (l2) or absolute (l1) loss.
+
+    Parameters
+    ----------
+    strategy : {"rpo", "multi_output", "relabel_rpo", "single_target"}, default="rpo"
+        How each iteration's tree is fitted to the ``d`` gradient columns
+        (see :mod:`gpurpo.ensemble._strategies`).
+    loss : {"squared_error", "absolute_error"}, default="squared_error"
+        ``(y - f)^2 / 2`` or ``|y - f|`` summed over outputs.
+    projection : str or None, default="subsample"
+        Projection kind of ``"rpo"`` and ``"relabel_rpo"`` (any kind of
+        :mod:`gpurpo.projections`; ``"subsample"`` draws outputs at random,
+        as in the paper). ``None`` is the identity (``"relabel_rpo"`` then
+        grows the gbmort tree).
+    n_components : int, float or {"log", "sqrt", "auto"}, default="log"
+        q, the number of projections of ``"relabel_rpo"`` (see
+        :func:`gpurpo.projections.resolve_n_components`). ``"rpo"`` always
+        uses one.
+    learning_rate : float, default=0.1
+        Shrinkage ``mu`` applied to every step.
+    n_estimators : int, default=100
+        Number of boosting iterations (trees); for ``"single_target"`` the
+        total over all outputs.
+    max_leaf_nodes : int or None, default=31
+        Leaves per tree, grown best-first; None grows level-wise to
+        ``max_depth``.
+    max_depth : int or None, default=None
+    max_features : int, float, {"sqrt", "log2"} or None, default=None
+        Features tried per node.
+    min_samples_leaf : int, default=1
+    subsample : float in (0, 1], default=1.0
+        Fraction of rows drawn (without replacement) for each tree and step.
+    max_bins : int in [2, 255], default=255
+        Quantile bins per feature (one more bin holds missing values).
+    validation_fraction : float in (0, 1), default=0.1
+        Rows held out for early stopping when ``n_iter_no_change`` is set and
+        no ``eval_set`` is given.
+    n_iter_no_change : int or None, default=None
+        Stop after this many iterations without a relative improvement of
+        ``tol`` of the validation loss, and keep the best iteration.
+    tol : float, default=1e-4
+    warm_start : bool, default=False
+        Add iterations to the fitted model up to ``n_estimators``.
+    random_state : None, int or Generator, default=None
+    device : {"auto", "cpu", "cuda", "cuda-emulated"}, default="auto"
+    verbose : int, default=0
+        1: report iterations 1-10, 20, 30, ..., 100, 200, ... (iteration,
+        train loss, validation loss and macro-R2); 2: every iteration.
+
+    Attributes
+    ----------
+    n_estimators_ : int
+        Number of iterations kept (after early stopping).
+    init_ : ndarray (d,)
+        Constant initial model.
+    steps_ : ndarray (n_estimators_, d)
+        ``rho_m`` of every iteration (before the learning rate).
+    outputs_ : list
+        For ``"single_target"``, the output of each iteration.
+    projections_ : list
+        Projection matrix of each iteration (``"rpo"``, ``"relabel_rpo"``).
+    train_loss_ : ndarray (n_estimators_,)
+        Mean training loss per sample and output after each iteration.
+    validation_loss_ : ndarray
+        Validation loss of the initial model and after each iteration run.
+    bin_mapper_ : BinMapper
+    n_features_in_, n_outputs_ : int
+    """
+
+    _losses = ("squared_error", "absolute_error")
+    _score_name = "R2"
+
+    def __init__(
+        self,
+        strategy: str = "rpo",
+        loss: str = "squared_error",
+        projection: str | None = "subsample",
+        n_components: int | float | str = "log",
+        learning_rate: float = 0.1,
+        n_estimators: int = 100,
+        max_leaf_nodes: int | None = 31,
+        max_depth: int | None = None,
+        max_features: Any = None,
+        min_samples_leaf: int = 1,
+        subsample: float = 1.0,
+        max_bins: int = 255,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int | None = None,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        random_state: Any = None,
+        device: str = "auto",
+        verbose: int = 0,
+    ) -> None:
+        self.strategy = strategy
+        self.loss = loss
+        self.projection = projection
+        self.n_components = n_components
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_depth = max_depth
+        self.max_features = max_features
+        self.min_samples_leaf = min_samples_leaf
+        self.subsample = subsample
+        self.max_bins = max_bins
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        name = "Y" if fitting else "eval_set[1]"
+        Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
+        if Y.ndim == 1:
+            Y = Y[:, None]
+            one_d = True
+        elif Y.ndim == 2:
+            one_d = False
+        else:
+            raise ValueError(f"{name} must be 1-D or 2-D, got shape {tuple(Y.shape)}")
+        if backend.issparse(Y):
+            Y = Y.toarray()
+        if fitting:
+            self._one_d = one_d
+        return backend.xp.ascontiguousarray(Y, dtype=backend.xp.float64)
+
+    def _validation_score(self, Y: Any, F: Any) -> float:
+        from gpurpo.metrics import macro_r2
+
+        return macro_r2(Y, F) if Y.shape[0] >= 2 else float("nan")
+
+    def predict(self, X: Any) -> Any:
+        """Predicted outputs: (n, d), or (n,) when fitted on a 1-D ``y``."""
+        F, host = self._raw_predict(X)
+        return _finish(F, host, self._one_d)
+
+    def staged_predict(self, X: Any) -> Iterator[Any]:
+        """Predictions after each iteration (a generator)."""
+        for F, host in self._staged_raw_predict(X):
+            yield _finish(F, host, self._one_d)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags
+
+
+class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
+    """Multi-label gradient tree boosting with the logistic loss.
+
+    Joly, Wehenkel & Geurts (2019): gbmort (Algorithm 2), gbrt-rpo
+    (Algorithm 3), gbrt-relabel-rpo (Algorithm 4) or single-target boosting
+    with the multi-label logistic loss (eq. 8). Labels are 0/1 or -1/1 (dense
+    or sparse); the score ``F`` is the log-odds of each label, and
+    ``predict_proba`` its sigmoid.
+
+    Parameters
+    ----------
+    strategy, projection, n_components, learning_rate, n_estimators,
+    max_leaf_nodes, max_depth, max_features, min_samples_leaf, subsample,
+    max_bins, validation_fraction, n_iter_no_change, tol, warm_start,
+    random_state, device, verbose
+        As in :class:`GradientBoostingRegressor` (verbose reports the
+        validation label ranking average precision).
+    loss : {"log_loss"}, default="log_loss"
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The label values, ``[0, 1]`` or ``[-1, 1]``, as given in fit.
+    n_estimators_, init_, steps_, outputs_, projections_, train_loss_,
+    validation_loss_, bin_mapper_, n_features_in_, n_outputs_
+        As in :class:`GradientBoostingRegressor`.
+    """
+
+    _losses = ("log_loss",)
+    _score_name = "LRAP"
+
+    def __init__(
+        self,
+        strategy: str = "rpo",
+        loss: str = "log_loss",
+        projection: str | None = "subsample",
+        n_components: int | float | str = "log",
+        learning_rate: float = 0.1,
+        n_estimators: int = 100,
+        max_leaf_nodes: int | None = 31,
+        max_depth: int | None = None,
+        max_features: Any = None,
+        min_samples_leaf: int = 1,
+        subsample: float = 1.0,
+        max_bins: int = 255,
+        validation_fraction: float = 0.1,
+        n_iter_no_change: int | None = None,
+        tol: float = 1e-4,
+        warm_start: bool = False,
+        random_state: Any = None,
+        device: str = "auto",
+        verbose: int = 0,
+    ) -> None:
+        self.strategy = strategy
+        self.loss = loss
+        self.projection = projection
+        self.n_components = n_components
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_depth = max_depth
+        self.max_features = max_features
+        self.min_samples_leaf = min_samples_leaf
+        self.subsample = subsample
+        self.max_bins = max_bins
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.device = device
+        self.verbose = verbose
+
+    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        name = "Y" if fitting else "eval_set[1]"
+        xp = backend.xp
+        Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
+        one_d = Y.ndim == 1
+        if one_d:
+            Y = Y[:, None]
+        elif Y.ndim != 2:
+            raise ValueError(f"{name} must be 1-D or 2-D, got shape {tuple(Y.shape)}")
+        if backend.issparse(Y):
+            Y = Y.toarray()
+        Y = xp.asarray(Y, dtype=xp.float64)
+        has_neg = bool((Y == -1).any())
+        has_zero = bool((Y == 0).any())
+        bad = ~((Y == 1) | (Y == 0) | (Y == -1))
+        if bool(bad.any()) or (has_neg and has_zero):
+            found = np.unique(to_host(Y))[:10].tolist()
+            raise ValueError(
+                f"{name} must hold multi-label indicators, 0/1 or -1/1 (not both), got the "
+                f"values {found}"
+            )
+        if fitting:
+            self._one_d = one_d
+            self.classes_ = np.array([-1, 1] if has_neg else [0, 1])
+        return xp.where(Y > 0, 1.0, -1.0)
+
+    def _validation_score(self, Y: Any, F: Any) -> float:
+        from gpurpo.metrics import label_ranking_average_precision
+
+        xp = self._model.backend.xp
+        return label_ranking_average_precision((Y > 0).astype(xp.float64), F)
+
+    def decision_function(self, X: Any) -> Any:
+        """Scores (log-odds) of each label: (n, d), or (n,) when fitted on a 1-D ``y``."""
+        F, host = self._raw_predict(X)
+        return _finish(F, host, self._one_d)
+
+    def predict_proba(self, X: Any) -> Any:
+        """Probability of each label, ``sigmoid(F)``: (n, d); (n, 2) for a 1-D ``y``."""
+        F, host = self._raw_predict(X)
+        P = self._to_proba(F)
+        return _finish(P, host, False)
+
+    def _to_proba(self, F: Any) -> Any:
+        xp = self._model.backend.xp
+        P = get_loss("log_loss").raw_to_output(xp, F)
+        if self._one_d:
+            P = xp.concatenate([1.0 - P, P], axis=1)
+        return P
+
+    def predict(self, X: Any) -> Any:
+        """Predicted labels (probability > 0.5), in the encoding of fit (0/1 or -1/1)."""
+        F, host = self._raw_predict(X)
+        return _finish(self._to_labels(F), host, self._one_d)
+
+    def _to_labels(self, F: Any) -> Any:
+        xp = self._model.backend.xp
+        neg, pos = (int(v) for v in self.classes_)
+        return xp.where(F > 0, pos, neg).astype(xp.int64)
+
+    def staged_predict(self, X: Any) -> Iterator[Any]:
+        """Predicted labels after each iteration (a generator)."""
+        for F, host in self._staged_raw_predict(X):
+            yield _finish(self._to_labels(F), host, self._one_d)
+
+    def staged_predict_proba(self, X: Any) -> Iterator[Any]:
+        """Label probabilities after each iteration (a generator)."""
+        for F, host in self._staged_raw_predict(X):
+            yield _finish(self._to_proba(F), host, False)
+
+    def staged_decision_function(self, X: Any) -> Iterator[Any]:
+        """Scores after each iteration (a generator)."""
+        for F, host in self._staged_raw_predict(X):
+            yield _finish(F, host, self._one_d)
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.classifier_tags.multi_label = True
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        return tags

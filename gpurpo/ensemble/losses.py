@@ -1,0 +1,236 @@
+"""Loss functions of multi-output gradient boosting.
+
+Joly, Wehenkel & Geurts (2019), *Gradient tree boosting with random output
+projections for multi-label classification and multi-output regression*,
+Section 2, use a loss ``l(y, f) = sum_j l_j(y_j, f_j)`` that decomposes over
+the ``d`` outputs. Each loss here provides, for a target matrix ``Y`` and a
+score matrix ``F`` of shape ``(n, d)`` (all in the array module ``xp`` of
+the backend, NumPy or CuPy):
+
+* :meth:`Loss.init_estimate` -- the constant model ``f_0 = argmin_rho
+  sum_i w_i l(y_i, rho)`` (Algorithms 1-4, line 1), one value per output;
+* :meth:`Loss.negative_gradient` -- the pseudo-residuals ``g_i = -dl/df``
+  at ``f_{m-1}(x_i)`` (line 3);
+* :meth:`Loss.fit_step` -- the step ``rho_m in R^d`` minimising
+  ``sum_i w_i l(y_i, f_{m-1}(x_i) + rho_m * h_m(x_i))`` separately for every
+  output (the per-output linear fit of the tree predictions to the outputs
+  of gbrt-rpo; used by every strategy);
+* :meth:`Loss.loss` -- the weighted mean loss per sample and output.
+
+Losses:
+
+``"squared_error"``
+    ``l_j(y, f) = (y - f)^2 / 2``; gradient ``y - f``; ``f_0`` the weighted
+    mean; the step has the closed form ``rho_j = sum_i w_i g_ij h_ij /
+    sum_i w_i h_ij^2`` (the least-squares fits of the paper's eqs. 20 and 23).
+``"absolute_error"``
+    ``l_j(y, f) = |y - f|``; gradient ``sign(y - f)``; ``f_0`` the weighted
+    median; the step is the exact minimiser of the piecewise-linear convex
+    objective, a weighted median of ``(y_ij - f_ij) / h_ij`` with weights
+    ``w_i |h_ij|`` (:func:`gpurpo.ensemble._steps.weighted_median_columns`).
+``"log_loss"``
+    multi-label logistic loss (the paper's eq. 8), for labels ``y_j`` in
+    ``{-1, 1}`` (``{0, 1}`` is mapped to it):
+    ``l_j(y, F) = log(1 + exp(-y F))`` with ``F`` the log-odds (the paper's
+    ``log(1 + exp(-2 y f))`` with ``F = 2 f``; gradient boosting with an
+    optimal step gives the same model for either scaling of the score, up
+    to that factor). Probabilities are ``sigmoid(F)``. Gradient
+    ``t - sigmoid(F)`` with ``t = (y + 1) / 2``; ``f_0`` the log-odds of the
+    weighted label frequency; the step is found by a safeguarded Newton
+    search per output (:func:`gpurpo.ensemble._steps.logistic_step`).
+
+Targets and scores are float64; gradients are returned as float32 (the dtype
+of the histograms), sums are accumulated in float64.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from gpurpo.ensemble._steps import (
+    least_squares_step,
+    logistic_step,
+    weighted_median_columns,
+    weighted_median_step,
+)
+
+__all__ = [
+    "LOSSES",
+    "Loss",
+    "SquaredError",
+    "AbsoluteError",
+    "LogLoss",
+    "get_loss",
+]
+
+# Label frequencies are clipped to [_PROBA_CLIP, 1 - _PROBA_CLIP] for the
+# initial log-odds, so that a label that is never (or always) present gets a
+# finite initial score (about -/+ 27.6).
+_PROBA_CLIP = 1e-12
+
+
+def _weighted_column_mean(xp: ModuleType, A: Any, w: Any) -> Any:
+    total = xp.sum(w, dtype=xp.float64)
+    return (w.astype(xp.float64) @ A.astype(xp.float64)) / total
+
+
+class Loss:
+    """A loss decomposing over outputs, ``l(y, f) = sum_j l_j(y_j, f_j)``.
+
+    Subclasses implement the methods below with array operations of ``xp``
+    only (they run unchanged on NumPy and CuPy).
+    """
+
+    name: str = ""
+
+    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+        """Constant model ``argmin_rho sum_i w_i l(y_i, rho)``, shape ``(d,)`` float64."""
+        raise NotImplementedError
+
+    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        """Loss of every entry, shape ``(n, d)``."""
+        raise NotImplementedError
+
+    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        """``-dl/dF`` at ``F``, shape ``(n, d)``, float32."""
+        raise NotImplementedError
+
+    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
+        """Step ``rho`` in ``R^d`` minimising ``sum_i w_i l(y_i, F_i + rho * H_i)`` per output.
+
+        Parameters
+        ----------
+        xp : module
+            ``numpy`` or ``cupy``.
+        Y, F : arrays of shape (n, d)
+            Targets and current scores.
+        H : array of shape (n, d) or (n, 1)
+            Predictions of the new tree on the same samples (one column is
+            broadcast to every output: the single-output tree of gbrt-rpo).
+        w : array of shape (n,)
+            Non-negative sample weights (0 for samples left out by stochastic
+            subsampling).
+        G : array of shape (n, d), optional
+            The negative gradient at ``F`` when already computed.
+
+        Returns
+        -------
+        array of shape (d,), float64
+        """
+        raise NotImplementedError
+
+    def loss(self, xp: ModuleType, Y: Any, F: Any, w: Any | None = None) -> Any:
+        """Weighted mean of the loss over samples and outputs (a 0-d array)."""
+        values = self.pointwise(xp, Y, F)
+        per_sample = xp.mean(values, axis=1, dtype=xp.float64)
+        if w is None:
+            return xp.mean(per_sample)
+        w = w.astype(xp.float64)
+        return xp.sum(w * per_sample) / xp.sum(w)
+
+    def raw_to_output(self, xp: ModuleType, F: Any) -> Any:
+        """Map scores to predictions in the output space (identity for regression)."""
+        return F
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class SquaredError(Loss):
+    """Half squared error, ``l_j(y, f) = (y - f)^2 / 2`` (l2-norm loss)."""
+
+    name = "squared_error"
+
+    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+        return _weighted_column_mean(xp, Y, w)
+
+    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        return 0.5 * (Y - F) ** 2
+
+    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        return (Y - F).astype(xp.float32)
+
+    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
+        if G is None:
+            G = Y - F
+        return least_squares_step(xp, G, H, w)
+
+
+class AbsoluteError(Loss):
+    """Absolute error, ``l_j(y, f) = |y - f|`` (l1-norm loss)."""
+
+    name = "absolute_error"
+
+    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+        return weighted_median_columns(xp, Y.astype(xp.float64), w[:, None])
+
+    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        return xp.abs(Y - F)
+
+    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        return xp.sign(Y - F).astype(xp.float32)
+
+    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
+        return weighted_median_step(xp, Y - F, H, w)
+
+
+class LogLoss(Loss):
+    """Multi-label logistic loss ``l_j(y, F) = log(1 + exp(-y F))``, ``y`` in {-1, 1}.
+
+    ``Y`` given to the methods must already be in ``{-1, 1}``; ``F`` is the
+    log-odds and ``sigmoid(F)`` the probability of label presence.
+    """
+
+    name = "log_loss"
+
+    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+        freq = _weighted_column_mean(xp, (Y > 0).astype(xp.float64), w)
+        freq = xp.clip(freq, _PROBA_CLIP, 1.0 - _PROBA_CLIP)
+        return xp.log(freq) - xp.log1p(-freq)
+
+    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        return xp.logaddexp(0.0, -Y * F)
+
+    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+        target = (Y > 0).astype(xp.float64)
+        return (target - _sigmoid(xp, F)).astype(xp.float32)
+
+    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
+        return logistic_step(xp, Y, F, H, w)
+
+    def raw_to_output(self, xp: ModuleType, F: Any) -> Any:
+        return _sigmoid(xp, F)
+
+
+def _sigmoid(xp: ModuleType, F: Any) -> Any:
+    """Numerically stable logistic function ``1 / (1 + exp(-F))``."""
+    return xp.exp(-xp.logaddexp(0.0, -F))
+
+
+LOSSES: dict[str, type[Loss]] = {
+    "squared_error": SquaredError,
+    "absolute_error": AbsoluteError,
+    "log_loss": LogLoss,
+}
+
+
+def get_loss(name: str, allowed: tuple[str, ...] | None = None) -> Loss:
+    """Instantiate the loss called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`LOSSES` (or of ``allowed``).
+    allowed : tuple of str, optional
+        Restrict the accepted names (e.g. regression losses only).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, the accepted values and the received one.
+    """
+    choices = tuple(LOSSES) if allowed is None else allowed
+    if not isinstance(name, str) or name not in choices:
+        raise ValueError(f"loss must be one of {choices}, got {name!r}")
+    return LOSSES[name]()

@@ -1,0 +1,363 @@
+"""Metrics for multi-label classification and multi-output regression.
+
+Every metric accepts dense arrays or sparse (CSR) matrices for both
+arguments, on NumPy/SciPy or CuPy/cupyx (computed where the data lives, with
+the array module of :func:`gpurpo.backend.resolve_backend`), and works over
+blocks of rows so that the temporaries stay within a memory budget whatever
+the number of labels d: ``chunk_size`` rows at a time, by default as many
+rows as fit in about 128 MiB of temporaries. Results are Python floats.
+
+========================================  =====================================
+:func:`label_ranking_average_precision`   Joly et al. (2014) eq. 6 (LRAP)
+:func:`macro_r2`                          Joly et al. eq. 26 (mean R^2 over outputs)
+:func:`micro_auprc`                       area under the micro-averaged
+                                          precision-recall curve
+:func:`precision_at_k`                    mean precision of the top k labels
+:func:`rmse`                              Bi & Kwok (2013) eq. 6
+:func:`hamming_loss`                      fraction of wrong label entries
+========================================  =====================================
+
+References
+----------
+A. Joly, P. Geurts, L. Wehenkel. Random forests with random projections of
+the output space for high dimensional multi-label classification. ECML PKDD
+2014.
+
+W. Bi, J. T. Kwok. Efficient multi-label classification with many labels.
+ICML 2013.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Iterator
+
+from gpurpo._validation import check_array, check_choice, check_int
+from gpurpo.backend import Backend, resolve_backend
+
+__all__ = [
+    "label_ranking_average_precision",
+    "macro_r2",
+    "micro_auprc",
+    "precision_at_k",
+    "rmse",
+    "hamming_loss",
+]
+
+_MEMORY_BUDGET = 128 * 2**20
+# Bytes of temporaries per (row, label) cell, per metric (see each kernel).
+_CELL_BYTES_RANKING = 120
+_CELL_BYTES_ELEMENTWISE = 32
+
+
+# --------------------------------------------------------------------------
+# Validation and row blocks
+# --------------------------------------------------------------------------
+
+
+def _validate(
+    y_true: Any,
+    other: Any,
+    other_name: str,
+    *,
+    binary_true: bool,
+    binary_other: bool = False,
+) -> tuple[Backend, Any, Any]:
+    backend = resolve_backend(y_true, other)
+    yt = check_array(y_true, "y_true", backend)
+    yo = check_array(other, other_name, backend)
+    if yt.shape != yo.shape:
+        raise ValueError(
+            f"y_true and {other_name} must have the same shape, got {tuple(yt.shape)} "
+            f"and {tuple(yo.shape)}"
+        )
+    if yt.shape[1] < 1:
+        raise ValueError(f"y_true must have at least one column, got shape {tuple(yt.shape)}")
+    if binary_true:
+        _check_binary(yt, "y_true", backend)
+    if binary_other:
+        _check_binary(yo, other_name, backend)
+    return backend, yt, yo
+
+
+def _check_binary(a: Any, name: str, backend: Backend) -> None:
+    xp = backend.xp
+    values = a.data if backend.issparse(a) else a
+    if values.size and not bool(xp.all((values == 0) | (values == 1))):
+        bad = values[(values != 0) & (values != 1)]
+        raise ValueError(
+            f"{name} must be a 0/1 label indicator matrix, got the value {float(bad[0])!r}"
+        )
+
+
+def _chunks(n: int, d: int, chunk_size: int | None, cell_bytes: int) -> Iterator[tuple[int, int]]:
+    if chunk_size is None:
+        size = max(1, _MEMORY_BUDGET // max(1, d * cell_bytes))
+    else:
+        size = check_int(chunk_size, "chunk_size", low=1)
+    for start in range(0, n, size):
+        yield start, min(n, start + size)
+
+
+def _block(a: Any, start: int, stop: int, backend: Backend) -> Any:
+    """Rows start:stop of ``a`` as a dense float64 array."""
+    rows = a[start:stop]
+    if backend.issparse(rows):
+        rows = rows.toarray()
+    return rows.astype(backend.xp.float64, copy=False)
+
+
+# --------------------------------------------------------------------------
+# Ranking metrics
+# --------------------------------------------------------------------------
+
+
+def _ranking_counts(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
+    """Per row: sum over relevant j of L_ij / R_ij, and the number of relevant labels.
+
+    ``R_ij = #{k : s_ik >= s_ij}`` and ``L_ij = #{k relevant : s_ik >= s_ij}``
+    (ties count as ranked above, as in scikit-learn's ``rankdata(.., "max")``).
+    Scores are sorted once per row; tie groups get global ids so that group
+    sizes come from one ``bincount`` for the whole block.
+    """
+    c, d = S.shape
+    order = xp.argsort(-S, axis=1)
+    s_sorted = xp.take_along_axis(S, order, axis=1)
+    rel = xp.take_along_axis(T, order, axis=1)
+    new_group = xp.ones((c, d), dtype=bool)
+    new_group[:, 1:] = s_sorted[:, 1:] != s_sorted[:, :-1]
+    group = xp.cumsum(new_group, axis=1) - 1
+    flat = (group + (xp.arange(c) * d)[:, None]).ravel()
+    size = xp.bincount(flat, minlength=c * d).reshape(c, d)
+    rel_size = xp.bincount(flat, weights=rel.ravel(), minlength=c * d).reshape(c, d)
+    R = xp.take_along_axis(xp.cumsum(size, axis=1), group, axis=1)
+    L = xp.take_along_axis(xp.cumsum(rel_size, axis=1), group, axis=1)
+    return (rel * (L / R)).sum(axis=1), rel.sum(axis=1)
+
+
+def label_ranking_average_precision(
+    y_true: Any,
+    y_score: Any,
+    *,
+    no_relevant: str = "skip",
+    chunk_size: int | None = None,
+) -> float:
+    """Label ranking average precision (LRAP), Joly et al. (2014) eq. 6.
+
+    ``LRAP = 1/|S| sum_{i in S} 1/|y_i| sum_{j : y_ij = 1} |L_ij| / |R_ij|``
+    with ``R_ij = {k : s_ik >= s_ij}`` (labels ranked at or above label j)
+    and ``L_ij = {k in R_ij : y_ik = 1}``. A label tied with label j counts
+    as ranked above it, exactly as in scikit-learn's
+    ``label_ranking_average_precision_score``.
+
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_labels)
+        0/1 relevance.
+    y_score : array or sparse matrix of shape (n_samples, n_labels)
+        Scores; higher means more relevant.
+    no_relevant : {"skip", "one"}, default="skip"
+        Samples without any relevant label: ``"skip"`` leaves them out of
+        ``S`` (the paper's definition); ``"one"`` scores them 1 and keeps
+        them, which is scikit-learn's convention (its result is then
+        reproduced exactly).
+    chunk_size : int, optional
+        Rows per block (default: from a ~128 MiB memory budget).
+
+    Returns
+    -------
+    float
+        LRAP in (0, 1]; NaN (with a RuntimeWarning) when ``no_relevant="skip"``
+        and no sample has a relevant label.
+    """
+    check_choice(no_relevant, "no_relevant", ("skip", "one"))
+    backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
+    xp = backend.xp
+    n, d = yt.shape
+    total = 0.0
+    counted = 0
+    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_RANKING):
+        ratio_sum, n_rel = _ranking_counts(
+            _block(yt, start, stop, backend), _block(ys, start, stop, backend), xp
+        )
+        has = n_rel > 0
+        total += float(xp.sum(ratio_sum[has] / n_rel[has]))
+        n_has = int(xp.count_nonzero(has))
+        counted += n_has
+        if no_relevant == "one":
+            total += (stop - start) - n_has
+    if no_relevant == "one":
+        return total / n
+    if counted == 0:
+        warnings.warn(
+            "label_ranking_average_precision: no sample of y_true has a relevant label; "
+            "returning NaN",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return math.nan
+    return total / counted
+
+
+def precision_at_k(
+    y_true: Any, y_score: Any, k: int = 1, *, chunk_size: int | None = None
+) -> float:
+    """Precision at k: mean over samples of ``|top_k(s_i) ∩ y_i| / k``.
+
+    ``top_k(s_i)`` holds the k labels with the highest scores of sample i;
+    among labels tied at the k-th score the ones with the lowest indices are
+    taken (the order of a stable descending sort). Every sample counts,
+    including those with fewer than k (or no) relevant labels.
+
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_labels)
+        0/1 relevance.
+    y_score : array or sparse matrix of shape (n_samples, n_labels)
+        Scores.
+    k : int, default=1
+        Number of top-ranked labels, ``1 <= k <= n_labels``.
+    chunk_size : int, optional
+        Rows per block.
+    """
+    backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
+    xp = backend.xp
+    n, d = yt.shape
+    k = check_int(k, "k", low=1, high=d)
+    hits = 0.0
+    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
+        T = _block(yt, start, stop, backend)
+        S = _block(ys, start, stop, backend)
+        kth = -xp.partition(-S, k - 1, axis=1)[:, k - 1 : k]
+        above = S > kth
+        tied = S == kth
+        room = k - above.sum(axis=1, keepdims=True)
+        chosen = above | (tied & (xp.cumsum(tied, axis=1) <= room))
+        hits += float(xp.sum(T * chosen))
+    return hits / (n * k)
+
+
+def micro_auprc(y_true: Any, y_score: Any, *, chunk_size: int | None = None) -> float:
+    """Area under the micro-averaged precision-recall curve (average precision).
+
+    All (sample, label) pairs are pooled. With the distinct scores ``t`` in
+    decreasing order as thresholds,
+    ``AUPRC = sum_t (R(t) - R(t_prev)) P(t)`` where ``P(t)`` and ``R(t)`` are
+    the precision and recall of predicting every pair scored ``>= t``: pairs
+    with equal scores enter together (no interpolation), which is exactly
+    scikit-learn's ``average_precision_score(average="micro")``. Only
+    thresholds at positive pairs' scores change R, so the sum runs over the
+    distinct scores of the positives, and the number of pairs scored
+    ``>= t`` is counted block by block: memory stays O(nnz(y_true)) plus
+    one block.
+
+    Returns 0.0 with a RuntimeWarning when ``y_true`` has no positive
+    (scikit-learn's value).
+    """
+    backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
+    xp = backend.xp
+    n, d = yt.shape
+    blocks = list(_chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE))
+    positive_scores = []
+    for start, stop in blocks:
+        T = _block(yt, start, stop, backend)
+        S = _block(ys, start, stop, backend)
+        positive_scores.append(S[T > 0])
+    scores = xp.concatenate(positive_scores)
+    n_pos = int(scores.shape[0])
+    if n_pos == 0:
+        warnings.warn(
+            "micro_auprc: y_true has no positive entry; returning 0.0",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return 0.0
+    thresholds, pos_count = xp.unique(scores, return_counts=True)
+    n_thr = int(thresholds.shape[0])
+    at_or_above = xp.zeros(n_thr, dtype=xp.int64)
+    for start, stop in blocks:
+        S = _block(ys, start, stop, backend).ravel()
+        bin_of = xp.searchsorted(thresholds, S, side="right") - 1
+        at_or_above += xp.bincount(bin_of[bin_of >= 0], minlength=n_thr)
+    n_above = xp.cumsum(at_or_above[::-1])[::-1]
+    tp_above = xp.cumsum(pos_count[::-1])[::-1]
+    return float(xp.sum(pos_count * (tp_above / n_above))) / n_pos
+
+
+# --------------------------------------------------------------------------
+# Regression and 0/1 metrics
+# --------------------------------------------------------------------------
+
+
+def macro_r2(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> float:
+    """Macro-averaged coefficient of determination, Joly et al. eq. 26.
+
+    ``macro-R2 = 1/d sum_j (1 - sum_i (y_ij - yhat_ij)^2 / sum_i (y_ij - ybar_j)^2)``.
+    An output with constant ``y_true`` scores 1 when predicted exactly and 0
+    otherwise, as in scikit-learn's ``r2_score(multioutput="uniform_average")``
+    (which this equals). Needs at least two samples.
+    """
+    backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=False)
+    xp = backend.xp
+    n, d = yt.shape
+    if n < 2:
+        raise ValueError(f"macro_r2 needs at least 2 samples, got y_true of shape {(n, d)}")
+    blocks = list(_chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE))
+    col_sum = xp.zeros(d)
+    ss_res = xp.zeros(d)
+    for start, stop in blocks:
+        T = _block(yt, start, stop, backend)
+        col_sum += T.sum(axis=0)
+        ss_res += ((T - _block(yp, start, stop, backend)) ** 2).sum(axis=0)
+    mean = col_sum / n
+    ss_tot = xp.zeros(d)
+    for start, stop in blocks:
+        ss_tot += ((_block(yt, start, stop, backend) - mean) ** 2).sum(axis=0)
+    ok = ss_tot != 0
+    safe = xp.where(ok, ss_tot, 1.0)
+    score = xp.where(ok, 1.0 - ss_res / safe, xp.where(ss_res == 0, 1.0, 0.0))
+    return float(xp.mean(score))
+
+
+def rmse(
+    y_true: Any, y_pred: Any, *, normalize: bool = True, chunk_size: int | None = None
+) -> float:
+    """Root mean squared error of label vectors, Bi & Kwok (2013) eq. 6.
+
+    ``RMSE = sqrt( 1/n sum_i 1/d ||y_i - yhat_i||_2^2 )`` with the
+    real-valued predictions ``yhat`` (before any thresholding): the root of
+    the squared error averaged over labels and samples. With
+    ``normalize=False`` the per-sample squared norm is not divided by d,
+    ``sqrt(1/n sum_i ||y_i - yhat_i||^2)``.
+    """
+    if not isinstance(normalize, bool):
+        raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
+    backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=False)
+    xp = backend.xp
+    n, d = yt.shape
+    total = 0.0
+    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
+        diff = _block(yt, start, stop, backend) - _block(yp, start, stop, backend)
+        total += float(xp.sum(diff * diff))
+    return math.sqrt(total / (n * d if normalize else n))
+
+
+def hamming_loss(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> float:
+    """Fraction of (sample, label) entries where the 0/1 prediction is wrong.
+
+    ``1/(n d) sum_ij [y_ij != yhat_ij]``, equal to scikit-learn's
+    ``hamming_loss`` on label indicator matrices. When both arguments are
+    sparse the count works on the sparse difference (memory O(nnz)), never
+    densifying.
+    """
+    backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=True, binary_other=True)
+    xp = backend.xp
+    n, d = yt.shape
+    if backend.issparse(yt) and backend.issparse(yp):
+        return int(xp.count_nonzero((yt - yp).data)) / (n * d)
+    wrong = 0
+    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
+        T = _block(yt, start, stop, backend)
+        wrong += int(xp.count_nonzero(T != _block(yp, start, stop, backend)))
+    return wrong / (n * d)

@@ -1,0 +1,439 @@
+"""Decision tree estimators grown on (randomly projected) outputs.
+
+Joly, Geurts & Wehenkel (2014), section 3.1: a multi-output regression tree
+whose splits maximise the reduction of the summed variance of the outputs
+projected by a random matrix ``Phi`` (m x d), ``Y Phi^T``, and whose leaves
+are labelled with the mean of the ORIGINAL outputs of their training samples.
+With ``projection=None`` it is the exact multi-output variance-reduction tree
+(Breiman et al. 1984) on binned inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from gpurpo._validation import check_array, check_choice, check_consistent_rows
+from gpurpo.backend import Backend, check_random_state, resolve_backend
+from gpurpo.tree._params import GrowthParams, n_candidate_features
+from gpurpo.tree.binning import MAX_BINS, BinMapper
+from gpurpo.tree.grower import grow_tree_best_first, grow_trees
+from gpurpo.tree.leaves import leaf_values
+from gpurpo.tree.predictor import Tree
+
+__all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]
+
+_MAX_DENSE_TARGET_BYTES = 2 * 1024**3
+
+
+def _check_min_samples(value: Any, name: str, n: int, low_int: int, high_float: float) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or a float, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        if value < low_int:
+            raise ValueError(f"{name} given as an int must be >= {low_int}, got {value}")
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if not (0.0 < float(value) <= high_float):
+            raise ValueError(
+                f"{name} given as a float must be in (0, {high_float}], got {value}"
+            )
+        return max(low_int, int(math.ceil(float(value) * n)))
+    raise TypeError(f"{name} must be an int or a float, got {type(value).__name__} {value!r}")
+
+
+class _BaseTree(BaseEstimator):
+    """Shared fit/predict logic of the tree estimators."""
+
+    def __init__(
+        self,
+        *,
+        projection: Any = None,
+        n_components: Any = "sqrt",
+        splitter: str = "best",
+        max_depth: int | None = None,
+        min_samples_split: int | float = 2,
+        min_samples_leaf: int | float = 1,
+        max_leaf_nodes: int | None = None,
+        max_features: Any = None,
+        min_impurity_decrease: float = 0.0,
+        max_bins: int = MAX_BINS,
+        random_state: Any = None,
+        device: str = "auto",
+    ) -> None:
+        self.projection = projection
+        self.n_components = n_components
+        self.splitter = splitter
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_features = max_features
+        self.min_impurity_decrease = min_impurity_decrease
+        self.max_bins = max_bins
+        self.random_state = random_state
+        self.device = device
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True
+        return tags
+
+    # ------------------------------------------------------------ validation
+
+    def _growth_params(self, n: int, p: int) -> GrowthParams:
+        if self.max_depth is not None:
+            if isinstance(self.max_depth, bool) or not isinstance(self.max_depth, numbers.Integral):
+                raise TypeError(f"max_depth must be an int or None, got {self.max_depth!r}")
+            if self.max_depth < 1:
+                raise ValueError(f"max_depth must be >= 1 or None, got {self.max_depth}")
+        if self.max_leaf_nodes is not None:
+            if isinstance(self.max_leaf_nodes, bool) or not isinstance(
+                self.max_leaf_nodes, numbers.Integral
+            ):
+                raise TypeError(f"max_leaf_nodes must be an int or None, got {self.max_leaf_nodes!r}")
+            if self.max_leaf_nodes < 2:
+                raise ValueError(f"max_leaf_nodes must be >= 2 or None, got {self.max_leaf_nodes}")
+        check_choice(self.splitter, "splitter", ("best", "random"))
+        min_split = _check_min_samples(self.min_samples_split, "min_samples_split", n, 2, 1.0)
+        min_leaf = _check_min_samples(self.min_samples_leaf, "min_samples_leaf", n, 1, 1.0)
+        if isinstance(self.min_impurity_decrease, bool) or not isinstance(
+            self.min_impurity_decrease, numbers.Real
+        ):
+            raise TypeError(
+                f"min_impurity_decrease must be a float, got {self.min_impurity_decrease!r}"
+            )
+        if not (self.min_impurity_decrease >= 0 and math.isfinite(self.min_impurity_decrease)):
+            raise ValueError(
+                f"min_impurity_decrease must be a finite float >= 0, got {self.min_impurity_decrease}"
+            )
+        k = n_candidate_features(self.max_features, p)
+        return GrowthParams(
+            n_candidates=k,
+            max_depth=None if self.max_depth is None else int(self.max_depth),
+            min_samples_split=min_split,
+            min_samples_leaf=min_leaf,
+            max_leaf_nodes=None if self.max_leaf_nodes is None else int(self.max_leaf_nodes),
+            min_impurity_decrease=float(self.min_impurity_decrease),
+            splitter=self.splitter,
+        )
+
+    def _check_sample_weight(self, sample_weight: Any, n: int, backend: Backend) -> Any:
+        if sample_weight is None:
+            return None
+        xp = backend.xp
+        w = backend.asarray(sample_weight, dtype=xp.float64)
+        if w.ndim != 1 or w.shape[0] != n:
+            raise ValueError(
+                f"sample_weight must have shape (n_samples,) = ({n},), got {tuple(w.shape)}"
+            )
+        if not bool(xp.isfinite(w).all()) or bool((w < 0).any()):
+            raise ValueError("sample_weight must be finite and non-negative")
+        if not float(w.sum()) > 0:
+            raise ValueError("sample_weight must have a positive sum, got all zeros")
+        return w
+
+    def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
+        X = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        if X.dtype not in (backend.xp.float32, backend.xp.float64):
+            X = X.astype(backend.xp.float64)
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        return X
+
+    # -------------------------------------------------------------- fitting
+
+    def _targets(self, Y: Any, backend: Backend, rng: np.random.Generator) -> Any:
+        """Projected (or original) outputs as a dense float32 (n, m) array."""
+        from gpurpo import projections
+
+        xp = backend.xp
+        n, d = Y.shape
+        proj = self.projection
+        if proj is None:
+            if backend.issparse(Y):
+                if 4 * n * d > _MAX_DENSE_TARGET_BYTES:
+                    raise ValueError(
+                        f"projection=None needs the outputs as a dense float32 array of shape "
+                        f"{(n, d)} ({4 * n * d} bytes); pass a projection (e.g. "
+                        "projection='gaussian') for sparse outputs this wide"
+                    )
+                Y = Y.toarray()
+            self.projection_ = None
+            return xp.asarray(Y, dtype=xp.float32)
+        if isinstance(proj, str):
+            check_choice(proj, "projection", (None,) + projections.KINDS)
+            components = projections.make_projection(proj, self.n_components, d, rng, n_samples=n)
+            self.projection_ = components
+            return xp.asarray(projections.project(Y, components, backend), dtype=xp.float32)
+        if isinstance(proj, projections.OutputProjection):
+            est = clone(proj)
+            if est.random_state is None:
+                est.set_params(random_state=int(rng.integers(0, 2**31 - 1)))
+            est.fit(Y)
+            self.projection_ = est.components_
+            return xp.asarray(est.transform(Y), dtype=xp.float32)
+        raise TypeError(
+            "projection must be None, a kind name in "
+            f"{projections.KINDS} or an OutputProjection, got {type(proj).__name__} {proj!r}"
+        )
+
+    def _fit(self, X: Any, Y: Any, sample_weight: Any) -> "_BaseTree":
+        backend = resolve_backend(X, Y, device=self.device)
+        X = self._check_X(X, backend, reset=True)
+        check_consistent_rows(X=X, y=Y)
+        n = int(X.shape[0])
+        if n < 1:
+            raise ValueError("X must have at least one sample")
+        sample_weight = self._check_sample_weight(sample_weight, n, backend)
+        params = self._growth_params(n, int(X.shape[1]))
+        rng = check_random_state(self.random_state)
+        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
+            raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
+        if not 2 <= self.max_bins <= MAX_BINS:
+            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng).fit(X)
+        binned = mapper.transform(X, backend)
+        targets = self._targets(Y, backend, rng)
+        self.n_projected_outputs_ = int(targets.shape[1])
+        weights = None if sample_weight is None else sample_weight.astype(backend.xp.float32)[None, :]
+        grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
+        result = grow(binned, targets[:, None, :], weights, params, rng, backend)
+        structure = result.structures[0]
+        leaves = leaf_values(
+            Y, result.leaf_of_sample[0], sample_weight, structure.n_leaves, backend
+        )
+        self.tree_ = Tree(structure, leaves)
+        self.bin_mapper_ = mapper
+        return self
+
+    # ------------------------------------------------------------ inspection
+
+    def get_depth(self) -> int:
+        """Depth of the tree (root alone: 0)."""
+        check_is_fitted(self, "tree_")
+        return self.tree_.max_depth
+
+    def get_n_leaves(self) -> int:
+        """Number of leaves."""
+        check_is_fitted(self, "tree_")
+        return self.tree_.n_leaves
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Normalised total gain (weighted variance decrease in the grown space) per feature."""
+        check_is_fitted(self, "tree_")
+        s = self.tree_.structure
+        internal = s.feature >= 0
+        imp = np.bincount(
+            s.feature[internal], weights=np.maximum(s.gain[internal], 0.0),
+            minlength=self.n_features_in_,
+        )
+        total = imp.sum()
+        return imp / total if total > 0 else imp
+
+    def apply(self, X: Any) -> Any:
+        """Index of the leaf node reached by each row (int, in X's namespace)."""
+        check_is_fitted(self, "tree_")
+        backend = resolve_backend(X, device=self.device)
+        X = self._check_X(X, backend, reset=False)
+        return self.tree_.apply(X, backend)
+
+    def _raw_predict(self, X: Any) -> tuple[Any, Backend]:
+        check_is_fitted(self, "tree_")
+        backend = resolve_backend(X, device=self.device)
+        X = self._check_X(X, backend, reset=False)
+        dense = not self.tree_.leaves.is_sparse
+        return self.tree_.predict(X, backend, dense_output=dense), backend
+
+
+class DecisionTreeRegressor(RegressorMixin, _BaseTree):
+    """Multi-output regression tree on randomly projected outputs.
+
+    Splits maximise the reduction of the summed variance of the outputs
+    projected by ``projection`` (Joly, Geurts & Wehenkel 2014, eq. 1-2);
+    leaves hold the weighted mean of the ORIGINAL outputs of their samples.
+    Inputs are binned into at most ``max_bins`` quantile bins per feature
+    (plus one for NaN); thresholds are real values, so prediction uses raw X.
+
+    Parameters
+    ----------
+    projection : None, str or OutputProjection
+        ``None``: grow on the original outputs (exact multi-output tree).
+        A kind of :mod:`gpurpo.projections` (``"gaussian"``,
+        ``"rademacher"``, ``"achlioptas"``, ``"sparse"``, ``"subsample"``,
+        ``"hadamard"``) drawn with ``n_components`` rows, or an
+        :class:`~gpurpo.projections.OutputProjection` (cloned and fitted).
+    n_components : int, float or {"sqrt", "log", "auto"}
+        Size m of a projection given by name (see
+        :func:`gpurpo.projections.resolve_n_components`). Default
+        ``"sqrt"``: a single tree has no averaging over trees to make up for
+        the distortion of a very small projection (Theorem 1 of the paper
+        bounds it by m); forests use smaller m.
+    splitter : {"best", "random"}
+        Best split over all bin boundaries, or one uniformly random cut per
+        candidate feature (Extra-Trees, Geurts et al. 2006).
+    max_depth : int or None
+    min_samples_split : int or float
+        Minimum number of samples to split a node (float: fraction of n).
+    min_samples_leaf : int or float
+        Minimum number of samples in each leaf (float: fraction of n).
+        Samples are counted, not weighted (a weight-2 sample counts once),
+        as in scikit-learn.
+    max_leaf_nodes : int or None
+        When set, the tree is grown best-first up to this many leaves.
+    max_features : int, float, {"sqrt", "log2"} or None
+        Number k of features evaluated per node; features constant in the
+        node do not count, as in scikit-learn.
+    min_impurity_decrease : float
+        Minimum weighted impurity decrease of a split (scikit-learn's
+        definition, with the impurity averaged over the grown outputs).
+    max_bins : int in [2, 255]
+        Maximum number of bins per feature for non-missing values.
+    random_state : None, int or Generator
+        Seeds binning subsample, projection and per-node randomness.
+    device : {"auto", "cpu", "cuda"}
+        Where to compute; "auto" follows the data.
+
+    Attributes
+    ----------
+    tree_ : gpurpo.tree.predictor.Tree
+        Node arrays (``node_count``, ``max_depth``, ``n_leaves``, ...) and
+        leaf values in the original output space.
+    n_features_in_ : int
+    n_outputs_ : int
+        d, the number of original outputs.
+    n_projected_outputs_ : int
+        m, the number of outputs the tree was grown on.
+    projection_ : ndarray, sparse matrix or None
+        The projection matrix (m x d) used.
+    bin_mapper_ : BinMapper
+    """
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeRegressor":
+        """Grow the tree.
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values, infinity is an error.
+        y : array (n,) or (n, d), or sparse matrix (n, d)
+            Outputs, finite.
+        sample_weight : array (n,), optional
+            Non-negative weights; 0 removes a sample.
+        """
+        backend = resolve_backend(X, y, device=self.device)
+        Y = _as_2d_outputs(y, backend)
+        self._y_1d = _is_1d(y)
+        self.n_outputs_ = int(Y.shape[1])
+        return self._fit(X, Y, sample_weight)
+
+    def predict(self, X: Any) -> Any:
+        """Mean training output of the leaf of each row: (n,) or (n, d) (CSR for sparse leaves)."""
+        out, _ = self._raw_predict(X)
+        if self._y_1d and not hasattr(out, "tocsr"):
+            return out[:, 0]
+        return out
+
+
+class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
+    """Multi-label (or single-label) classification tree on projected outputs.
+
+    Multi-label ``Y`` (n, d) with 0/1 entries (dense or sparse) is treated as
+    d outputs; leaves hold the label frequencies of their samples, so
+    ``predict_proba`` returns an (n, d) matrix of label probabilities and
+    ``predict`` thresholds it at 0.5 (strictly greater). Single-label ``y``
+    (n,) is one-hot encoded; ``predict_proba`` returns (n, n_classes) and
+    ``predict`` the most probable class (first on ties). Parameters as in
+    :class:`DecisionTreeRegressor` (Joly, Geurts & Wehenkel 2014).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Class labels (single-label y); ``array([0, 1])`` for multi-label Y.
+    n_outputs_ : int
+        d (multi-label) or the number of classes.
+    tree_, n_features_in_, n_projected_outputs_, projection_, bin_mapper_
+        As in :class:`DecisionTreeRegressor`.
+    """
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = True
+        tags.target_tags.multi_output = False
+        return tags
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeClassifier":
+        """Grow the tree on multi-label Y (n, d) of 0/1, or single-label y (n,)."""
+        backend = resolve_backend(X, y, device=self.device)
+        xp = backend.xp
+        if _is_1d(y):
+            y_host = np.asarray(backend.to_host(y))
+            if y_host.dtype.kind == "f" and not np.isfinite(y_host).all():
+                raise ValueError("y contains NaN or infinity")
+            classes, encoded = np.unique(y_host, return_inverse=True)
+            self.classes_ = classes
+            self._multilabel = False
+            onehot = np.zeros((y_host.shape[0], classes.shape[0]), dtype=np.float32)
+            onehot[np.arange(y_host.shape[0]), encoded] = 1.0
+            Y = backend.asarray(onehot)
+        else:
+            Y = check_array(y, "y", backend, accept_sparse=True)
+            values = Y.data if backend.issparse(Y) else Y
+            if bool(((values != 0) & (values != 1)).any()):
+                raise ValueError(
+                    "multi-label y must contain only 0 and 1 (label indicator matrix); "
+                    "use DecisionTreeRegressor for real-valued outputs"
+                )
+            self.classes_ = np.array([0, 1])
+            self._multilabel = True
+            Y = Y.astype(xp.float32)
+        self.n_outputs_ = int(Y.shape[1])
+        return self._fit(X, Y, sample_weight)
+
+    def predict_proba(self, X: Any) -> Any:
+        """Label probabilities: (n, d) multi-label (CSR for sparse leaves), (n, n_classes) otherwise."""
+        out, _ = self._raw_predict(X)
+        return out
+
+    def predict(self, X: Any) -> Any:
+        """0/1 label matrix (multi-label), or class labels (single-label)."""
+        proba, backend = self._raw_predict(X)
+        xp = backend.xp
+        if self._multilabel:
+            if hasattr(proba, "tocsr"):
+                out = proba.tocsr()
+                out.data = (out.data > 0.5).astype(out.data.dtype)
+                out.eliminate_zeros()
+                return out.astype(xp.int64)
+            return (proba > 0.5).astype(xp.int64)
+        idx = xp.argmax(proba, axis=1)
+        if self.classes_.dtype.kind in "biuf":
+            return backend.asarray(self.classes_)[idx]
+        return self.classes_[backend.to_host(idx)]
+
+
+def _is_1d(y: Any) -> bool:
+    shape = getattr(y, "shape", None)
+    if shape is None:
+        shape = np.shape(y)
+    return len(shape) == 1
+
+
+def _as_2d_outputs(y: Any, backend: Backend) -> Any:
+    if _is_1d(y):
+        arr = check_array(y, "y", backend, ensure_2d=False)
+        return arr.reshape(-1, 1)
+    return check_array(y, "y", backend, accept_sparse=True)

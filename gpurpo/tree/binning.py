@@ -1,0 +1,263 @@
+"""Quantile binning of the inputs into small integer codes.
+
+Histogram-based split finding works on features discretised into at most
+``max_bins`` ordered bins per feature (uint8 codes), plus one bin reserved
+for missing values (NaN):
+
+* bin edges are fitted per feature on the host, on a random subsample of at
+  most ``subsample`` rows when n is large. A feature with at most
+  ``max_bins`` distinct values gets one bin per value, with edges at the
+  midpoints between consecutive distinct values; otherwise the edges are
+  midpoints between consecutive distinct values taken at the
+  ``j / max_bins`` quantiles (a value and all its ties stay in one bin, so a
+  heavily repeated value such as the zero of a sparse feature is one bin);
+* code of a value ``x`` of feature ``f``: ``#{edges_f < x}``, so that
+  ``code <= b`` if and only if ``x <= edges_f[b]`` (compared in float64). A
+  split "code <= b" learned on binned data is therefore the split
+  "x <= edges_f[b]" on raw values: trees store real thresholds and predict
+  from raw ``X``;
+* NaN gets the code ``missing_bin = n_bins - 1`` where ``n_bins`` is one
+  more than the largest number of value bins over all features: THE LAST
+  BIN is the missing-value bin (so a data set of binary features has
+  ``n_bins = 3``, not 256, and histograms are small);
+* codes are stored FEATURE-MAJOR: a C-contiguous uint8 array of shape
+  ``(n_features, n_samples)``, so the codes of one feature for consecutive
+  samples are contiguous (streaming reads on the CPU, coalesced on a GPU).
+
+Dense and sparse (SciPy / cupyx) ``X`` are binned densely; the binned matrix
+must fit in ``max_binned_bytes`` (default 4 GiB), otherwise a ``ValueError``
+says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpurpo._validation import check_int
+from gpurpo.backend import Backend, check_random_state
+
+__all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
+
+MAX_BINS = 255
+DEFAULT_SUBSAMPLE = 200_000
+DEFAULT_MAX_BINNED_BYTES = 4 * 1024**3
+_TRANSFORM_CHUNK_CELLS = 1 << 24
+
+
+def _edges_of_column(values: np.ndarray, max_bins: int) -> np.ndarray:
+    """Bin edges (float64, increasing) for the finite values of one feature."""
+    if values.size == 0:
+        return np.empty(0, dtype=np.float64)
+    distinct, counts = np.unique(values.astype(np.float64), return_counts=True)
+    if distinct.size <= max_bins:
+        return 0.5 * (distinct[:-1] + distinct[1:])
+    cum = np.cumsum(counts)
+    levels = np.arange(1, max_bins) * (cum[-1] / max_bins)
+    at = np.searchsorted(cum, levels, side="left")
+    at = np.unique(np.minimum(at, distinct.size - 2))
+    return 0.5 * (distinct[at] + distinct[at + 1])
+
+
+@dataclass
+class BinnedMatrix:
+    """A binned input matrix on one backend.
+
+    Attributes
+    ----------
+    codes : uint8 array of shape (n_features, n_samples), C-contiguous
+        Feature-major bin codes; ``missing_bin`` marks NaN.
+    n_bins : int
+        Histogram width: value bins of the widest feature plus the missing
+        bin. Codes lie in ``[0, n_bins - 1]``.
+    missing_bin : int
+        ``n_bins - 1``.
+    thresholds : float64 array of shape (n_features, n_bins - 1), on the backend
+        ``thresholds[f, b]`` is the largest raw value of bin ``b`` (the
+        split "code <= b" is "x <= thresholds[f, b]"); ``+inf`` for the last
+        value bin of a feature and for unused bins.
+    thresholds_host : ndarray
+        The same table on the host.
+    backend : Backend
+    """
+
+    codes: Any
+    n_bins: int
+    missing_bin: int
+    thresholds: Any
+    thresholds_host: np.ndarray
+    backend: Backend = field(repr=False)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.codes.shape[0])
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.codes.shape[1])
+
+
+class BinMapper:
+    """Fit per-feature quantile bin edges and turn raw inputs into codes.
+
+    Parameters
+    ----------
+    max_bins : int in [2, 255]
+        Maximum number of bins for non-missing values of each feature; one
+        more bin holds missing values.
+    subsample : int
+        Edges are fitted on at most this many rows (drawn without
+        replacement) when n is larger.
+    random_state : None, int or Generator
+        Seed of the subsample.
+    max_binned_bytes : int
+        Upper bound on the size of the binned matrix (n_samples *
+        n_features bytes).
+
+    Attributes
+    ----------
+    edges_ : list of float64 ndarray
+        Increasing edges of each feature (``len = n_value_bins - 1``).
+    n_value_bins_ : int32 ndarray of shape (n_features,)
+        Number of value bins of each feature (at least 1).
+    n_bins_ : int
+        ``max(n_value_bins_) + 1`` (the last bin holds missing values).
+    missing_bin_ : int
+        ``n_bins_ - 1``.
+    thresholds_ : float64 ndarray of shape (n_features, n_bins_ - 1)
+        See :class:`BinnedMatrix`.
+    n_features_in_ : int
+    """
+
+    def __init__(
+        self,
+        max_bins: int = MAX_BINS,
+        subsample: int = DEFAULT_SUBSAMPLE,
+        random_state: Any = None,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
+    ) -> None:
+        self.max_bins = max_bins
+        self.subsample = subsample
+        self.random_state = random_state
+        self.max_binned_bytes = max_binned_bytes
+
+    def _check_params(self) -> None:
+        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, (int, np.integer)):
+            raise TypeError(f"max_bins must be an int, got {type(self.max_bins).__name__} "
+                            f"{self.max_bins!r}")
+        if not 2 <= int(self.max_bins) <= MAX_BINS:
+            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_int(self.subsample, "subsample", low=1)
+        check_int(self.max_binned_bytes, "max_binned_bytes", low=1)
+
+    def fit(self, X: Any) -> "BinMapper":
+        """Fit the bin edges on (a subsample of) ``X``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n, p)
+            Raw inputs (NumPy, CuPy, SciPy or cupyx sparse), already
+            validated: finite or NaN.
+        """
+        self._check_params()
+        n, p = X.shape
+        rng = check_random_state(self.random_state)
+        rows = None
+        if n > self.subsample:
+            rows = np.sort(rng.choice(n, size=int(self.subsample), replace=False))
+        sample = _host_rows(X, rows)
+        max_bins = int(self.max_bins)
+        edges = []
+        if sp.issparse(sample):
+            csc = sample.tocsc()
+            n_sub = csc.shape[0]
+            for f in range(p):
+                data = csc.data[csc.indptr[f] : csc.indptr[f + 1]]
+                n_zero = n_sub - data.size
+                col = np.concatenate([data, np.zeros(n_zero, dtype=data.dtype)])
+                edges.append(_edges_of_column(col[~np.isnan(col)], max_bins))
+        else:
+            sample = np.asarray(sample)
+            for f in range(p):
+                col = sample[:, f]
+                edges.append(_edges_of_column(col[~np.isnan(col)], max_bins))
+        self.edges_ = edges
+        self.n_value_bins_ = np.array([e.size + 1 for e in edges], dtype=np.int32)
+        self.n_bins_ = int(self.n_value_bins_.max()) + 1 if p else 2
+        self.missing_bin_ = self.n_bins_ - 1
+        table = np.full((p, self.n_bins_ - 1), np.inf, dtype=np.float64)
+        for f, e in enumerate(edges):
+            table[f, : e.size] = e
+        self.thresholds_ = table
+        self.n_features_in_ = p
+        return self
+
+    def transform(self, X: Any, backend: Backend) -> BinnedMatrix:
+        """Bin ``X`` on ``backend`` into a feature-major uint8 matrix.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n, p), on ``backend``
+        backend : Backend
+
+        Returns
+        -------
+        BinnedMatrix
+        """
+        n, p = X.shape
+        if p != self.n_features_in_:
+            raise ValueError(
+                f"X has {p} features, but the bin mapper was fitted with "
+                f"{self.n_features_in_} features"
+            )
+        if n * p > self.max_binned_bytes:
+            raise ValueError(
+                f"binning X of shape {(n, p)} needs {n * p} bytes (uint8 codes), more than "
+                f"max_binned_bytes={self.max_binned_bytes}; reduce the number of rows or "
+                "features (e.g. select features), or raise the budget"
+            )
+        xp = backend.xp
+        codes = xp.empty((p, n), dtype=xp.uint8)
+        edges_dev = [backend.asarray(e) for e in self.edges_]
+        sparse_input = backend.issparse(X)
+        if sparse_input:
+            X = X.tocsc()
+        block = max(1, _TRANSFORM_CHUNK_CELLS // max(n, 1))
+        for f0 in range(0, p, block):
+            f1 = min(p, f0 + block)
+            if sparse_input:
+                dense = X[:, f0:f1].toarray()
+            else:
+                dense = X[:, f0:f1]
+            for f in range(f0, f1):
+                col = xp.asarray(dense[:, f - f0], dtype=xp.float64)
+                c = xp.searchsorted(edges_dev[f], col, side="left")
+                c = xp.where(xp.isnan(col), self.missing_bin_, c)
+                codes[f] = c.astype(xp.uint8)
+        return BinnedMatrix(
+            codes=codes,
+            n_bins=self.n_bins_,
+            missing_bin=self.missing_bin_,
+            thresholds=backend.asarray(self.thresholds_),
+            thresholds_host=self.thresholds_,
+            backend=backend,
+        )
+
+
+def _host_rows(X: Any, rows: np.ndarray | None) -> Any:
+    """Rows of X (all when ``rows`` is None) as a NumPy array / SciPy matrix."""
+    from gpurpo.backend import is_gpu_array
+
+    if rows is not None:
+        if is_gpu_array(X):
+            import cupy
+
+            X = X[cupy.asarray(rows)]
+        else:
+            X = X[rows]
+    if is_gpu_array(X):
+        X = X.get()
+    return X

@@ -1,0 +1,668 @@
+"""Growing multi-output regression trees on (projected) outputs.
+
+Lower-level API used by the tree estimators, the forests and boosting
+------------------------------------------------------------------------
+
+``grow_trees(binned, targets, weights, params, rng, backend) -> GrowResult``
+    Grows ``T`` trees TOGETHER, level by level (Joly et al. 2014, section
+    3.1; the node-batched growth of GPU tree learners): at every level all
+    frontier nodes of all trees are evaluated in one batch. ``targets`` is a
+    float32 array (n, T, m) holding each tree's own projected outputs (one
+    batched product ``Y @ Phi^T`` gives all of them), ``weights`` a float32
+    array (T, n) of sample weights / bootstrap counts (``None``: all ones);
+    samples with weight 0 are not in the tree. ``binned`` comes from
+    :meth:`gpurpo.tree.binning.BinMapper.transform`. A forest calls it once
+    per batch of trees.
+
+``grow_tree_best_first(binned, targets, weights, params, rng, backend) -> GrowResult``
+    Best-first growth (the leaf with the largest gain is split next) until
+    ``params.max_leaf_nodes`` leaves, for each of the T trees (boosting
+    passes T = 1 and its gradients as targets, shape (n, 1, m)).
+
+``GrowResult``
+    ``structures``: one :class:`~gpurpo.tree.predictor.TreeStructure` per
+    tree (host arrays: children, features, real thresholds, missing
+    directions, leaf indices, sample counts, gains); ``leaf_of_sample``:
+    int32 (T, n) on the backend, the leaf (index into the tree's leaves,
+    numbered 0..n_leaves-1 in node order) of every training sample, -1 where
+    its weight is 0. Label the leaves in the original output space with
+    :func:`gpurpo.tree.leaves.leaf_values`.
+
+How a batch of nodes is evaluated
+---------------------------------
+Nodes with at most ``small_node_size`` samples are split exactly from their
+samples by the ``tree_split_small`` kernel: no histogram, so a fully grown
+tree does not scan ``n_bins x k`` bins for nodes of a few samples. Larger
+nodes get histograms (``tree_histograms``) scored by
+:mod:`gpurpo.tree.splitting`; when every node uses all features
+(``max_features`` = p) only the smaller child of a pair is built and the
+larger one is its parent's histogram minus it. With ``k < p`` a node visits
+the features in a pseudo-random order (:mod:`gpurpo.tree._random`) until
+``k`` features that are not constant in the node have been evaluated, as
+scikit-learn does; the histogram path does this in rounds over the nodes
+still short of ``k``. The histograms in memory at once (and their scoring
+temporaries) are kept under ``params.max_histogram_bytes`` by processing the
+batch in chunks.
+
+Samples of the frontier nodes live in one int32 buffer in which every node
+owns a contiguous range; splitting a node stably partitions its range in
+place (left child first), so children's ranges are sub-ranges of their
+parent's and sample order is preserved.
+
+A node is a leaf when it is at ``max_depth``, has fewer than
+``min_samples_split`` or ``2 * min_samples_leaf`` samples, all its samples
+have identical targets, no candidate split leaves ``min_samples_leaf``
+samples on each side, or its best split decreases the impurity by less than
+``min_impurity_decrease`` (see :class:`~gpurpo.tree._params.GrowthParams`).
+Targets are centred per tree (weighted mean) before growth, which leaves the
+gains unchanged and keeps float32 sums accurate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend
+from gpurpo.tree import histogram, kernels
+from gpurpo.tree._params import GrowthParams
+from gpurpo.tree._random import feature_at, uniform_at
+from gpurpo.tree.binning import BinnedMatrix
+from gpurpo.tree.predictor import TreeStructure
+from gpurpo.tree.splitting import best_slot_per_node, score_histograms
+
+__all__ = ["GrowResult", "grow_trees", "grow_tree_best_first", "default_small_node_size"]
+
+_EPSILON = np.finfo(np.float64).eps
+_SCORE_BYTES_PER_CELL = 4 + 8 * 6
+
+
+def default_small_node_size(backend: Backend) -> int:
+    """Largest node split exactly from its samples, by default, on ``backend``."""
+    return 4096 if backend.name == "numpy" else 256
+
+
+@dataclass
+class GrowResult:
+    """Trees grown together: host structures and per-sample leaves."""
+
+    structures: list[TreeStructure]
+    leaf_of_sample: Any
+
+
+class _Nodes:
+    """Growable host arrays describing every node created so far."""
+
+    _FIELDS = (
+        ("tree", np.int32, 0),
+        ("parent", np.int64, -1),
+        ("depth", np.int32, 0),
+        ("start", np.int64, 0),
+        ("stop", np.int64, 0),
+        ("feature", np.int32, -1),
+        ("bin", np.int32, 0),
+        ("missing_left", np.uint8, 0),
+        ("gain", np.float64, -np.inf),
+        ("left", np.int64, -1),
+        ("right", np.int64, -1),
+    )
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.capacity = 0
+        for name, dtype, fill in self._FIELDS:
+            setattr(self, name, np.full(0, fill, dtype=dtype))
+
+    def add(self, tree: Any, parent: Any, depth: Any, start: Any, stop: Any) -> np.ndarray:
+        count = len(tree)
+        needed = self.size + count
+        if needed > self.capacity:
+            new_cap = max(needed, 2 * self.capacity, 64)
+            for name, dtype, fill in self._FIELDS:
+                arr = np.full(new_cap, fill, dtype=dtype)
+                arr[: self.size] = getattr(self, name)[: self.size]
+                setattr(self, name, arr)
+            self.capacity = new_cap
+        ids = np.arange(self.size, needed, dtype=np.int64)
+        self.tree[ids] = tree
+        self.parent[ids] = parent
+        self.depth[ids] = depth
+        self.start[ids] = start
+        self.stop[ids] = stop
+        self.size = needed
+        return ids
+
+
+class _Grower:
+    """State shared by the level-wise and best-first drivers."""
+
+    def __init__(
+        self,
+        binned: BinnedMatrix,
+        targets: Any,
+        weights: Any,
+        params: GrowthParams,
+        rng: np.random.Generator,
+        backend: Backend,
+    ) -> None:
+        xp = backend.xp
+        self.xp = xp
+        self.backend = backend
+        self.binned = binned
+        self.params = params.validated()
+        self.rng = rng
+        n = binned.n_samples
+        p = binned.n_features
+        targets = xp.asarray(targets)
+        if targets.ndim != 3 or targets.shape[0] != n:
+            raise ValueError(
+                f"targets must have shape (n_samples={n}, n_trees, n_outputs), got {targets.shape}"
+            )
+        n_trees = int(targets.shape[1])
+        self.m = int(targets.shape[2])
+        if weights is None:
+            weights = xp.ones((n_trees, n), dtype=xp.float32)
+            unit = True
+        else:
+            weights = xp.ascontiguousarray(xp.asarray(weights, dtype=xp.float32))
+            if weights.shape != (n_trees, n):
+                raise ValueError(
+                    f"weights must have shape (n_trees={n_trees}, n_samples={n}), "
+                    f"got {weights.shape}"
+                )
+            if not bool(xp.isfinite(weights).all()) or bool((weights < 0).any()):
+                raise ValueError("weights must be finite and non-negative")
+            unit = bool(((weights == 0) | (weights == 1)).all())
+        self.n_trees = n_trees
+        self.n = n
+        self.p = p
+        self.weights = weights
+        self.channels = histogram.n_channels(self.m, unit)
+        self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
+        self.all_features = self.k >= p
+        self.random_split = params.splitter == "random"
+        self.small = (
+            default_small_node_size(backend)
+            if params.small_node_size is None
+            else int(params.small_node_size)
+        )
+        self.msl = int(params.min_samples_leaf)
+
+        # Centre the targets of every tree on its weighted mean.
+        targets = xp.asarray(targets, dtype=xp.float32)
+        w_sum = weights.sum(axis=1, dtype=xp.float64)
+        self.w_root = backend.to_host(w_sum).astype(np.float64)
+        safe = xp.where(w_sum > 0, w_sum, 1.0)
+        mean = xp.einsum("tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64))
+        mean = mean / safe[:, None]
+        self.targets = xp.ascontiguousarray((targets - mean[None, :, :].astype(xp.float32)))
+
+        # Root sample lists: samples with a positive weight, tree by tree.
+        tree_idx, sample_idx = xp.nonzero(weights > 0)
+        self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
+        counts = backend.to_host(xp.bincount(tree_idx, minlength=n_trees)).astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self.nodes = _Nodes()
+        self.roots = self.nodes.add(
+            np.arange(n_trees), np.full(n_trees, -1), np.zeros(n_trees), starts, starts + counts
+        )
+        self.cache: dict[int, Any] = {}
+        self.node_bytes = histogram.histogram_bytes(1, self.k, binned.n_bins, self.channels)
+
+    # ------------------------------------------------------------------ utils
+
+    def _dev(self, a: np.ndarray, dtype: Any) -> Any:
+        return self.backend.asarray(np.ascontiguousarray(a), dtype=dtype)
+
+    def _segments(self, starts: np.ndarray, stops: np.ndarray) -> tuple[Any, Any, Any]:
+        """Buffer positions of the nodes' samples, the node of each, offsets."""
+        xp = self.xp
+        lengths = stops - starts
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        total = int(lengths.sum())
+        node_of = xp.repeat(xp.arange(len(starts), dtype=xp.int64), self._dev(lengths, xp.int64))
+        pos = (
+            xp.arange(total, dtype=xp.int64)
+            - self._dev(offsets, xp.int64)[node_of]
+            + self._dev(starts, xp.int64)[node_of]
+        )
+        return pos, node_of, offsets
+
+    def _impure(self, ids: np.ndarray) -> np.ndarray:
+        """True for nodes whose samples' targets are not all identical."""
+        xp = self.xp
+        if len(ids) == 0:
+            return np.zeros(0, dtype=bool)
+        nodes = self.nodes
+        pos, node_of, _ = self._segments(nodes.start[ids], nodes.stop[ids])
+        samples = self.sample_indices[pos]
+        trees = self._dev(nodes.tree[ids], xp.int64)[node_of]
+        first = self.sample_indices[self._dev(nodes.start[ids], xp.int64)][node_of]
+        differs = (self.targets[samples, trees, :] != self.targets[first, trees, :]).any(axis=1)
+        n_diff = xp.bincount(node_of, weights=differs.astype(xp.float64), minlength=len(ids))
+        return self.backend.to_host(n_diff > 0)
+
+    # ------------------------------------------------------------ evaluation
+
+    def evaluate(self, ids: np.ndarray) -> None:
+        """Find the best split of the nodes ``ids``; store it (feature -1: leaf)."""
+        nodes = self.nodes
+        params = self.params
+        ns = nodes.stop[ids] - nodes.start[ids]
+        seeds = self.rng.integers(0, np.iinfo(np.uint64).max, size=len(ids), dtype=np.uint64,
+                                  endpoint=True)
+        ok = (ns >= params.min_samples_split) & (ns >= 2 * self.msl) & (ns >= 2)
+        if params.max_depth is not None:
+            ok &= nodes.depth[ids] < params.max_depth
+        small = ok & (ns <= self.small)
+        large = ok & ~small
+        feature = np.full(len(ids), -1, dtype=np.int32)
+        best_bin = np.zeros(len(ids), dtype=np.int32)
+        missing_left = np.zeros(len(ids), dtype=np.uint8)
+        gain = np.full(len(ids), -np.inf)
+        if small.any():
+            sel = np.flatnonzero(small)
+            out = self._split_small(ids[sel], seeds[sel])
+            feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
+        if large.any():
+            sel = np.flatnonzero(large)
+            impure = self._impure(ids[sel])
+            sel = sel[impure]
+            if len(sel):
+                out = self._split_large(ids[sel], seeds[sel])
+                feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
+        # min_impurity_decrease, scikit-learn's normalisation (per output, over the root weight)
+        improvement = gain / (self.m * self.w_root[nodes.tree[ids]])
+        keep = (feature >= 0) & (improvement + _EPSILON >= params.min_impurity_decrease)
+        feature[~keep] = -1
+        nodes.feature[ids] = feature
+        nodes.bin[ids] = best_bin
+        nodes.missing_left[ids] = missing_left
+        nodes.gain[ids] = np.where(keep, gain, -np.inf)
+
+    def _split_small(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
+        xp = self.xp
+        nodes = self.nodes
+        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        out = kernels.split_small(
+            self.backend,
+            self.binned.codes,
+            self.sample_indices,
+            self._dev(ranges, xp.int64),
+            self._dev(nodes.tree[ids], xp.int32),
+            self._dev(seeds, xp.uint64),
+            self.weights,
+            self.targets,
+            self.binned.thresholds,
+            self.k,
+            self.msl,
+            self.random_split,
+            self.binned.missing_bin,
+        )
+        return tuple(self.backend.to_host(a) for a in out)
+
+    def _chunk_size(self, k: int) -> int:
+        per_node = _SCORE_BYTES_PER_CELL * k * self.binned.n_bins * self.channels
+        return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
+
+    def _split_large(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
+        if self.all_features:
+            return self._split_large_all_features(ids, seeds)
+        return self._split_large_sampled(ids, seeds)
+
+    def _score(
+        self, hist: Any, feats: Any, seeds_dev: Any, positions: Any
+    ) -> Any:
+        xp = self.xp
+        uniforms = None
+        if self.random_split:
+            uniforms = uniform_at(seeds_dev[:, None], positions, xp)
+        return score_histograms(
+            xp,
+            hist,
+            feats,
+            self.m,
+            self.msl,
+            random_split=self.random_split,
+            uniforms=uniforms,
+            thresholds=self.binned.thresholds,
+        )
+
+    def _hist(self, ids: np.ndarray, feats: Any) -> Any:
+        xp = self.xp
+        nodes = self.nodes
+        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        return histogram.node_histograms(
+            self.binned,
+            self.sample_indices,
+            self._dev(ranges, xp.int64),
+            feats,
+            self._dev(nodes.tree[ids], xp.int32),
+            self.weights,
+            self.targets,
+            self.channels,
+        )
+
+    def _split_large_all_features(
+        self, ids: np.ndarray, seeds: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """All p features per node: histogram subtraction between siblings."""
+        xp = self.xp
+        nodes = self.nodes
+        p = self.p
+        feats_one = xp.arange(p, dtype=xp.int32)[None, :]
+        ns = nodes.stop - nodes.start
+        # Which histograms to build directly and which to derive.
+        direct: list[int] = []
+        derive: list[tuple[int, int, int]] = []  # (node, parent, sibling)
+        wanted = set(int(g) for g in ids)
+        seen_parent: set[int] = set()
+        for g in ids:
+            g = int(g)
+            parent = int(nodes.parent[g])
+            if parent < 0 or parent not in self.cache:
+                direct.append(g)
+                continue
+            if parent in seen_parent:
+                continue
+            seen_parent.add(parent)
+            left, right = int(nodes.left[parent]), int(nodes.right[parent])
+            small_child, big_child = (left, right) if ns[left] <= ns[right] else (right, left)
+            direct.append(small_child)
+            if big_child in wanted:
+                derive.append((big_child, parent, small_child))
+        chunk = self._chunk_size(p)
+        budget_nodes = max(0, int(self.params.max_histogram_bytes // (2 * self.node_bytes)))
+        fits = len(direct) + len(derive) <= budget_nodes
+        out_f = np.full(len(ids), -1, dtype=np.int32)
+        out_b = np.zeros(len(ids), dtype=np.int32)
+        out_m = np.zeros(len(ids), dtype=np.uint8)
+        out_g = np.full(len(ids), -np.inf)
+        hists: dict[int, Any] = {}
+        if fits:
+            direct_arr = np.asarray(direct, dtype=np.int64)
+            for c0 in range(0, len(direct_arr), chunk):
+                part = direct_arr[c0 : c0 + chunk]
+                h = self._hist(part, xp.broadcast_to(feats_one, (len(part), p)))
+                for r, g in enumerate(part):
+                    hists[int(g)] = h[r]
+            for g, parent, sibling in derive:
+                hists[g] = histogram.subtract(self.cache[parent], hists[sibling])
+        for parent in seen_parent:
+            self.cache.pop(parent, None)
+        for c0 in range(0, len(ids), chunk):
+            part = ids[c0 : c0 + chunk]
+            feats = xp.broadcast_to(feats_one, (len(part), p))
+            if fits:
+                h = xp.stack([hists[int(g)] for g in part])
+            else:
+                h = self._hist(part, feats)
+            seeds_dev = self._dev(seeds[c0 : c0 + chunk], xp.uint64)
+            positions = xp.arange(p, dtype=xp.int64)[None, :]
+            slots = self._score(h, feats, seeds_dev, positions)
+            f, b, ml, g = best_slot_per_node(xp, slots, feats)
+            out_f[c0 : c0 + chunk] = self.backend.to_host(f)
+            out_b[c0 : c0 + chunk] = self.backend.to_host(b)
+            out_m[c0 : c0 + chunk] = self.backend.to_host(ml)
+            out_g[c0 : c0 + chunk] = self.backend.to_host(g)
+        if fits:
+            for r, g in enumerate(ids):
+                if out_f[r] >= 0:
+                    self.cache[int(g)] = hists[int(g)]
+        return out_f, out_b, out_m, out_g
+
+    def _split_large_sampled(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
+        """k < p: visit features in each node's random order until k are non-constant."""
+        xp = self.xp
+        n_nodes = len(ids)
+        k, p = self.k, self.p
+        pos = np.zeros(n_nodes, dtype=np.int64)
+        found = np.zeros(n_nodes, dtype=np.int64)
+        out_f = np.full(n_nodes, -1, dtype=np.int32)
+        out_b = np.zeros(n_nodes, dtype=np.int32)
+        out_m = np.zeros(n_nodes, dtype=np.uint8)
+        out_g = np.full(n_nodes, -np.inf)
+        active = np.arange(n_nodes)
+        while len(active):
+            take = np.minimum(k - found[active], p - pos[active])
+            width = int(take.max())
+            chunk = self._chunk_size(width)
+            for c0 in range(0, len(active), chunk):
+                rows = active[c0 : c0 + chunk]
+                tk = take[c0 : c0 + chunk]
+                seeds_dev = self._dev(seeds[rows], xp.uint64)
+                slot = np.arange(width)[None, :]
+                positions = self._dev(pos[rows][:, None] + slot, xp.int64)
+                used = self._dev(slot < tk[:, None], bool)
+                feats = feature_at(seeds_dev[:, None], positions, p, xp)
+                feats = xp.where(used, feats, -1).astype(xp.int32)
+                h = self._hist(ids[rows], feats)
+                slots = self._score(h, feats, seeds_dev, positions)
+                f, b, ml, g = (self.backend.to_host(a) for a in best_slot_per_node(xp, slots, feats))
+                n_nonconst = self.backend.to_host(slots.nonconstant.sum(axis=1))
+                found[rows] += n_nonconst
+                better = (g > out_g[rows]) | ((g == out_g[rows]) & (f < out_f[rows]) & (f >= 0))
+                better &= f >= 0
+                r_b = rows[better]
+                out_f[r_b], out_b[r_b], out_m[r_b], out_g[r_b] = (
+                    f[better], b[better], ml[better], g[better]
+                )
+            pos[active] += take
+            active = active[(found[active] < k) & (pos[active] < p)]
+        return out_f, out_b, out_m, out_g
+
+    # ----------------------------------------------------------- partition
+
+    def split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Partition the samples of the (splitting) nodes ``ids``; create children."""
+        xp = self.xp
+        nodes = self.nodes
+        starts, stops = nodes.start[ids], nodes.stop[ids]
+        pos, node_of, offsets = self._segments(starts, stops)
+        samples = self.sample_indices[pos]
+        feat = self._dev(nodes.feature[ids], xp.int64)[node_of]
+        codes = self.binned.codes[feat, samples]
+        bins = self._dev(nodes.bin[ids], xp.int64)[node_of]
+        miss_left = self._dev(nodes.missing_left[ids], bool)[node_of]
+        go_left = xp.where(codes == self.binned.missing_bin, miss_left, codes.astype(xp.int64) <= bins)
+        gl = go_left.astype(xp.int64)
+        before = xp.cumsum(gl) - gl
+        offsets_dev = self._dev(offsets, xp.int64)
+        lengths_dev = self._dev(stops - starts, xp.int64)
+        seg_before = before[offsets_dev]
+        last = offsets_dev + lengths_dev - 1
+        n_left_dev = before[last] + gl[last] - seg_before
+        left_rank = before - seg_before[node_of]
+        local = xp.arange(pos.shape[0], dtype=xp.int64) - offsets_dev[node_of]
+        start_of = self._dev(starts, xp.int64)[node_of]
+        dest = xp.where(
+            go_left, start_of + left_rank, start_of + n_left_dev[node_of] + (local - left_rank)
+        )
+        self.sample_indices[dest] = samples
+        n_left = self.backend.to_host(n_left_dev).astype(np.int64)
+        mid = starts + n_left
+        count = len(ids)
+        tree = np.repeat(nodes.tree[ids], 2)
+        parent = np.repeat(ids, 2)
+        depth = np.repeat(nodes.depth[ids] + 1, 2)
+        child_start = np.empty(2 * count, dtype=np.int64)
+        child_stop = np.empty(2 * count, dtype=np.int64)
+        child_start[0::2], child_stop[0::2] = starts, mid
+        child_start[1::2], child_stop[1::2] = mid, stops
+        children = nodes.add(tree, parent, depth, child_start, child_stop)
+        nodes.left[ids] = children[0::2]
+        nodes.right[ids] = children[1::2]
+        return children[0::2], children[1::2]
+
+    # -------------------------------------------------------------- output
+
+    def finish(self) -> GrowResult:
+        xp = self.xp
+        nodes = self.nodes
+        size = nodes.size
+        is_leaf = nodes.left[:size] < 0
+        nodes.feature[:size][is_leaf] = -1
+        tree = nodes.tree[:size]
+        # Leaf numbering per tree, in node order.
+        leaf_index = np.full(size, -1, dtype=np.int32)
+        local_id = np.empty(size, dtype=np.int64)
+        structures: list[TreeStructure] = []
+        leaf_ids = np.flatnonzero(is_leaf)
+        leaf_tree = tree[leaf_ids]
+        order = np.argsort(leaf_tree, kind="stable")
+        leaf_ids_sorted = leaf_ids[order]
+        counts = np.bincount(leaf_tree, minlength=self.n_trees)
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        leaf_index[leaf_ids_sorted] = (
+            np.arange(len(leaf_ids_sorted)) - np.repeat(first, counts)
+        ).astype(np.int32)
+        # Per-sample leaves.
+        leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
+        if len(leaf_ids):
+            pos, node_of, _ = self._segments(nodes.start[leaf_ids], nodes.stop[leaf_ids])
+            samples = self.sample_indices[pos].astype(xp.int64)
+            t_of = self._dev(tree[leaf_ids], xp.int64)[node_of]
+            leaf_of_sample[t_of, samples] = self._dev(leaf_index[leaf_ids], xp.int32)[node_of]
+        # Weighted sample counts: leaves from the weights, internal nodes bottom-up.
+        weighted = np.zeros(size, dtype=np.float64)
+        if len(leaf_ids):
+            w_leaf = self.weights[t_of, samples].astype(xp.float64)
+            weighted[leaf_ids] = self.backend.to_host(
+                xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
+            )
+        depth = nodes.depth[:size]
+        internal_ids = np.flatnonzero(~is_leaf)
+        for level in range(int(depth.max()) - 1, -1, -1) if size else ():
+            at = internal_ids[depth[internal_ids] == level]
+            weighted[at] = weighted[nodes.left[at]] + weighted[nodes.right[at]]
+        node_order = np.argsort(tree, kind="stable")
+        tree_counts = np.bincount(tree, minlength=self.n_trees)
+        tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
+        local_id[node_order] = np.arange(size) - np.repeat(tree_first, tree_counts)
+        thresholds = self.binned.thresholds_host
+        for t in range(self.n_trees):
+            g = node_order[tree_first[t] : tree_first[t] + tree_counts[t]]
+            internal = ~is_leaf[g]
+            feat = nodes.feature[g].astype(np.int32)
+            b = nodes.bin[g].astype(np.int32)
+            thr = np.full(len(g), np.nan)
+            thr[internal] = thresholds[feat[internal], b[internal]]
+            left = np.where(internal, local_id[np.maximum(nodes.left[g], 0)], -1)
+            right = np.where(internal, local_id[np.maximum(nodes.right[g], 0)], -1)
+            structures.append(
+                TreeStructure(
+                    children_left=left.astype(np.int32),
+                    children_right=right.astype(np.int32),
+                    feature=np.where(internal, feat, -1).astype(np.int32),
+                    threshold=thr,
+                    bin=np.where(internal, b, 0).astype(np.int32),
+                    missing_go_left=np.where(internal, nodes.missing_left[g], 0).astype(np.uint8),
+                    leaf_index=leaf_index[g].astype(np.int32),
+                    n_node_samples=(nodes.stop[g] - nodes.start[g]).astype(np.int64),
+                    weighted_n_node_samples=weighted[g],
+                    gain=np.where(internal, nodes.gain[g], 0.0),
+                    depth=nodes.depth[g].astype(np.int32),
+                )
+            )
+        return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
+
+
+def _check_binned(binned: Any) -> None:
+    if not isinstance(binned, BinnedMatrix):
+        raise TypeError(
+            f"binned must be a BinnedMatrix (from BinMapper.transform), got {type(binned).__name__}"
+        )
+
+
+def grow_trees(
+    binned: BinnedMatrix,
+    targets: Any,
+    weights: Any,
+    params: GrowthParams,
+    rng: np.random.Generator,
+    backend: Backend,
+) -> GrowResult:
+    """Grow T trees together, level by level (see the module docstring).
+
+    Parameters
+    ----------
+    binned : BinnedMatrix
+        Binned inputs of the n training samples.
+    targets : float32 array (n, T, m)
+        Each tree's (projected) outputs.
+    weights : float32 array (T, n) or None
+        Sample weights / bootstrap counts per tree (None: ones).
+    params : GrowthParams
+    rng : numpy.random.Generator
+        Draws one seed per evaluated node (host side).
+    backend : Backend
+
+    Returns
+    -------
+    GrowResult
+    """
+    _check_binned(binned)
+    grower = _Grower(binned, targets, weights, params, rng, backend)
+    frontier = grower.roots
+    while len(frontier):
+        grower.evaluate(frontier)
+        splitting = frontier[grower.nodes.feature[frontier] >= 0]
+        # Histograms of parents that are not split are never used again.
+        for g in frontier[grower.nodes.feature[frontier] < 0]:
+            grower.cache.pop(int(g), None)
+        if len(splitting) == 0:
+            break
+        left, right = grower.split(splitting)
+        frontier = np.stack([left, right], axis=1).reshape(-1)
+    grower.cache.clear()
+    return grower.finish()
+
+
+def grow_tree_best_first(
+    binned: BinnedMatrix,
+    targets: Any,
+    weights: Any,
+    params: GrowthParams,
+    rng: np.random.Generator,
+    backend: Backend,
+) -> GrowResult:
+    """Grow T trees best-first up to ``params.max_leaf_nodes`` leaves each.
+
+    The leaf whose best split has the largest gain (ties: the older node) is
+    split next, as scikit-learn's best-first builder does; ``max_depth`` and
+    the other stopping rules apply as in :func:`grow_trees`.
+
+    Parameters and result as in :func:`grow_trees`.
+    """
+    _check_binned(binned)
+    if params.max_leaf_nodes is None:
+        raise ValueError("grow_tree_best_first needs params.max_leaf_nodes, got None")
+    grower = _Grower(binned, targets, weights, params, rng, backend)
+    nodes = grower.nodes
+    max_leaves = int(params.max_leaf_nodes)
+    n_leaves = np.ones(grower.n_trees, dtype=np.int64)
+    heap: list[tuple[float, int]] = []
+
+    def push(ids: np.ndarray) -> None:
+        grower.evaluate(ids)
+        for g in ids:
+            if nodes.feature[g] >= 0:
+                heapq.heappush(heap, (-float(nodes.gain[g]), int(g)))
+
+    push(grower.roots)
+    while heap:
+        _, g = heapq.heappop(heap)
+        t = nodes.tree[g]
+        if n_leaves[t] >= max_leaves:
+            nodes.feature[g] = -1
+            grower.cache.pop(g, None)
+            continue
+        left, right = grower.split(np.array([g], dtype=np.int64))
+        n_leaves[t] += 1
+        push(np.concatenate([left, right]))
+        grower.cache.pop(g, None)
+    grower.cache.clear()
+    return grower.finish()

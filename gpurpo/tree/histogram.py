@@ -1,0 +1,102 @@
+"""Histograms of a batch of nodes: layout, construction and subtraction.
+
+A histogram of a node holds, for each candidate feature slot and bin, the
+weighted count and the weighted sums of the m projected outputs of the
+node's samples in that bin (Joly et al. 2014: the split score only needs
+these sums). Layout: float32 ``(N, k, n_bins, C)`` with channels
+
+* ``0``: sum of weights ``W``;
+* ``1 .. m``: weighted sums ``S_c = sum w y_c``;
+* ``m + 1`` (only when :func:`n_channels` says so): number of samples, used
+  for ``min_samples_leaf`` when weights are not all 1.
+
+:func:`node_histograms` is the single entry point of the growers. It
+dispatches on the type of the binned input: for a dense
+:class:`~gpurpo.tree.binning.BinnedMatrix` it runs the ``tree_histograms``
+kernel. A sparsity-aware input (codes of the nonzero entries only, in CSC
+form) plugs in here, without touching the growers: build the histograms over
+the nonzero entries of the node's samples and derive the bin of the zero
+value as the node totals (W, S, count of the node, identical for every slot)
+minus the sum over the other bins.
+
+Histogram subtraction: the histogram of one child is the parent's minus its
+sibling's (:func:`subtract`), valid when both are over the same features.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpurpo.tree import kernels
+from gpurpo.tree.binning import BinnedMatrix
+
+__all__ = ["n_channels", "node_histograms", "subtract", "histogram_bytes"]
+
+
+def n_channels(n_outputs: int, unit_weights: bool) -> int:
+    """Number of channels C: ``m + 1``, or ``m + 2`` with a sample count.
+
+    With unit weights channel 0 is the (exact) sample count. Otherwise a
+    count channel is added: ``min_samples_leaf`` counts samples, and a
+    float32 weight sum obtained by subtraction is not exactly zero for an
+    empty side when weights are fractional.
+    """
+    return n_outputs + 1 if unit_weights else n_outputs + 2
+
+
+def histogram_bytes(n_nodes: int, k: int, n_bins: int, channels: int) -> int:
+    """Bytes of an ``(n_nodes, k, n_bins, channels)`` float32 histogram."""
+    return 4 * n_nodes * k * n_bins * channels
+
+
+def node_histograms(
+    binned: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_features: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    channels: int,
+) -> Any:
+    """Histograms of a batch of nodes (see the module docstring for the layout).
+
+    Parameters
+    ----------
+    binned : BinnedMatrix
+        Binned inputs (codes of shape (p, n)).
+    sample_indices : int32 array (total,)
+    node_ranges : int64 array (N, 2)
+        Each node's [start, stop) in ``sample_indices``.
+    node_features : int32 array (N, k)
+        Candidate features per node, ``-1`` for unused slots.
+    node_tree : int32 array (N,)
+        Tree of each node.
+    weights : float32 array (T, n)
+    targets : float32 array (n, T, m)
+    channels : int
+        ``m + 1`` or ``m + 2``.
+
+    Returns
+    -------
+    float32 array (N, k, n_bins, channels)
+    """
+    if isinstance(binned, BinnedMatrix):
+        return kernels.build_histograms(
+            binned.backend,
+            binned.codes,
+            sample_indices,
+            node_ranges,
+            node_features,
+            node_tree,
+            weights,
+            targets,
+            binned.n_bins,
+            channels,
+        )
+    raise TypeError(f"no histogram builder for binned inputs of type {type(binned).__name__}")
+
+
+def subtract(parent: Any, child: Any) -> Any:
+    """Histogram of a node's other child: ``parent - child`` (same features)."""
+    return parent - child

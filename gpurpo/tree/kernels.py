@@ -1,0 +1,307 @@
+"""The tree kernels: contracts, registration and allocating wrappers.
+
+Every hot loop of tree growth and prediction is one kernel registered with
+:func:`gpurpo.backend.register_kernel`. The CPU implementation is numba
+(:mod:`gpurpo.tree._kernels_cpu`); a CUDA twin takes EXACTLY the same arrays
+(same shapes, dtypes and C order) plus the backend as first argument. The
+wrappers below validate dtypes and contiguity, allocate every output with the
+backend's ``xp`` (zeroed where the contract says so) and call
+``backend.kernel(name)``: a kernel never allocates its result, it only fills
+``out`` arrays.
+
+Notation: ``n`` samples, ``p`` features, ``T`` trees grown together, ``m``
+projected outputs, ``d`` original outputs, ``N`` nodes in a batch, ``k``
+candidate-feature slots per node, ``B = n_bins`` (the last bin, ``B - 1``,
+holds missing values), ``L`` leaves.
+
+Kernel contracts
+----------------
+``tree_histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out)``
+    codes        uint8   (p, n)        feature-major bin codes
+    sample_indices int32 (total,)      samples of the nodes, node ``i`` owning
+                                       ``sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]``
+    node_ranges  int64   (N, 2)        [start, stop) of each node
+    node_features int32  (N, k)        feature of each slot; ``-1`` = unused slot
+    node_tree    int32   (N,)          tree of each node (index into weights/targets)
+    weights      float32 (T, n)        sample weight of each sample in each tree
+    targets      float32 (n, T, m)     (projected) targets of each sample for each tree
+    out          float32 (N, k, B, C)  ZEROED by the caller; C = m + 1 or m + 2.
+    For every node i, slot j with f = node_features[i, j] >= 0 and every
+    sample s of node i with b = codes[f, s], w = weights[t, s], t = node_tree[i]:
+    ``out[i, j, b, 0] += w``; ``out[i, j, b, 1 + c] += w * targets[s, t, c]``;
+    if C == m + 2, ``out[i, j, b, m + 1] += 1`` (number of samples). Slots
+    with f = -1 stay zero. Summation order is free (float32 tolerance).
+
+``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, out_feature, out_bin, out_missing_left, out_gain)``
+    Exact best split of each node computed from its samples (used for small
+    nodes: no histogram is materialised).
+    codes, sample_indices, node_ranges, node_tree, weights, targets: as above
+    node_seed    uint64  (N,)          per-node seed (see gpurpo.tree._random)
+    thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
+    n_candidates int                   k: number of NON-CONSTANT features to evaluate
+    min_samples_leaf int               minimum number of samples on each side
+    random_split int (0 or 1)          Extra-Trees mode
+    missing_bin  int                   B - 1
+    out_feature  int32   (N,)          best feature, -1 when the node must not split
+    out_bin      int32   (N,)          split "code <= bin" (missing excluded)
+    out_missing_left uint8 (N,)        1: missing values go left
+    out_gain     float64 (N,)          ``||S_L||^2/W_L + ||S_R||^2/W_R - ||S||^2/W``
+    Semantics (identical to the histogram path of gpurpo.tree.splitting):
+    a node with fewer than 2 or 2 * min_samples_leaf samples, or whose
+    samples all have bitwise-equal targets, gets feature -1. Features are
+    visited in the order ``feature_at(seed, 0..p-1, p)`` (identity when
+    ``n_candidates >= p``); a feature is constant when all its codes in the
+    node are equal (missing counting as a code) and is skipped; visiting
+    stops after ``n_candidates`` non-constant features. For a feature, the
+    candidate splits are "code <= b" for each occupied value bin b below the
+    largest occupied one, with missing values sent right and (if the node has
+    missing values) left, plus "all values left, missing right" when missing
+    values are present. Extra-Trees: one cut ``b = _random_cut`` per feature
+    from ``u = uniform_at(seed, position)`` (the split "code <= cut" may land
+    in an empty bin: the stored bin is the cut). Sides need at least
+    ``min_samples_leaf`` samples. Sums in float64. Best = largest gain, ties
+    to the lowest feature index, then the lowest bin, then missing right.
+    Without missing values in the node, missing values go to the side with
+    the larger weight (left on ties).
+
+``tree_accumulate_leaves_dense(leaf_of_sample, weights, Y, out)``
+    leaf_of_sample int32 (n,)          leaf of each sample, -1 = not in the tree
+    weights      float64 (n,)
+    Y            float32|float64 (n, d) C order
+    out          float64 (L, d)        ZEROED; ``out[leaf[i]] += weights[i] * Y[i]``
+
+``tree_accumulate_leaves_csr(leaf_of_sample, weights, indptr, indices, data, out)``
+    As above with Y in CSR form: indptr int64 (n + 1,), indices int64 (nnz,),
+    data float64 (nnz,).
+
+``tree_apply(X, feature, threshold, missing_left, left, right, roots, out)``
+    X            float32|float64 (n, p) C order, raw inputs, NaN = missing
+    feature      int32   (N,)          split feature, -1 for a leaf
+    threshold    float64 (N,)          go left when ``x <= threshold``
+    missing_left uint8   (N,)          NaN goes left when 1
+    left, right  int32   (N,)          children (global node indices)
+    roots        int32   (T,)          root node of each tree
+    out          int32   (n, T)        node index of the leaf reached by row i in tree t
+    One work item per (row, tree).
+
+``tree_sum_leaves_dense(leaf_rows, values, out)``
+    leaf_rows    int32   (n, T)        row of ``values`` per (sample, tree), -1 = skip
+    values       float64 (L, d) C order
+    out          float64 (n, d)        ACCUMULATED into (zero it for a plain sum):
+                                       ``out[i] += sum_t values[leaf_rows[i, t]]``
+
+``tree_sum_leaves_csr(leaf_rows, indptr, indices, data, out)``
+    As above with values in CSR form: indptr int64 (L + 1,), indices int64,
+    data float64.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpurpo.backend import Backend, register_kernel
+from gpurpo.tree import _kernels_cpu as _cpu
+
+__all__ = [
+    "KERNEL_NAMES",
+    "build_histograms",
+    "split_small",
+    "accumulate_leaves_dense",
+    "accumulate_leaves_csr",
+    "apply_trees",
+    "sum_leaves_dense",
+    "sum_leaves_csr",
+]
+
+KERNEL_NAMES = (
+    "tree_histograms",
+    "tree_split_small",
+    "tree_accumulate_leaves_dense",
+    "tree_accumulate_leaves_csr",
+    "tree_apply",
+    "tree_sum_leaves_dense",
+    "tree_sum_leaves_csr",
+)
+
+register_kernel("tree_histograms", cpu=_cpu.histograms)
+register_kernel("tree_split_small", cpu=_cpu.split_small_nodes)
+register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense)
+register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr)
+register_kernel("tree_apply", cpu=_cpu.apply_trees)
+register_kernel("tree_sum_leaves_dense", cpu=_cpu.sum_leaves_dense)
+register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr)
+
+
+def _c(backend: Backend, a: Any, dtype: Any) -> Any:
+    return backend.xp.ascontiguousarray(a, dtype=dtype)
+
+
+def build_histograms(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_features: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    n_bins: int,
+    n_channels: int,
+) -> Any:
+    """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
+
+    See ``tree_histograms`` in the module docstring.
+    """
+    xp = backend.xp
+    n_nodes, k = node_features.shape
+    m = targets.shape[2]
+    if n_channels not in (m + 1, m + 2):
+        raise ValueError(f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}")
+    out = xp.zeros((n_nodes, k, n_bins, n_channels), dtype=xp.float32)
+    if n_nodes == 0 or k == 0:
+        return out
+    backend.kernel("tree_histograms")(
+        _c(backend, codes, xp.uint8),
+        _c(backend, sample_indices, xp.int32),
+        _c(backend, node_ranges, xp.int64),
+        _c(backend, node_features, xp.int32),
+        _c(backend, node_tree, xp.int32),
+        _c(backend, weights, xp.float32),
+        _c(backend, targets, xp.float32),
+        out,
+    )
+    return out
+
+
+def split_small(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    node_seed: Any,
+    weights: Any,
+    targets: Any,
+    thresholds: Any,
+    n_candidates: int,
+    min_samples_leaf: int,
+    random_split: bool,
+    missing_bin: int,
+) -> tuple[Any, Any, Any, Any]:
+    """Exact best split per node; returns (feature, bin, missing_left, gain).
+
+    See ``tree_split_small`` in the module docstring.
+    """
+    xp = backend.xp
+    n_nodes = node_ranges.shape[0]
+    out_feature = xp.empty(n_nodes, dtype=xp.int32)
+    out_bin = xp.empty(n_nodes, dtype=xp.int32)
+    out_missing_left = xp.empty(n_nodes, dtype=xp.uint8)
+    out_gain = xp.empty(n_nodes, dtype=xp.float64)
+    if n_nodes == 0:
+        return out_feature, out_bin, out_missing_left, out_gain
+    backend.kernel("tree_split_small")(
+        _c(backend, codes, xp.uint8),
+        _c(backend, sample_indices, xp.int32),
+        _c(backend, node_ranges, xp.int64),
+        _c(backend, node_tree, xp.int32),
+        _c(backend, node_seed, xp.uint64),
+        _c(backend, weights, xp.float32),
+        _c(backend, targets, xp.float32),
+        _c(backend, thresholds, xp.float64),
+        int(n_candidates),
+        int(min_samples_leaf),
+        int(bool(random_split)),
+        int(missing_bin),
+        out_feature,
+        out_bin,
+        out_missing_left,
+        out_gain,
+    )
+    return out_feature, out_bin, out_missing_left, out_gain
+
+
+def accumulate_leaves_dense(
+    backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, n_leaves: int
+) -> Any:
+    """Per-leaf weighted sums of dense Y: float64 (n_leaves, d)."""
+    xp = backend.xp
+    Y = xp.ascontiguousarray(Y)
+    if Y.dtype not in (xp.float32, xp.float64):
+        Y = Y.astype(xp.float64)
+    out = xp.zeros((int(n_leaves), Y.shape[1]), dtype=xp.float64)
+    backend.kernel("tree_accumulate_leaves_dense")(
+        _c(backend, leaf_of_sample, xp.int32), _c(backend, weights, xp.float64), Y, out
+    )
+    return out
+
+
+def accumulate_leaves_csr(
+    backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, n_leaves: int
+) -> Any:
+    """Per-leaf weighted sums of CSR Y, as a dense float64 (n_leaves, d) array."""
+    xp = backend.xp
+    out = xp.zeros((int(n_leaves), Y.shape[1]), dtype=xp.float64)
+    backend.kernel("tree_accumulate_leaves_csr")(
+        _c(backend, leaf_of_sample, xp.int32),
+        _c(backend, weights, xp.float64),
+        _c(backend, Y.indptr, xp.int64),
+        _c(backend, Y.indices, xp.int64),
+        _c(backend, Y.data, xp.float64),
+        out,
+    )
+    return out
+
+
+def apply_trees(
+    backend: Backend,
+    X: Any,
+    feature: Any,
+    threshold: Any,
+    missing_left: Any,
+    left: Any,
+    right: Any,
+    roots: Any,
+) -> Any:
+    """Leaf node reached by every (row, tree): int32 (n, T)."""
+    xp = backend.xp
+    X = xp.ascontiguousarray(X)
+    if X.dtype not in (xp.float32, xp.float64):
+        X = X.astype(xp.float64)
+    out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
+    if X.shape[0] == 0:
+        return out
+    backend.kernel("tree_apply")(
+        X,
+        _c(backend, feature, xp.int32),
+        _c(backend, threshold, xp.float64),
+        _c(backend, missing_left, xp.uint8),
+        _c(backend, left, xp.int32),
+        _c(backend, right, xp.int32),
+        _c(backend, roots, xp.int32),
+        out,
+    )
+    return out
+
+
+def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> Any:
+    """``out[i] += sum_t values[leaf_rows[i, t]]`` (dense leaf values)."""
+    xp = backend.xp
+    backend.kernel("tree_sum_leaves_dense")(
+        _c(backend, leaf_rows, xp.int32), _c(backend, values, xp.float64), out
+    )
+    return out
+
+
+def sum_leaves_csr(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> Any:
+    """``out[i] += sum_t values[leaf_rows[i, t]]`` (CSR leaf values)."""
+    xp = backend.xp
+    backend.kernel("tree_sum_leaves_csr")(
+        _c(backend, leaf_rows, xp.int32),
+        _c(backend, values.indptr, xp.int64),
+        _c(backend, values.indices, xp.int64),
+        _c(backend, values.data, xp.float64),
+        out,
+    )
+    return out
+

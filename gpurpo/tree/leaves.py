@@ -1,0 +1,131 @@
+"""Leaf values in the ORIGINAL output space.
+
+Joly, Geurts & Wehenkel (2014), section 3.1: a tree grown on projected
+outputs ``Y Phi^T`` is labelled with the mean of the original outputs ``y``
+of the training samples that reach each leaf (for 0/1 labels, the vector of
+label frequencies). With weights ``w`` the value of leaf ``l`` is
+
+    v_l = sum_{i in l} w_i y_i / sum_{i in l} w_i.
+
+Dense ``Y``: per-leaf sums by the ``tree_accumulate_leaves_dense`` kernel,
+stored dense float64 (L, d). Sparse ``Y`` (CSR): by default the values are
+stored sparse, ``diag(1/W) A^T diag(w) Y`` with ``A`` the (n x L) sample-leaf
+indicator, so memory grows with the labels present in each leaf, not with
+``L * d`` (d = 100,000 labels fit); ``storage="dense"`` uses the CSR kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend, to_host
+from gpurpo.tree import kernels
+
+__all__ = ["LeafValues", "leaf_values", "stack_leaf_values"]
+
+
+@dataclass
+class LeafValues:
+    """Values of the L leaves of a tree: dense float64 (L, d) or sparse CSR (L, d)."""
+
+    values: Any
+
+    @property
+    def is_sparse(self) -> bool:
+        return not hasattr(self.values, "ndim") or _is_sparse(self.values)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(int(s) for s in self.values.shape)  # type: ignore[return-value]
+
+    def to(self, backend: Backend) -> "LeafValues":
+        """The same values on ``backend`` (no copy when already there)."""
+        return LeafValues(backend.asarray(self.values))
+
+    def to_host(self) -> "LeafValues":
+        return LeafValues(to_host(self.values))
+
+
+def _is_sparse(a: Any) -> bool:
+    import scipy.sparse as sp
+
+    if sp.issparse(a):
+        return True
+    module = type(a).__module__ or ""
+    return module.startswith("cupyx")
+
+
+def leaf_values(
+    Y: Any,
+    leaf_of_sample: Any,
+    weights: Any,
+    n_leaves: int,
+    backend: Backend,
+    storage: str = "auto",
+) -> LeafValues:
+    """Weighted mean of the original outputs of the samples in each leaf.
+
+    Parameters
+    ----------
+    Y : array (n, d) or CSR matrix, on ``backend``
+        Original outputs.
+    leaf_of_sample : int32 array (n,)
+        Leaf of each training sample (-1: not in the tree).
+    weights : array (n,) or None
+        Sample weights (None: ones).
+    n_leaves : int
+    backend : Backend
+    storage : {"auto", "dense", "sparse"}
+        ``"auto"``: sparse when Y is sparse.
+
+    Returns
+    -------
+    LeafValues
+    """
+    xp = backend.xp
+    if storage not in ("auto", "dense", "sparse"):
+        raise ValueError(f"storage must be 'auto', 'dense' or 'sparse', got {storage!r}")
+    n = Y.shape[0]
+    leaf = xp.asarray(leaf_of_sample, dtype=xp.int32)
+    w = xp.ones(n, dtype=xp.float64) if weights is None else xp.asarray(weights, dtype=xp.float64)
+    inside = leaf >= 0
+    w = xp.where(inside, w, 0.0)
+    w_leaf = xp.bincount(xp.where(inside, leaf, 0), weights=w, minlength=int(n_leaves))
+    inv = xp.where(w_leaf > 0, 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0), 0.0)
+    sparse_y = backend.issparse(Y)
+    sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
+    if sparse_out:
+        rows = xp.nonzero(inside)[0]
+        indicator = backend.sparse.csr_matrix(
+            (w[rows] * inv[leaf[rows]], (leaf[rows], rows)), shape=(int(n_leaves), n)
+        )
+        Ys = Y if sparse_y else backend.sparse.csr_matrix(Y)
+        values = (indicator @ Ys.astype(xp.float64)).tocsr()
+        values.sum_duplicates()
+        values.sort_indices()
+        return LeafValues(values)
+    if sparse_y:
+        Yc = Y.tocsr()
+        sums = kernels.accumulate_leaves_csr(backend, leaf, w, Yc, n_leaves)
+    else:
+        sums = kernels.accumulate_leaves_dense(backend, leaf, w, Y, n_leaves)
+    return LeafValues(sums * inv[:, None])
+
+
+def stack_leaf_values(parts: list[LeafValues], backend: Backend) -> tuple[Any, np.ndarray]:
+    """Stack the leaf values of several trees; return (values, row offsets).
+
+    Tree ``t``'s leaf ``l`` is row ``offsets[t] + l`` of the result (dense
+    float64 array, or CSR when any part is sparse).
+    """
+    xp = backend.xp
+    sizes = np.array([p.shape[0] for p in parts], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    arrays = [p.to(backend).values for p in parts]
+    if any(p.is_sparse for p in parts):
+        mats = [a if _is_sparse(a) else backend.sparse.csr_matrix(a) for a in arrays]
+        return backend.sparse.vstack(mats, format="csr"), offsets
+    return xp.concatenate(arrays, axis=0), offsets

@@ -1,0 +1,328 @@
+"""Fitted trees: packed node arrays, traversal (``apply``) and prediction.
+
+A tree is stored as flat node arrays (like scikit-learn's ``Tree``): node 0
+is the root; internal node ``i`` sends a row ``x`` to ``children_left[i]``
+when ``x[feature[i]] <= threshold[i]`` (raw feature values, float64
+comparison), to ``children_right[i]`` otherwise, and NaN to the side given
+by ``missing_go_left[i]``; leaves have ``feature == -1`` and
+``leaf_index >= 0``, the row of their value in the leaf-value table
+(:mod:`gpurpo.tree.leaves`).
+
+Many trees are traversed in one ``tree_apply`` launch (one work item per
+(row, tree)) after :func:`pack_trees` concatenates their node arrays;
+:func:`predict_sum` sums leaf values over trees with the
+``tree_sum_leaves_*`` kernels, accumulating into one (n, d) output, so no
+per-tree (n, d) array is ever materialised. Rows are processed in chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from gpurpo.backend import Backend
+from gpurpo.tree import kernels
+from gpurpo.tree.leaves import LeafValues, stack_leaf_values
+
+__all__ = [
+    "TreeStructure",
+    "Tree",
+    "PackedTrees",
+    "pack_trees",
+    "apply_trees",
+    "predict_sum",
+    "predict_trees",
+]
+
+_ROW_CHUNK_CELLS = 1 << 24
+
+
+@dataclass
+class TreeStructure:
+    """Node arrays of one tree (host NumPy arrays, one entry per node).
+
+    Attributes
+    ----------
+    children_left, children_right : int32
+        Children (-1 for leaves).
+    feature : int32
+        Split feature (-1 for leaves).
+    threshold : float64
+        Raw threshold: go left when ``x <= threshold`` (NaN for leaves).
+    bin : int32
+        The same split on bin codes: go left when ``code <= bin``.
+    missing_go_left : uint8
+        1 when missing values (NaN) go left.
+    leaf_index : int32
+        Row of the leaf in the leaf-value table, -1 for internal nodes.
+    n_node_samples : int64
+        Training samples (with nonzero weight) in the node.
+    weighted_n_node_samples : float64
+        Their total weight.
+    gain : float64
+        ``||S_L||^2/W_L + ||S_R||^2/W_R - ||S||^2/W`` of the split, in the
+        space the tree was grown in (0 for leaves): the weighted decrease
+        of the summed variance, used for feature importances.
+    depth : int32
+    """
+
+    children_left: np.ndarray
+    children_right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    bin: np.ndarray
+    missing_go_left: np.ndarray
+    leaf_index: np.ndarray
+    n_node_samples: np.ndarray
+    weighted_n_node_samples: np.ndarray
+    gain: np.ndarray
+    depth: np.ndarray
+
+    @property
+    def node_count(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def n_leaves(self) -> int:
+        return int((self.feature < 0).sum())
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depth.max()) if self.node_count else 0
+
+
+@dataclass
+class PackedTrees:
+    """Node arrays of several trees concatenated (host NumPy).
+
+    ``roots[t]`` is tree t's root; children are global node indices;
+    ``leaf_row[g]`` is the row of leaf node g in the stacked leaf values
+    (``leaf_offsets[t] + leaf_index``), -1 for internal nodes.
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    missing_go_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    roots: np.ndarray
+    leaf_row: np.ndarray
+    node_offsets: np.ndarray
+    _device: dict = field(default_factory=dict, repr=False)
+
+    def on(self, backend: Backend) -> tuple[Any, ...]:
+        """Node arrays on ``backend`` (cached)."""
+        if backend.name not in self._device:
+            self._device[backend.name] = tuple(
+                backend.asarray(a)
+                for a in (
+                    self.feature,
+                    self.threshold,
+                    self.missing_go_left,
+                    self.left,
+                    self.right,
+                    self.roots,
+                    self.leaf_row,
+                )
+            )
+        return self._device[backend.name]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_device"] = {}
+        return state
+
+
+def pack_trees(structures: Sequence[TreeStructure], leaf_offsets: Sequence[int] | None = None) -> PackedTrees:
+    """Concatenate the node arrays of several trees (see :class:`PackedTrees`)."""
+    counts = np.array([s.node_count for s in structures], dtype=np.int64)
+    node_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    if leaf_offsets is None:
+        n_leaves = np.array([s.n_leaves for s in structures], dtype=np.int64)
+        leaf_offsets = np.concatenate([[0], np.cumsum(n_leaves)[:-1]])
+    total_nodes = int(counts.sum())
+    if total_nodes >= 2**31:
+        raise ValueError(f"too many nodes to pack ({total_nodes}); predict with fewer trees at once")
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(s, name) for s in structures])
+
+    def shifted(name: str) -> np.ndarray:
+        return np.concatenate(
+            [
+                np.where(getattr(s, name) >= 0, getattr(s, name) + off, -1)
+                for s, off in zip(structures, node_offsets)
+            ]
+        )
+
+    leaf_row = np.concatenate(
+        [
+            np.where(s.leaf_index >= 0, s.leaf_index + off, -1)
+            for s, off in zip(structures, leaf_offsets)
+        ]
+    )
+    return PackedTrees(
+        feature=cat("feature").astype(np.int32),
+        threshold=np.nan_to_num(cat("threshold"), nan=0.0).astype(np.float64),
+        missing_go_left=cat("missing_go_left").astype(np.uint8),
+        left=shifted("children_left").astype(np.int32),
+        right=shifted("children_right").astype(np.int32),
+        roots=node_offsets.astype(np.int32),
+        leaf_row=leaf_row.astype(np.int32),
+        node_offsets=node_offsets,
+    )
+
+
+def _row_chunks(X: Any, backend: Backend) -> Any:
+    """Dense row blocks of X (sparse X is densified block by block)."""
+    n, p = X.shape
+    step = max(1, _ROW_CHUNK_CELLS // max(p, 1))
+    sparse = backend.issparse(X)
+    for r0 in range(0, n, step):
+        block = X[r0 : r0 + step]
+        yield r0, (block.toarray() if sparse else block)
+
+
+def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
+    """Global index of the leaf node reached by each row in each tree: int32 (n, T)."""
+    xp = backend.xp
+    out = xp.empty((X.shape[0], len(packed.roots)), dtype=xp.int32)
+    for r0, block in _row_chunks(X, backend):
+        out[r0 : r0 + block.shape[0]] = apply_trees_block(packed, block, backend)
+    return out
+
+
+def predict_sum(
+    packed: PackedTrees,
+    values: Any,
+    X: Any,
+    backend: Backend,
+    dense_output: bool = True,
+) -> Any:
+    """Sum over the packed trees of the leaf values reached by each row.
+
+    Parameters
+    ----------
+    packed : PackedTrees
+    values : dense float64 array or CSR matrix (L_total, d), on ``backend``
+        Stacked leaf values (:func:`gpurpo.tree.leaves.stack_leaf_values`).
+    X : array or sparse matrix (n, p), on ``backend``
+    backend : Backend
+    dense_output : bool
+        Dense (n, d) float64 result; otherwise, with sparse values, a CSR
+        matrix (the sum of the sparse leaf rows).
+
+    Returns
+    -------
+    float64 array (n, d) or CSR matrix
+    """
+    xp = backend.xp
+    leaf_row_of_node = packed.on(backend)[6]
+    n = X.shape[0]
+    d = values.shape[1]
+    sparse_values = backend.issparse(values)
+    n_trees = len(packed.roots)
+    if sparse_values and not dense_output:
+        parts = []
+        for _, block in _row_chunks(X, backend):
+            nodes = apply_trees_block(packed, block, backend)
+            rows = leaf_row_of_node[nodes]
+            nb = rows.shape[0]
+            indptr = xp.arange(0, nb * n_trees + 1, n_trees, dtype=xp.int64)
+            ind = backend.sparse.csr_matrix(
+                (xp.ones(nb * n_trees), rows.reshape(-1).astype(xp.int64), indptr),
+                shape=(nb, values.shape[0]),
+            )
+            parts.append((ind @ values).tocsr())
+        if not parts:
+            return backend.sparse.csr_matrix((0, d))
+        return backend.sparse.vstack(parts, format="csr")
+    out = xp.zeros((n, d), dtype=xp.float64)
+    for r0, block in _row_chunks(X, backend):
+        nodes = apply_trees_block(packed, block, backend)
+        rows = leaf_row_of_node[nodes]
+        target = out[r0 : r0 + block.shape[0]]
+        if sparse_values:
+            kernels.sum_leaves_csr(backend, rows, values, target)
+        else:
+            kernels.sum_leaves_dense(backend, rows, values, target)
+    return out
+
+
+def apply_trees_block(packed: PackedTrees, block: Any, backend: Backend) -> Any:
+    """``apply_trees`` on one dense row block."""
+    feature, threshold, missing, left, right, roots, _ = packed.on(backend)
+    return kernels.apply_trees(backend, block, feature, threshold, missing, left, right, roots)
+
+
+class Tree:
+    """A fitted tree: node arrays plus leaf values in the original output space.
+
+    The estimators' ``tree_``. Node arrays are host NumPy arrays; leaf values
+    live on the backend they were computed on and are moved to the host when
+    pickled.
+
+    Attributes
+    ----------
+    structure : TreeStructure
+    leaves : LeafValues
+    """
+
+    def __init__(self, structure: TreeStructure, leaves: LeafValues) -> None:
+        self.structure = structure
+        self.leaves = leaves
+        self._packed: PackedTrees | None = None
+
+    def __getstate__(self) -> dict:
+        return {"structure": self.structure, "leaves": self.leaves.to_host()}
+
+    def __setstate__(self, state: dict) -> None:
+        self.structure = state["structure"]
+        self.leaves = state["leaves"]
+        self._packed = None
+
+    @property
+    def packed(self) -> PackedTrees:
+        if self._packed is None:
+            self._packed = pack_trees([self.structure])
+        return self._packed
+
+    # scikit-learn-like read-only views
+    node_count = property(lambda self: self.structure.node_count)
+    n_leaves = property(lambda self: self.structure.n_leaves)
+    max_depth = property(lambda self: self.structure.max_depth)
+    children_left = property(lambda self: self.structure.children_left)
+    children_right = property(lambda self: self.structure.children_right)
+    feature = property(lambda self: self.structure.feature)
+    threshold = property(lambda self: self.structure.threshold)
+    missing_go_left = property(lambda self: self.structure.missing_go_left)
+    n_node_samples = property(lambda self: self.structure.n_node_samples)
+    weighted_n_node_samples = property(lambda self: self.structure.weighted_n_node_samples)
+    gain = property(lambda self: self.structure.gain)
+    leaf_index = property(lambda self: self.structure.leaf_index)
+
+    @property
+    def value(self) -> Any:
+        """Leaf values (n_leaves, d): dense array or CSR matrix (host or device)."""
+        return self.leaves.values
+
+    def apply(self, X: Any, backend: Backend) -> Any:
+        """Node index of the leaf reached by each row: int32 (n,)."""
+        return apply_trees(self.packed, X, backend)[:, 0]
+
+    def predict(self, X: Any, backend: Backend, dense_output: bool = True) -> Any:
+        """Leaf values of the rows: float64 (n, d), or CSR with sparse leaves."""
+        values = self.leaves.to(backend).values
+        return predict_sum(self.packed, values, X, backend, dense_output=dense_output)
+
+
+def predict_trees(
+    trees: Sequence[Tree], X: Any, backend: Backend, dense_output: bool = True
+) -> Any:
+    """Sum of the predictions of several trees (one packed traversal)."""
+    packed_leaves = [t.leaves for t in trees]
+    values, offsets = stack_leaf_values(packed_leaves, backend)
+    packed = pack_trees([t.structure for t in trees], leaf_offsets=offsets)
+    return predict_sum(packed, values, X, backend, dense_output=dense_output)

@@ -1,0 +1,239 @@
+"""Losses of multi-output gradient boosting: values, gradients, constant models, steps.
+
+References are independent of gpurpo: losses written out in NumPy here,
+central finite differences, ``scipy.optimize.minimize_scalar`` for the
+one-dimensional problems, brute force over breakpoints for the piecewise
+linear absolute error, ``numpy.average`` and ``scipy.special.logit`` for
+the constant models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.special
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpurpo.ensemble._steps import MAX_LOGIT_STEP, weighted_median_columns
+from gpurpo.ensemble.losses import LOSSES, get_loss
+
+
+# Plain NumPy references of the per-entry losses (labels in {-1, 1} for log_loss).
+def ref_pointwise(name, Y, F):
+    if name == "squared_error":
+        return 0.5 * (Y - F) ** 2
+    if name == "absolute_error":
+        return np.abs(Y - F)
+    return np.log1p(np.exp(-Y * F))
+
+
+def ref_objective(name, y, f, h, w, rho):
+    """sum_i w_i l(y_i, f_i + rho h_i) for one output."""
+    return float(np.sum(w * ref_pointwise(name, y, f + rho * h)))
+
+
+def make_problem(name, n, d, seed, h_columns=None):
+    rng = np.random.default_rng(seed)
+    if name == "log_loss":
+        Y = np.where(rng.random((n, d)) < 0.3, 1.0, -1.0)
+        F = 0.5 * rng.standard_normal((n, d))
+    else:
+        Y = 2.0 * rng.standard_normal((n, d)) + 1.0
+        F = rng.standard_normal((n, d))
+    H = rng.standard_normal((n, h_columns or d))
+    w = rng.random(n) + 0.1
+    return Y, F, H, w
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_pointwise_matches_reference(name):
+    Y, F, _, w = make_problem(name, 50, 3, 0)
+    loss = get_loss(name)
+    np.testing.assert_allclose(loss.pointwise(np, Y, F), ref_pointwise(name, Y, F), rtol=1e-12)
+    expected = np.average(ref_pointwise(name, Y, F).mean(axis=1), weights=w)
+    np.testing.assert_allclose(float(loss.loss(np, Y, F, w)), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_negative_gradient_by_finite_differences(name):
+    Y, F, _, _ = make_problem(name, 40, 4, 1)
+    if name == "absolute_error":
+        # keep away from the kink at y == f
+        F = np.where(np.abs(Y - F) < 1e-3, F + 0.01, F)
+    eps = 1e-6
+    numeric = -(ref_pointwise(name, Y, F + eps) - ref_pointwise(name, Y, F - eps)) / (2 * eps)
+    g = get_loss(name).negative_gradient(np, Y, F)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, numeric, atol=2e-5, rtol=1e-5)
+
+
+def test_log_loss_gradient_is_label_minus_probability():
+    Y, F, _, _ = make_problem("log_loss", 30, 2, 2)
+    g = get_loss("log_loss").negative_gradient(np, Y, F)
+    np.testing.assert_allclose(g, (Y > 0) - scipy.special.expit(F), atol=1e-7)
+    proba = get_loss("log_loss").raw_to_output(np, np.array([[-800.0, 0.0, 800.0]]))
+    np.testing.assert_allclose(proba, [[0.0, 0.5, 1.0]])
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_init_estimate_minimises_the_loss(name):
+    Y, _, _, w = make_problem(name, 61, 3, 3)
+    rho = get_loss(name).init_estimate(np, Y, w)
+    assert rho.shape == (3,)
+    for j in range(3):
+        y = Y[:, j]
+        if name == "squared_error":
+            np.testing.assert_allclose(rho[j], np.average(y, weights=w), rtol=1e-12)
+        elif name == "log_loss":
+            p = np.average(y > 0, weights=w)
+            np.testing.assert_allclose(rho[j], scipy.special.logit(p), rtol=1e-10)
+        else:
+            # The minimum of a weighted sum of |y_i - c| is reached at a data point.
+            best = min(float(np.sum(w * np.abs(y - c))) for c in y)
+            assert float(np.sum(w * np.abs(y - rho[j]))) <= best + 1e-9
+
+
+def test_log_loss_init_is_finite_for_constant_labels():
+    Y = np.array([[1.0, -1.0], [1.0, -1.0], [1.0, -1.0]])
+    rho = get_loss("log_loss").init_estimate(np, Y, np.ones(3))
+    assert np.all(np.isfinite(rho))
+    assert rho[0] > 20 and rho[1] < -20
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("h_columns", [None, 1])
+def test_step_minimises_each_output(name, h_columns):
+    d = 4
+    Y, F, H, w = make_problem(name, 80, d, 4, h_columns)
+    loss = get_loss(name)
+    rho = loss.fit_step(np, Y, F, H, w)
+    assert rho.shape == (d,)
+    for j in range(d):
+        h = H[:, 0] if h_columns == 1 else H[:, j]
+        y, f = Y[:, j], F[:, j]
+        ours = ref_objective(name, y, f, h, w, rho[j])
+        if name == "absolute_error":
+            breaks = (y - f)[h != 0] / h[h != 0]
+            best = min(ref_objective(name, y, f, h, w, b) for b in breaks)
+            assert ours <= best + 1e-9
+        else:
+            res = scipy.optimize.minimize_scalar(
+                lambda r: ref_objective(name, y, f, h, w, r), bracket=(-1.0, 1.0), tol=1e-12
+            )
+            assert ours <= res.fun + 1e-9
+            np.testing.assert_allclose(rho[j], res.x, atol=1e-4)
+            # first-order optimality by central finite differences
+            eps = 1e-5
+            slope = (
+                ref_objective(name, y, f, h, w, rho[j] + eps)
+                - ref_objective(name, y, f, h, w, rho[j] - eps)
+            ) / (2 * eps)
+            assert abs(slope) <= 1e-4 * float(np.sum(w))
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_single_column_step_equals_broadcast_step(name):
+    Y, F, H, w = make_problem(name, 70, 5, 5, h_columns=1)
+    loss = get_loss(name)
+    one = loss.fit_step(np, Y, F, H, w)
+    full = loss.fit_step(np, Y, F, np.repeat(H, 5, axis=1), w)
+    np.testing.assert_allclose(one, full, rtol=1e-8, atol=1e-10)
+
+
+def test_squared_error_step_closed_form():
+    Y, F, H, w = make_problem("squared_error", 50, 3, 6)
+    rho = get_loss("squared_error").fit_step(np, Y, F, H, w)
+    for j in range(3):
+        r, h = Y[:, j] - F[:, j], H[:, j]
+        # normal equation of the weighted least-squares fit r ~ rho h
+        expected = np.linalg.lstsq((np.sqrt(w) * h)[:, None], np.sqrt(w) * r, rcond=None)[0][0]
+        np.testing.assert_allclose(rho[j], expected, rtol=1e-10)
+
+
+def test_squared_error_step_is_one_for_leaf_means():
+    """A tree whose leaves are the mean residuals gets step 1 (least squares)."""
+    rng = np.random.default_rng(7)
+    n, d = 90, 3
+    R = rng.standard_normal((n, d))
+    leaf = rng.integers(0, 5, size=n)
+    H = np.stack([R[leaf == k].mean(axis=0) for k in range(5)])[leaf]
+    rho = get_loss("squared_error").fit_step(np, R, np.zeros((n, d)), H, np.ones(n))
+    np.testing.assert_allclose(rho, np.ones(d), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_step_is_zero_where_tree_predicts_zero(name):
+    Y, F, H, w = make_problem(name, 40, 3, 8)
+    H[:, 1] = 0.0
+    rho = get_loss(name).fit_step(np, Y, F, H, w)
+    assert rho[1] == 0.0
+    assert np.all(rho[[0, 2]] != 0.0)
+
+
+def test_zero_weight_samples_are_ignored():
+    for name in LOSSES:
+        Y, F, H, w = make_problem(name, 60, 3, 9)
+        w[::2] = 0.0
+        loss = get_loss(name)
+        full = loss.fit_step(np, Y, F, H, w)
+        kept = loss.fit_step(np, Y[1::2], F[1::2], H[1::2], w[1::2])
+        np.testing.assert_allclose(full, kept, rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(
+            loss.init_estimate(np, Y, w), loss.init_estimate(np, Y[1::2], w[1::2]), rtol=1e-12
+        )
+
+
+def test_logistic_step_is_bounded_on_separable_labels():
+    """When the tree separates a label the minimiser is infinite: the step stops at the bound."""
+    n = 20
+    Y = np.ones((n, 1))
+    F = np.zeros((n, 1))
+    H = np.full((n, 1), 0.5)
+    H[0, 0] = 2.0
+    rho = get_loss("log_loss").fit_step(np, Y, F, H, np.ones(n))
+    np.testing.assert_allclose(rho[0] * 2.0, MAX_LOGIT_STEP, rtol=1e-12)
+    rho = get_loss("log_loss").fit_step(np, -Y, F, H, np.ones(n))
+    np.testing.assert_allclose(rho[0] * 2.0, -MAX_LOGIT_STEP, rtol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.floats(-100, 100, allow_nan=False), min_size=1, max_size=30),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_weighted_median_minimises_weighted_absolute_deviation(values, seed):
+    z = np.asarray(values)
+    w = np.random.default_rng(seed).random(z.size)
+    med = weighted_median_columns(np, z[:, None], w[:, None])[0]
+    objective = lambda c: float(np.sum(w * np.abs(z - c)))  # noqa: E731
+    assert objective(med) <= min(objective(c) for c in z) + 1e-9 * (1 + np.abs(z).sum())
+    assert med in z or w.sum() == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), rate=st.floats(0.05, 0.95))
+def test_logistic_step_matches_scalar_minimiser(seed, rate):
+    rng = np.random.default_rng(seed)
+    n = 50
+    y = np.where(rng.random(n) < rate, 1.0, -1.0)
+    f = rng.standard_normal(n)
+    h = rng.standard_normal(n)
+    w = rng.random(n) + 0.05
+    rho = get_loss("log_loss").fit_step(np, y[:, None], f[:, None], h[:, None], w)[0]
+    bound = MAX_LOGIT_STEP / np.abs(h).max()
+    res = scipy.optimize.minimize_scalar(
+        lambda r: ref_objective("log_loss", y, f, h, w, r),
+        bounds=(-bound, bound),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    assert ref_objective("log_loss", y, f, h, w, rho) <= res.fun + 1e-8
+
+
+def test_get_loss_rejects_unknown_names():
+    with pytest.raises(ValueError, match="loss must be one of .* got 'huber'"):
+        get_loss("huber")
+    with pytest.raises(ValueError, match="got 'log_loss'"):
+        get_loss("log_loss", allowed=("squared_error", "absolute_error"))

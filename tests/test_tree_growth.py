@@ -1,0 +1,392 @@
+"""Tree growth against independent references.
+
+* A plain NumPy reference implementation (below) of the exact multi-output
+  variance-reduction tree (Breiman et al. 1984; Joly et al. 2014, eq. 1-2)
+  on integer-valued inputs (so that binning is the identity on values),
+  with missing values sent to the best side.
+* scikit-learn's DecisionTreeRegressor fitted on the same binned features and
+  targets (depth 1 to 3, weighted, best-first).
+* The consequence of Theorem 1 of Joly et al.: with a Gaussian projection of
+  large m, the tree equals the unprojected one when best splits are isolated.
+* Internal consistency of the code paths that must give identical trees:
+  histogram vs exact small-node splits, with and without histogram
+  subtraction, trees grown in one batch vs one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.tree import DecisionTreeRegressor as SkTree
+
+from gpurpo.backend import NUMPY
+from gpurpo.tree import (
+    BinMapper,
+    DecisionTreeRegressor,
+    GrowthParams,
+    grow_tree_best_first,
+    grow_trees,
+)
+
+EPS = np.finfo(np.float64).eps
+
+
+# --------------------------------------------------------------------------
+# NumPy reference tree
+# --------------------------------------------------------------------------
+
+
+def _best_split(X, Y, w, samples, msl):
+    """Best (gain, feature, value, missing_left) by brute force; ties: feature, value, right."""
+    x_node = X[samples]
+    yw = w[samples, None] * Y[samples]
+    W = w[samples].sum()
+    S = yw.sum(0)
+    parent = S @ S / W
+    best = None
+    n = len(samples)
+    for f in range(X.shape[1]):
+        col = x_node[:, f]
+        miss = np.isnan(col)
+        values = np.unique(col[~miss])
+        if len(values) + miss.any() < 2:
+            continue
+        for v in values:
+            for ml in (False, True):
+                if ml and not miss.any():
+                    continue
+                left = (col <= v) & ~miss
+                if ml:
+                    left |= miss
+                nl = left.sum()
+                if nl < msl or n - nl < msl:
+                    continue
+                SL = yw[left].sum(0)
+                WL = w[samples][left].sum()
+                SR = S - SL
+                gain = SL @ SL / WL + SR @ SR / (W - WL) - parent
+                if best is None or gain > best[0]:
+                    direction = ml if miss.any() else bool(WL >= W - WL)
+                    best = (gain, f, v, direction)
+    return best
+
+
+def reference_tree(X, Y, w=None, max_depth=None, min_samples_split=2, min_samples_leaf=1,
+                   min_impurity_decrease=0.0):
+    """Exact multi-output variance-reduction tree, grown depth first.
+
+    Returns a list of nodes: dicts with "samples" and, for internal nodes,
+    "feature", "value" (go left when x <= value), "missing_left", "left", "right".
+    """
+    n, d = Y.shape
+    w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
+    W_root = w.sum()
+    nodes = []
+
+    def build(samples, depth):
+        idx = len(nodes)
+        nodes.append({"samples": samples})
+        y = Y[samples]
+        if (max_depth is not None and depth >= max_depth) or len(samples) < max(
+            min_samples_split, 2 * min_samples_leaf, 2
+        ) or (y == y[0]).all():
+            return idx
+        best = _best_split(X, Y, w, samples, min_samples_leaf)
+        if best is None or best[0] / (d * W_root) + EPS < min_impurity_decrease:
+            return idx
+        gain, f, v, ml = best
+        col = X[samples, f]
+        left = np.where(np.isnan(col), ml, col <= v)
+        nodes[idx].update(feature=f, value=v, missing_left=ml)
+        nodes[idx]["left"] = build(samples[left], depth + 1)
+        nodes[idx]["right"] = build(samples[~left], depth + 1)
+        return idx
+
+    build(np.arange(n), 0)
+    return nodes
+
+
+def assert_same_tree(tree, ref, X):
+    """Walk both trees together: same features, same partitions, same missing sides."""
+    def walk(g, r):
+        node = ref[r]
+        samples = node["samples"]
+        if "feature" not in node:
+            assert tree.feature[g] == -1, f"gpurpo splits where the reference has a leaf ({r})"
+            return
+        assert tree.feature[g] == node["feature"], (g, r)
+        col = X[samples, node["feature"]]
+        go_left = np.where(np.isnan(col), tree.missing_go_left[g] == 1, col <= tree.threshold[g])
+        ref_left = np.where(np.isnan(col), node["missing_left"], col <= node["value"])
+        np.testing.assert_array_equal(go_left, ref_left)
+        assert bool(tree.missing_go_left[g]) == bool(node["missing_left"])
+        walk(tree.children_left[g], node["left"])
+        walk(tree.children_right[g], node["right"])
+
+    walk(0, 0)
+    assert tree.node_count == len(ref)
+
+
+def _integer_data(seed, n=250, p=5, d=3, levels=25, missing=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, levels, size=(n, p)).astype(np.float64)
+    if missing:
+        X[rng.random(X.shape) < missing] = np.nan
+    Y = rng.normal(size=(n, d))
+    return X, Y
+
+
+def _grow(X, Y, w=None, seed=0, **params):
+    mapper = BinMapper(max_bins=255).fit(X)
+    binned = mapper.transform(X, NUMPY)
+    targets = np.asarray(Y, dtype=np.float32)[:, None, :]
+    weights = None if w is None else np.asarray(w, dtype=np.float32)[None, :]
+    grow = grow_tree_best_first if params.get("max_leaf_nodes") else grow_trees
+    result = grow(binned, targets, weights, GrowthParams(**params), np.random.default_rng(seed),
+                  NUMPY)
+    return result
+
+
+# --------------------------------------------------------------------------
+# identical to the NumPy reference
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("small_node_size", [0, 40, None])
+@pytest.mark.parametrize("missing", [0.0, 0.1])
+def test_fully_grown_tree_equals_reference(small_node_size, missing):
+    X, Y = _integer_data(1, missing=missing)
+    # float32 targets on both sides
+    Y = Y.astype(np.float32).astype(np.float64)
+    ref = reference_tree(X, Y)
+    res = _grow(X, Y, small_node_size=small_node_size)
+    assert_same_tree(res.structures[0], ref, X)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(max_depth=3),
+        dict(min_samples_leaf=7),
+        dict(min_samples_split=30, max_depth=6),
+        dict(min_impurity_decrease=0.01),
+    ],
+)
+@pytest.mark.parametrize("small_node_size", [0, None])
+def test_stopping_rules_equal_reference(params, small_node_size):
+    X, Y = _integer_data(2, missing=0.05)
+    Y = Y.astype(np.float32).astype(np.float64)
+    ref = reference_tree(X, Y, **params)
+    res = _grow(X, Y, small_node_size=small_node_size, **params)
+    assert_same_tree(res.structures[0], ref, X)
+
+
+def test_weighted_tree_equals_reference():
+    X, Y = _integer_data(3)
+    Y = Y.astype(np.float32).astype(np.float64)
+    w = np.random.default_rng(3).uniform(0.2, 3.0, size=X.shape[0]).astype(np.float32)
+    ref = reference_tree(X, Y, w=w.astype(np.float64), min_samples_leaf=2)
+    for small in (0, None):
+        res = _grow(X, Y, w=w, small_node_size=small, min_samples_leaf=2)
+        assert_same_tree(res.structures[0], ref, X)
+
+
+def test_leaf_of_sample_matches_traversal_of_raw_inputs():
+    X, Y = _integer_data(4, missing=0.1)
+    res = _grow(X, Y, small_node_size=30)
+    tree = res.structures[0]
+    est = DecisionTreeRegressor(random_state=0).fit(X, Y)
+    leaves = est.apply(X)
+    np.testing.assert_array_equal(tree.leaf_index[leaves], res.leaf_of_sample[0])
+
+
+# --------------------------------------------------------------------------
+# scikit-learn on the same binned features
+# --------------------------------------------------------------------------
+
+
+def _sk_walk(sk, ours, Xb_sk, X_raw):
+    """Compare node by node: feature, training partition, leaf values."""
+    t = sk.tree_
+
+    def walk(a, b, samples):
+        if t.children_left[a] == -1:
+            assert ours.tree_.feature[b] == -1
+            np.testing.assert_allclose(
+                ours.tree_.value[ours.tree_.leaf_index[b]], t.value[a][:, 0], rtol=1e-9
+            )
+            return
+        assert ours.tree_.feature[b] == t.feature[a]
+        sk_left = Xb_sk[samples, t.feature[a]] <= t.threshold[a]
+        our_left = X_raw[samples, t.feature[a]] <= ours.tree_.threshold[b]
+        np.testing.assert_array_equal(sk_left, our_left)
+        walk(t.children_left[a], ours.tree_.children_left[b], samples[sk_left])
+        walk(t.children_right[a], ours.tree_.children_right[b], samples[~sk_left])
+
+    walk(0, 0, np.arange(X_raw.shape[0]))
+    assert ours.tree_.node_count == t.node_count
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_shallow_trees_match_sklearn_on_binned_features(depth, weighted):
+    rng = np.random.default_rng(10 + depth)
+    X = rng.normal(size=(400, 6))
+    Y = rng.normal(size=(400, 4)).astype(np.float32).astype(np.float64)
+    w = rng.uniform(0.1, 2, size=400).astype(np.float32).astype(np.float64) if weighted else None
+    ours = DecisionTreeRegressor(max_depth=depth, max_bins=64, random_state=0)
+    ours.fit(X, Y, sample_weight=w)
+    codes = ours.bin_mapper_.transform(X, NUMPY).codes.T.astype(np.float64)
+    sk = SkTree(max_depth=depth, random_state=0).fit(codes, Y, sample_weight=w)
+    _sk_walk(sk, ours, codes, X)
+
+
+def test_min_samples_leaf_and_best_first_match_sklearn():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(500, 5))
+    Y = rng.normal(size=(500, 2)).astype(np.float32).astype(np.float64)
+    for kwargs in (dict(max_depth=3, min_samples_leaf=20), dict(max_leaf_nodes=9)):
+        ours = DecisionTreeRegressor(max_bins=50, random_state=0, **kwargs).fit(X, Y)
+        codes = ours.bin_mapper_.transform(X, NUMPY).codes.T.astype(np.float64)
+        sk = SkTree(random_state=0, **kwargs).fit(codes, Y)
+        _sk_walk(sk, ours, codes, X)
+
+
+# --------------------------------------------------------------------------
+# Theorem 1: large Gaussian projections preserve isolated best splits
+# --------------------------------------------------------------------------
+
+
+def test_gaussian_projection_of_large_m_gives_the_unprojected_tree():
+    rng = np.random.default_rng(5)
+    n, p, d = 600, 6, 40
+    X = rng.uniform(size=(n, p))
+    # piecewise-constant outputs with well separated effects along a few features
+    centers = rng.normal(scale=3.0, size=(8, d))
+    cell = (X[:, 0] > 0.5) * 4 + (X[:, 1] > 0.3) * 2 + (X[:, 2] > 0.7)
+    Y = centers[cell] + 0.05 * rng.normal(size=(n, d))
+    exact = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, Y)
+    proj = DecisionTreeRegressor(
+        max_depth=3, projection="gaussian", n_components=2000, random_state=0
+    ).fit(X, Y)
+    np.testing.assert_array_equal(proj.tree_.feature, exact.tree_.feature)
+    np.testing.assert_array_equal(proj.tree_.threshold, exact.tree_.threshold)
+    np.testing.assert_allclose(proj.predict(X), exact.predict(X))
+
+
+# --------------------------------------------------------------------------
+# code paths that must agree
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("splitter", ["best", "random"])
+@pytest.mark.parametrize("k", [None, 3])
+def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(600, 8))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    Y = rng.normal(size=(600, 3))
+    trees = []
+    for small, budget in ((0, 1 << 30), (0, 1), (10**9, 1 << 30), (50, 1 << 30)):
+        res = _grow(X, Y, seed=4, small_node_size=small, n_candidates=k, splitter=splitter,
+                    max_histogram_bytes=budget)
+        trees.append(res.structures[0])
+    for t in trees[1:]:
+        np.testing.assert_array_equal(t.feature, trees[0].feature)
+        np.testing.assert_array_equal(t.bin, trees[0].bin)
+        np.testing.assert_array_equal(t.missing_go_left, trees[0].missing_go_left)
+
+
+def test_trees_grown_in_one_batch_equal_trees_grown_alone():
+    rng = np.random.default_rng(9)
+    n, T, m = 300, 4, 3
+    X = rng.normal(size=(n, 5))
+    targets = rng.normal(size=(n, T, m)).astype(np.float32)
+    weights = rng.multinomial(n, np.ones(n) / n, size=T).astype(np.float32)  # bootstrap counts
+    binned = BinMapper().fit(X).transform(X, NUMPY)
+    params = GrowthParams(small_node_size=40, min_samples_leaf=2)
+    batch = grow_trees(binned, targets, weights, params, np.random.default_rng(0), NUMPY)
+    for t in range(T):
+        alone = grow_trees(binned, targets[:, t : t + 1], weights[t : t + 1], params,
+                           np.random.default_rng(0), NUMPY)
+        a, b = batch.structures[t], alone.structures[0]
+        np.testing.assert_array_equal(a.feature, b.feature)
+        np.testing.assert_array_equal(a.bin, b.bin)
+        np.testing.assert_array_equal(a.n_node_samples, b.n_node_samples)
+        np.testing.assert_allclose(a.weighted_n_node_samples, b.weighted_n_node_samples)
+        np.testing.assert_array_equal(batch.leaf_of_sample[t], alone.leaf_of_sample[0])
+        assert (batch.leaf_of_sample[t][weights[t] == 0] == -1).all()
+        assert (batch.leaf_of_sample[t][weights[t] > 0] >= 0).all()
+
+
+def test_best_first_respects_max_leaf_nodes_and_greedy_order():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(400, 4))
+    Y = rng.normal(size=(400, 2))
+    for leaves in (2, 5, 17):
+        res = _grow(X, Y, max_leaf_nodes=leaves)
+        assert res.structures[0].n_leaves == leaves
+    # growing one more leaf keeps the previous splits (greedy best-first)
+    a = _grow(X, Y, max_leaf_nodes=6).structures[0]
+    b = _grow(X, Y, max_leaf_nodes=7).structures[0]
+    assert set(zip(a.feature[a.feature >= 0], a.bin[a.feature >= 0])) <= set(
+        zip(b.feature[b.feature >= 0], b.bin[b.feature >= 0])
+    )
+
+
+# --------------------------------------------------------------------------
+# Extra-Trees mode and max_features
+# --------------------------------------------------------------------------
+
+
+def test_extra_trees_thresholds_lie_within_the_node_range():
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(500, 6))
+    Y = rng.normal(size=(500, 2))
+    est = DecisionTreeRegressor(splitter="random", max_features=2, random_state=3).fit(X, Y)
+    t = est.tree_
+
+    def walk(g, samples):
+        if t.feature[g] < 0:
+            return
+        col = X[samples, t.feature[g]]
+        assert col.min() <= t.threshold[g] < col.max()
+        left = col <= t.threshold[g]
+        walk(t.children_left[g], samples[left])
+        walk(t.children_right[g], samples[~left])
+
+    walk(0, np.arange(500))
+    # random cuts: not the best split at the root (with overwhelming probability)
+    best = DecisionTreeRegressor(max_features=None, max_depth=1).fit(X, Y)
+    assert t.threshold[0] != best.tree_.threshold[0]
+
+
+def test_max_features_counts_only_nonconstant_features():
+    # 40 constant features and 2 informative ones: with max_features=1 every node still
+    # finds a split on an informative feature, as in scikit-learn
+    rng = np.random.default_rng(13)
+    X = np.zeros((300, 42))
+    X[:, 17] = rng.normal(size=300)
+    X[:, 33] = rng.normal(size=300)
+    Y = rng.normal(size=(300, 2))
+    est = DecisionTreeRegressor(max_features=1, random_state=0).fit(X, Y)
+    used = set(est.tree_.feature[est.tree_.feature >= 0].tolist())
+    assert used == {17, 33}
+    assert est.get_n_leaves() == 300
+
+
+@pytest.mark.parametrize("splitter", ["best", "random"])
+def test_determinism_with_random_state(splitter):
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(300, 10))
+    Y = rng.normal(size=(300, 20))
+    kw = dict(splitter=splitter, max_features="sqrt", projection="gaussian", n_components=3)
+    a = DecisionTreeRegressor(random_state=5, **kw).fit(X, Y)
+    b = DecisionTreeRegressor(random_state=5, **kw).fit(X, Y)
+    c = DecisionTreeRegressor(random_state=6, **kw).fit(X, Y)
+    np.testing.assert_array_equal(a.tree_.feature, b.tree_.feature)
+    np.testing.assert_array_equal(a.tree_.threshold, b.tree_.threshold)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert a.tree_.node_count != c.tree_.node_count or not np.array_equal(
+        a.tree_.feature, c.tree_.feature
+    )

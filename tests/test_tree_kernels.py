@@ -1,0 +1,326 @@
+"""Tree kernels (numba CPU) against plain NumPy references written here.
+
+Each kernel of ``gpurpo.tree.kernels`` is run on random inputs and compared
+with a direct NumPy implementation of its documented contract: exact for
+counts and node indices, float32 tolerance for float32 sums. The
+counter-based randomness of ``gpurpo.tree._random`` is checked for the
+properties the growers rely on (bijection, numba == NumPy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpurpo.backend import NUMPY, registered_kernels
+from gpurpo.tree import _random, kernels
+
+RNG = np.random.default_rng(12345)
+
+
+# --------------------------------------------------------------------------
+# counter-based randomness
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 7, 64, 100, 513])
+def test_feature_order_is_a_permutation_and_numba_matches_numpy(p):
+    seeds = np.array([0, 1, 2**63 + 11, 2**64 - 1], dtype=np.uint64)
+    order = _random.feature_at(seeds[:, None], np.arange(p)[None, :], p)
+    for row in order:
+        assert sorted(row.tolist()) == list(range(p))
+    half, mask = _random.feistel_params(p)
+    keys = np.empty(4, dtype=np.uint64)
+    for s, row in zip(seeds, order):
+        _random.round_keys_nb(s, keys)
+        assert [_random.feature_at_nb(keys, i, p, half, mask) for i in range(p)] == row.tolist()
+
+
+def test_feature_order_is_roughly_uniform():
+    # first visited feature over many seeds: chi-square-like check on counts
+    p = 10
+    seeds = np.arange(20000, dtype=np.uint64) * np.uint64(7919)
+    first = _random.feature_at(seeds, np.zeros_like(seeds), p)
+    counts = np.bincount(first, minlength=p)
+    assert counts.min() > 1700 and counts.max() < 2300
+
+
+def test_uniforms_numba_matches_numpy_and_range():
+    seeds = RNG.integers(0, 2**63, size=50, dtype=np.uint64)
+    u = _random.uniform_at(seeds[:, None], np.arange(40)[None, :])
+    assert u.min() >= 0.0 and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.03
+    ref = np.array([[_random.uniform_at_nb(s, i) for i in range(40)] for s in seeds])
+    np.testing.assert_array_equal(u, ref)
+
+
+def test_all_kernels_registered_with_cpu_implementation():
+    reg = registered_kernels()
+    for name in kernels.KERNEL_NAMES:
+        assert "cpu" in reg[name]
+
+
+# --------------------------------------------------------------------------
+# histograms
+# --------------------------------------------------------------------------
+
+
+def _random_batch(n=300, p=9, n_bins=17, n_trees=3, m=4, n_nodes=7, k=5, missing=True):
+    codes = RNG.integers(0, n_bins - (0 if missing else 1), size=(p, n)).astype(np.uint8)
+    weights = RNG.integers(0, 4, size=(n_trees, n)).astype(np.float32)
+    targets = RNG.normal(size=(n, n_trees, m)).astype(np.float32)
+    lists, ranges, start = [], [], 0
+    for _ in range(n_nodes):
+        size = int(RNG.integers(1, 60))
+        lists.append(RNG.choice(n, size=size, replace=False))
+        ranges.append((start, start + size))
+        start += size
+    sample_indices = np.concatenate(lists).astype(np.int32)
+    node_ranges = np.array(ranges, dtype=np.int64)
+    node_features = np.stack([RNG.choice(p, size=k, replace=False) for _ in range(n_nodes)])
+    node_features = node_features.astype(np.int32)
+    node_features[0, -1] = -1
+    node_tree = RNG.integers(0, n_trees, size=n_nodes).astype(np.int32)
+    return codes, sample_indices, node_ranges, node_features, node_tree, weights, targets
+
+
+def _histogram_reference(codes, sample_indices, node_ranges, node_features, node_tree,
+                         weights, targets, n_bins, channels):
+    n_nodes, k = node_features.shape
+    m = targets.shape[2]
+    out = np.zeros((n_nodes, k, n_bins, channels), dtype=np.float64)
+    for i in range(n_nodes):
+        t = node_tree[i]
+        samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        for j in range(k):
+            f = node_features[i, j]
+            if f < 0:
+                continue
+            for s in samples:
+                b = codes[f, s]
+                w = float(weights[t, s])
+                out[i, j, b, 0] += w
+                out[i, j, b, 1:m + 1] += w * targets[s, t].astype(np.float64)
+                if channels == m + 2:
+                    out[i, j, b, m + 1] += 1
+    return out
+
+
+@pytest.mark.parametrize("with_count", [False, True])
+def test_histogram_kernel_matches_reference(with_count):
+    batch = _random_batch()
+    n_bins = 17
+    m = batch[-1].shape[2]
+    channels = m + 2 if with_count else m + 1
+    got = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+    ref = _histogram_reference(*batch, n_bins, channels)
+    assert got.dtype == np.float32 and got.shape == ref.shape
+    # weighted counts of integer weights and sample counts are exact
+    np.testing.assert_array_equal(got[..., 0], ref[..., 0])
+    if with_count:
+        np.testing.assert_array_equal(got[..., -1], ref[..., -1])
+    np.testing.assert_allclose(got[..., 1:m + 1], ref[..., 1:m + 1], rtol=1e-5, atol=1e-5)
+    assert not got[0, -1].any()  # unused slot stays zero
+
+
+# --------------------------------------------------------------------------
+# exact split of small nodes
+# --------------------------------------------------------------------------
+
+
+def _best_split_reference(codes, samples, w, y, features, msl, missing_bin):
+    """Brute force over features / bins / missing side, float64, tie rule of the contract."""
+    W = w.sum()
+    S = (w[:, None] * y).sum(0)
+    parent = S @ S / W
+    best = (-np.inf, -1, 0, 0)
+    if len(samples) < max(2, 2 * msl) or (y == y[0]).all():
+        return best
+    for f in sorted(features):
+        c = codes[f, samples].astype(np.int64)
+        if (c == c[0]).all():
+            continue
+        miss = c == missing_bin
+        values = np.unique(c[~miss])
+        for b in values:
+            for ml in (0, 1):
+                if ml and not miss.any():
+                    continue
+                left = (c <= b) & ~miss
+                if ml:
+                    left |= miss
+                nl = left.sum()
+                if nl < msl or len(samples) - nl < msl:
+                    continue
+                SL = (w[left, None] * y[left]).sum(0)
+                SR = S - SL
+                WL = w[left].sum()
+                g = SL @ SL / WL + SR @ SR / (W - WL) - parent
+                if g > best[0] + 1e-9 * abs(parent):
+                    direction = ml if miss.any() else int(WL >= W - WL)
+                    best = (g, f, int(b), direction)
+    return best
+
+
+@pytest.mark.parametrize("n_per_node", [5, 20, 200])
+@pytest.mark.parametrize("msl", [1, 3])
+def test_split_small_matches_brute_force(n_per_node, msl):
+    n, p, n_bins, m, n_trees = 400, 6, 12, 3, 2
+    codes = RNG.integers(0, n_bins, size=(p, n)).astype(np.uint8)
+    codes[2] = 4  # a constant feature
+    weights = RNG.uniform(0.5, 2.0, size=(n_trees, n)).astype(np.float32)
+    targets = RNG.normal(size=(n, n_trees, m)).astype(np.float32)
+    n_nodes = 6
+    sample_indices = np.concatenate(
+        [RNG.choice(n, size=n_per_node, replace=False) for _ in range(n_nodes)]
+    ).astype(np.int32)
+    node_ranges = np.stack([np.arange(n_nodes) * n_per_node,
+                            (np.arange(n_nodes) + 1) * n_per_node], 1).astype(np.int64)
+    node_tree = RNG.integers(0, n_trees, size=n_nodes).astype(np.int32)
+    seeds = RNG.integers(0, 2**63, size=n_nodes, dtype=np.uint64)
+    thresholds = np.cumsum(RNG.uniform(0.1, 1, size=(p, n_bins - 1)), axis=1)
+    f, b, ml, g = kernels.split_small(
+        NUMPY, codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
+        thresholds, p, msl, False, n_bins - 1,
+    )
+    for i in range(n_nodes):
+        samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        t = node_tree[i]
+        ref = _best_split_reference(codes, samples, weights[t, samples].astype(np.float64),
+                                    targets[samples, t].astype(np.float64), range(p), msl,
+                                    n_bins - 1)
+        assert (f[i], b[i], ml[i]) == ref[1:], (i, f[i], b[i], ml[i], ref)
+        np.testing.assert_allclose(g[i], ref[0], rtol=1e-9)
+
+
+def test_split_small_visits_k_nonconstant_features_in_seed_order():
+    # with k < p the kernel evaluates the first k non-constant features of feature_at(seed, .)
+    n, p, n_bins, m = 200, 30, 8, 2
+    codes = RNG.integers(0, n_bins - 1, size=(p, n)).astype(np.uint8)
+    constant = RNG.choice(p, size=12, replace=False)
+    codes[constant] = 3
+    weights = np.ones((1, n), dtype=np.float32)
+    targets = RNG.normal(size=(n, 1, m)).astype(np.float32)
+    sample_indices = np.arange(n, dtype=np.int32)
+    seeds = RNG.integers(0, 2**63, size=5, dtype=np.uint64)
+    ranges = np.array([[0, 40], [40, 80], [80, 120], [120, 160], [160, 200]], dtype=np.int64)
+    k = 4
+    f, b, ml, g = kernels.split_small(
+        NUMPY, codes, sample_indices, ranges, np.zeros(5, np.int32), seeds, weights, targets,
+        np.zeros((p, n_bins - 1)), k, 1, False, n_bins - 1,
+    )
+    for i in range(5):
+        samples = sample_indices[ranges[i, 0]:ranges[i, 1]]
+        order = _random.feature_at(np.full(p, seeds[i]), np.arange(p), p)
+        visited = [int(q) for q in order if not (codes[q, samples] == codes[q, samples][0]).all()]
+        ref = _best_split_reference(codes, samples, np.ones(len(samples)),
+                                    targets[samples, 0].astype(np.float64), visited[:k], 1,
+                                    n_bins - 1)
+        assert (f[i], b[i]) == ref[1:3]
+
+
+def test_split_small_random_cut_within_node_range():
+    n, p, n_bins, m = 300, 5, 20, 2
+    codes = RNG.integers(0, n_bins - 1, size=(p, n)).astype(np.uint8)
+    thresholds = np.cumsum(RNG.uniform(0.1, 1, size=(p, n_bins - 1)), axis=1)
+    thresholds[:, -1] = np.inf
+    targets = RNG.normal(size=(n, 1, m)).astype(np.float32)
+    sizes = [3, 8, 40, 100]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ranges = np.stack([starts, starts + sizes], 1).astype(np.int64)
+    sample_indices = RNG.permutation(n)[: sum(sizes)].astype(np.int32)
+    for trial in range(5):
+        seeds = RNG.integers(0, 2**63, size=len(sizes), dtype=np.uint64)
+        f, b, ml, g = kernels.split_small(
+            NUMPY, codes, sample_indices, ranges, np.zeros(len(sizes), np.int32), seeds,
+            np.ones((1, n), np.float32), targets, thresholds, 1, 1, True, n_bins - 1,
+        )
+        for i in range(len(sizes)):
+            if f[i] < 0:
+                continue
+            c = codes[f[i], sample_indices[ranges[i, 0]:ranges[i, 1]]]
+            assert c.min() <= b[i] < c.max()
+
+
+# --------------------------------------------------------------------------
+# leaves, traversal, prediction sums
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_accumulate_leaves_dense_and_csr(dtype):
+    n, d, L = 200, 70, 9
+    leaf = RNG.integers(-1, L, size=n).astype(np.int32)
+    w = RNG.uniform(0, 2, size=n)
+    Y = (RNG.random((n, d)) < 0.1) * RNG.normal(size=(n, d))
+    Y = Y.astype(dtype)
+    ref = np.zeros((L, d))
+    for i in range(n):
+        if leaf[i] >= 0:
+            ref[leaf[i]] += w[i] * Y[i].astype(np.float64)
+    dense = kernels.accumulate_leaves_dense(NUMPY, leaf, w, Y, L)
+    csr = kernels.accumulate_leaves_csr(NUMPY, leaf, w, sp.csr_matrix(Y), L)
+    np.testing.assert_allclose(dense, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(csr, ref, rtol=1e-12, atol=1e-12)
+
+
+def _random_forest_arrays(n_trees=4, p=5):
+    feature, threshold, missing, left, right, roots = [], [], [], [], [], []
+    offset = 0
+    for _ in range(n_trees):
+        n_internal = int(RNG.integers(0, 8))
+        # random binary tree in preorder via a queue of open slots
+        nodes = [{"f": -1}]
+        open_leaves = [0]
+        for _ in range(n_internal):
+            g = open_leaves.pop(int(RNG.integers(len(open_leaves))))
+            nodes[g] = {"f": int(RNG.integers(p)), "t": float(RNG.normal()),
+                        "m": int(RNG.integers(2)), "l": len(nodes), "r": len(nodes) + 1}
+            nodes += [{"f": -1}, {"f": -1}]
+            open_leaves += [len(nodes) - 2, len(nodes) - 1]
+        roots.append(offset)
+        for nd in nodes:
+            feature.append(nd["f"])
+            threshold.append(nd.get("t", 0.0))
+            missing.append(nd.get("m", 0))
+            left.append(nd["l"] + offset if nd["f"] >= 0 else -1)
+            right.append(nd["r"] + offset if nd["f"] >= 0 else -1)
+        offset += len(nodes)
+    as_ = np.asarray
+    return (as_(feature, np.int32), as_(threshold), as_(missing, np.uint8), as_(left, np.int32),
+            as_(right, np.int32), as_(roots, np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_apply_matches_python_traversal(dtype):
+    arrays = _random_forest_arrays()
+    feature, threshold, missing, left, right, roots = arrays
+    X = RNG.normal(size=(150, 5)).astype(dtype)
+    X[RNG.random(X.shape) < 0.2] = np.nan
+    got = kernels.apply_trees(NUMPY, X, *arrays)
+    for i in range(X.shape[0]):
+        for t, r in enumerate(roots):
+            g = r
+            while feature[g] >= 0:
+                x = float(X[i, feature[g]])
+                go_left = bool(missing[g]) if np.isnan(x) else x <= threshold[g]
+                g = left[g] if go_left else right[g]
+            assert got[i, t] == g
+
+
+def test_sum_leaves_dense_and_csr():
+    n, T, L, d = 60, 5, 30, 40
+    rows = RNG.integers(-1, L, size=(n, T)).astype(np.int32)
+    values = (RNG.random((L, d)) < 0.2) * RNG.normal(size=(L, d))
+    ref = np.zeros((n, d))
+    for i in range(n):
+        for t in range(T):
+            if rows[i, t] >= 0:
+                ref[i] += values[rows[i, t]]
+    out = np.ones((n, d))
+    kernels.sum_leaves_dense(NUMPY, rows, values, out)
+    np.testing.assert_allclose(out, ref + 1, rtol=1e-12)
+    out = np.zeros((n, d))
+    kernels.sum_leaves_csr(NUMPY, rows, sp.csr_matrix(values), out)
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 from gpurpo._validation import check_array, check_choice, check_int
 from gpurpo.backend import Backend, resolve_backend
@@ -48,7 +48,12 @@ __all__ = [
 _MEMORY_BUDGET = 128 * 2**20
 # Bytes of temporaries per (row, label) cell, per metric (see each kernel).
 _CELL_BYTES_RANKING = 120
-_CELL_BYTES_ELEMENTWISE = 32
+_CELL_BYTES_ELEMENTWISE = 64
+# LRAP counts ranks directly (O(nnz d), one boolean per (row, label,
+# relevant slot): at most 2 * _FEW_RELEVANT bytes per cell, within the
+# ranking budget) when no row of a block has more relevant labels than
+# this, and sorts every row of the block (O(d log d) per row) otherwise.
+_FEW_RELEVANT = 32
 
 
 # --------------------------------------------------------------------------
@@ -91,13 +96,13 @@ def _check_binary(a: Any, name: str, backend: Backend) -> None:
         )
 
 
-def _chunks(n: int, d: int, chunk_size: int | None, cell_bytes: int) -> Iterator[tuple[int, int]]:
+def _chunks(n: int, d: int, chunk_size: int | None, cell_bytes: int) -> list[tuple[int, int]]:
+    """Row blocks ``(start, stop)``: ``chunk_size`` rows, or what fits the budget."""
     if chunk_size is None:
         size = max(1, _MEMORY_BUDGET // max(1, d * cell_bytes))
     else:
         size = check_int(chunk_size, "chunk_size", low=1)
-    for start in range(0, n, size):
-        yield start, min(n, start + size)
+    return [(start, min(n, start + size)) for start in range(0, n, size)]
 
 
 def _block(a: Any, start: int, stop: int, backend: Backend) -> Any:
@@ -134,6 +139,33 @@ def _ranking_counts(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
     R = xp.take_along_axis(xp.cumsum(size, axis=1), group, axis=1)
     L = xp.take_along_axis(xp.cumsum(rel_size, axis=1), group, axis=1)
     return (rel * (L / R)).sum(axis=1), rel.sum(axis=1)
+
+
+def _ranking_counts_few(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
+    """Same as :func:`_ranking_counts` by direct counting, for few relevant labels.
+
+    The relevant scores of each row are packed into a (rows, width) matrix
+    ``P``; ``R_ij`` compares each of them with the whole row and ``L_ij``
+    with the row's own relevant scores: work ``O(nnz * d)`` instead of
+    sorting every row. Padding is +inf where it is compared against (no
+    score reaches it, so padded slots get ``R = 0`` and are dropped) and
+    -inf where it is counted (it never counts).
+    """
+    c = S.shape[0]
+    rows, cols = xp.nonzero(T)
+    n_rel = xp.bincount(rows, minlength=c)
+    if rows.shape[0] == 0:
+        return xp.zeros(c), n_rel.astype(xp.float64)
+    width = int(n_rel.max())
+    first = xp.cumsum(n_rel) - n_rel
+    slot = xp.arange(rows.shape[0]) - first[rows]
+    P = xp.full((c, width), xp.inf)
+    P[rows, slot] = S[rows, cols]
+    P_counted = xp.where(xp.isinf(P), -xp.inf, P)
+    R = xp.count_nonzero(S[:, None, :] >= P[:, :, None], axis=2)
+    L = xp.count_nonzero(P_counted[:, None, :] >= P[:, :, None], axis=2)
+    ratio = xp.where(R > 0, L / xp.maximum(R, 1), 0.0)
+    return ratio.sum(axis=1), n_rel.astype(xp.float64)
 
 
 def label_ranking_average_precision(
@@ -178,9 +210,10 @@ def label_ranking_average_precision(
     total = 0.0
     counted = 0
     for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_RANKING):
-        ratio_sum, n_rel = _ranking_counts(
-            _block(yt, start, stop, backend), _block(ys, start, stop, backend), xp
-        )
+        T = _block(yt, start, stop, backend)
+        S = _block(ys, start, stop, backend)
+        few = int(T.sum(axis=1).max()) <= _FEW_RELEVANT
+        ratio_sum, n_rel = (_ranking_counts_few if few else _ranking_counts)(T, S, xp)
         has = n_rel > 0
         total += float(xp.sum(ratio_sum[has] / n_rel[has]))
         n_has = int(xp.count_nonzero(has))
@@ -258,7 +291,7 @@ def micro_auprc(y_true: Any, y_score: Any, *, chunk_size: int | None = None) -> 
     backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
     xp = backend.xp
     n, d = yt.shape
-    blocks = list(_chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE))
+    blocks = _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE)
     positive_scores = []
     for start, stop in blocks:
         T = _block(yt, start, stop, backend)
@@ -303,7 +336,7 @@ def macro_r2(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> floa
     n, d = yt.shape
     if n < 2:
         raise ValueError(f"macro_r2 needs at least 2 samples, got y_true of shape {(n, d)}")
-    blocks = list(_chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE))
+    blocks = _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE)
     col_sum = xp.zeros(d)
     ss_res = xp.zeros(d)
     for start, stop in blocks:
@@ -354,10 +387,11 @@ def hamming_loss(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> 
     backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=True, binary_other=True)
     xp = backend.xp
     n, d = yt.shape
+    blocks = _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE)
     if backend.issparse(yt) and backend.issparse(yp):
         return int(xp.count_nonzero((yt - yp).data)) / (n * d)
     wrong = 0
-    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
+    for start, stop in blocks:
         T = _block(yt, start, stop, backend)
         wrong += int(xp.count_nonzero(T != _block(yp, start, stop, backend)))
     return wrong / (n * d)

@@ -8,6 +8,7 @@ written in this file.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -473,6 +474,15 @@ def test_partial_warp_mask_is_refused(errors):
         errors.get_function("partial_mask_shuffle")(1, 32, (out,))
 
 
+def test_warp_shuffle_reading_an_exited_lane_is_reported(errors):
+    x = np.ones(64, np.float32)
+    out = np.zeros(2, np.float32)
+    errors.get_function("shuffle_after_early_return")(1, 64, (x, 64, out))
+    np.testing.assert_array_equal(out, 32.0)
+    with pytest.raises(CudaKernelError, match=r"__shfl_down_sync reads lane (8|9|1\d|2\d|3[01]), which has exited"):
+        errors.get_function("shuffle_after_early_return")(1, 64, (x, 40, out))
+
+
 def test_deadlock_times_out(errors):
     out = np.zeros(32, np.int32)
     with pytest.raises(CudaKernelError, match=r"did not finish within 3"):
@@ -519,6 +529,16 @@ def test_build_is_cached_on_disk(monkeypatch):
     assert not list(first.parent.glob("build-*"))
     with pytest.raises(AssertionError, match="should have been reused"):
         _build.build(source + "\n// changed\n", "emulator_syntax.cu")
+
+
+def test_cache_keeps_the_most_recently_used_libraries(tmp_path):
+    for age in range(5):
+        lib = tmp_path / f"k{age}.so"
+        lib.write_bytes(b"")
+        os.utime(lib, (1000 - age, 1000 - age))
+    (tmp_path / "other.txt").write_text("not a library")
+    _build._prune(tmp_path, keep=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k0.so", "k1.so", "other.txt"]
 
 
 def test_find_kernels_reads_signatures():

@@ -25,6 +25,7 @@ from gpurpo.linalg import (
     randomized_range_finder,
     randomized_svd,
 )
+from gpurpo.linalg._qr import normalize_block
 
 KINDS = ["dense", "csr", "csr_array", "linear_operator", "implicit"]
 
@@ -238,6 +239,29 @@ def test_qr_factor_is_a_thin_qr(case):
     # span(Q) contains span(G) (numpy's own QR as the reference basis)
     if case in ("well", "ill", "float32"):
         assert max_angle(Q, np.linalg.qr(G.astype(float))[0]) < 1e-3
+
+
+@pytest.mark.parametrize("case", ["well", "ill", "rank_deficient", "float32", "float32_ill"])
+def test_normalize_block_keeps_span_with_good_conditioning(case):
+    """The cheap step between power iterations: same span, condition number ~ 1."""
+    rng = np.random.default_rng(10)
+    m, l = 400, 10
+    G = rng.standard_normal((m, l)) * np.geomspace(1, 1e-2, l)
+    if case == "ill":
+        G = np.linalg.qr(G)[0] * np.geomspace(1, 1e-12, l)
+    elif case == "rank_deficient":
+        G = G[:, :3] @ rng.standard_normal((3, l))
+    elif case == "float32":
+        G = G.astype(np.float32)
+    elif case == "float32_ill":
+        G = (np.linalg.qr(G)[0] * np.geomspace(1, 1e-4, l)).astype(np.float32)
+    Q = normalize_block(G, np)
+    assert Q.shape == G.shape and Q.dtype == G.dtype
+    assert np.linalg.cond(Q.astype(float)) < 1.1
+    # G is reproduced from the columns of Q: span(G) is inside span(Q)
+    coef = np.linalg.lstsq(Q.astype(float), G.astype(float), rcond=None)[0]
+    tol = 1e-4 if G.dtype == np.float32 else 1e-10
+    assert np.linalg.norm(G - Q @ coef) <= tol * np.linalg.norm(G)
 
 
 # --------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -46,22 +47,36 @@ cases = st.tuples(
 # --------------------------------------------------------------------------
 
 
+# LRAP has two code paths: direct counting when rows have few relevant labels
+# and one sort per row otherwise; both are held against scikit-learn.
+PATHS = pytest.mark.parametrize("few_relevant", [10**9, 0], ids=["direct", "sorted"])
+
+
+@PATHS
 @FUZZ
 @given(cases)
-def test_lrap_equals_sklearn_on_rows_with_positives(case):
+def test_lrap_equals_sklearn_on_rows_with_positives(few_relevant, case):
     seed, n, d, levels, density, chunk = case
     Y, S = _case(seed, n, d, levels, density)
     Y[Y.sum(axis=1) == 0, 0] = 1
     expected = label_ranking_average_precision_score(Y, S)
-    for yt in (Y, sp.csr_matrix(Y)):
-        assert M.label_ranking_average_precision(yt, S) == pytest.approx(expected, rel=1e-12)
-        got = M.label_ranking_average_precision(yt, S, chunk_size=chunk)
-        assert got == pytest.approx(expected, rel=1e-12)
+    with mock.patch.object(M, "_FEW_RELEVANT", few_relevant):
+        for yt in (Y, sp.csr_matrix(Y)):
+            got = M.label_ranking_average_precision(yt, S)
+            assert got == pytest.approx(expected, rel=1e-12)
+            got = M.label_ranking_average_precision(yt, S, chunk_size=chunk)
+            assert got == pytest.approx(expected, rel=1e-12)
 
 
+@PATHS
 @FUZZ
 @given(cases)
-def test_lrap_skips_rows_without_relevant_labels(case):
+def test_lrap_skips_rows_without_relevant_labels(few_relevant, case):
+    with mock.patch.object(M, "_FEW_RELEVANT", few_relevant):
+        _check_lrap_skipping(case)
+
+
+def _check_lrap_skipping(case):
     seed, n, d, levels, density, chunk = case
     Y, S = _case(seed, n, d, levels, density)
     has = Y.sum(axis=1) > 0
@@ -88,6 +103,15 @@ def _lrap_paper(Y, S):
         total += acc / rel.size
         count += 1
     return total / count
+
+
+@pytest.mark.parametrize("n,d,density", [(30, 200, 0.5), (40, 60, 0.05)])
+def test_lrap_default_path_choice_on_dense_and_sparse_rows(n, d, density):
+    Y, S = _case(7, n, d, 50, density)
+    Y[:, 0] = 1
+    assert M.label_ranking_average_precision(Y, S) == pytest.approx(
+        label_ranking_average_precision_score(Y, S), rel=1e-12
+    )
 
 
 def test_lrap_matches_the_paper_formula_and_a_hand_example():
@@ -297,6 +321,8 @@ def test_bad_input_names_the_argument(metric, other):
         metric(np.array([[1.0, np.nan, 0.0], [0.0, 1.0, 0.0]]), np.zeros((2, 3)))
     with pytest.raises(ValueError, match="chunk_size must be >= 1"):
         metric(Y, np.zeros((2, 3)), chunk_size=0)
+    with pytest.raises(ValueError, match="chunk_size must be >= 1"):
+        metric(sp.csr_matrix(Y), sp.csr_matrix(Y), chunk_size=0)
 
 
 @pytest.mark.parametrize(

@@ -129,21 +129,23 @@ def test_histogram_kernel_matches_reference(with_count):
 # --------------------------------------------------------------------------
 
 
-def _best_split_reference(codes, samples, w, y, features, msl, missing_bin):
+def _best_split_reference(codes, samples, w, y, features, msl, missing_bin, tie_rtol=1e-5):
     """Brute force over features / bins / missing side, float64, tie rule of the contract."""
     W = w.sum()
     S = (w[:, None] * y).sum(0)
+    Q = (w[:, None] * y * y).sum()
     parent = S @ S / W
-    best = (-np.inf, -1, 0, 0)
+    none = (-np.inf, -1, 0, 0)
     if len(samples) < max(2, 2 * msl) or (y == y[0]).all():
-        return best
-    for f in sorted(features):
+        return none
+    per_feature = []
+    for f in features:
         c = codes[f, samples].astype(np.int64)
         if (c == c[0]).all():
             continue
         miss = c == missing_bin
-        values = np.unique(c[~miss])
-        for b in values:
+        best = None
+        for b in np.unique(c[~miss]):
             for ml in (0, 1):
                 if ml and not miss.any():
                     continue
@@ -157,10 +159,15 @@ def _best_split_reference(codes, samples, w, y, features, msl, missing_bin):
                 SR = S - SL
                 WL = w[left].sum()
                 g = SL @ SL / WL + SR @ SR / (W - WL) - parent
-                if g > best[0] + 1e-9 * abs(parent):
+                if best is None or g > best[0]:
                     direction = ml if miss.any() else int(WL >= W - WL)
                     best = (g, f, int(b), direction)
-    return best
+        if best is not None:
+            per_feature.append(best)
+    if not per_feature:
+        return none
+    gmax = max(c[0] for c in per_feature)
+    return min((c for c in per_feature if c[0] >= gmax - tie_rtol * Q), key=lambda c: c[1])
 
 
 @pytest.mark.parametrize("n_per_node", [5, 20, 200])
@@ -182,7 +189,7 @@ def test_split_small_matches_brute_force(n_per_node, msl):
     thresholds = np.cumsum(RNG.uniform(0.1, 1, size=(p, n_bins - 1)), axis=1)
     f, b, ml, g = kernels.split_small(
         NUMPY, codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
-        thresholds, p, msl, False, n_bins - 1,
+        thresholds, p, msl, False, n_bins - 1, 1e-5,
     )
     for i in range(n_nodes):
         samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
@@ -208,7 +215,7 @@ def test_split_small_visits_k_nonconstant_features_in_seed_order():
     k = 4
     f, b, ml, g = kernels.split_small(
         NUMPY, codes, sample_indices, ranges, np.zeros(5, np.int32), seeds, weights, targets,
-        np.zeros((p, n_bins - 1)), k, 1, False, n_bins - 1,
+        np.zeros((p, n_bins - 1)), k, 1, False, n_bins - 1, 1e-5,
     )
     for i in range(5):
         samples = sample_indices[ranges[i, 0]:ranges[i, 1]]
@@ -234,7 +241,7 @@ def test_split_small_random_cut_within_node_range():
         seeds = RNG.integers(0, 2**63, size=len(sizes), dtype=np.uint64)
         f, b, ml, g = kernels.split_small(
             NUMPY, codes, sample_indices, ranges, np.zeros(len(sizes), np.int32), seeds,
-            np.ones((1, n), np.float32), targets, thresholds, 1, 1, True, n_bins - 1,
+            np.ones((1, n), np.float32), targets, thresholds, 1, 1, True, n_bins - 1, 1e-5,
         )
         for i in range(len(sizes)):
             if f[i] < 0:

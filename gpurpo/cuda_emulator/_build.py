@@ -7,7 +7,8 @@ result is cached on disk under a key that hashes everything that determines
 it (source, name, options, the emulator header and this package's parsing
 code, the compiler's version), so a source is compiled once per machine.
 Libraries are written to a temporary name and renamed into place, so
-concurrent processes never load a half-written file.
+concurrent processes never load a half-written file; the cache keeps the
+``MAX_CACHED_LIBRARIES`` most recently used libraries.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
 
 _HERE = Path(__file__).resolve().parent
 HEADER = _HERE / "emulator.h"
+MAX_CACHED_LIBRARIES = 256
 CXX_FLAGS = ("-std=c++20", "-O2", "-pthread", "-shared", "-fPIC", "-fno-strict-aliasing")
 
 # NVRTC options that have no meaning for the C++ build (accepted, ignored).
@@ -235,6 +237,10 @@ def build(source: str, name: str = "kernel.cu", options: tuple[str, ...] = ()) -
     key = _key(source, name, flags, cxx)
     target = cache / f"{_safe_name(Path(name).stem)}-{key}.so"
     if target.is_file():
+        try:
+            os.utime(target)  # most recently used: kept by _prune
+        except OSError:
+            pass
         return target
     work = Path(tempfile.mkdtemp(prefix="build-", dir=cache))
     try:
@@ -252,4 +258,21 @@ def build(source: str, name: str = "kernel.cu", options: tuple[str, ...] = ()) -
         os.replace(lib, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    _prune(cache, keep=MAX_CACHED_LIBRARIES)
     return target
+
+
+def _prune(cache: Path, keep: int) -> None:
+    """Delete all but the ``keep`` most recently used libraries of the cache."""
+    libs = []
+    for path in cache.glob("*.so"):
+        try:
+            libs.append((path.stat().st_mtime, path))
+        except OSError:
+            continue
+    libs.sort(reverse=True)
+    for _, path in libs[keep:]:
+        try:
+            path.unlink()  # a process that loaded it keeps its mapping
+        except OSError:
+            pass

@@ -393,10 +393,10 @@ class EmulatedKernel:
         pointers = np.zeros(len(self.params), dtype=np.uintp)
         slots = (ctypes.c_void_p * max(1, len(self.params)))()
         scalar_iter = iter(keep)
+        by_position = {j: a for j, a, _ in arrays}
         for i, p in enumerate(self.params):
             if p.pointer:
-                a = next(a for j, a, _ in arrays if j == i)
-                pointers[i] = guards.pointer[i] if guards is not None else a.ctypes.data
+                pointers[i] = guards.pointer[i] if guards is not None else by_position[i].ctypes.data
                 slots[i] = pointers.ctypes.data + i * pointers.itemsize
             else:
                 slots[i] = next(scalar_iter).ctypes.data

@@ -255,7 +255,7 @@ def find_kernels(text: str) -> list[KernelDecl]:
         if not c_linkage:
             continue
         close = _matching(masked, i)
-        params_text = " ".join(text[i + 1 : close].split())
+        params_text = " ".join(masked[i + 1 : close].split())
         decls: list[str] = []
         if params_text not in ("", "void"):
             decls = [" ".join(p.split("=")[0].split()) for p in _split_top(params_text)]
@@ -302,7 +302,7 @@ def _parse_declarators(body: str, where: str) -> tuple[str, list[_Declarator]]:
     out: list[_Declarator] = []
     for k, part in enumerate(parts):
         part = part.strip()
-        if "=" in part:
+        if "=" in re.sub(r"\[[^\[\]]*\]", "", part):
             raise SourceError(f"__shared__ variables cannot have an initializer ({where})")
         dims_m = _DIMS.search(part)
         dims = " ".join(dims_m.group(1).split()) if dims_m else ""

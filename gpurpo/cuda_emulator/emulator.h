@@ -21,7 +21,8 @@
 //     reported to Python as gpurpo.cuda_emulator.CudaKernelError.
 //
 // Blocks are taken one at a time by each group of blockDim threads; a launch
-// may run several groups (several blocks) at once.
+// may run several groups (several blocks) at once. The threads come from a
+// persistent pool, so a launch costs no thread creation once the pool is warm.
 
 #pragma once
 
@@ -187,6 +188,7 @@ struct Warp {
     unsigned nlanes = 0;
     unsigned active = 0;  // bit mask of the lanes that exist in this warp
     unsigned long long buf[2][32] = {};
+    unsigned long long stamp[2][32] = {};  // index of the warp operation that wrote buf
 };
 
 struct BlockCtx {
@@ -221,6 +223,7 @@ struct BlockCtx {
             warps[w].nlanes = lanes;
             warps[w].active = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
             warps[w].bar = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(lanes));
+            std::memset(warps[w].stamp, 0xFF, sizeof warps[w].stamp);
         }
         sync_count.assign(L->nthreads, 0);
         for (int i = 0; i < 2; ++i) {
@@ -319,12 +322,30 @@ inline T from_bits(unsigned long long bits) {
     return v;
 }
 
-// Publish one value per lane; returns the slot row that now holds them all.
-inline const unsigned long long* exchange(Warp& w, unsigned long long bits) {
-    const unsigned p = static_cast<unsigned>(ts.warp_ops++ & 1);
+// One warp-wide exchange: every lane publishes a value, then reads others'.
+// Lanes that exited, or are at another warp operation, leave a stale stamp.
+struct Exchanged {
+    const unsigned long long* row;
+    const unsigned long long* stamp;
+    unsigned long long op;
+};
+
+inline Exchanged exchange(Warp& w, unsigned long long bits) {
+    const unsigned long long op = ts.warp_ops++;
+    const unsigned p = static_cast<unsigned>(op & 1);
     w.buf[p][ts.lane] = bits;
+    w.stamp[p][ts.lane] = op;
     w.bar->arrive_and_wait();
-    return w.buf[p];
+    return Exchanged{w.buf[p], w.stamp[p], op};
+}
+
+inline unsigned long long lane_value(const Exchanged& x, int src, const char* what) {
+    if (x.stamp[src] != x.op) {
+        trap(std::string(what) + " reads lane " + std::to_string(src) +
+             ", which has exited or is at a different warp operation (every lane of the warp "
+             "must make the same warp-level calls)");
+    }
+    return x.row[src];
 }
 
 inline void check_width(int width) {
@@ -338,7 +359,7 @@ template <class T>
 inline T shfl(unsigned mask, T var, int arg, int width, Shfl mode, const char* what) {
     Warp& w = my_warp(mask, what);
     check_width(width);
-    const unsigned long long* row = exchange(w, to_bits(var));
+    const Exchanged x = exchange(w, to_bits(var));
     const int lane = static_cast<int>(ts.lane);
     const int base = lane & ~(width - 1);
     int src;
@@ -348,8 +369,8 @@ inline T shfl(unsigned mask, T var, int arg, int width, Shfl mode, const char* w
         case Shfl::Down: src = lane + arg; if (src >= base + width) src = lane; break;
         default: src = lane ^ arg; if (src >= base + width) src = lane; break;
     }
-    if (src < 0 || src >= static_cast<int>(w.nlanes)) return var;
-    return from_bits<T>(row[src]);
+    if (src < 0 || src >= static_cast<int>(w.nlanes) || src == lane) return var;
+    return from_bits<T>(lane_value(x, src, what));
 }
 
 // ---------------------------------------------------------------------------
@@ -784,10 +805,10 @@ inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSi
 
 inline unsigned __ballot_sync(unsigned mask, int pred) {
     gpurpo_emu::Warp& w = gpurpo_emu::my_warp(mask, "__ballot_sync");
-    const unsigned long long* row = gpurpo_emu::exchange(w, pred != 0);
+    const gpurpo_emu::Exchanged x = gpurpo_emu::exchange(w, pred != 0);
     unsigned out = 0;
     for (unsigned l = 0; l < w.nlanes; ++l)
-        if (row[l]) out |= 1u << l;
+        if (gpurpo_emu::lane_value(x, static_cast<int>(l), "__ballot_sync")) out |= 1u << l;
     return out & mask;
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
@@ -800,9 +821,9 @@ namespace gpurpo_emu {
 template <class T, class Op>
 inline T warp_reduce(unsigned mask, T value, Op op, const char* what) {
     Warp& w = my_warp(mask, what);
-    const unsigned long long* row = exchange(w, to_bits(value));
-    T acc = from_bits<T>(row[0]);
-    for (unsigned l = 1; l < w.nlanes; ++l) acc = op(acc, from_bits<T>(row[l]));
+    const Exchanged x = exchange(w, to_bits(value));
+    T acc = from_bits<T>(lane_value(x, 0, what));
+    for (unsigned l = 1; l < w.nlanes; ++l) acc = op(acc, from_bits<T>(lane_value(x, static_cast<int>(l), what)));
     return acc;
 }
 }  // namespace gpurpo_emu

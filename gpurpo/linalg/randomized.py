@@ -17,7 +17,7 @@ import numpy as np
 from gpurpo._validation import check_choice, check_int
 from gpurpo.backend import check_random_state
 from gpurpo.linalg._operators import MatrixOperator, as_operator, check_n_components, check_n_iter
-from gpurpo.linalg._qr import NORMALIZERS, orthonormalize, qr_factor
+from gpurpo.linalg._qr import NORMALIZERS, normalize_block, orthonormalize, qr_factor
 
 __all__ = ["randomized_range_finder", "randomized_svd", "leverage_scores"]
 
@@ -35,19 +35,21 @@ def _range_finder(
 
     Step 1: draw a Gaussian ``n x size`` matrix Omega. Step 2: ``Y_0 = A Omega``,
     ``Y_0 = Q_0 R_0``. Steps 3-6, for ``j = 1..n_iter``:
-    ``A^T Q_{j-1} = Q~_j R~_j`` and ``A Q~_j = Q_j R_j``. Step 7: return
-    ``Q = Q_{n_iter}``. With ``normalizer="none"`` the intermediate
-    factorisations are skipped (plain power iteration, HMT Algorithm 4.3) and
-    only the final block is orthonormalised.
+    ``A^T Q_{j-1} = Q~_j R~_j`` and ``Y_j = A Q~_j = Q_j R_j``. Step 7: return
+    ``Q = Q_{n_iter}``. The factorisations inside the loop only need a
+    well-conditioned basis of the same span
+    (:func:`~gpurpo.linalg._qr.normalize_block`); the returned ``Q_{n_iter}``
+    is orthonormal to working precision. With ``normalizer="none"`` the
+    intermediate factorisations are skipped (plain power iteration, HMT
+    Algorithm 4.3).
     """
     xp = op.xp
-    Q = orthonormalize(op.matmat(_gaussian(op, op.shape[1], size, rng)), xp, normalizer)
+    Y = op.matmat(_gaussian(op, op.shape[1], size, rng))
     for _ in range(n_iter):
-        Q = orthonormalize(op.rmatmat(Q), xp, normalizer)
-        Q = orthonormalize(op.matmat(Q), xp, normalizer)
-    if normalizer == "none":
-        Q = orthonormalize(Q, xp, "QR")
-    return Q
+        Q = normalize_block(Y, xp, normalizer)
+        Q = normalize_block(op.rmatmat(Q), xp, normalizer)
+        Y = op.matmat(Q)
+    return orthonormalize(Y, xp, "householder" if normalizer == "householder" else "QR")
 
 
 def _svd_of_range(op: MatrixOperator, Q: Any, k: int) -> tuple[Any, Any, Any]:

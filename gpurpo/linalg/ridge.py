@@ -95,6 +95,12 @@ class RidgeSolver:
             inv_lower = xp.linalg.inv(lower)
         except np.linalg.LinAlgError:
             inv_lower = None
+        # Some backends (CuPy by default) return a partial factor instead of
+        # raising: certify the factorisation by its backward error.
+        if inv_lower is not None and bool(xp.isfinite(inv_lower).all()):
+            backward = xp.linalg.norm(lower @ lower.T - gram)
+            if not bool(backward <= 1e-8 * xp.linalg.norm(gram)):
+                inv_lower = None
         if inv_lower is None or not bool(xp.isfinite(inv_lower).all()):
             raise ValueError(
                 f"X^T X + alpha I is not numerically positive definite with alpha={self.alpha} "

@@ -112,6 +112,7 @@ def split_small_nodes(
     min_samples_leaf,
     random_split,
     missing_bin,
+    tie_rtol,
     out_feature,
     out_bin,
     out_missing_left,
@@ -138,6 +139,7 @@ def split_small_nodes(
         wy = np.empty((ns, m), dtype=np.float64)
         S = np.zeros(m, dtype=np.float64)
         W = 0.0
+        Q = 0.0
         s0 = sample_indices[start]
         pure = True
         for a in range(ns):
@@ -152,6 +154,7 @@ def split_small_nodes(
                 v = wa * y
                 wy[a, c] = v
                 S[c] += v
+                Q += v * y
         if pure:
             continue
         parent = 0.0
@@ -166,10 +169,11 @@ def split_small_nodes(
         hist = np.zeros((n_bins, m + 2), dtype=np.float64)
         LS = np.empty(m, dtype=np.float64)
         MS = np.empty(m, dtype=np.float64)
-        best_gain = -np.inf
-        best_f = -1
-        best_b = 0
-        best_ml = 0
+        n_slots = min(n_candidates, p)
+        cand_f = np.full(n_slots, -1, dtype=np.int64)
+        cand_g = np.full(n_slots, -np.inf, dtype=np.float64)
+        cand_b = np.zeros(n_slots, dtype=np.int64)
+        cand_ml = np.zeros(n_slots, dtype=np.int64)
         found = 0
         pos = 0
         while found < n_candidates and pos < p:
@@ -237,6 +241,9 @@ def split_small_nodes(
                         hist[missing_bin, c] = 0.0
                     continue
             found += 1
+            best_gain = -np.inf
+            best_b = 0
+            best_ml = 0
             cut = -1
             if random_split:
                 cut = _random_cut(thresholds, f, bmin, bmax, u)
@@ -281,9 +288,8 @@ def split_small_nodes(
                 # missing values to the right
                 if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
                     g = _gain(WL, LS, W, S, m, parent)
-                    if g > best_gain or (g == best_gain and f < best_f):
+                    if g > best_gain:
                         best_gain = g
-                        best_f = f
                         best_b = b
                         if n_miss == 0:
                             best_ml = 1 if WL >= W - WL else 0
@@ -298,9 +304,8 @@ def split_small_nodes(
                         g = _gain(WL + Wm, LS, W, S, m, parent)
                         for c in range(m):
                             LS[c] -= MS[c]
-                        if g > best_gain or (g == best_gain and f < best_f):
+                        if g > best_gain:
                             best_gain = g
-                            best_f = f
                             best_b = b
                             best_ml = 1
             if not use_sort:
@@ -309,11 +314,25 @@ def split_small_nodes(
                         hist[b, c] = 0.0
                 for c in range(m + 2):
                     hist[missing_bin, c] = 0.0
-        if best_f >= 0:
-            out_feature[i] = best_f
-            out_bin[i] = best_b
-            out_missing_left[i] = best_ml
-            out_gain[i] = best_gain
+            cand_f[found - 1] = f
+            cand_g[found - 1] = best_gain
+            cand_b[found - 1] = best_b
+            cand_ml[found - 1] = best_ml
+        # ties across features: gains within tie_rtol * Q of the best, lowest feature wins
+        gmax = -np.inf
+        for j in range(found):
+            if cand_g[j] > gmax:
+                gmax = cand_g[j]
+        if gmax > -np.inf:
+            floor = gmax - tie_rtol * Q
+            pick = -1
+            for j in range(found):
+                if cand_g[j] >= floor and (pick < 0 or cand_f[j] < cand_f[pick]):
+                    pick = j
+            out_feature[i] = cand_f[pick]
+            out_bin[i] = cand_b[pick]
+            out_missing_left[i] = cand_ml[pick]
+            out_gain[i] = cand_g[pick]
 
 
 @njit(parallel=True, cache=True)

@@ -72,7 +72,7 @@ from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import feature_at, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import TreeStructure
-from gpurpo.tree.splitting import best_slot_per_node, score_histograms
+from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
 
 __all__ = ["GrowResult", "grow_trees", "grow_tree_best_first", "default_small_node_size"]
 
@@ -231,19 +231,23 @@ class _Grower:
         )
         return pos, node_of, offsets
 
-    def _impure(self, ids: np.ndarray) -> np.ndarray:
-        """True for nodes whose samples' targets are not all identical."""
+    def _node_stats(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(impure, Q): targets not all identical; ``Q = sum w ||y||^2`` (host arrays)."""
         xp = self.xp
         if len(ids) == 0:
-            return np.zeros(0, dtype=bool)
+            return np.zeros(0, dtype=bool), np.zeros(0)
         nodes = self.nodes
         pos, node_of, _ = self._segments(nodes.start[ids], nodes.stop[ids])
         samples = self.sample_indices[pos]
         trees = self._dev(nodes.tree[ids], xp.int64)[node_of]
         first = self.sample_indices[self._dev(nodes.start[ids], xp.int64)][node_of]
-        differs = (self.targets[samples, trees, :] != self.targets[first, trees, :]).any(axis=1)
+        y = self.targets[samples, trees, :]
+        differs = (y != self.targets[first, trees, :]).any(axis=1)
         n_diff = xp.bincount(node_of, weights=differs.astype(xp.float64), minlength=len(ids))
-        return self.backend.to_host(n_diff > 0)
+        y64 = y.astype(xp.float64)
+        sq = self.weights[trees, samples].astype(xp.float64) * (y64 * y64).sum(axis=1)
+        q = xp.bincount(node_of, weights=sq, minlength=len(ids))
+        return self.backend.to_host(n_diff > 0), self.backend.to_host(q)
 
     # ------------------------------------------------------------ evaluation
 
@@ -269,10 +273,10 @@ class _Grower:
             feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         if large.any():
             sel = np.flatnonzero(large)
-            impure = self._impure(ids[sel])
-            sel = sel[impure]
+            impure, q = self._node_stats(ids[sel])
+            sel, q = sel[impure], q[impure]
             if len(sel):
-                out = self._split_large(ids[sel], seeds[sel])
+                out = self._split_large(ids[sel], seeds[sel], TIE_RTOL * q)
                 feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         # min_impurity_decrease, scikit-learn's normalisation (per output, over the root weight)
         improvement = gain / (self.m * self.w_root[nodes.tree[ids]])
@@ -301,6 +305,7 @@ class _Grower:
             self.msl,
             self.random_split,
             self.binned.missing_bin,
+            TIE_RTOL,
         )
         return tuple(self.backend.to_host(a) for a in out)
 
@@ -308,10 +313,12 @@ class _Grower:
         per_node = _SCORE_BYTES_PER_CELL * k * self.binned.n_bins * self.channels
         return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
 
-    def _split_large(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _split_large(
+        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         if self.all_features:
-            return self._split_large_all_features(ids, seeds)
-        return self._split_large_sampled(ids, seeds)
+            return self._split_large_all_features(ids, seeds, tie_tol)
+        return self._split_large_sampled(ids, seeds, tie_tol)
 
     def _score(
         self, hist: Any, feats: Any, seeds_dev: Any, positions: Any
@@ -347,7 +354,7 @@ class _Grower:
         )
 
     def _split_large_all_features(
-        self, ids: np.ndarray, seeds: np.ndarray
+        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         """All p features per node: histogram subtraction between siblings."""
         xp = self.xp
@@ -403,7 +410,10 @@ class _Grower:
             seeds_dev = self._dev(seeds[c0 : c0 + chunk], xp.uint64)
             positions = xp.arange(p, dtype=xp.int64)[None, :]
             slots = self._score(h, feats, seeds_dev, positions)
-            f, b, ml, g = best_slot_per_node(xp, slots, feats)
+            tol = self._dev(tie_tol[c0 : c0 + chunk], xp.float64)
+            f, b, ml, g = best_slot_per_node(
+                xp, slots.gain, slots.bin, slots.missing_left, feats, tol
+            )
             out_f[c0 : c0 + chunk] = self.backend.to_host(f)
             out_b[c0 : c0 + chunk] = self.backend.to_host(b)
             out_m[c0 : c0 + chunk] = self.backend.to_host(ml)
@@ -414,17 +424,20 @@ class _Grower:
                     self.cache[int(g)] = hists[int(g)]
         return out_f, out_b, out_m, out_g
 
-    def _split_large_sampled(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
+    def _split_large_sampled(
+        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
         """k < p: visit features in each node's random order until k are non-constant."""
         xp = self.xp
         n_nodes = len(ids)
         k, p = self.k, self.p
         pos = np.zeros(n_nodes, dtype=np.int64)
         found = np.zeros(n_nodes, dtype=np.int64)
-        out_f = np.full(n_nodes, -1, dtype=np.int32)
-        out_b = np.zeros(n_nodes, dtype=np.int32)
-        out_m = np.zeros(n_nodes, dtype=np.uint8)
-        out_g = np.full(n_nodes, -np.inf)
+        # per node, the best split of every evaluated feature (host), filled round by round
+        cand_g = np.full((n_nodes, k), -np.inf)
+        cand_f = np.full((n_nodes, k), -1, dtype=np.int32)
+        cand_b = np.zeros((n_nodes, k), dtype=np.int32)
+        cand_m = np.zeros((n_nodes, k), dtype=np.uint8)
         active = np.arange(n_nodes)
         while len(active):
             take = np.minimum(k - found[active], p - pos[active])
@@ -441,18 +454,25 @@ class _Grower:
                 feats = xp.where(used, feats, -1).astype(xp.int32)
                 h = self._hist(ids[rows], feats)
                 slots = self._score(h, feats, seeds_dev, positions)
-                f, b, ml, g = (self.backend.to_host(a) for a in best_slot_per_node(xp, slots, feats))
-                n_nonconst = self.backend.to_host(slots.nonconstant.sum(axis=1))
-                found[rows] += n_nonconst
-                better = (g > out_g[rows]) | ((g == out_g[rows]) & (f < out_f[rows]) & (f >= 0))
-                better &= f >= 0
-                r_b = rows[better]
-                out_f[r_b], out_b[r_b], out_m[r_b], out_g[r_b] = (
-                    f[better], b[better], ml[better], g[better]
-                )
+                nonconst = self.backend.to_host(slots.nonconstant)
+                gains = self.backend.to_host(slots.gain)
+                bins = self.backend.to_host(slots.bin)
+                mls = self.backend.to_host(slots.missing_left)
+                feats_h = self.backend.to_host(feats)
+                # keep the non-constant slots, in visiting order, after those found so far
+                rank = np.cumsum(nonconst, axis=1) - 1 + found[rows][:, None]
+                r_idx, s_idx = np.nonzero(nonconst)
+                dest = rank[r_idx, s_idx]
+                node_rows = rows[r_idx]
+                cand_g[node_rows, dest] = gains[r_idx, s_idx]
+                cand_f[node_rows, dest] = feats_h[r_idx, s_idx]
+                cand_b[node_rows, dest] = bins[r_idx, s_idx]
+                cand_m[node_rows, dest] = mls[r_idx, s_idx]
+                found[rows] += nonconst.sum(axis=1)
             pos[active] += take
             active = active[(found[active] < k) & (pos[active] < p)]
-        return out_f, out_b, out_m, out_g
+        f, b, ml, g = best_slot_per_node(np, cand_g, cand_b, cand_m, cand_f, tie_tol)
+        return f, b, ml, g
 
     # ----------------------------------------------------------- partition
 

@@ -32,7 +32,7 @@ Kernel contracts
     if C == m + 2, ``out[i, j, b, m + 1] += 1`` (number of samples). Slots
     with f = -1 stay zero. Summation order is free (float32 tolerance).
 
-``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, out_feature, out_bin, out_missing_left, out_gain)``
+``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
     codes, sample_indices, node_ranges, node_tree, weights, targets: as above
@@ -42,6 +42,7 @@ Kernel contracts
     min_samples_leaf int               minimum number of samples on each side
     random_split int (0 or 1)          Extra-Trees mode
     missing_bin  int                   B - 1
+    tie_rtol     float                 relative tolerance of ties between features
     out_feature  int32   (N,)          best feature, -1 when the node must not split
     out_bin      int32   (N,)          split "code <= bin" (missing excluded)
     out_missing_left uint8 (N,)        1: missing values go left
@@ -59,8 +60,13 @@ Kernel contracts
     values are present. Extra-Trees: one cut ``b = _random_cut`` per feature
     from ``u = uniform_at(seed, position)`` (the split "code <= cut" may land
     in an empty bin: the stored bin is the cut). Sides need at least
-    ``min_samples_leaf`` samples. Sums in float64. Best = largest gain, ties
-    to the lowest feature index, then the lowest bin, then missing right.
+    ``min_samples_leaf`` samples. Sums in float64. The best split of a
+    feature is its largest gain (exact ties: lowest bin, then missing right).
+    Across features, every feature whose best gain is at least
+    ``gmax - tie_rtol * Q`` ties with the best one, ``Q = sum w ||y||^2`` over
+    the node (targets as given), and the lowest feature index among them wins
+    (float rounding cannot then break structural ties, e.g. two features
+    inducing the same partition, differently in different code paths).
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
@@ -187,6 +193,7 @@ def split_small(
     min_samples_leaf: int,
     random_split: bool,
     missing_bin: int,
+    tie_rtol: float,
 ) -> tuple[Any, Any, Any, Any]:
     """Exact best split per node; returns (feature, bin, missing_left, gain).
 
@@ -213,6 +220,7 @@ def split_small(
         int(min_samples_leaf),
         int(bool(random_split)),
         int(missing_bin),
+        float(tie_rtol),
         out_feature,
         out_bin,
         out_missing_left,

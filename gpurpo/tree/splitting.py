@@ -29,7 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SlotSplits", "score_histograms", "best_slot_per_node"]
+__all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL"]
+
+#: Gains of different features within ``TIE_RTOL * sum(w ||y||^2)`` of the best
+#: tie; the lowest feature index wins (well above float32 histogram rounding).
+TIE_RTOL = 1e-5
 
 
 @dataclass
@@ -199,11 +203,14 @@ def score_histograms(
     )
 
 
-def best_slot_per_node(xp: Any, splits: SlotSplits, node_features: Any) -> tuple[Any, ...]:
-    """Reduce (N, k) slot results to the best split per node.
+def best_slot_per_node(
+    xp: Any, gain: Any, bins: Any, missing_left: Any, node_features: Any, tie_tol: Any
+) -> tuple[Any, ...]:
+    """Reduce (N, K) per-slot best splits to the best split per node.
 
-    Largest gain; ties go to the lowest feature index (then, within a
-    feature, the lowest bin, already resolved per slot).
+    The largest gain wins; slots whose gain is within ``tie_tol`` (N,) of the
+    largest tie with it and the lowest feature index among them wins (the
+    rule of ``tree_split_small``, see :mod:`gpurpo.tree.kernels`).
 
     Returns
     -------
@@ -212,19 +219,20 @@ def best_slot_per_node(xp: Any, splits: SlotSplits, node_features: Any) -> tuple
     missing_left : uint8 (N,)
     gain : float64 (N,), ``-inf`` without a valid split
     """
-    gain = splits.gain
     gmax = gain.max(axis=1)
     big = xp.iinfo(xp.int32).max
-    key = xp.where((gain == gmax[:, None]) & (gain > -xp.inf), node_features, big)
+    eligible = (gain >= (gmax - tie_tol)[:, None]) & (gain > -xp.inf)
+    key = xp.where(eligible, node_features, big)
     slot = xp.argmin(key, axis=1)
     found = gmax > -xp.inf
     pick = slot[:, None]
     feature = xp.where(found, xp.take_along_axis(node_features, pick, axis=1)[:, 0], -1)
-    best_bin = xp.take_along_axis(splits.bin, pick, axis=1)[:, 0]
-    missing_left = xp.take_along_axis(splits.missing_left, pick, axis=1)[:, 0]
+    best_bin = xp.take_along_axis(bins, pick, axis=1)[:, 0]
+    best_ml = xp.take_along_axis(missing_left, pick, axis=1)[:, 0]
+    best_gain = xp.where(found, xp.take_along_axis(gain, pick, axis=1)[:, 0], -xp.inf)
     return (
         feature.astype(xp.int32),
         best_bin.astype(xp.int32),
-        missing_left.astype(xp.uint8),
-        gmax,
+        best_ml.astype(xp.uint8),
+        best_gain,
     )

@@ -96,3 +96,20 @@ extern "C" __global__ void partial_mask_shuffle(int* out)
     }
     out[threadIdx.x] = v;
 }
+
+// Threads past n return, then the others reduce with full-warp shuffles that
+// read the exited lanes: undefined behaviour in CUDA.
+extern "C" __global__ void shuffle_after_early_return(const float* x, int n, float* out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    float v = x[i];
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    }
+    if (threadIdx.x % 32 == 0) {
+        out[i / 32] = v;
+    }
+}

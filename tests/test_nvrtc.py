@@ -7,6 +7,7 @@ kernels of the CUDA emulator (proving they are real CUDA).
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -45,11 +46,16 @@ def test_there_are_sources_to_check():
     assert all(p.suffix == ".cu" for p in SOURCES)
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel_names(path: Path) -> tuple[str, ...]:
+    return tuple(kernel_names(path.read_text(), backend.CUDA_COMPILE_OPTIONS, name=path.name))
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("path", SOURCES, ids=[f"{p.parent.name}/{p.name}" for p in SOURCES])
 def test_source_compiles_and_defines_its_kernels(path, arch):
     source = path.read_text()
-    names = kernel_names(source, backend.CUDA_COMPILE_OPTIONS, name=path.name)
+    names = _kernel_names(path)
     assert names, f"{path} defines no extern \"C\" __global__ kernel"
     ptx = compile_ptx(source, arch, options=backend.CUDA_COMPILE_OPTIONS, name=path.name)
     assert f".target sm_{arch.split('_')[1]}" in ptx

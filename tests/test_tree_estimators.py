@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpurpo.backend import NUMPY
 from gpurpo.projections import OutputProjection
@@ -351,3 +352,25 @@ def test_binning_memory_budget_error():
     mapper = BinMapper(max_binned_bytes=10_000).fit(X)
     with pytest.raises(ValueError, match="max_binned_bytes"):
         mapper.transform(X, NUMPY)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn conventions
+# --------------------------------------------------------------------------
+
+_EXPECTED_FAILED = {
+    # predict_proba of multi-label Y is an (n, d) matrix of label frequencies, as the
+    # project specifies; a fully grown tree gives exact 0 and 1, which this check's strict
+    # bounds 0 < p < 1 reject (scikit-learn's own tree returns a list of (n, 2) arrays).
+    "check_classifiers_multilabel_output_format_predict_proba": "exact 0/1 leaf frequencies",
+}
+
+
+@parametrize_with_checks(
+    [DecisionTreeRegressor(random_state=0), DecisionTreeClassifier(random_state=0)],
+    expected_failed_checks=lambda est: (
+        _EXPECTED_FAILED if isinstance(est, DecisionTreeClassifier) else {}
+    ),
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)

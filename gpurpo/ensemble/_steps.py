@@ -39,6 +39,7 @@ __all__ = [
 MAX_LOGIT_STEP = 10.0
 _NEWTON_MAX_ITER = 40
 _NEWTON_TOL = 1e-10
+_BRACKET_MARGIN = 1e-6
 
 
 def least_squares_step(xp: ModuleType, G: Any, H: Any, w: Any) -> Any:
@@ -157,8 +158,8 @@ def logistic_step(
     on which side of 0 the minimiser lies; if the derivative still has the
     same sign at the bound, the bound is returned. Otherwise a bracket
     ``[lo, hi]`` with ``phi'(lo) <= 0 <= phi'(hi)`` is kept, a Newton step is
-    taken when it lands strictly inside the bracket and a bisection step
-    otherwise, until no score moves by more than ``tol`` logits between two
+    taken when it lands inside the bracket (up to a rounding margin) and a
+    bisection step otherwise, until no score moves by more than ``tol`` logits between two
     iterations. All outputs iterate together (one host synchronisation per
     iteration, for the stopping test).
 
@@ -199,20 +200,25 @@ def logistic_step(
     lo = xp.where(direction > 0, zero, -cap)
     hi = xp.where(direction > 0, cap, zero)
 
-    rho = zero
-    deriv, curv = d0, h0
+    # outputs solved before iterating: no tree signal, flat start, or the bound
+    fixed = at_edge | ~active | (d0 == 0)
+    rho = xp.where(at_edge & active, edge, zero)
+    deriv = xp.where(fixed, 0.0, d0)
+    curv = h0
     for _ in range(max_iter):
         lo = xp.where(deriv < 0, rho, lo)
         hi = xp.where(deriv > 0, rho, hi)
         safe_curv = xp.where(curv > 0, curv, 1.0)
         newton = rho - deriv / safe_curv
-        inside = (curv > 0) & (newton > lo) & (newton < hi)
-        new = xp.where(inside, newton, 0.5 * (lo + hi))
-        new = xp.where(deriv == 0, rho, new)
+        # a Newton step landing on the bracket's end by rounding is kept (clipped)
+        margin = _BRACKET_MARGIN * (hi - lo)
+        inside = (curv > 0) & (newton >= lo - margin) & (newton <= hi + margin)
+        new = xp.where(inside, xp.clip(newton, lo, hi), 0.5 * (lo + hi))
+        new = xp.where(fixed | (deriv == 0), rho, new)
         moved = float(xp.max(xp.abs(new - rho) * hmax)) if d else 0.0
         rho = new
         if moved <= tol:
             break
         deriv, curv = _logistic_derivatives(xp, T, F, H, w, rho)
-    rho = xp.where(at_edge, edge, rho)
+        deriv = xp.where(fixed, 0.0, deriv)
     return xp.where(active & (d0 != 0), rho, 0.0)

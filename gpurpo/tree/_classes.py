@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._validation import check_array, check_choice, check_consistent_rows
@@ -142,6 +145,10 @@ class _BaseTree(BaseEstimator):
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
         X = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        if X.shape[1] < 1:
+            raise ValueError(
+                f"X has 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required."
+            )
         if X.dtype not in (backend.xp.float32, backend.xp.float64):
             X = X.astype(backend.xp.float64)
         if reset:
@@ -204,7 +211,7 @@ class _BaseTree(BaseEstimator):
             raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
         if not 2 <= self.max_bins <= MAX_BINS:
             raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
-        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng).fit(X)
+        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng).fit(X, sample_weight)
         binned = mapper.transform(X, backend)
         targets = self._targets(Y, backend, rng)
         self.n_projected_outputs_ = int(targets.shape[1])
@@ -334,6 +341,7 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         sample_weight : array (n,), optional
             Non-negative weights; 0 removes a sample.
         """
+        y = _check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         Y = _as_2d_outputs(y, backend)
         self._y_1d = _is_1d(y)
@@ -377,12 +385,26 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeClassifier":
         """Grow the tree on multi-label Y (n, d) of 0/1, or single-label y (n,)."""
+        y = _check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         xp = backend.xp
+        if len(y.shape) == 2 and y.shape[1] == 1 and not backend.issparse(y):
+            warnings.warn(
+                "A column-vector y was passed when a 1d array was expected; it is treated "
+                "as single-label classes (ravelled).",
+                DataConversionWarning,
+                stacklevel=2,
+            )
+            y = y.reshape(-1)
         if _is_1d(y):
             y_host = np.asarray(backend.to_host(y))
             if y_host.dtype.kind == "f" and not np.isfinite(y_host).all():
                 raise ValueError("y contains NaN or infinity")
+            if type_of_target(y_host) == "continuous":
+                raise ValueError(
+                    "Unknown label type: continuous values in y; a classifier needs class "
+                    "labels (use DecisionTreeRegressor for continuous targets)"
+                )
             classes, encoded = np.unique(y_host, return_inverse=True)
             self.classes_ = classes
             self._multilabel = False
@@ -425,11 +447,17 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         return self.classes_[backend.to_host(idx)]
 
 
+def _check_y_present(y: Any, name: str) -> Any:
+    """Raise the scikit-learn message for a missing y; turn array-likes into arrays."""
+    if y is None:
+        raise ValueError(f"{name} requires y to be passed, but the target y is None")
+    if not hasattr(y, "ndim") and not hasattr(y, "nnz"):
+        y = np.asarray(y)
+    return y
+
+
 def _is_1d(y: Any) -> bool:
-    shape = getattr(y, "shape", None)
-    if shape is None:
-        shape = np.shape(y)
-    return len(shape) == 1
+    return len(y.shape) == 1
 
 
 def _as_2d_outputs(y: Any, backend: Backend) -> Any:

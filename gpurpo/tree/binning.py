@@ -48,13 +48,18 @@ DEFAULT_MAX_BINNED_BYTES = 4 * 1024**3
 _TRANSFORM_CHUNK_CELLS = 1 << 24
 
 
-def _edges_of_column(values: np.ndarray, max_bins: int) -> np.ndarray:
-    """Bin edges (float64, increasing) for the finite values of one feature."""
+def _edges_of_column(values: np.ndarray, max_bins: int, weights: np.ndarray | None) -> np.ndarray:
+    """Bin edges (float64, increasing) for the finite values of one feature.
+
+    Quantiles are weighted by ``weights`` (None: unit weights), so that an
+    integer weight has the effect of repeating the row.
+    """
     if values.size == 0:
         return np.empty(0, dtype=np.float64)
-    distinct, counts = np.unique(values.astype(np.float64), return_counts=True)
+    distinct, inverse = np.unique(values.astype(np.float64), return_inverse=True)
     if distinct.size <= max_bins:
         return 0.5 * (distinct[:-1] + distinct[1:])
+    counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
     cum = np.cumsum(counts)
     levels = np.arange(1, max_bins) * (cum[-1] / max_bins)
     at = np.searchsorted(cum, levels, side="left")
@@ -153,7 +158,7 @@ class BinMapper:
         check_int(self.subsample, "subsample", low=1)
         check_int(self.max_binned_bytes, "max_binned_bytes", low=1)
 
-    def fit(self, X: Any) -> "BinMapper":
+    def fit(self, X: Any, sample_weight: Any = None) -> "BinMapper":
         """Fit the bin edges on (a subsample of) ``X``.
 
         Parameters
@@ -161,14 +166,23 @@ class BinMapper:
         X : array or sparse matrix of shape (n, p)
             Raw inputs (NumPy, CuPy, SciPy or cupyx sparse), already
             validated: finite or NaN.
+        sample_weight : array (n,), optional
+            Rows with weight 0 are ignored; quantiles are weighted.
         """
         self._check_params()
         n, p = X.shape
         rng = check_random_state(self.random_state)
-        rows = None
-        if n > self.subsample:
-            rows = np.sort(rng.choice(n, size=int(self.subsample), replace=False))
-        sample = _host_rows(X, rows)
+        weights = None
+        candidates = np.arange(n)
+        if sample_weight is not None:
+            weights = np.asarray(_host_rows(sample_weight, None), dtype=np.float64)
+            candidates = np.flatnonzero(weights > 0)
+        rows = candidates
+        if len(candidates) > self.subsample:
+            rows = np.sort(rng.choice(candidates, size=int(self.subsample), replace=False))
+        if weights is not None:
+            weights = weights[rows]
+        sample = _host_rows(X, None if len(rows) == n else rows)
         max_bins = int(self.max_bins)
         edges = []
         if sp.issparse(sample):
@@ -178,12 +192,19 @@ class BinMapper:
                 data = csc.data[csc.indptr[f] : csc.indptr[f + 1]]
                 n_zero = n_sub - data.size
                 col = np.concatenate([data, np.zeros(n_zero, dtype=data.dtype)])
-                edges.append(_edges_of_column(col[~np.isnan(col)], max_bins))
+                ok = ~np.isnan(col)
+                w_f = None
+                if weights is not None:
+                    nz = csc.indices[csc.indptr[f] : csc.indptr[f + 1]]
+                    zero_rows = np.setdiff1d(np.arange(n_sub), nz)
+                    w_f = weights[np.concatenate([nz, zero_rows])][ok]
+                edges.append(_edges_of_column(col[ok], max_bins, w_f))
         else:
             sample = np.asarray(sample)
             for f in range(p):
                 col = sample[:, f]
-                edges.append(_edges_of_column(col[~np.isnan(col)], max_bins))
+                ok = ~np.isnan(col)
+                edges.append(_edges_of_column(col[ok], max_bins, None if weights is None else weights[ok]))
         self.edges_ = edges
         self.n_value_bins_ = np.array([e.size + 1 for e in edges], dtype=np.int32)
         self.n_bins_ = int(self.n_value_bins_.max()) + 1 if p else 2

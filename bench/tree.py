@@ -1,0 +1,172 @@
+"""Single-tree fit time and accuracy: gpurpo vs scikit-learn.
+
+On delicious-shaped (n = 12,920, p = 500, d = 983, ~19 labels per row) and
+mediamill-shaped (n = 30,993, p = 120, d = 101) structured synthetic
+multi-label data (:func:`gpurpo.datasets.make_delicious_like`,
+:func:`gpurpo.datasets.make_mediamill_like`), fully grown trees with
+``max_features = sqrt(p)`` and a Gaussian output projection with
+``m = round(ln d)`` (Joly et al. 2014):
+
+* ``gpurpo``: :class:`gpurpo.tree.DecisionTreeRegressor` (binning, projection,
+  growth and leaf labelling all included in the fit time);
+* ``sk-full``: scikit-learn ``DecisionTreeRegressor`` on the full outputs;
+* ``sk-proj``: scikit-learn ``DecisionTreeRegressor`` on the SAME projected
+  outputs, then relabelled with the mean original outputs per leaf (the
+  projection product and the relabelling are included in its time).
+
+Everyone runs on the same number of threads (scikit-learn trees use one;
+gpurpo's numba kernels are limited to ``--threads``, default 1). Several
+trees are fitted per method (different seeds); medians and ratios are
+printed with the test LRAP of each method.
+
+Run ``python bench/tree.py`` (or ``--quick`` for a fast smoke run at a
+quarter of the rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
+from gpurpo.metrics import label_ranking_average_precision  # noqa: E402
+from gpurpo.projections import make_projection  # noqa: E402
+from gpurpo.tree import DecisionTreeRegressor  # noqa: E402
+
+
+def _split(X, Y, n_test, seed):
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(X.shape[0])
+    te, tr = idx[:n_test], idx[n_test:]
+    return X[tr], Y[tr], X[te], Y[te]
+
+
+def _relabel(leaf_train, Y_train, leaf_test):
+    """Mean original outputs of the training samples of each leaf (sparse product)."""
+    leaves, inverse = np.unique(leaf_train, return_inverse=True)
+    n = leaf_train.shape[0]
+    ind = sp.csr_matrix((np.ones(n), (inverse, np.arange(n))), shape=(leaves.size, n))
+    counts = np.asarray(ind.sum(axis=1)).ravel()
+    values = sp.diags(1.0 / counts) @ (ind @ Y_train)
+    rows = np.searchsorted(leaves, leaf_test)
+    return values.tocsr()[rows]
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _lrap(Y_test, scores):
+    if sp.issparse(scores):
+        scores = scores.toarray()
+    return label_ranking_average_precision(Y_test, np.asarray(scores))
+
+
+def run_dataset(name, X, Y, n_test, args):
+    from sklearn.tree import DecisionTreeRegressor as SkTree
+
+    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0)
+    Ytr = sp.csr_matrix(Ytr)
+    d = Ytr.shape[1]
+    m = max(1, int(round(math.log(d))))
+    print(f"\n== {name}: n_train={Xtr.shape[0]} p={Xtr.shape[1]} d={d} m={m} "
+          f"labels/row={Ytr.nnz / Ytr.shape[0]:.1f}")
+    results = {}
+
+    # gpurpo (one warm-up fit compiles / loads the numba kernels)
+    DecisionTreeRegressor(projection="gaussian", n_components=m, max_features="sqrt",
+                          random_state=123).fit(Xtr[:500], Ytr[:500])
+    times, lraps, leaves = [], [], []
+    for seed in range(args.repeats):
+        est = DecisionTreeRegressor(projection="gaussian", n_components=m,
+                                    max_features="sqrt", random_state=seed)
+        t, _ = _timed(lambda: est.fit(Xtr, Ytr))
+        times.append(t)
+        leaves.append(est.get_n_leaves())
+        lraps.append(_lrap(Yte, est.predict(Xte)))
+    results["gpurpo"] = (times, lraps, leaves)
+
+    # scikit-learn on the same projected outputs, relabelled
+    times, lraps, leaves = [], [], []
+    for seed in range(args.repeats):
+        P = make_projection("gaussian", m, d, random_state=seed)
+
+        def fit_proj():
+            Yp = np.asarray(Ytr @ P.T)
+            sk = SkTree(max_features="sqrt", random_state=seed).fit(Xtr, Yp)
+            leaf_train = sk.apply(Xtr)
+            return sk, leaf_train
+
+        t, (sk, leaf_train) = _timed(fit_proj)
+        times.append(t)
+        leaves.append(sk.get_n_leaves())
+        lraps.append(_lrap(Yte, _relabel(leaf_train, Ytr, sk.apply(Xte))))
+    results["sk-proj"] = (times, lraps, leaves)
+
+    # scikit-learn on the full output space
+    if not args.skip_full:
+        times, lraps, leaves = [], [], []
+        Ydense = Ytr.toarray()
+        for seed in range(args.full_repeats):
+            sk = SkTree(max_features="sqrt", random_state=seed)
+            t, _ = _timed(lambda: sk.fit(Xtr, Ydense))
+            times.append(t)
+            leaves.append(sk.get_n_leaves())
+            lraps.append(_lrap(Yte, sk.predict(Xte)))
+        results["sk-full"] = (times, lraps, leaves)
+
+    base = statistics.median(results["gpurpo"][0])
+    print(f"{'method':10s} {'fit median (s)':>15s} {'ratio vs gpurpo':>16s} "
+          f"{'test LRAP':>10s} {'leaves':>8s}")
+    for key, (times, lraps, leaves) in results.items():
+        med = statistics.median(times)
+        print(f"{key:10s} {med:15.3f} {med / base:16.1f} {statistics.mean(lraps):10.4f} "
+              f"{int(statistics.median(leaves)):8d}")
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="quarter of the rows, 2 repeats")
+    parser.add_argument("--repeats", type=int, default=5, help="trees per method")
+    parser.add_argument("--full-repeats", type=int, default=2,
+                        help="trees for scikit-learn on the full outputs (slow)")
+    parser.add_argument("--threads", type=int, default=1, help="numba threads for gpurpo")
+    parser.add_argument("--skip-full", action="store_true", help="skip sklearn on full outputs")
+    parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = min(args.repeats, 2)
+        args.full_repeats = 1
+    import numba
+
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    print(f"python {platform.python_version()}, numba threads {numba.get_num_threads()}, "
+          f"{platform.processor() or platform.machine()}")
+    scale = 4 if args.quick else 1
+    # training sizes of MULAN's delicious (12,920 + 3,185 test) and mediamill
+    # (30,993 + 12,914 test)
+    if args.dataset in ("delicious", "both"):
+        n_tr, n_te = 12920 // scale, 3185 // scale
+        X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
+        run_dataset("delicious-like", X, Y, n_te, args)
+    if args.dataset in ("mediamill", "both"):
+        n_tr, n_te = 30993 // scale, 12914 // scale
+        X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
+        run_dataset("mediamill-like", X, Y, n_te, args)
+
+
+if __name__ == "__main__":
+    main()

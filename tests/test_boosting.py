@@ -1,0 +1,437 @@
+"""Multi-output gradient boosting (Joly, Wehenkel & Geurts 2019).
+
+Independent references: scikit-learn's HistGradientBoostingRegressor on one
+output, scikit-learn metrics (r2_score, label_ranking_average_precision_score),
+``scipy.special.expit``, identities of the paper (equal steps on identical
+outputs, near-zero steps on independent outputs, relabel_rpo with the
+identity projection is gbmort, Fig. 1b/1c orderings), the monotone training
+loss implied by an optimal step, repeated rows versus integer weights, and
+the same model refitted with fewer iterations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.special
+from sklearn.base import clone
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.metrics import label_ranking_average_precision_score, r2_score
+
+from gpurpo.datasets import make_friedman1_multioutput, make_multilabel
+from gpurpo.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+STRATEGIES = ["multi_output", "rpo", "relabel_rpo", "single_target"]
+
+
+def integer_regression(n, p, seed, d=1):
+    """Integer features (fewer distinct values than bins, so binning is exact)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 40, size=(n, p)).astype(float)
+    base = np.sin(X[:, 0] / 6.0) + 0.05 * X[:, 1] + (X[:, 2] > 20)
+    Y = base[:, None] + 0.3 * rng.standard_normal((n, d))
+    return X, Y
+
+
+def multilabel(n, d, seed):
+    """Dense 0/1 labels of the structured generator (split rows for train/test)."""
+    X, Y = make_multilabel(
+        n_samples=n, n_features=10, n_labels=d, label_cardinality=2.0, sparse_output=False,
+        random_state=seed,
+    )
+    return np.asarray(X), np.asarray(Y.toarray() if sp.issparse(Y) else Y)
+
+
+# --------------------------------------------------------------------------
+# One output: every strategy is ordinary gradient boosting
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_single_output_matches_sklearn_hist_gradient_boosting(strategy):
+    X, Y = integer_regression(300, 4, 0)
+    Xt, _ = integer_regression(200, 4, 1)
+    ref = HistGradientBoostingRegressor(
+        max_iter=25, max_leaf_nodes=6, learning_rate=0.2, min_samples_leaf=1,
+        early_stopping=False, l2_regularization=0.0,
+    ).fit(X, Y[:, 0])
+    ours = GradientBoostingRegressor(
+        strategy=strategy, n_estimators=25, max_leaf_nodes=6, learning_rate=0.2, random_state=0
+    ).fit(X, Y[:, 0])
+    pred = ours.predict(Xt)
+    assert pred.shape == (200,)
+    np.testing.assert_allclose(pred, ref.predict(Xt), rtol=1e-7, atol=1e-7)
+    # the l2 step of a tree labelled with leaf means is exactly 1 (least squares)
+    np.testing.assert_allclose(ours.steps_, 1.0, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------
+# Paper identities on rho_m
+# --------------------------------------------------------------------------
+
+
+def test_rpo_steps_are_equal_on_identical_outputs():
+    X, Y = integer_regression(200, 4, 2)
+    Yd = np.repeat(Y, 6, axis=1)
+    model = GradientBoostingRegressor(
+        strategy="rpo", projection="gaussian", n_estimators=15, max_leaf_nodes=5, random_state=0
+    ).fit(X, Yd)
+    steps = model.steps_
+    assert steps.shape == (15, 6)
+    np.testing.assert_allclose(steps, steps[:, :1] * np.ones((1, 6)), rtol=1e-9)
+    assert np.all(np.abs(steps) > 0)
+
+
+def test_rpo_steps_vanish_on_independent_outputs_except_the_sampled_one():
+    d = 6
+    X, Y = make_friedman1_multioutput("ind", n_samples=600, n_outputs=d, random_state=0)
+    model = GradientBoostingRegressor(
+        strategy="rpo", projection="subsample", n_estimators=12, max_leaf_nodes=8,
+        random_state=0,
+    ).fit(X, Y)
+    for rho, phi in zip(model.steps_, model.projections_):
+        sampled = int(phi.indices[0])
+        others = np.delete(np.abs(rho), sampled)
+        # the tree fits sqrt(d) times the gradient of the sampled output: rho ~ 1/sqrt(d)
+        assert 0.5 / np.sqrt(d) < rho[sampled] < 1.5 / np.sqrt(d)
+        assert others.max() < 0.2 * rho[sampled]
+
+
+def test_relabel_rpo_with_identity_projection_equals_multi_output():
+    d = 5
+    X, Y = make_friedman1_multioutput("chain", n_samples=250, n_outputs=d, random_state=3)
+    Xt, _ = make_friedman1_multioutput("chain", n_samples=100, n_outputs=d, random_state=4)
+    common = dict(n_estimators=15, max_leaf_nodes=6, learning_rate=0.3, random_state=0)
+    gbmort = GradientBoostingRegressor(strategy="multi_output", **common).fit(X, Y)
+    # subsampling all d outputs without replacement is a permutation of the outputs
+    relabel = GradientBoostingRegressor(
+        strategy="relabel_rpo", projection="subsample", n_components=d, **common
+    ).fit(X, Y)
+    for phi in relabel.projections_:
+        np.testing.assert_allclose(np.sort(phi.toarray(), axis=1)[:, -1], 1.0)
+        assert sorted(phi.indices.tolist()) == list(range(d))
+    np.testing.assert_allclose(relabel.predict(Xt), gbmort.predict(Xt), rtol=1e-9, atol=1e-9)
+    identity = GradientBoostingRegressor(
+        strategy="relabel_rpo", projection=None, **common
+    ).fit(X, Y)
+    np.testing.assert_allclose(identity.predict(Xt), gbmort.predict(Xt), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# Optimal steps: the training loss never increases
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("loss", ["squared_error", "absolute_error"])
+def test_training_loss_is_non_increasing_regression(strategy, loss):
+    X, Y = make_friedman1_multioutput("chain", n_samples=150, n_outputs=4, random_state=5)
+    model = GradientBoostingRegressor(
+        strategy=strategy, loss=loss, n_estimators=12, max_leaf_nodes=4, learning_rate=0.5,
+        random_state=0,
+    ).fit(X, Y)
+    F0 = np.broadcast_to(model.init_, Y.shape)
+    ref = [np.mean(0.5 * (Y - F0) ** 2) if loss == "squared_error" else np.mean(np.abs(Y - F0))]
+    for P in model.staged_predict(X):
+        ref.append(np.mean(0.5 * (Y - P) ** 2) if loss == "squared_error" else np.mean(np.abs(Y - P)))
+    ref = np.asarray(ref)
+    assert np.all(np.diff(ref) <= 1e-10 * ref[:-1])
+    np.testing.assert_allclose(model.train_loss_, ref[1:], rtol=1e-10)
+    if loss == "absolute_error":
+        # any point between the two middle values minimises the absolute error
+        np.testing.assert_allclose(
+            np.abs(Y - model.init_).sum(axis=0), np.abs(Y - np.median(Y, axis=0)).sum(axis=0)
+        )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_training_log_loss_is_non_increasing(strategy):
+    X, Y = multilabel(200, 8, 0)
+    model = GradientBoostingClassifier(
+        strategy=strategy, n_estimators=12, max_leaf_nodes=4, learning_rate=0.5, random_state=0
+    ).fit(X, Y)
+    S = 2 * Y - 1
+    losses = [
+        np.mean(np.logaddexp(0, -S * F)) for F in model.staged_decision_function(X)
+    ]
+    assert np.all(np.diff(losses) <= 1e-10)
+    np.testing.assert_allclose(model.train_loss_, losses, rtol=1e-9)
+    np.testing.assert_allclose(
+        model.init_, scipy.special.logit(np.clip(Y.mean(axis=0), 1e-12, 1 - 1e-12))
+    )
+
+
+# --------------------------------------------------------------------------
+# Output correlation structure (paper Fig. 1b and 1c)
+# --------------------------------------------------------------------------
+
+
+def _trees_to_reach(model, X, Y, threshold):
+    for m, P in enumerate(model.staged_predict(X), start=1):
+        if r2_score(Y, P) >= threshold:
+            return m
+    return np.inf
+
+
+def test_group_outputs_need_far_fewer_trees_with_shared_models():
+    d = 8
+    X, Y = make_friedman1_multioutput("group", n_samples=400, n_outputs=d, random_state=0)
+    Xv, Yv = make_friedman1_multioutput("group", n_samples=400, n_outputs=d, random_state=1)
+    common = dict(max_leaf_nodes=4, learning_rate=0.1, random_state=0)
+    needed = {}
+    for strategy, budget in [("multi_output", 30), ("rpo", 30), ("single_target", 120)]:
+        model = GradientBoostingRegressor(strategy=strategy, n_estimators=budget, **common)
+        needed[strategy] = _trees_to_reach(model.fit(X, Y), Xv, Yv, 0.5)
+    assert needed["rpo"] <= 20 and needed["multi_output"] <= 20
+    assert needed["single_target"] >= 4 * max(needed["rpo"], needed["multi_output"])
+
+
+def test_independent_outputs_favour_single_target():
+    d = 4
+    X, Y = make_friedman1_multioutput("ind", n_samples=300, n_outputs=d, random_state=0)
+    Xv, Yv = make_friedman1_multioutput("ind", n_samples=400, n_outputs=d, random_state=1)
+    common = dict(n_estimators=160, max_leaf_nodes=4, learning_rate=0.2, random_state=0)
+    scores = {
+        s: r2_score(Yv, GradientBoostingRegressor(strategy=s, **common).fit(X, Y).predict(Xv))
+        for s in ("multi_output", "rpo", "single_target")
+    }
+    assert scores["single_target"] > scores["multi_output"]
+    assert scores["single_target"] > scores["rpo"]
+
+
+# --------------------------------------------------------------------------
+# Stages, early stopping, warm start
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["rpo", "relabel_rpo"])
+def test_staged_predict_equals_predict_of_shorter_model(strategy):
+    X, Y = make_friedman1_multioutput("chain", n_samples=200, n_outputs=4, random_state=6)
+    Xt, _ = make_friedman1_multioutput("chain", n_samples=50, n_outputs=4, random_state=7)
+    params = dict(strategy=strategy, max_leaf_nodes=5, subsample=0.7, random_state=3)
+    full = GradientBoostingRegressor(n_estimators=12, **params).fit(X, Y)
+    staged = list(full.staged_predict(Xt))
+    assert len(staged) == 12
+    np.testing.assert_allclose(staged[-1], full.predict(Xt), rtol=1e-10, atol=1e-10)
+    for k in (1, 5):
+        short = GradientBoostingRegressor(n_estimators=k, **params).fit(X, Y)
+        np.testing.assert_allclose(staged[k - 1], short.predict(Xt), rtol=1e-10, atol=1e-10)
+
+
+def test_warm_start_continues_the_same_model():
+    X, Y = multilabel(200, 6, 1)
+    params = dict(strategy="relabel_rpo", max_leaf_nodes=5, subsample=0.8, random_state=2)
+    full = GradientBoostingClassifier(n_estimators=14, **params).fit(X, Y)
+    warm = GradientBoostingClassifier(n_estimators=6, warm_start=True, **params).fit(X, Y)
+    first = warm.decision_function(X)
+    warm.set_params(n_estimators=14).fit(X, Y)
+    assert warm.n_estimators_ == 14
+    assert not np.allclose(first, warm.decision_function(X))
+    np.testing.assert_allclose(warm.decision_function(X), full.decision_function(X), rtol=1e-9,
+                               atol=1e-9)
+    np.testing.assert_allclose(warm.train_loss_, full.train_loss_, rtol=1e-9)
+    with pytest.raises(ValueError, match="n_estimators=5 must be larger or equal to the 14"):
+        warm.set_params(n_estimators=5).fit(X, Y)
+
+
+def test_early_stopping_stops_and_keeps_the_best_iteration():
+    X, Y = make_friedman1_multioutput("group", n_samples=300, n_outputs=4, noise=3.0,
+                                      random_state=8)
+    model = GradientBoostingRegressor(
+        strategy="multi_output", n_estimators=500, max_leaf_nodes=16, learning_rate=0.5,
+        n_iter_no_change=5, validation_fraction=0.3, random_state=0,
+    ).fit(X, Y)
+    history = model.validation_loss_
+    assert model.n_estimators_ < 100
+    assert len(history) < 110
+    # the kept model is the one of smallest validation loss, then 5 iterations without gain
+    assert model.n_estimators_ == int(np.argmin(history))
+    assert len(history) - 1 - model.n_estimators_ >= 5
+    assert len(model.steps_) == model.n_estimators_ == len(model.train_loss_)
+
+
+def test_early_stopping_on_eval_set():
+    X, Y = make_friedman1_multioutput("chain", n_samples=300, n_outputs=3, noise=3.0,
+                                      random_state=9)
+    Xv, Yv = make_friedman1_multioutput("chain", n_samples=200, n_outputs=3, noise=3.0,
+                                        random_state=10)
+    model = GradientBoostingRegressor(
+        n_estimators=400, max_leaf_nodes=16, learning_rate=0.5, n_iter_no_change=4,
+        random_state=0,
+    ).fit(X, Y, eval_set=(Xv, Yv))
+    assert model.n_estimators_ < 400
+    # validation losses recorded during fit are those of the kept predictions
+    staged = [np.mean(0.5 * (Yv - P) ** 2) for P in model.staged_predict(Xv)]
+    np.testing.assert_allclose(model.validation_loss_[1 : len(staged) + 1], staged, rtol=1e-9)
+
+
+def test_verbose_reports_progress(capsys):
+    X, Y = make_friedman1_multioutput("group", n_samples=120, n_outputs=3, random_state=0)
+    Xv, Yv = make_friedman1_multioutput("group", n_samples=60, n_outputs=3, random_state=1)
+    GradientBoostingRegressor(n_estimators=12, max_leaf_nodes=4, verbose=1,
+                              random_state=0).fit(X, Y, eval_set=(Xv, Yv))
+    out = capsys.readouterr().out.splitlines()
+    assert "Train loss" in out[0] and "Val R2" in out[0]
+    iterations = [int(line.split()[0]) for line in out[1:]]
+    assert iterations == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+
+
+# --------------------------------------------------------------------------
+# Multi-label classification
+# --------------------------------------------------------------------------
+
+
+def test_classifier_probabilities_and_label_encodings():
+    X, Y = multilabel(500, 10, 2)
+    X, Xt, Y, Yt = X[:300], X[300:], Y[:300], Y[300:]
+    params = dict(strategy="rpo", n_estimators=40, max_leaf_nodes=8, random_state=0)
+    zero_one = GradientBoostingClassifier(**params).fit(X, Y)
+    signed = GradientBoostingClassifier(**params).fit(X, 2 * Y - 1)
+    sparse = GradientBoostingClassifier(**params).fit(X, sp.csr_matrix(Y))
+    proba = zero_one.predict_proba(Xt)
+    np.testing.assert_allclose(proba, scipy.special.expit(zero_one.decision_function(Xt)))
+    np.testing.assert_allclose(signed.predict_proba(Xt), proba, rtol=1e-12)
+    np.testing.assert_allclose(sparse.predict_proba(Xt), proba, rtol=1e-12)
+    np.testing.assert_array_equal(zero_one.predict(Xt), (proba > 0.5).astype(int))
+    np.testing.assert_array_equal(signed.predict(Xt), np.where(proba > 0.5, 1, -1))
+    np.testing.assert_array_equal(signed.classes_, [-1, 1])
+    lrap = label_ranking_average_precision_score(Yt, proba)
+    prior = label_ranking_average_precision_score(Yt, np.broadcast_to(Y.mean(axis=0), Yt.shape))
+    assert lrap > prior + 0.05
+
+
+def test_classifier_single_label_shapes():
+    X, Y = multilabel(150, 3, 4)
+    y = Y[:, 0]
+    model = GradientBoostingClassifier(n_estimators=5, max_leaf_nodes=4, random_state=0).fit(X, y)
+    assert model.predict(X).shape == (150,)
+    proba = model.predict_proba(X)
+    assert proba.shape == (150, 2)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+
+
+# --------------------------------------------------------------------------
+# Weights, subsampling, missing values, sparse inputs
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["multi_output", "rpo"])
+def test_integer_sample_weights_equal_repeated_rows(strategy):
+    X, Y = integer_regression(120, 3, 11, d=3)
+    counts = np.random.default_rng(0).integers(0, 4, size=120)
+    params = dict(strategy=strategy, n_estimators=8, max_leaf_nodes=5, projection="gaussian",
+                  random_state=0)
+    weighted = GradientBoostingRegressor(**params).fit(X, Y, sample_weight=counts)
+    repeated = GradientBoostingRegressor(**params).fit(
+        np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0)
+    )
+    np.testing.assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-8, atol=1e-8)
+
+
+def test_subsample_changes_the_model_and_still_learns():
+    X, Y = make_friedman1_multioutput("group", n_samples=300, n_outputs=4, random_state=12)
+    Xv, Yv = make_friedman1_multioutput("group", n_samples=200, n_outputs=4, random_state=13)
+    full = GradientBoostingRegressor(n_estimators=40, max_leaf_nodes=6, random_state=0).fit(X, Y)
+    sub = GradientBoostingRegressor(n_estimators=40, max_leaf_nodes=6, subsample=0.5,
+                                    random_state=0).fit(X, Y)
+    assert not np.allclose(full.predict(Xv), sub.predict(Xv))
+    assert r2_score(Yv, sub.predict(Xv)) > 0.6
+
+
+def test_missing_values_and_sparse_inputs():
+    X, Y = make_friedman1_multioutput("group", n_samples=200, n_outputs=3, random_state=14)
+    Xm = X.copy()
+    Xm[::7, 0] = np.nan
+    model = GradientBoostingRegressor(n_estimators=10, max_leaf_nodes=4, random_state=0)
+    pred = model.fit(Xm, Y).predict(Xm)
+    assert np.all(np.isfinite(pred))
+    Xs = X.copy()
+    Xs[Xs < 0.5] = 0.0
+    dense = GradientBoostingRegressor(n_estimators=8, max_leaf_nodes=4, random_state=0)
+    sparse = clone(dense)
+    np.testing.assert_allclose(
+        sparse.fit(sp.csr_matrix(Xs), Y).predict(sp.csr_matrix(Xs)),
+        dense.fit(Xs, Y).predict(Xs),
+        rtol=1e-10,
+    )
+
+
+# --------------------------------------------------------------------------
+# scikit-learn conventions and bad input
+# --------------------------------------------------------------------------
+
+
+def test_clone_and_get_params():
+    est = GradientBoostingRegressor(strategy="relabel_rpo", n_components=3, learning_rate=0.05)
+    params = est.get_params()
+    assert params["strategy"] == "relabel_rpo" and params["n_components"] == 3
+    twin = clone(est)
+    assert twin.get_params() == params
+    clf = GradientBoostingClassifier(projection="gaussian", subsample=0.5)
+    assert clone(clf).get_params() == clf.get_params()
+    X, Y = multilabel(80, 3, 5)
+    fitted = clf.set_params(n_estimators=3, max_leaf_nodes=3).fit(X, Y)
+    assert not hasattr(clone(fitted), "n_estimators_")
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"strategy": "chain"}, "strategy must be one of"),
+        ({"loss": "log_loss"}, "loss must be one of .* got 'log_loss'"),
+        ({"projection": "orthogonal"}, "projection must be one of"),
+        ({"strategy": "rpo", "projection": None}, "needs a projection kind"),
+        ({"strategy": "relabel_rpo", "n_components": 10}, "more than the 3 outputs"),
+        ({"learning_rate": 0.0}, "learning_rate must be > 0.0"),
+        ({"n_estimators": 0}, "n_estimators must be >= 1"),
+        ({"max_leaf_nodes": 1}, "max_leaf_nodes must be >= 2"),
+        ({"max_leaf_nodes": None, "max_depth": None}, "set at least one of them"),
+        ({"subsample": 0.0}, "subsample must be > 0.0"),
+        ({"subsample": 1.5}, "subsample must be <= 1.0"),
+        ({"max_bins": 300}, r"max_bins must be in \[2, 255\]"),
+        ({"max_features": 7}, "max_features"),
+        ({"n_iter_no_change": 0}, "n_iter_no_change must be >= 1"),
+        ({"validation_fraction": 1.0}, "validation_fraction must be < 1.0"),
+        ({"device": "tpu"}, "device must be one of"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X, Y = make_friedman1_multioutput("group", n_samples=40, n_outputs=3, random_state=0)
+    with pytest.raises((ValueError, TypeError), match=match):
+        GradientBoostingRegressor(n_estimators=2, **params).fit(X, Y)
+
+
+def test_bad_data():
+    X, Y = make_friedman1_multioutput("group", n_samples=40, n_outputs=3, random_state=0)
+    est = GradientBoostingRegressor(n_estimators=2, max_leaf_nodes=3)
+    Ynan = Y.copy()
+    Ynan[0, 0] = np.nan
+    with pytest.raises(ValueError, match="Y contains NaN"):
+        est.fit(X, Ynan)
+    Xinf = X.copy()
+    Xinf[0, 0] = np.inf
+    with pytest.raises(ValueError, match="X contains infinity"):
+        est.fit(Xinf, Y)
+    with pytest.raises(ValueError, match="inconsistent numbers of rows"):
+        est.fit(X[:30], Y)
+    with pytest.raises(ValueError, match=r"sample_weight must have shape \(40,\)"):
+        est.fit(X, Y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="sample_weight must be non-negative"):
+        est.fit(X, Y, sample_weight=-np.ones(40))
+    with pytest.raises(ValueError, match="eval_set must be a pair"):
+        est.fit(X, Y, eval_set=(X,))
+    with pytest.raises(ValueError, match="eval_set must have 5 features and 3 outputs"):
+        est.fit(X, Y, eval_set=(X, Y[:, :2]))
+    with pytest.raises(Exception, match="not fitted"):
+        est.predict(X)
+    est.fit(X, Y)
+    with pytest.raises(ValueError, match="X has 4 features, but .* expecting 5"):
+        est.predict(X[:, :4])
+    clf = GradientBoostingClassifier(n_estimators=2, max_leaf_nodes=3)
+    with pytest.raises(ValueError, match=r"0/1 or -1/1 .* got the values \[0.0, 1.0, 2.0\]"):
+        clf.fit(X, np.tile([0, 1, 2, 1], 10)[:, None])
+    with pytest.raises(ValueError, match=r"got the values \[-1.0, 0.0, 1.0\]"):
+        clf.fit(X, np.tile([0, 1, -1, 1], 10)[:, None])
+    with pytest.raises(ValueError, match="loss must be one of \\('log_loss',\\)"):
+        GradientBoostingClassifier(loss="squared_error").fit(X, (Y > 10).astype(int))

@@ -18,8 +18,13 @@ Householder fallback, so both sklearn rows are compared with it.
 
 Usage::
 
-    python bench/linalg.py            # 20000x2000 dense, 200000x20000 sparse
-    python bench/linalg.py --quick    # small matrices, a few seconds
+    python bench/linalg.py                   # 20000x2000 dense, 200000x20000 sparse
+    python bench/linalg.py --quick           # small matrices, a few seconds
+    python bench/linalg.py --blas-threads 1  # stable timings on a shared machine
+
+On an oversubscribed machine multi-threaded OpenBLAS calls on tall-skinny
+blocks can stall for seconds (threads spin while a sibling is descheduled);
+``--blas-threads 1`` removes that noise for both libraries alike.
 """
 
 from __future__ import annotations
@@ -140,12 +145,26 @@ def main(argv=None):
     parser.add_argument("--oversamples", type=int, default=10, help="n_oversamples p")
     parser.add_argument("--n-iter", type=int, default=None, help="power iterations (default: sklearn's auto)")
     parser.add_argument("--output", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="limit BLAS threads (threadpoolctl) for both libraries; default: leave as is",
+    )
     args = parser.parse_args(argv)
+    if args.blas_threads is not None:
+        from threadpoolctl import threadpool_limits
 
+        with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+            return _run(args)
+    return _run(args)
+
+
+def _run(args):
     if args.quick:
         dense_shape, sparse_shape, density, repeats = (4000, 500), (40000, 4000), 2e-3, 3
     else:
-        dense_shape, sparse_shape, density, repeats = (20000, 2000), (200000, 20000), 1e-3, 5
+        dense_shape, sparse_shape, density, repeats = (20000, 2000), (200000, 20000), 1e-3, 3
     repeats = args.repeats or repeats
     k, p = args.rank, args.oversamples
 
@@ -176,7 +195,11 @@ def main(argv=None):
             f"{r['sklearn_s']:>10.3f} {r['gpurpo_s']:>9.3f} {r['ratio_sklearn_over_gpurpo']:>6.2f} "
             f"{r['sklearn_rel_error']:>11.6f} {r['gpurpo_rel_error']:>11.6f}"
         )
-    print(f"\nk={k}, p={p}, median of {repeats} interleaved runs; gpurpo normalizer: QR")
+    threads = "default" if args.blas_threads is None else args.blas_threads
+    print(
+        f"\nk={k}, p={p}, median of {repeats} interleaved runs; gpurpo normalizer: QR; "
+        f"BLAS threads: {threads}"
+    )
     if args.output is not None:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(rows, indent=2))

@@ -399,7 +399,7 @@ def test_clone_and_get_params():
 def test_bad_parameters(params, match):
     X, Y = make_friedman1_multioutput("group", n_samples=40, n_outputs=3, random_state=0)
     with pytest.raises((ValueError, TypeError), match=match):
-        GradientBoostingRegressor(n_estimators=2, **params).fit(X, Y)
+        GradientBoostingRegressor(**{"n_estimators": 2, **params}).fit(X, Y)
 
 
 def test_bad_data():
@@ -407,7 +407,7 @@ def test_bad_data():
     est = GradientBoostingRegressor(n_estimators=2, max_leaf_nodes=3)
     Ynan = Y.copy()
     Ynan[0, 0] = np.nan
-    with pytest.raises(ValueError, match="Y contains NaN"):
+    with pytest.raises(ValueError, match="y contains NaN"):
         est.fit(X, Ynan)
     Xinf = X.copy()
     Xinf[0, 0] = np.inf

@@ -24,8 +24,10 @@ from gpurpo.tree import (
     BinMapper,
     DecisionTreeRegressor,
     GrowthParams,
+    apply_trees,
     grow_tree_best_first,
     grow_trees,
+    pack_trees,
 )
 
 EPS = np.finfo(np.float64).eps
@@ -170,14 +172,19 @@ def _grow(X, Y, w=None, seed=0, **params):
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("small_node_size", [0, 40, None])
+# (small_node_size, subtree_size): histograms only; per-node exact kernel below 40
+# samples; subtrees below 60 samples; defaults (the whole tree in the subtree kernel)
+PATHS = [(0, 0), (40, 0), (0, 60), (None, None)]
+
+
+@pytest.mark.parametrize("small_node_size, subtree_size", PATHS)
 @pytest.mark.parametrize("missing", [0.0, 0.1])
-def test_fully_grown_tree_equals_reference(small_node_size, missing):
+def test_fully_grown_tree_equals_reference(small_node_size, subtree_size, missing):
     X, Y = _integer_data(1, missing=missing)
     # float32 targets on both sides
     Y = Y.astype(np.float32).astype(np.float64)
     ref = reference_tree(X, Y)
-    res = _grow(X, Y, small_node_size=small_node_size)
+    res = _grow(X, Y, small_node_size=small_node_size, subtree_size=subtree_size)
     assert_same_tree(res.structures[0], ref, X)
 
 
@@ -190,12 +197,12 @@ def test_fully_grown_tree_equals_reference(small_node_size, missing):
         dict(min_impurity_decrease=0.01),
     ],
 )
-@pytest.mark.parametrize("small_node_size", [0, None])
-def test_stopping_rules_equal_reference(params, small_node_size):
+@pytest.mark.parametrize("small_node_size, subtree_size", PATHS)
+def test_stopping_rules_equal_reference(params, small_node_size, subtree_size):
     X, Y = _integer_data(2, missing=0.05)
     Y = Y.astype(np.float32).astype(np.float64)
     ref = reference_tree(X, Y, **params)
-    res = _grow(X, Y, small_node_size=small_node_size, **params)
+    res = _grow(X, Y, small_node_size=small_node_size, subtree_size=subtree_size, **params)
     assert_same_tree(res.structures[0], ref, X)
 
 
@@ -204,18 +211,18 @@ def test_weighted_tree_equals_reference():
     Y = Y.astype(np.float32).astype(np.float64)
     w = np.random.default_rng(3).uniform(0.2, 3.0, size=X.shape[0]).astype(np.float32)
     ref = reference_tree(X, Y, w=w.astype(np.float64), min_samples_leaf=2)
-    for small in (0, None):
-        res = _grow(X, Y, w=w, small_node_size=small, min_samples_leaf=2)
+    for small, subtree in PATHS:
+        res = _grow(X, Y, w=w, small_node_size=small, subtree_size=subtree, min_samples_leaf=2)
         assert_same_tree(res.structures[0], ref, X)
 
 
 def test_leaf_of_sample_matches_traversal_of_raw_inputs():
     X, Y = _integer_data(4, missing=0.1)
-    res = _grow(X, Y, small_node_size=30)
-    tree = res.structures[0]
-    est = DecisionTreeRegressor(random_state=0).fit(X, Y)
-    leaves = est.apply(X)
-    np.testing.assert_array_equal(tree.leaf_index[leaves], res.leaf_of_sample[0])
+    for small, subtree in PATHS:
+        res = _grow(X, Y, small_node_size=small, subtree_size=subtree)
+        tree = res.structures[0]
+        leaves = apply_trees(pack_trees([tree]), X, NUMPY)[:, 0]
+        np.testing.assert_array_equal(tree.leaf_index[leaves], res.leaf_of_sample[0])
 
 
 # --------------------------------------------------------------------------
@@ -305,9 +312,17 @@ def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k):
     X[rng.random(X.shape) < 0.05] = np.nan
     Y = rng.normal(size=(600, 3))
     trees = []
-    for small, budget in ((0, 1 << 30), (0, 1), (10**9, 1 << 30), (50, 1 << 30)):
-        res = _grow(X, Y, seed=4, small_node_size=small, n_candidates=k, splitter=splitter,
-                    max_histogram_bytes=budget)
+    variants = [
+        (0, 0, 1 << 30),  # histograms, with subtraction when k = p
+        (0, 0, 1),  # histograms, no subtraction (budget too small to keep parents)
+        (10**9, 0, 1 << 30),  # per-node exact kernel everywhere
+        (50, 0, 1 << 30),
+        (0, 10**9, 1 << 30),  # the whole tree in one subtree kernel call
+        (80, 30, 1 << 30),
+    ]
+    for small, subtree, budget in variants:
+        res = _grow(X, Y, seed=4, small_node_size=small, subtree_size=subtree, n_candidates=k,
+                    splitter=splitter, max_histogram_bytes=budget)
         trees.append(res.structures[0])
     for t in trees[1:]:
         np.testing.assert_array_equal(t.feature, trees[0].feature)
@@ -322,7 +337,7 @@ def test_trees_grown_in_one_batch_equal_trees_grown_alone():
     targets = rng.normal(size=(n, T, m)).astype(np.float32)
     weights = rng.multinomial(n, np.ones(n) / n, size=T).astype(np.float32)  # bootstrap counts
     binned = BinMapper().fit(X).transform(X, NUMPY)
-    params = GrowthParams(small_node_size=40, min_samples_leaf=2)
+    params = GrowthParams(small_node_size=40, subtree_size=20, min_samples_leaf=2)
     batch = grow_trees(binned, targets, weights, params, np.random.default_rng(0), NUMPY)
     for t in range(T):
         alone = grow_trees(binned, targets[:, t : t + 1], weights[t : t + 1], params,

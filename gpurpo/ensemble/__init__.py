@@ -6,8 +6,18 @@ projections: :class:`GradientBoostingRegressor` and the multi-label
 """
 
 from gpurpo.ensemble.boosting import GradientBoostingClassifier, GradientBoostingRegressor
+from gpurpo.ensemble.forest import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 
 __all__ = [
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "RandomForestClassifier",
+    "RandomForestRegressor",
     "GradientBoostingClassifier",
     "GradientBoostingRegressor",
 ]

@@ -153,6 +153,11 @@ class _BaseGradientBoosting(BaseEstimator):
 
     def _check_X(self, X: Any, backend: Backend, name: str = "X") -> Any:
         X = check_array(X, name, backend, accept_sparse=True, allow_nan=True)
+        if X.shape[1] < 1:
+            raise ValueError(
+                f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 "
+                f"is required by {type(self).__name__}."
+            )
         if not backend.issparse(X) and X.dtype not in (backend.xp.float32, backend.xp.float64):
             X = X.astype(backend.xp.float64)
         return X
@@ -196,7 +201,7 @@ class _BaseGradientBoosting(BaseEstimator):
     def fit(
         self,
         X: Any,
-        Y: Any,
+        y: Any,
         sample_weight: Any = None,
         eval_set: tuple[Any, Any] | None = None,
     ) -> "_BaseGradientBoosting":
@@ -207,8 +212,8 @@ class _BaseGradientBoosting(BaseEstimator):
         X : array or sparse matrix of shape (n_samples, n_features)
             Inputs (NumPy, CuPy, SciPy or cupyx sparse); NaN marks a missing
             value.
-        Y : array or sparse matrix of shape (n_samples, n_outputs) or (n_samples,)
-            Targets.
+        y : array or sparse matrix of shape (n_samples, n_outputs) or (n_samples,)
+            Targets (outputs, or labels for the classifier).
         sample_weight : array of shape (n_samples,), optional
             Non-negative sample weights.
         eval_set : (X_val, Y_val), optional
@@ -220,9 +225,13 @@ class _BaseGradientBoosting(BaseEstimator):
         -------
         self
         """
-        backend = resolve_backend(X, Y, device=self.device)
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        backend = resolve_backend(X, y, device=self.device)
         X = self._check_X(X, backend)
-        Yb = self._encode_targets(Y, backend, fitting=True)
+        Yb = self._encode_targets(y, backend, fitting=True)
         check_consistent_rows(X=X, Y=Yb)
         n, p = X.shape
         d = Yb.shape[1]
@@ -277,7 +286,8 @@ class _BaseGradientBoosting(BaseEstimator):
 
         if not warm:
             mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
-            self.bin_mapper_ = mapper.fit(X)
+            # bin edges from the rows that carry weight (a zero weight removes a row)
+            self.bin_mapper_ = mapper.fit(X if unit else X[xp.nonzero(w > 0)[0]])
             self._model = StagedModel(backend, loss.init_estimate(xp, Yb, w))
             self._steps: list[Any] = []
             self._outputs: list[int | None] = []
@@ -560,7 +570,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.verbose = verbose
 
     def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
-        name = "Y" if fitting else "eval_set[1]"
+        name = "y" if fitting else "eval_set[1]"
         Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
         if Y.ndim == 1:
             Y = Y[:, None]
@@ -672,7 +682,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.verbose = verbose
 
     def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
-        name = "Y" if fitting else "eval_set[1]"
+        name = "y" if fitting else "eval_set[1]"
         xp = backend.xp
         Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
         one_d = Y.ndim == 1

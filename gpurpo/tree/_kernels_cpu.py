@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.tree._random import feature_at_nb, round_keys_nb, uniform_at_nb
+from gpurpo.tree._random import child_seed_nb, feature_at_nb, round_keys_nb, uniform_at_nb
 
 __all__ = [
     "histograms",
     "split_small_nodes",
+    "grow_subtrees",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
     "apply_trees",
@@ -29,6 +30,8 @@ __all__ = [
 # Nodes with at most this many samples sort their codes (insertion sort)
 # instead of filling a per-bin table in :func:`split_small_nodes`.
 SORT_LIMIT = 32
+# Nodes of a batch are dealt to this many chunks (each with its own scratch).
+N_CHUNKS = 256
 
 
 @njit(parallel=True, cache=True)
@@ -98,6 +101,214 @@ def _random_cut(thresholds, f, bmin, bmax, u):
     return b
 
 
+@njit(cache=True)
+def _eval_node(
+    codes, cols, ns, w, wy, y, seed, n_candidates, min_samples_leaf, random_split, missing_bin,
+    tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+    cand_f, cand_g, cand_b, cand_ml,
+):
+    """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
+
+    The node's samples are ``cols[0:ns]`` (columns of ``codes``) with weights
+    ``w[0:ns]``, weighted targets ``wy[0:ns]`` and targets ``y[0:ns]``
+    (contiguous, in the same order). Rules: see ``tree_split_small``.
+    """
+    p = codes.shape[0]
+    m = wy.shape[1]
+    if ns < 2 or ns < 2 * min_samples_leaf:
+        return -1, 0, 0, -np.inf
+    pure = True
+    for a in range(1, ns):
+        for c in range(m):
+            if y[a, c] != y[0, c]:
+                pure = False
+                break
+        if not pure:
+            break
+    if pure:
+        return -1, 0, 0, -np.inf
+    for c in range(m):
+        S[c] = 0.0
+    W = 0.0
+    Q = 0.0
+    for a in range(ns):
+        W += w[a]
+        for c in range(m):
+            v = wy[a, c]
+            S[c] += v
+            Q += v * y[a, c]
+    parent = 0.0
+    for c in range(m):
+        parent += S[c] * S[c]
+    parent /= W
+    sampled = n_candidates < p
+    if sampled:
+        round_keys_nb(seed, keys)
+    n_perm = perm.shape[0]
+    use_sort = ns <= SORT_LIMIT
+    found = 0
+    pos = 0
+    while found < n_candidates and pos < p:
+        if sampled:
+            # visiting order in batches: independent hash chains overlap in the CPU
+            slot = pos % n_perm
+            if slot == 0:
+                for q in range(min(n_perm, p - pos)):
+                    perm[q] = feature_at_nb(keys, pos + q, p, half, mask)
+            f = perm[slot]
+        else:
+            f = pos
+        u = uniform_at_nb(seed, pos) if random_split else 0.0
+        pos += 1
+        row = codes[f]
+        # ---- per-feature statistics: missing part and occupied range
+        Wm = 0.0
+        n_miss = 0
+        for c in range(m):
+            MS[c] = 0.0
+        if use_sort:
+            for a in range(ns):
+                code_buf[a] = np.int64(row[cols[a]])
+                order[a] = a
+            for a in range(1, ns):
+                cur = order[a]
+                key = code_buf[cur]
+                z = a - 1
+                while z >= 0 and code_buf[order[z]] > key:
+                    order[z + 1] = order[z]
+                    z -= 1
+                order[z + 1] = cur
+            if code_buf[order[0]] == code_buf[order[ns - 1]]:
+                continue
+            nn = ns
+            while nn > 0 and code_buf[order[nn - 1]] == missing_bin:
+                nn -= 1
+            for a in range(nn, ns):
+                idx = order[a]
+                Wm += w[idx]
+                for c in range(m):
+                    MS[c] += wy[idx, c]
+            n_miss = ns - nn
+            bmin = code_buf[order[0]] if nn > 0 else missing_bin
+            bmax = code_buf[order[nn - 1]] if nn > 0 else missing_bin
+        else:
+            bmin = missing_bin
+            bmax = -1
+            for a in range(ns):
+                b = np.int64(row[cols[a]])
+                hist[b, 0] += w[a]
+                for c in range(m):
+                    hist[b, 1 + c] += wy[a, c]
+                hist[b, m + 1] += 1.0
+                if b != missing_bin:
+                    if b < bmin:
+                        bmin = b
+                    if b > bmax:
+                        bmax = b
+            n_miss = np.int64(hist[missing_bin, m + 1])
+            Wm = hist[missing_bin, 0]
+            for c in range(m):
+                MS[c] = hist[missing_bin, 1 + c]
+            for c in range(m + 2):
+                hist[missing_bin, c] = 0.0
+            nn = ns - n_miss
+            if (nn == 0) or (bmin == bmax and n_miss == 0):
+                for b in range(bmin, bmax + 1):
+                    for c in range(m + 2):
+                        hist[b, c] = 0.0
+                continue
+        found += 1
+        best_gain = -np.inf
+        best_b = 0
+        best_ml = 0
+        cut = -1
+        if random_split:
+            cut = _random_cut(thresholds, f, bmin, bmax, u)
+        # ---- scan the split points "code <= b" of this feature
+        WL = 0.0
+        nL = 0
+        for c in range(m):
+            LS[c] = 0.0
+        a_first = 0 if use_sort else bmin
+        a_last = nn - 1 if use_sort else bmax
+        for a in range(a_first, a_last + 1):
+            if use_sort:
+                idx = order[a]
+                b = code_buf[idx]
+                WL += w[idx]
+                nL += 1
+                for c in range(m):
+                    LS[c] += wy[idx, c]
+                next_code = code_buf[order[a + 1]] if a < nn - 1 else bmax + 1
+                if next_code == b:
+                    continue
+                if random_split:
+                    if not (b <= cut and cut < next_code):
+                        continue
+                    b = cut
+            else:
+                b = a
+                cnt = np.int64(hist[b, m + 1])
+                if cnt > 0:
+                    WL += hist[b, 0]
+                    nL += cnt
+                    for c in range(m):
+                        LS[c] += hist[b, 1 + c]
+                    for c in range(m + 2):
+                        hist[b, c] = 0.0
+                if random_split:
+                    if b != cut:
+                        continue
+                elif cnt == 0:
+                    continue
+            at_end = b >= bmax
+            if at_end and n_miss == 0:
+                continue
+            # missing values to the right
+            if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+                g = _gain(WL, LS, W, S, m, parent)
+                if g > best_gain:
+                    best_gain = g
+                    best_b = b
+                    if n_miss == 0:
+                        best_ml = 1 if WL >= W - WL else 0
+                    else:
+                        best_ml = 0
+            # missing values to the left
+            if n_miss > 0 and not at_end:
+                nLm = nL + n_miss
+                if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+                    for c in range(m):
+                        LS[c] += MS[c]
+                    g = _gain(WL + Wm, LS, W, S, m, parent)
+                    for c in range(m):
+                        LS[c] -= MS[c]
+                    if g > best_gain:
+                        best_gain = g
+                        best_b = b
+                        best_ml = 1
+        cand_f[found - 1] = f
+        cand_g[found - 1] = best_gain
+        cand_b[found - 1] = best_b
+        cand_ml[found - 1] = best_ml
+    # ties across features: gains within tie_rtol * Q of the best, lowest feature wins
+    gmax = -np.inf
+    for j in range(found):
+        if cand_g[j] > gmax:
+            gmax = cand_g[j]
+    if gmax == -np.inf:
+        return -1, 0, 0, -np.inf
+    floor = gmax - tie_rtol * Q
+    pick = -1
+    for j in range(found):
+        if cand_g[j] >= floor and (pick < 0 or cand_f[j] < cand_f[pick]):
+            pick = j
+    return cand_f[pick], cand_b[pick], cand_ml[pick], cand_g[pick]
+
+
+PERM_BATCH = 32
+
+
 @njit(parallel=True, cache=True)
 def split_small_nodes(
     codes,
@@ -124,215 +335,234 @@ def split_small_nodes(
     n_bins = missing_bin + 1
     half = _feistel_half(p)
     mask = (1 << half) - 1
-    for i in prange(n_nodes):
-        out_feature[i] = -1
-        out_bin[i] = 0
-        out_missing_left[i] = 0
-        out_gain[i] = -np.inf
-        start = node_ranges[i, 0]
-        ns = node_ranges[i, 1] - start
-        if ns < 2 or ns < 2 * min_samples_leaf:
-            continue
-        t = node_tree[i]
-        seed = node_seed[i]
-        w = np.empty(ns, dtype=np.float64)
-        wy = np.empty((ns, m), dtype=np.float64)
-        S = np.zeros(m, dtype=np.float64)
-        W = 0.0
-        Q = 0.0
-        s0 = sample_indices[start]
-        pure = True
-        for a in range(ns):
-            s = sample_indices[start + a]
-            wa = np.float64(weights[t, s])
-            w[a] = wa
-            W += wa
-            for c in range(m):
-                y = targets[s, t, c]
-                if y != targets[s0, t, c]:
-                    pure = False
-                v = wa * y
-                wy[a, c] = v
-                S[c] += v
-                Q += v * y
-        if pure:
-            continue
-        parent = 0.0
-        for c in range(m):
-            parent += S[c] * S[c]
-        parent /= W
-        keys = np.empty(4, dtype=np.uint64)
-        round_keys_nb(seed, keys)
-        use_sort = ns <= SORT_LIMIT
-        code_buf = np.empty(ns, dtype=np.int64)
-        order = np.empty(ns, dtype=np.int64)
+    max_ns = 1
+    for i in range(n_nodes):
+        max_ns = max(max_ns, node_ranges[i, 1] - node_ranges[i, 0])
+    n_slots = max(1, min(n_candidates, p))
+    # nodes are dealt to a few chunks (strided, for balance); each chunk owns scratch
+    # buffers, so nothing is allocated per node
+    n_chunks = min(n_nodes, N_CHUNKS)
+    for ch in prange(n_chunks):
+        w = np.empty(max_ns, dtype=np.float64)
+        wy = np.empty((max_ns, m), dtype=np.float64)
+        y = np.empty((max_ns, m), dtype=np.float32)
+        S = np.empty(m, dtype=np.float64)
+        code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+        order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
         hist = np.zeros((n_bins, m + 2), dtype=np.float64)
         LS = np.empty(m, dtype=np.float64)
         MS = np.empty(m, dtype=np.float64)
-        n_slots = min(n_candidates, p)
-        cand_f = np.full(n_slots, -1, dtype=np.int64)
-        cand_g = np.full(n_slots, -np.inf, dtype=np.float64)
-        cand_b = np.zeros(n_slots, dtype=np.int64)
-        cand_ml = np.zeros(n_slots, dtype=np.int64)
-        found = 0
-        pos = 0
-        while found < n_candidates and pos < p:
-            if n_candidates >= p:
-                f = pos
-            else:
-                f = feature_at_nb(keys, pos, p, half, mask)
-            u = uniform_at_nb(seed, pos) if random_split else 0.0
-            pos += 1
-            row = codes[f]
-            # ---- per-feature statistics: missing part and occupied range
-            Wm = 0.0
-            n_miss = 0
-            for c in range(m):
-                MS[c] = 0.0
-            if use_sort:
-                for a in range(ns):
-                    code_buf[a] = np.int64(row[sample_indices[start + a]])
-                    order[a] = a
-                for a in range(1, ns):
-                    cur = order[a]
-                    key = code_buf[cur]
-                    z = a - 1
-                    while z >= 0 and code_buf[order[z]] > key:
-                        order[z + 1] = order[z]
-                        z -= 1
-                    order[z + 1] = cur
-                if code_buf[order[0]] == code_buf[order[ns - 1]]:
-                    continue
-                nn = ns
-                while nn > 0 and code_buf[order[nn - 1]] == missing_bin:
-                    nn -= 1
-                for a in range(nn, ns):
-                    idx = order[a]
-                    Wm += w[idx]
-                    for c in range(m):
-                        MS[c] += wy[idx, c]
-                n_miss = ns - nn
-                bmin = code_buf[order[0]] if nn > 0 else missing_bin
-                bmax = code_buf[order[nn - 1]] if nn > 0 else missing_bin
-            else:
-                bmin = missing_bin
-                bmax = -1
-                for a in range(ns):
-                    b = np.int64(row[sample_indices[start + a]])
-                    hist[b, 0] += w[a]
-                    for c in range(m):
-                        hist[b, 1 + c] += wy[a, c]
-                    hist[b, m + 1] += 1.0
-                    if b != missing_bin:
-                        if b < bmin:
-                            bmin = b
-                        if b > bmax:
-                            bmax = b
-                n_miss = np.int64(hist[missing_bin, m + 1])
-                Wm = hist[missing_bin, 0]
+        keys = np.empty(4, dtype=np.uint64)
+        perm = np.empty(PERM_BATCH, dtype=np.int64)
+        cand_f = np.empty(n_slots, dtype=np.int64)
+        cand_g = np.empty(n_slots, dtype=np.float64)
+        cand_b = np.empty(n_slots, dtype=np.int64)
+        cand_ml = np.empty(n_slots, dtype=np.int64)
+        for i in range(ch, n_nodes, n_chunks):
+            start = node_ranges[i, 0]
+            ns = node_ranges[i, 1] - start
+            t = node_tree[i]
+            for a in range(ns):
+                s = sample_indices[start + a]
+                wa = np.float64(weights[t, s])
+                w[a] = wa
                 for c in range(m):
-                    MS[c] = hist[missing_bin, 1 + c]
-                nn = ns - n_miss
-                if (nn == 0) or (bmin == bmax and n_miss == 0):
-                    for b in range(bmin, bmax + 1):
-                        for c in range(m + 2):
-                            hist[b, c] = 0.0
-                    for c in range(m + 2):
-                        hist[missing_bin, c] = 0.0
+                    yv = targets[s, t, c]
+                    y[a, c] = yv
+                    wy[a, c] = wa * yv
+            f, b, ml, g = _eval_node(
+                codes, sample_indices[start : start + ns], ns, w, wy, y, node_seed[i],
+                n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
+                half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+                cand_f, cand_g, cand_b, cand_ml,
+            )
+            out_feature[i] = f
+            out_bin[i] = b
+            out_missing_left[i] = ml
+            out_gain[i] = g
+
+
+@njit(parallel=True, cache=True)
+def grow_subtrees(
+    codes,
+    sample_indices,
+    node_ranges,
+    node_tree,
+    node_seed,
+    node_depth,
+    weights,
+    targets,
+    thresholds,
+    n_candidates,
+    min_samples_leaf,
+    min_samples_split,
+    max_depth,
+    min_impurity_decrease,
+    root_weight,
+    random_split,
+    missing_bin,
+    tie_rtol,
+    out_offsets,
+    out_count,
+    out_feature,
+    out_bin,
+    out_missing_left,
+    out_gain,
+    out_left,
+    out_right,
+    out_depth,
+    out_start,
+    out_stop,
+):
+    n_roots = node_ranges.shape[0]
+    p = codes.shape[0]
+    m = targets.shape[2]
+    n_bins = missing_bin + 1
+    half = _feistel_half(p)
+    mask = (1 << half) - 1
+    eps = np.finfo(np.float64).eps
+    max_ns = 1
+    for r in range(n_roots):
+        max_ns = max(max_ns, node_ranges[r, 1] - node_ranges[r, 0])
+    n_slots = max(1, min(n_candidates, p))
+    n_chunks = min(n_roots, N_CHUNKS)
+    for ch in prange(n_chunks):
+        block = np.empty((p, max_ns), dtype=np.uint8)
+        gid = np.empty(max_ns, dtype=np.int32)
+        cols = np.empty(max_ns, dtype=np.int64)
+        w = np.empty(max_ns, dtype=np.float64)
+        wy = np.empty((max_ns, m), dtype=np.float64)
+        y = np.empty((max_ns, m), dtype=np.float32)
+        gid2 = np.empty(max_ns, dtype=np.int32)
+        cols2 = np.empty(max_ns, dtype=np.int64)
+        w2 = np.empty(max_ns, dtype=np.float64)
+        wy2 = np.empty((max_ns, m), dtype=np.float64)
+        y2 = np.empty((max_ns, m), dtype=np.float32)
+        stack = np.empty(max_ns + 2, dtype=np.int64)
+        seeds = np.empty(2 * max_ns, dtype=np.uint64)
+        S = np.empty(m, dtype=np.float64)
+        code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+        order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+        hist = np.zeros((n_bins, m + 2), dtype=np.float64)
+        LS = np.empty(m, dtype=np.float64)
+        MS = np.empty(m, dtype=np.float64)
+        keys = np.empty(4, dtype=np.uint64)
+        perm = np.empty(PERM_BATCH, dtype=np.int64)
+        cand_f = np.empty(n_slots, dtype=np.int64)
+        cand_g = np.empty(n_slots, dtype=np.float64)
+        cand_b = np.empty(n_slots, dtype=np.int64)
+        cand_ml = np.empty(n_slots, dtype=np.int64)
+        for r in range(ch, n_roots, n_chunks):
+            start_r = node_ranges[r, 0]
+            ns_r = node_ranges[r, 1] - start_r
+            t = node_tree[r]
+            base = out_offsets[r]
+            # gather the subtree's samples: codes block (feature-major), weights, targets
+            for a in range(ns_r):
+                s = sample_indices[start_r + a]
+                gid[a] = s
+                cols[a] = a
+                wa = np.float64(weights[t, s])
+                w[a] = wa
+                for c in range(m):
+                    yv = targets[s, t, c]
+                    y[a, c] = yv
+                    wy[a, c] = wa * yv
+            for f in range(p):
+                row = codes[f]
+                for a in range(ns_r):
+                    block[f, a] = row[gid[a]]
+            count = 1
+            out_start[base] = 0
+            out_stop[base] = ns_r
+            out_depth[base] = node_depth[r]
+            seeds[0] = node_seed[r]
+            stack[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                j = stack[sp]
+                g_j = base + j
+                a0 = out_start[g_j]
+                a1 = out_stop[g_j]
+                nsj = a1 - a0
+                depth = out_depth[g_j]
+                out_feature[g_j] = -1
+                out_bin[g_j] = 0
+                out_missing_left[g_j] = 0
+                out_gain[g_j] = 0.0
+                out_left[g_j] = -1
+                out_right[g_j] = -1
+                if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
                     continue
-            found += 1
-            best_gain = -np.inf
-            best_b = 0
-            best_ml = 0
-            cut = -1
-            if random_split:
-                cut = _random_cut(thresholds, f, bmin, bmax, u)
-            # ---- scan the split points "code <= b" of this feature
-            WL = 0.0
-            nL = 0
-            for c in range(m):
-                LS[c] = 0.0
-            a_first = 0 if use_sort else bmin
-            a_last = nn - 1 if use_sort else bmax
-            for a in range(a_first, a_last + 1):
-                if use_sort:
-                    idx = order[a]
-                    b = code_buf[idx]
-                    WL += w[idx]
-                    nL += 1
+                f, b, ml, g = _eval_node(
+                    block, cols[a0:a1], nsj, w[a0:a1], wy[a0:a1], y[a0:a1], seeds[j],
+                    n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+                    thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+                    cand_f, cand_g, cand_b, cand_ml,
+                )
+                if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+                    continue
+                # stable partition of positions a0..a1: left child first
+                row = block[f]
+                nl = 0
+                for a in range(a0, a1):
+                    code = np.int64(row[cols[a]])
+                    if code == missing_bin:
+                        go_left = ml == 1
+                    else:
+                        go_left = code <= b
+                    if go_left:
+                        nl += 1
+                il = a0
+                ir = a0 + nl
+                for a in range(a0, a1):
+                    code = np.int64(row[cols[a]])
+                    if code == missing_bin:
+                        go_left = ml == 1
+                    else:
+                        go_left = code <= b
+                    dst = il if go_left else ir
+                    if go_left:
+                        il += 1
+                    else:
+                        ir += 1
+                    gid2[dst] = gid[a]
+                    cols2[dst] = cols[a]
+                    w2[dst] = w[a]
                     for c in range(m):
-                        LS[c] += wy[idx, c]
-                    next_code = code_buf[order[a + 1]] if a < nn - 1 else bmax + 1
-                    if next_code == b:
-                        continue
-                    if random_split:
-                        if not (b <= cut and cut < next_code):
-                            continue
-                        b = cut
-                else:
-                    b = a
-                    cnt = np.int64(hist[b, m + 1])
-                    if cnt > 0:
-                        WL += hist[b, 0]
-                        nL += cnt
-                        for c in range(m):
-                            LS[c] += hist[b, 1 + c]
-                    if random_split:
-                        if b != cut:
-                            continue
-                    elif cnt == 0:
-                        continue
-                at_end = b >= bmax
-                if at_end and n_miss == 0:
-                    continue
-                # missing values to the right
-                if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
-                    g = _gain(WL, LS, W, S, m, parent)
-                    if g > best_gain:
-                        best_gain = g
-                        best_b = b
-                        if n_miss == 0:
-                            best_ml = 1 if WL >= W - WL else 0
-                        else:
-                            best_ml = 0
-                # missing values to the left
-                if n_miss > 0 and not at_end:
-                    nLm = nL + n_miss
-                    if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
-                        for c in range(m):
-                            LS[c] += MS[c]
-                        g = _gain(WL + Wm, LS, W, S, m, parent)
-                        for c in range(m):
-                            LS[c] -= MS[c]
-                        if g > best_gain:
-                            best_gain = g
-                            best_b = b
-                            best_ml = 1
-            if not use_sort:
-                for b in range(bmin, bmax + 1):
-                    for c in range(m + 2):
-                        hist[b, c] = 0.0
-                for c in range(m + 2):
-                    hist[missing_bin, c] = 0.0
-            cand_f[found - 1] = f
-            cand_g[found - 1] = best_gain
-            cand_b[found - 1] = best_b
-            cand_ml[found - 1] = best_ml
-        # ties across features: gains within tie_rtol * Q of the best, lowest feature wins
-        gmax = -np.inf
-        for j in range(found):
-            if cand_g[j] > gmax:
-                gmax = cand_g[j]
-        if gmax > -np.inf:
-            floor = gmax - tie_rtol * Q
-            pick = -1
-            for j in range(found):
-                if cand_g[j] >= floor and (pick < 0 or cand_f[j] < cand_f[pick]):
-                    pick = j
-            out_feature[i] = cand_f[pick]
-            out_bin[i] = cand_b[pick]
-            out_missing_left[i] = cand_ml[pick]
-            out_gain[i] = cand_g[pick]
+                        wy2[dst, c] = wy[a, c]
+                        y2[dst, c] = y[a, c]
+                for a in range(a0, a1):
+                    gid[a] = gid2[a]
+                    cols[a] = cols2[a]
+                    w[a] = w2[a]
+                    for c in range(m):
+                        wy[a, c] = wy2[a, c]
+                        y[a, c] = y2[a, c]
+                left = count
+                right = count + 1
+                count += 2
+                out_feature[g_j] = f
+                out_bin[g_j] = b
+                out_missing_left[g_j] = ml
+                out_gain[g_j] = g
+                out_left[g_j] = left
+                out_right[g_j] = right
+                out_start[base + left] = a0
+                out_stop[base + left] = a0 + nl
+                out_start[base + right] = a0 + nl
+                out_stop[base + right] = a1
+                out_depth[base + left] = depth + 1
+                out_depth[base + right] = depth + 1
+                seeds[left] = child_seed_nb(seeds[j], 0)
+                seeds[right] = child_seed_nb(seeds[j], 1)
+                stack[sp] = right
+                stack[sp + 1] = left
+                sp += 2
+            out_count[r] = count
+            for a in range(ns_r):
+                sample_indices[start_r + a] = gid[a]
 
 
 @njit(parallel=True, cache=True)

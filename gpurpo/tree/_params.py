@@ -87,6 +87,11 @@ class GrowthParams:
         Nodes with at most this many samples are split exactly from their
         samples (kernel ``tree_split_small``) instead of from histograms;
         ``None`` picks a default for the backend, 0 forces histograms.
+    subtree_size : int or None
+        Level-wise growth only: a node with at most this many samples is
+        grown to completion, depth first, by one ``tree_grow_subtrees``
+        kernel call on a cache-resident copy of its samples' codes. ``None``
+        picks a default for the backend and number of features, 0 disables.
     max_histogram_bytes : int
         Memory budget of the histograms (and their float64 scoring
         temporaries) held at once; the frontier is processed in chunks that
@@ -108,6 +113,7 @@ class GrowthParams:
     min_impurity_decrease: float = 0.0
     splitter: str = "best"
     small_node_size: int | None = None
+    subtree_size: int | None = None
     max_histogram_bytes: int = DEFAULT_MAX_HISTOGRAM_BYTES
 
     def validated(self) -> "GrowthParams":
@@ -125,5 +131,7 @@ class GrowthParams:
             raise ValueError(f"splitter must be 'best' or 'random', got {self.splitter!r}")
         if self.small_node_size is not None:
             check_int(self.small_node_size, "small_node_size", low=0)
+        if self.subtree_size is not None:
+            check_int(self.subtree_size, "subtree_size", low=0)
         check_int(self.max_histogram_bytes, "max_histogram_bytes", low=1)
         return self

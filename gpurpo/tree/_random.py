@@ -41,6 +41,12 @@ The exact recipe (the CUDA twin must follow it)::
                 return (L << half) | R
     feature_at(seed, i, p) = 0 if p == 1, else x = feistel(i) repeated while x >= p
     uniform_at(seed, i) = (hash64(hash64(seed ^ 0xA0761D6478BD642F) + i) >> 11) * 2^-53
+    child_seed(seed, side) = hash64(seed ^ (0x8CB92BA72F3D8DD7 if side == 0 else 0xE7037ED1A0B428DB))
+
+Only each tree's root seed is drawn on the host; every other node's seed is
+``child_seed`` of its parent's (side 0: left child, 1: right child), so the
+randomness of a node does not depend on the order in which nodes are
+evaluated (level-wise, best-first or depth-first inside a kernel).
 
 References
 ----------
@@ -63,7 +69,9 @@ __all__ = [
     "hash64",
     "feature_at",
     "uniform_at",
+    "child_seed",
     "hash64_nb",
+    "child_seed_nb",
     "round_keys_nb",
     "feature_at_nb",
     "uniform_at_nb",
@@ -74,6 +82,8 @@ _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 _ROUND = 0xD6E8FEB86659FD93
 _USALT = 0xA0761D6478BD642F
+_LEFT = 0x8CB92BA72F3D8DD7
+_RIGHT = 0xE7037ED1A0B428DB
 _N_ROUNDS = 4
 _MASK64 = (1 << 64) - 1
 
@@ -152,6 +162,13 @@ def uniform_at(seed: Any, pos: Any, xp: ModuleType = np) -> Any:
     return (h >> u(11)).astype(xp.float64) * (2.0**-53)
 
 
+def child_seed(seed: Any, side: int, xp: ModuleType = np) -> Any:
+    """Seeds of the left (``side=0``) or right (``side=1``) children of nodes."""
+    u = xp.uint64
+    salt = u(_LEFT if side == 0 else _RIGHT)
+    return hash64(xp.asarray(seed).astype(u) ^ salt, xp)
+
+
 # --------------------------------------------------------------------------
 # numba versions (used inside the CPU kernels)
 # --------------------------------------------------------------------------
@@ -194,3 +211,10 @@ def feature_at_nb(keys: np.ndarray, pos: int, p: int, half: int, mask: int) -> i
 def uniform_at_nb(seed: np.uint64, pos: int) -> float:
     h = hash64_nb(hash64_nb(np.uint64(seed) ^ np.uint64(_USALT)) + np.uint64(pos))
     return np.float64(h >> np.uint64(11)) * (2.0**-53)
+
+
+@numba.njit(inline="always", cache=True)
+def child_seed_nb(seed: np.uint64, side: int) -> np.uint64:
+    if side == 0:
+        return hash64_nb(np.uint64(seed) ^ np.uint64(_LEFT))
+    return hash64_nb(np.uint64(seed) ^ np.uint64(_RIGHT))

@@ -66,10 +66,10 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend
+from gpurpo.backend import Backend, registered_kernels
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._params import GrowthParams
-from gpurpo.tree._random import feature_at, uniform_at
+from gpurpo.tree._random import child_seed, feature_at, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
@@ -80,9 +80,29 @@ _EPSILON = np.finfo(np.float64).eps
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
 
 
+def _has_kernel(backend: Backend, name: str) -> bool:
+    impls = registered_kernels().get(name, ())
+    return ("cuda" if backend.uses_cuda_kernels else "cpu") in impls
+
+
 def default_small_node_size(backend: Backend) -> int:
-    """Largest node split exactly from its samples, by default, on ``backend``."""
+    """Largest node split exactly from its samples (``tree_split_small``) by default."""
+    if not _has_kernel(backend, "tree_split_small"):
+        return 0
     return 4096 if backend.name == "numpy" else 256
+
+
+def default_subtree_size(backend: Backend, n_features: int) -> int:
+    """Largest node whose subtree is grown in one ``tree_grow_subtrees`` call by default.
+
+    On the CPU the subtree's codes block (``n_features x size`` bytes) should
+    stay cache resident: about 512 KiB.
+    """
+    if not _has_kernel(backend, "tree_grow_subtrees"):
+        return 0
+    if backend.name == "numpy":
+        return int(min(4096, max(64, (1 << 19) // max(n_features, 1))))
+    return 0
 
 
 @dataclass
@@ -108,6 +128,7 @@ class _Nodes:
         ("gain", np.float64, -np.inf),
         ("left", np.int64, -1),
         ("right", np.int64, -1),
+        ("seed", np.uint64, 0),
     )
 
     def __init__(self) -> None:
@@ -116,7 +137,9 @@ class _Nodes:
         for name, dtype, fill in self._FIELDS:
             setattr(self, name, np.full(0, fill, dtype=dtype))
 
-    def add(self, tree: Any, parent: Any, depth: Any, start: Any, stop: Any) -> np.ndarray:
+    def add(
+        self, tree: Any, parent: Any, depth: Any, start: Any, stop: Any, seed: Any = 0
+    ) -> np.ndarray:
         count = len(tree)
         needed = self.size + count
         if needed > self.capacity:
@@ -132,6 +155,7 @@ class _Nodes:
         self.depth[ids] = depth
         self.start[ids] = start
         self.stop[ids] = stop
+        self.seed[ids] = seed
         self.size = needed
         return ids
 
@@ -189,6 +213,11 @@ class _Grower:
             if params.small_node_size is None
             else int(params.small_node_size)
         )
+        self.subtree = (
+            default_subtree_size(backend, p)
+            if params.subtree_size is None
+            else int(params.subtree_size)
+        )
         self.msl = int(params.min_samples_leaf)
 
         # Centre the targets of every tree on its weighted mean.
@@ -206,8 +235,12 @@ class _Grower:
         counts = backend.to_host(xp.bincount(tree_idx, minlength=n_trees)).astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.nodes = _Nodes()
+        root_seeds = rng.integers(
+            0, np.iinfo(np.uint64).max, size=n_trees, dtype=np.uint64, endpoint=True
+        )
         self.roots = self.nodes.add(
-            np.arange(n_trees), np.full(n_trees, -1), np.zeros(n_trees), starts, starts + counts
+            np.arange(n_trees), np.full(n_trees, -1), np.zeros(n_trees), starts, starts + counts,
+            root_seeds,
         )
         self.cache: dict[int, Any] = {}
         self.node_bytes = histogram.histogram_bytes(1, self.k, binned.n_bins, self.channels)
@@ -256,8 +289,7 @@ class _Grower:
         nodes = self.nodes
         params = self.params
         ns = nodes.stop[ids] - nodes.start[ids]
-        seeds = self.rng.integers(0, np.iinfo(np.uint64).max, size=len(ids), dtype=np.uint64,
-                                  endpoint=True)
+        seeds = nodes.seed[ids]
         ok = (ns >= params.min_samples_split) & (ns >= 2 * self.msl) & (ns >= 2)
         if params.max_depth is not None:
             ok &= nodes.depth[ids] < params.max_depth
@@ -512,10 +544,86 @@ class _Grower:
         child_stop = np.empty(2 * count, dtype=np.int64)
         child_start[0::2], child_stop[0::2] = starts, mid
         child_start[1::2], child_stop[1::2] = mid, stops
-        children = nodes.add(tree, parent, depth, child_start, child_stop)
+        seed = np.empty(2 * count, dtype=np.uint64)
+        seed[0::2] = child_seed(nodes.seed[ids], 0)
+        seed[1::2] = child_seed(nodes.seed[ids], 1)
+        children = nodes.add(tree, parent, depth, child_start, child_stop, seed)
         nodes.left[ids] = children[0::2]
         nodes.right[ids] = children[1::2]
         return children[0::2], children[1::2]
+
+    # ------------------------------------------------------------- subtrees
+
+    def grow_subtrees(self, ids: np.ndarray) -> None:
+        """Grow the nodes ``ids`` to completion with the ``tree_grow_subtrees`` kernel."""
+        xp = self.xp
+        nodes = self.nodes
+        params = self.params
+        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        out = kernels.grow_subtrees(
+            self.backend,
+            self.binned.codes,
+            self.sample_indices,
+            self._dev(ranges, xp.int64),
+            self._dev(nodes.tree[ids], xp.int32),
+            self._dev(nodes.seed[ids], xp.uint64),
+            self._dev(nodes.depth[ids], xp.int32),
+            self.weights,
+            self.targets,
+            self.binned.thresholds,
+            self.k,
+            self.msl,
+            max(2, int(params.min_samples_split)),
+            params.max_depth,
+            params.min_impurity_decrease,
+            self._dev(self.w_root, xp.float64),
+            self.random_split,
+            self.binned.missing_bin,
+            TIE_RTOL,
+        )
+        host = self.backend.to_host
+        count = host(out.count).astype(np.int64)
+        base = host(out.offsets)[:-1]
+        rows_root = np.repeat(np.arange(len(ids)), count)
+        local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+        rows = base[rows_root] + local
+        feature = host(out.feature)[rows]
+        left_local = host(out.left)[rows].astype(np.int64)
+        right_local = host(out.right)[rows].astype(np.int64)
+        # global ids: the root keeps its id, the other nodes are new
+        is_new = local > 0
+        global_of = np.empty(len(rows), dtype=np.int64)
+        global_of[~is_new] = ids
+        # parent of each new node (row index of its parent)
+        parent_row = np.full(len(rows), -1, dtype=np.int64)
+        internal = np.flatnonzero(feature >= 0)
+        row_offset = np.repeat(np.cumsum(count) - count, count)
+        parent_row[row_offset[internal] + left_local[internal]] = internal
+        parent_row[row_offset[internal] + right_local[internal]] = internal
+        new_rows = np.flatnonzero(is_new)
+        root_start = nodes.start[ids][rows_root]
+        start = host(out.start)[rows] + root_start
+        stop = host(out.stop)[rows] + root_start
+        depth = host(out.depth)[rows]
+        new_ids = nodes.add(
+            nodes.tree[ids][rows_root[new_rows]],
+            np.zeros(len(new_rows)),
+            depth[new_rows],
+            start[new_rows],
+            stop[new_rows],
+        )
+        global_of[new_rows] = new_ids
+        nodes.parent[new_ids] = global_of[parent_row[new_rows]]
+        gids = global_of
+        nodes.feature[gids] = feature
+        nodes.bin[gids] = host(out.bin)[rows]
+        nodes.missing_left[gids] = host(out.missing_left)[rows]
+        gain = host(out.gain)[rows]
+        nodes.gain[gids] = np.where(feature >= 0, gain, -np.inf)
+        nodes.left[gids] = np.where(feature >= 0, global_of[row_offset + np.maximum(left_local, 0)], -1)
+        nodes.right[gids] = np.where(
+            feature >= 0, global_of[row_offset + np.maximum(right_local, 0)], -1
+        )
 
     # -------------------------------------------------------------- output
 
@@ -628,6 +736,15 @@ def grow_trees(
     grower = _Grower(binned, targets, weights, params, rng, backend)
     frontier = grower.roots
     while len(frontier):
+        nodes = grower.nodes
+        small = (nodes.stop[frontier] - nodes.start[frontier]) <= grower.subtree
+        if small.any():
+            grower.grow_subtrees(frontier[small])
+            for g in frontier[small]:
+                grower.cache.pop(int(g), None)
+            frontier = frontier[~small]
+            if not len(frontier):
+                break
         grower.evaluate(frontier)
         splitting = frontier[grower.nodes.feature[frontier] >= 0]
         # Histograms of parents that are not split are never used again.

@@ -70,6 +70,33 @@ Kernel contracts
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
+``tree_grow_subtrees(codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+    Grows R small subtrees to completion, depth first, one per given node
+    (its "root"), each from a private copy of its samples' codes (a
+    cache-resident feature-major block). Every node is evaluated with the
+    rules of ``tree_split_small``; a node is a leaf when ``max_depth >= 0``
+    and its depth is ``>= max_depth``, when it has fewer than
+    ``min_samples_split`` samples, when no split is valid, or when
+    ``gain / (m * root_weight[tree]) + eps < min_impurity_decrease`` (eps the
+    float64 machine epsilon). A split partitions the node's positions
+    stably, left child first; children seeds are ``child_seed(seed, 0|1)``.
+    codes, sample_indices, node_ranges, node_tree, node_seed, weights,
+    targets, thresholds, n_candidates, min_samples_leaf, random_split,
+    missing_bin, tie_rtol: as for ``tree_split_small`` (node_* of the roots)
+    node_depth   int32   (R,)          depth of each root
+    min_samples_split int; max_depth int (-1: none); min_impurity_decrease float
+    root_weight  float64 (T,)          total weight of each tree (its root)
+    out_offsets  int64   (R + 1,)      root r owns output rows
+                                       ``out_offsets[r] : out_offsets[r] + 2 * ns_r - 1``
+    out_count    int32   (R,)          number of nodes grown under root r
+    per node (row ``out_offsets[r] + j``, j = 0 the root, local numbering):
+    out_feature int32 (-1 leaf), out_bin int32, out_missing_left uint8,
+    out_gain float64 (0 for leaves), out_left/out_right int32 (local j, -1),
+    out_depth int32, out_start/out_stop int64: the node's samples are
+    ``sample_indices[node_ranges[r, 0] + out_start : ... + out_stop]``.
+    sample_indices (in/out): the range of each root is rewritten so that
+    every node's samples are contiguous (final order: leaves left to right).
+
 ``tree_accumulate_leaves_dense(leaf_of_sample, weights, Y, out)``
     leaf_of_sample int32 (n,)          leaf of each sample, -1 = not in the tree
     weights      float64 (n,)
@@ -103,15 +130,19 @@ Kernel contracts
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _kernels_cpu as _cpu
+from gpurpo.tree import _kernels_cuda as _cuda
 
 __all__ = [
     "KERNEL_NAMES",
+    "Subtrees",
     "build_histograms",
     "split_small",
+    "grow_subtrees",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
     "apply_trees",
@@ -122,6 +153,7 @@ __all__ = [
 KERNEL_NAMES = (
     "tree_histograms",
     "tree_split_small",
+    "tree_grow_subtrees",
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
     "tree_apply",
@@ -129,13 +161,14 @@ KERNEL_NAMES = (
     "tree_sum_leaves_csr",
 )
 
-register_kernel("tree_histograms", cpu=_cpu.histograms)
-register_kernel("tree_split_small", cpu=_cpu.split_small_nodes)
-register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense)
-register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr)
-register_kernel("tree_apply", cpu=_cpu.apply_trees)
-register_kernel("tree_sum_leaves_dense", cpu=_cpu.sum_leaves_dense)
-register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr)
+register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
+register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
+register_kernel("tree_grow_subtrees", cpu=_cpu.grow_subtrees)
+register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
+register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
+register_kernel("tree_apply", cpu=_cpu.apply_trees, cuda=_cuda.apply_trees)
+register_kernel("tree_sum_leaves_dense", cpu=_cpu.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
+register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
 
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
@@ -227,6 +260,106 @@ def split_small(
         out_gain,
     )
     return out_feature, out_bin, out_missing_left, out_gain
+
+
+@dataclass
+class Subtrees:
+    """Outputs of ``tree_grow_subtrees`` (arrays on the backend)."""
+
+    offsets: Any
+    count: Any
+    feature: Any
+    bin: Any
+    missing_left: Any
+    gain: Any
+    left: Any
+    right: Any
+    depth: Any
+    start: Any
+    stop: Any
+
+
+def grow_subtrees(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    node_seed: Any,
+    node_depth: Any,
+    weights: Any,
+    targets: Any,
+    thresholds: Any,
+    n_candidates: int,
+    min_samples_leaf: int,
+    min_samples_split: int,
+    max_depth: int | None,
+    min_impurity_decrease: float,
+    root_weight: Any,
+    random_split: bool,
+    missing_bin: int,
+    tie_rtol: float,
+) -> Subtrees:
+    """Grow the subtrees under the given nodes; ``sample_indices`` is updated in place.
+
+    See ``tree_grow_subtrees`` in the module docstring.
+    """
+    xp = backend.xp
+    ranges = _c(backend, node_ranges, xp.int64)
+    n_roots = int(ranges.shape[0])
+    sizes = ranges[:, 1] - ranges[:, 0]
+    offsets = xp.zeros(n_roots + 1, dtype=xp.int64)
+    offsets[1:] = xp.cumsum(2 * sizes - 1)
+    total = int(offsets[-1]) if n_roots else 0
+    out = Subtrees(
+        offsets=offsets,
+        count=xp.zeros(n_roots, dtype=xp.int32),
+        feature=xp.empty(total, dtype=xp.int32),
+        bin=xp.empty(total, dtype=xp.int32),
+        missing_left=xp.empty(total, dtype=xp.uint8),
+        gain=xp.empty(total, dtype=xp.float64),
+        left=xp.empty(total, dtype=xp.int32),
+        right=xp.empty(total, dtype=xp.int32),
+        depth=xp.empty(total, dtype=xp.int32),
+        start=xp.empty(total, dtype=xp.int64),
+        stop=xp.empty(total, dtype=xp.int64),
+    )
+    if n_roots == 0:
+        return out
+    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
+        raise ValueError("sample_indices must be a C-contiguous int32 array (updated in place)")
+    backend.kernel("tree_grow_subtrees")(
+        _c(backend, codes, xp.uint8),
+        sample_indices,
+        ranges,
+        _c(backend, node_tree, xp.int32),
+        _c(backend, node_seed, xp.uint64),
+        _c(backend, node_depth, xp.int32),
+        _c(backend, weights, xp.float32),
+        _c(backend, targets, xp.float32),
+        _c(backend, thresholds, xp.float64),
+        int(n_candidates),
+        int(min_samples_leaf),
+        int(min_samples_split),
+        -1 if max_depth is None else int(max_depth),
+        float(min_impurity_decrease),
+        _c(backend, root_weight, xp.float64),
+        int(bool(random_split)),
+        int(missing_bin),
+        float(tie_rtol),
+        offsets,
+        out.count,
+        out.feature,
+        out.bin,
+        out.missing_left,
+        out.gain,
+        out.left,
+        out.right,
+        out.depth,
+        out.start,
+        out.stop,
+    )
+    return out
 
 
 def accumulate_leaves_dense(

@@ -1,0 +1,422 @@
+"""Shared fitting and prediction of the random-output forests.
+
+Joly, Geurts & Wehenkel (2014), Algorithms 1 and 2: every tree of a Random
+Forest (Breiman 2001: bootstrap sample, ``k`` random candidate features per
+node) or of an Extra-Trees ensemble (Geurts, Ernst & Wehenkel 2006: random
+cut points) is grown on a random projection ``Y Phi_t^T`` of the outputs --
+one shared ``Phi`` (Algorithm 1) or a fresh ``Phi_t`` per tree (Algorithm 2)
+-- and its leaves are labelled with the mean ORIGINAL outputs of their
+training samples; the forest predicts the average of its trees.
+
+Fitting, in order (one seeded generator, ``random_state``):
+
+1. inputs binned once (:class:`gpurpo.tree.BinMapper`);
+2. two seeds per tree drawn up front: its bootstrap sample and its
+   projection, so neither depends on how trees are batched;
+3. trees grown in batches (:mod:`gpurpo.ensemble._forest_batches`): the
+   targets of a batch come from one projection product
+   (:mod:`gpurpo.ensemble._forest_projection`), the batch grows level by
+   level in one :func:`gpurpo.tree.grow_trees` call, each tree's leaves are
+   labelled in the original space (:func:`gpurpo.tree.leaf_values`, sparse
+   for sparse ``Y``), and the batch is packed for prediction
+   (:mod:`gpurpo.ensemble._forest_predict`), where out-of-bag sums are
+   accumulated if asked.
+
+The node seeds used during growth are drawn from the same generator batch by
+batch, so a forest is reproducible from ``random_state`` and the batch size
+(``batch_size="auto"`` is a deterministic function of the data's shape and
+of the device's total memory).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from gpurpo._validation import check_array, check_choice, check_consistent_rows
+from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
+from gpurpo.ensemble._forest_batches import (
+    bootstrap_counts,
+    bootstrap_indices,
+    n_bootstrap_samples,
+    numba_threads,
+    out_of_memory_error,
+    resolve_batch_size,
+    resolve_n_jobs,
+    tree_bytes,
+)
+from gpurpo.ensemble._forest_predict import TreeChunk, row_blocks
+from gpurpo.ensemble._forest_projection import ProjectionPlan
+from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
+from gpurpo.tree import n_candidate_features
+from gpurpo.tree.binning import MAX_BINS
+from gpurpo.tree.predictor import Tree, apply_trees
+
+__all__ = ["BaseForest"]
+
+_OOB_WARNING = (
+    "Some inputs do not have OOB scores: every tree was grown on them. This probably "
+    "means too few trees were used to compute reliable OOB estimates; their OOB "
+    "predictions are NaN and they are left out of oob_score_."
+)
+
+
+def _check_min_samples(value: Any, name: str, n: int, low_int: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int or a float, got {value!r}")
+    if isinstance(value, numbers.Integral):
+        if value < low_int:
+            raise ValueError(f"{name} given as an int must be >= {low_int}, got {value}")
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if not 0.0 < float(value) <= 1.0:
+            raise ValueError(f"{name} given as a float must be in (0, 1], got {value}")
+        return max(low_int, int(math.ceil(float(value) * n)))
+    raise TypeError(f"{name} must be an int or a float, got {type(value).__name__} {value!r}")
+
+
+def _check_optional_int(value: Any, name: str, low: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int or None, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low} or None, got {value}")
+    return int(value)
+
+
+class BaseForest(BaseEstimator):
+    """Fit/predict machinery shared by the four forest estimators.
+
+    Subclasses define ``__init__`` (parameters and defaults, see
+    :mod:`gpurpo.ensemble.forest`), ``_splitter`` ("best" for Random
+    Forests, "random" for Extra-Trees) and the output handling of
+    regression or classification.
+    """
+
+    _splitter = "best"
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True
+        return tags
+
+    # ------------------------------------------------------------ validation
+
+    def _growth_params(self, n: int, p: int) -> GrowthParams:
+        max_depth = _check_optional_int(self.max_depth, "max_depth", 1)
+        max_leaf_nodes = _check_optional_int(self.max_leaf_nodes, "max_leaf_nodes", 2)
+        min_split = _check_min_samples(self.min_samples_split, "min_samples_split", n, 2)
+        min_leaf = _check_min_samples(self.min_samples_leaf, "min_samples_leaf", n, 1)
+        mid = self.min_impurity_decrease
+        if isinstance(mid, bool) or not isinstance(mid, numbers.Real):
+            raise TypeError(f"min_impurity_decrease must be a float, got {mid!r}")
+        if not (mid >= 0 and math.isfinite(mid)):
+            raise ValueError(f"min_impurity_decrease must be a finite float >= 0, got {mid}")
+        return GrowthParams(
+            n_candidates=n_candidate_features(self.max_features, p),
+            max_depth=max_depth,
+            min_samples_split=min_split,
+            min_samples_leaf=min_leaf,
+            max_leaf_nodes=max_leaf_nodes,
+            min_impurity_decrease=float(mid),
+            splitter=self._splitter,
+        )
+
+    def _check_forest_params(self) -> None:
+        n_est = self.n_estimators
+        if isinstance(n_est, bool) or not isinstance(n_est, numbers.Integral):
+            raise TypeError(
+                f"n_estimators must be an int, got {type(n_est).__name__} {n_est!r}"
+            )
+        if n_est < 1:
+            raise ValueError(f"n_estimators must be >= 1, got {n_est}")
+        if not isinstance(self.bootstrap, (bool, np.bool_)):
+            raise TypeError(f"bootstrap must be a bool, got {self.bootstrap!r}")
+        if not (isinstance(self.oob_score, (bool, np.bool_)) or callable(self.oob_score)):
+            raise TypeError(
+                f"oob_score must be a bool or a callable score(y_true, y_pred), "
+                f"got {self.oob_score!r}"
+            )
+        if self.oob_score is not False and not self.bootstrap:
+            raise ValueError(
+                "oob_score needs bootstrap=True (out-of-bag samples exist only with "
+                f"bootstrap sampling), got oob_score={self.oob_score!r} with bootstrap=False"
+            )
+        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
+            raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
+        if not 2 <= self.max_bins <= MAX_BINS:
+            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        if not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
+            raise ValueError(f"verbose must be an int >= 0, got {self.verbose!r}")
+        resolve_n_jobs(self.n_jobs)
+        check_choice(self.device, "device", ("auto", "cpu", "cuda", "cuda-emulated"))
+
+    def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
+        X = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        if X.shape[1] < 1:
+            raise ValueError(
+                f"X has 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required."
+            )
+        if X.dtype not in (backend.xp.float32, backend.xp.float64):
+            X = X.astype(backend.xp.float64)
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        return X
+
+    def _check_sample_weight(self, sample_weight: Any, n: int) -> np.ndarray | None:
+        if sample_weight is None:
+            return None
+        w = np.asarray(to_host(sample_weight), dtype=np.float64)
+        if w.ndim != 1 or w.shape[0] != n:
+            raise ValueError(
+                f"sample_weight must have shape (n_samples,) = ({n},), got {tuple(w.shape)}"
+            )
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError("sample_weight must be finite and non-negative")
+        if not w.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum, got all zeros")
+        return w
+
+    # -------------------------------------------------------------- fitting
+
+    def _fit_forest(self, X: Any, Y: Any, sample_weight: Any, backend: Backend) -> None:
+        """Grow the forest on validated outputs ``Y`` (n, d) on ``backend``.
+
+        Sets every fitted attribute except the output-specific ones (which
+        the subclasses set) and returns nothing; out-of-bag sums, when asked
+        for, are left in ``self._oob_raw`` for the subclass to score.
+        """
+        started = time.perf_counter()
+        self._check_forest_params()
+        X = self._check_X(X, backend, reset=True)
+        check_consistent_rows(X=X, y=Y)
+        n, p = (int(s) for s in X.shape)
+        d = int(Y.shape[1])
+        sw = self._check_sample_weight(sample_weight, n)
+        params = self._growth_params(n, p)
+        n_draws = n_bootstrap_samples(self.max_samples, n, bool(self.bootstrap))
+        n_trees = int(self.n_estimators)
+        xp = backend.xp
+        rng = check_random_state(self.random_state)
+
+        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng).fit(
+            X, None if sw is None else backend.asarray(sw)
+        )
+        binned = mapper.transform(X, backend)
+        plan = ProjectionPlan(
+            self.projection, self.n_components, self.shared_projection, n, d, rng
+        )
+        m = plan.n_components
+        seeds = rng.integers(0, 2**63 - 1, size=(n_trees, 2), dtype=np.int64)
+        sparse_y = backend.issparse(Y)
+        Y_targets = Y.astype(xp.float32)
+        in_bag = min(n, n_draws)
+        leaf_bytes = 12 * int(Y.nnz) if sparse_y else 8 * d * in_bag
+        batch = resolve_batch_size(self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend)
+        grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
+        want_oob = self.oob_score is not False
+        oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
+        oob_count = np.zeros(n, dtype=np.int64)
+
+        chunks: list[TreeChunk] = []
+        with numba_threads(self.n_jobs):
+            for b0 in range(0, n_trees, batch):
+                b1 = min(n_trees, b0 + batch)
+                batch_start = time.perf_counter()
+                counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws)
+                w_host = counts if sw is None else counts * sw[None, :]
+                unit = sw is None and not self.bootstrap
+                weights = None if unit else backend.asarray(w_host.astype(np.float32))
+                try:
+                    targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
+                    result = grow(binned, targets, weights, params, rng, backend)
+                    del targets
+                    leaves = [
+                        leaf_values(
+                            Y,
+                            result.leaf_of_sample[t],
+                            None if weights is None else weights[t],
+                            s.n_leaves,
+                            backend,
+                        )
+                        for t, s in enumerate(result.structures)
+                    ]
+                    chunk = TreeChunk(result.structures, leaves, backend)
+                    del leaves, result
+                except MemoryError as exc:
+                    raise out_of_memory_error(exc, backend, b1 - b0, n, m, d) from exc
+                chunks.append(chunk)
+                if want_oob:
+                    skip = backend.asarray(np.ascontiguousarray((counts > 0).T))
+                    chunk.accumulate(X, backend, oob_sum, skip=skip)
+                    oob_count += (counts == 0).sum(axis=0).astype(np.int64)
+                if self.verbose:
+                    now = time.perf_counter()
+                    print(
+                        f"[{type(self).__name__}] trees {b1}/{n_trees} grown "
+                        f"(batch of {b1 - b0} in {now - batch_start:.2f} s on {backend.name}; "
+                        f"{now - started:.2f} s elapsed)",
+                        flush=True,
+                    )
+        plan.clear()
+        self._chunks = chunks
+        self._plan = plan
+        self._seeds = seeds
+        self._n_draws = n_draws
+        self._n_samples_fit = n
+        self._n_trees = n_trees
+        self._bootstrap = bool(self.bootstrap)
+        self._estimators_cache = None
+        self.bin_mapper_ = mapper
+        self.n_outputs_ = d
+        self.n_projected_outputs_ = int(m)
+        self.projection_ = plan.shared_components
+        self.batch_size_ = int(batch)
+        self._oob_raw = (oob_sum, oob_count) if want_oob else None
+
+    def _batch_counts(self, boot_seeds: np.ndarray, n: int, n_draws: int) -> np.ndarray:
+        """Bootstrap counts (T, n) of the trees of a batch (ones without bootstrap)."""
+        if not self.bootstrap:
+            return np.ones((len(boot_seeds), n), dtype=np.float64)
+        return np.stack([bootstrap_counts(s, n, n_draws) for s in boot_seeds])
+
+    # ------------------------------------------------------------ prediction
+
+    def _predict_sum(self, X: Any) -> tuple[Any, Backend, bool]:
+        """Mean over the trees of the leaf values reached by X: float64 (n, d).
+
+        Returns the array on the computing backend, the backend, and whether
+        the result must go back to the host (host input computed on a GPU).
+        """
+        check_is_fitted(self, "n_outputs_")
+        backend = resolve_backend(X, device=self.device)
+        to_host_after = not is_gpu_array(X)
+        X = self._check_X(X, backend, reset=False)
+        xp = backend.xp
+        out = xp.zeros((int(X.shape[0]), self.n_outputs_), dtype=xp.float64)
+        with numba_threads(self.n_jobs):
+            for chunk in self._chunks:
+                chunk.accumulate(X, backend, out)
+        out /= float(self._n_trees)
+        return out, backend, to_host_after
+
+    def apply(self, X: Any) -> Any:
+        """Index of the leaf reached by each row in each tree: int (n, n_estimators).
+
+        Node indices refer to each tree's own node arrays
+        (``estimators_[t].children_left`` etc.), as in scikit-learn.
+        """
+        check_is_fitted(self, "n_outputs_")
+        backend = resolve_backend(X, device=self.device)
+        host = not is_gpu_array(X)
+        X = self._check_X(X, backend, reset=False)
+        xp = backend.xp
+        n, p = X.shape
+        out = xp.empty((int(n), self._n_trees), dtype=xp.int64)
+        col = 0
+        for chunk in self._chunks:
+            offsets = backend.asarray(chunk.packed.node_offsets.astype(np.int64))
+            for r0, r1 in row_blocks(int(n), int(p), chunk.n_trees):
+                block = X[r0:r1]
+                if backend.issparse(block):
+                    block = block.toarray()
+                nodes = apply_trees(chunk.packed, block, backend).astype(xp.int64)
+                out[r0:r1, col : col + chunk.n_trees] = nodes - offsets[None, :]
+            col += chunk.n_trees
+        return to_host(out) if host else out
+
+    # ------------------------------------------------------------ inspection
+
+    @property
+    def estimators_(self) -> list[Tree]:
+        """The fitted trees (:class:`gpurpo.tree.Tree`: node arrays and leaf values)."""
+        if "_chunks" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__} has no estimators_ before fit")
+        if self._estimators_cache is None:
+            self._estimators_cache = [c.tree(i) for c in self._chunks for i in range(c.n_trees)]
+        return self._estimators_cache
+
+    @property
+    def estimators_samples_(self) -> list[np.ndarray]:
+        """Indices of the samples drawn for each tree (with repeats; all samples without bootstrap)."""
+        check_is_fitted(self, "n_outputs_")
+        n = self._n_samples_fit
+        if not self._bootstrap:
+            return [np.arange(n) for _ in range(self._n_trees)]
+        return [bootstrap_indices(s, n, self._n_draws) for s in self._seeds[:, 0]]
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Mean decrease of impurity per feature, normalised to sum to 1.
+
+        Each tree's importances are the summed gains of its splits on each
+        feature -- the weighted decrease of the summed variance of the
+        outputs the tree was grown on (the projected outputs, Joly et al.
+        2014) -- normalised per tree, then averaged over the trees that have
+        at least one split and normalised again (Breiman 2001; as
+        scikit-learn). All zeros when no tree has a split.
+        """
+        check_is_fitted(self, "n_outputs_")
+        p = self.n_features_in_
+        per_tree = []
+        for chunk in self._chunks:
+            for s in chunk.structures:
+                internal = s.feature >= 0
+                if not internal.any():
+                    continue
+                imp = np.bincount(
+                    s.feature[internal], weights=np.maximum(s.gain[internal], 0.0), minlength=p
+                )
+                total = imp.sum()
+                per_tree.append(imp / total if total > 0 else imp)
+        if not per_tree:
+            return np.zeros(p)
+        mean = np.mean(per_tree, axis=0)
+        total = mean.sum()
+        return mean / total if total > 0 else mean
+
+    def get_projection(self, i: int) -> Any:
+        """The projection matrix (m, d) tree ``i`` was grown on (None without projection).
+
+        Per-tree projections are not stored (100 trees x m x d could be
+        large); they are drawn again from the tree's seed, on the host.
+        """
+        check_is_fitted(self, "n_outputs_")
+        if not 0 <= int(i) < self._n_trees:
+            raise ValueError(f"i must be in [0, n_estimators={self._n_trees}), got {i}")
+        return self._plan.components(int(self._seeds[int(i), 1]))
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state = dict(state)
+        state["_estimators_cache"] = None
+        return state
+
+    # ---------------------------------------------------------------- oob
+
+    def _oob_mean(self, backend: Backend) -> tuple[Any, np.ndarray]:
+        """OOB mean predictions (NaN rows where no tree left the sample out) and the valid rows."""
+        oob_sum, oob_count = self._oob_raw
+        xp = backend.xp
+        valid = oob_count > 0
+        if not valid.all():
+            warnings.warn(_OOB_WARNING, UserWarning, stacklevel=3)
+        count = backend.asarray(np.maximum(oob_count, 1).astype(np.float64))
+        mean = oob_sum / count[:, None]
+        mean = xp.where(backend.asarray(valid)[:, None], mean, xp.nan)
+        return mean, np.flatnonzero(valid)

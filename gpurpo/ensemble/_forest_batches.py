@@ -1,0 +1,195 @@
+"""Batches of trees: size from a memory budget, bootstrap draws, threads, OOM.
+
+A forest grows its trees in batches: the ``T`` trees of a batch advance
+level by level together in one :func:`gpurpo.tree.grow_trees` call (every
+level of every tree is one batch of histogram / split kernels, which keeps a
+GPU busy at deep levels where each tree only has small nodes), and their
+targets come from one projection product. The batch size trades speed for
+memory; :func:`resolve_batch_size` derives it from a budget:
+
+* on the CPU (and the emulated CUDA backend) a fixed ``CPU_BATCH_BYTES``;
+* on a CUDA device ``GPU_MEMORY_FRACTION`` of the device's TOTAL memory (not
+  the free memory, which changes from run to run: the batch size, and so the
+  forest grown from a ``random_state``, must not).
+
+:func:`tree_bytes` is the estimate of the memory one tree of a batch needs
+while it is grown and labelled (targets and their float64 temporaries,
+weights, per-sample index buffers, its leaf values and their stacked copy);
+the histograms have their own budget inside the grower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Any, Iterator
+
+import numpy as np
+
+from gpurpo.backend import Backend
+
+__all__ = [
+    "CPU_BATCH_BYTES",
+    "GPU_MEMORY_FRACTION",
+    "tree_bytes",
+    "batch_budget_bytes",
+    "resolve_batch_size",
+    "bootstrap_counts",
+    "bootstrap_indices",
+    "n_bootstrap_samples",
+    "resolve_n_jobs",
+    "numba_threads",
+    "out_of_memory_error",
+]
+
+CPU_BATCH_BYTES = 1024**3
+GPU_MEMORY_FRACTION = 0.25
+# Bytes per (sample, grown output) and per sample of one tree while it grows:
+# float32 targets, their centred copy and float64 temporaries, gathered rows;
+# weights, sample buffers, partition scratch and leaf indices.
+_BYTES_PER_TARGET_CELL = 28
+_BYTES_PER_SAMPLE = 200
+
+
+def tree_bytes(n_samples: int, n_components: int, leaf_bytes: int) -> int:
+    """Estimated peak memory of one tree of a batch (bytes).
+
+    Parameters
+    ----------
+    n_samples : int
+        n.
+    n_components : int
+        m, the number of outputs the tree is grown on.
+    leaf_bytes : int
+        Upper bound on the bytes of the tree's leaf values (counted twice:
+        per tree and in the batch's stacked table).
+    """
+    return (
+        int(n_samples) * (_BYTES_PER_TARGET_CELL * int(n_components) + _BYTES_PER_SAMPLE)
+        + 2 * int(leaf_bytes)
+    )
+
+
+def batch_budget_bytes(backend: Backend) -> int:
+    """Memory a batch of trees may use on ``backend`` (see the module docstring)."""
+    if backend.is_gpu:
+        total = int(backend.xp.cuda.Device().mem_info[1])
+        return int(GPU_MEMORY_FRACTION * total)
+    return CPU_BATCH_BYTES
+
+
+def resolve_batch_size(
+    batch_size: Any, n_estimators: int, per_tree_bytes: int, backend: Backend
+) -> int:
+    """Number of trees grown together.
+
+    ``"auto"``: as many trees as fit :func:`batch_budget_bytes` at
+    ``per_tree_bytes`` each (at least 1, at most ``n_estimators``); an int
+    is used as given (capped at ``n_estimators``).
+    """
+    if isinstance(batch_size, str):
+        if batch_size != "auto":
+            raise ValueError(f"batch_size must be 'auto' or an int >= 1, got {batch_size!r}")
+        fit = batch_budget_bytes(backend) // max(1, int(per_tree_bytes))
+        return int(max(1, min(n_estimators, fit)))
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
+        raise TypeError(
+            f"batch_size must be 'auto' or an int >= 1, got {type(batch_size).__name__} "
+            f"{batch_size!r}"
+        )
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be 'auto' or an int >= 1, got {batch_size}")
+    return int(min(n_estimators, batch_size))
+
+
+def n_bootstrap_samples(max_samples: Any, n_samples: int, bootstrap: bool) -> int:
+    """Size of each bootstrap sample, as in scikit-learn.
+
+    ``None``: n; an int in [1, n]; a float in (0, 1]: ``max(round(f n), 1)``.
+    """
+    if max_samples is None:
+        return int(n_samples)
+    if not bootstrap:
+        raise ValueError(
+            "max_samples must be None when bootstrap=False (it sets the size of the "
+            f"bootstrap sample), got max_samples={max_samples!r}"
+        )
+    if isinstance(max_samples, bool):
+        raise TypeError(f"max_samples must be None, an int or a float, got {max_samples!r}")
+    if isinstance(max_samples, numbers.Integral):
+        if not 1 <= max_samples <= n_samples:
+            raise ValueError(
+                f"max_samples given as an int must be in [1, n_samples={n_samples}], "
+                f"got {max_samples}"
+            )
+        return int(max_samples)
+    if isinstance(max_samples, numbers.Real):
+        if not 0.0 < float(max_samples) <= 1.0:
+            raise ValueError(
+                f"max_samples given as a float must be in (0, 1], got {max_samples}"
+            )
+        return max(int(round(float(max_samples) * n_samples)), 1)
+    raise TypeError(
+        "max_samples must be None, an int or a float, got "
+        f"{type(max_samples).__name__} {max_samples!r}"
+    )
+
+
+def bootstrap_indices(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
+    """Indices drawn with replacement for the tree whose bootstrap seed is ``seed``."""
+    rng = np.random.default_rng(int(seed))
+    return rng.integers(0, n_samples, size=n_draws)
+
+
+def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
+    """How often each sample is drawn (Breiman 2001): float64 (n_samples,)."""
+    idx = bootstrap_indices(seed, n_samples, n_draws)
+    return np.bincount(idx, minlength=n_samples).astype(np.float64)
+
+
+def resolve_n_jobs(n_jobs: Any) -> int | None:
+    """Number of CPU threads for ``n_jobs`` (joblib's convention), None to leave as is."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an int, got {type(n_jobs).__name__} {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be a nonzero int or None, got 0")
+    import numba
+
+    available = int(numba.config.NUMBA_NUM_THREADS)
+    if n_jobs < 0:
+        return max(1, available + 1 + int(n_jobs))
+    return min(int(n_jobs), available)
+
+
+@contextlib.contextmanager
+def numba_threads(n_jobs: Any) -> Iterator[None]:
+    """Run the CPU kernels on ``n_jobs`` threads inside the block (None: unchanged)."""
+    threads = resolve_n_jobs(n_jobs)
+    if threads is None:
+        yield
+        return
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
+
+
+def out_of_memory_error(
+    exc: BaseException, backend: Backend, batch: int, n_samples: int, n_components: int,
+    n_outputs: int,
+) -> MemoryError:
+    """A MemoryError that says what ran out and which parameters to lower."""
+    where = "the GPU" if backend.is_gpu else "the host"
+    return MemoryError(
+        f"out of memory on {where} while growing a batch of {batch} trees "
+        f"(n_samples={n_samples}, trees grown on m={n_components} outputs, "
+        f"d={n_outputs} original outputs): lower batch_size (this batch had {batch} "
+        "trees; batch_size=1 needs the least memory), n_components, or max_bins, or limit "
+        f"the trees (max_depth, min_samples_leaf). Original error: {exc}"
+    )

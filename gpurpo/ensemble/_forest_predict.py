@@ -1,0 +1,121 @@
+"""Fitted trees of a forest, packed for prediction, and the prediction sum.
+
+A forest's trees are kept in chunks (one per growth batch): the node arrays
+of the chunk's trees concatenated by :func:`gpurpo.tree.pack_trees` and their
+leaf values (in the ORIGINAL output space, Joly et al. 2014) stacked into one
+table, dense float64 or CSR (:func:`gpurpo.tree.stack_leaf_values`).
+:meth:`TreeChunk.accumulate` adds, for a block of rows at a time, the leaf
+values reached in every tree of the chunk to an (n, d) accumulator with the
+``tree_sum_leaves_*`` kernels: the forest's prediction is the sum over chunks
+divided by the number of trees, and no per-tree (n, d) array ever exists.
+The same routine with some (row, tree) pairs masked out gives out-of-bag
+predictions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from gpurpo.backend import Backend, to_host
+from gpurpo.tree import kernels
+from gpurpo.tree.leaves import LeafValues, stack_leaf_values
+from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees, pack_trees
+
+__all__ = ["TreeChunk", "row_blocks"]
+
+_BLOCK_CELLS = 1 << 22
+
+
+def row_blocks(n_rows: int, n_features: int, n_trees: int) -> Iterator[tuple[int, int]]:
+    """Row ranges small enough that a dense block of X and its (rows, trees) indices fit."""
+    per_row = max(1, n_features, 4 * n_trees)
+    step = max(1, _BLOCK_CELLS // per_row)
+    for start in range(0, n_rows, step):
+        yield start, min(n_rows, start + step)
+
+
+class TreeChunk:
+    """Trees packed for one traversal, with their stacked leaf values.
+
+    Parameters
+    ----------
+    structures : sequence of TreeStructure
+    leaves : sequence of LeafValues
+        Leaf values of each tree (all dense or all CSR), on ``backend``.
+    backend : Backend
+        Where the leaf values live.
+    """
+
+    def __init__(
+        self, structures: Sequence[TreeStructure], leaves: Sequence[LeafValues], backend: Backend
+    ) -> None:
+        values, offsets = stack_leaf_values(list(leaves), backend)
+        self.structures = list(structures)
+        self.leaf_offsets = np.asarray(offsets, dtype=np.int64)
+        self.packed = pack_trees(self.structures, leaf_offsets=self.leaf_offsets)
+        self._values: dict[str, Any] = {backend.name: values}
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.structures)
+
+    def values_on(self, backend: Backend) -> Any:
+        """The stacked leaf values on ``backend`` (moved once, then cached)."""
+        if backend.name not in self._values:
+            source = next(iter(self._values.values()))
+            self._values[backend.name] = backend.asarray(source)
+        return self._values[backend.name]
+
+    def tree(self, i: int) -> Tree:
+        """Tree ``i`` of the chunk (its leaf values are a slice of the table)."""
+        values = next(iter(self._values.values()))
+        start = int(self.leaf_offsets[i])
+        stop = start + self.structures[i].n_leaves
+        return Tree(self.structures[i], LeafValues(values[start:stop]))
+
+    def accumulate(self, X: Any, backend: Backend, out: Any, skip: Any = None) -> Any:
+        """Add the leaf values reached by every row in every tree to ``out``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p), on ``backend``
+            Raw inputs (NaN = missing).
+        backend : Backend
+        out : float64 array (n, d), C order, on ``backend``
+            Accumulator, updated in place.
+        skip : bool array (n, n_trees), optional
+            On ``backend``; ``True`` leaves tree ``t`` out of row ``i``'s sum
+            (out-of-bag predictions skip the trees a sample was drawn for).
+
+        Returns
+        -------
+        out
+        """
+        xp = backend.xp
+        leaf_row_of_node = self.packed.on(backend)[6]
+        values = self.values_on(backend)
+        sparse_values = backend.issparse(values)
+        sparse_x = backend.issparse(X)
+        n, p = X.shape
+        for r0, r1 in row_blocks(n, p, self.n_trees):
+            block = X[r0:r1]
+            if sparse_x:
+                block = block.toarray()
+            nodes = apply_trees(self.packed, block, backend)
+            rows = leaf_row_of_node[nodes]
+            if skip is not None:
+                rows = xp.where(skip[r0:r1], xp.int32(-1), rows).astype(xp.int32)
+            target = out[r0:r1]
+            if sparse_values:
+                kernels.sum_leaves_csr(backend, rows, values, target)
+            else:
+                kernels.sum_leaves_dense(backend, rows, values, target)
+        return out
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        source = next(iter(self._values.values()))
+        state["_values"] = {"numpy": to_host(source)}
+        return state

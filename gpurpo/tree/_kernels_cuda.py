@@ -1,0 +1,386 @@
+"""CUDA implementations of the tree kernels: launch wrappers for ``kernels/tree_*.cu``.
+
+Each function takes the backend (``"cupy"``, or ``"emulated"`` for the CPU
+emulation of CUDA) followed by EXACTLY the arguments of its numba twin in
+:mod:`gpurpo.tree._kernels_cpu`; the contracts are documented once, in
+:mod:`gpurpo.tree.kernels`, which registers these functions with
+:func:`gpurpo.backend.register_kernel`. Like the numba kernels they only fill
+the output arrays they are given.
+
+Launch configurations are derived from :meth:`gpurpo.backend.Backend.device_attributes`
+(number of multiprocessors, shared memory per block, threads per block, warp
+size), not from constants tuned for one card:
+
+* histograms: the (slot tile x n_bins x channel tile) histogram of a block is
+  sized to the shared memory per block; when a node's whole (k x n_bins x C)
+  histogram does not fit, the kernel tiles over slots, then over channels;
+  when not even one (slot, channel) column fits, a global-atomics variant
+  runs instead. Each node's samples are split into chunks so that the grid
+  has about two waves of resident blocks, but no chunk is smaller than
+  ``MIN_SAMPLES_PER_BLOCK`` samples (merging a block's shared histogram into
+  global memory costs one pass over its cells);
+* elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
+  ``GRID_WAVES`` blocks per multiprocessor;
+* the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
+  node, blocks looping over nodes.
+
+Scalars are passed as NumPy scalars of exactly the parameter type.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend
+from gpurpo.tree._kernels_cpu import SORT_LIMIT
+
+__all__ = [
+    "histograms",
+    "split_small_nodes",
+    "accumulate_leaves_dense",
+    "accumulate_leaves_csr",
+    "apply_trees",
+    "sum_leaves_dense",
+    "sum_leaves_csr",
+    "histogram_launch_plan",
+    "MIN_SAMPLES_PER_BLOCK",
+]
+
+HIST_BLOCK = 256
+ELEMENTWISE_BLOCK = 256
+GRID_WAVES = 32
+MIN_SAMPLES_PER_BLOCK = 1024
+SPLIT_BLOCK_WARPS = 2
+SPLIT_MAX_THREADS = 256  # SPLIT_MAX_THREADS of tree_split_small.cu
+SPLIT_BLOCKS_PER_SM = 16
+SPLIT_SCRATCH_BYTES = 256 * 1024**2
+THREADS_PER_SM = 2048
+
+_i32, _i64, _f64 = np.int32, np.int64, np.float64
+
+
+def _block_size(attrs: dict[str, int], preferred: int) -> int:
+    warp = int(attrs["warp_size"])
+    size = min(preferred, int(attrs["max_threads_per_block"]))
+    return max(warp, size // warp * warp)
+
+
+def _grid(items: int, block: int, attrs: dict[str, int], waves: int = GRID_WAVES) -> int:
+    return int(max(1, min(math.ceil(items / block), int(attrs["multiprocessor_count"]) * waves)))
+
+
+def _contiguous_out(backend: Backend, out: Any) -> tuple[Any, bool]:
+    if out.flags.c_contiguous:
+        return out, False
+    return backend.xp.ascontiguousarray(out), True
+
+
+# --------------------------------------------------------------------------
+# histograms
+# --------------------------------------------------------------------------
+
+
+def histogram_launch_plan(
+    attrs: dict[str, int],
+    n_nodes: int,
+    k: int,
+    n_bins: int,
+    n_channels: int,
+    total_samples: int,
+    shared_mem_bytes: int | None = None,
+    samples_per_block: int | None = None,
+) -> dict[str, Any]:
+    """Launch configuration of ``tree_histograms`` for a batch.
+
+    Parameters
+    ----------
+    attrs : dict
+        :meth:`~gpurpo.backend.Backend.device_attributes`.
+    n_nodes, k, n_bins, n_channels : int
+        Shape of the output histograms.
+    total_samples : int
+        Length of ``sample_indices`` (sum of the node sizes).
+    shared_mem_bytes : int, optional
+        Shared memory a block may use (default: the device's per-block
+        maximum); a smaller value forces slot/channel tiling or the
+        global-atomics variant.
+    samples_per_block : int, optional
+        Smallest sample chunk per block (default ``MIN_SAMPLES_PER_BLOCK``).
+
+    Returns
+    -------
+    dict with ``variant`` (``"shared"`` or ``"global"``), ``block``,
+    ``grid``, ``chunks`` and, for ``"shared"``, ``slot_tile``,
+    ``chan_tile``, ``n_slot_tiles``, ``n_chan_tiles``, ``shared_mem``.
+    """
+    smem = int(attrs["max_shared_memory_per_block"] if shared_mem_bytes is None else shared_mem_bytes)
+    spb = MIN_SAMPLES_PER_BLOCK if samples_per_block is None else int(samples_per_block)
+    if spb < 1:
+        raise ValueError(f"samples_per_block must be >= 1, got {samples_per_block}")
+    block = _block_size(attrs, HIST_BLOCK)
+    resident = int(attrs["multiprocessor_count"]) * max(1, THREADS_PER_SM // block)
+    avg = total_samples / max(n_nodes, 1)
+    column = 4 * n_bins  # one (slot, channel) column of float32 cells
+    if column + 4 <= smem:
+        node_bytes = column * n_channels + 4  # + the slot's feature index
+        if node_bytes <= smem:
+            chan_tile = n_channels
+            slot_tile = min(k, smem // node_bytes)
+        else:
+            slot_tile = 1
+            chan_tile = (smem - 4) // column
+        n_slot_tiles = math.ceil(k / slot_tile)
+        n_chan_tiles = math.ceil(n_channels / chan_tile)
+        units = n_nodes * n_slot_tiles * n_chan_tiles
+        chunks = max(1, min(int(avg // spb), math.ceil(2 * resident / units)))
+        return {
+            "variant": "shared",
+            "block": block,
+            "grid": units * chunks,
+            "chunks": chunks,
+            "slot_tile": slot_tile,
+            "chan_tile": chan_tile,
+            "n_slot_tiles": n_slot_tiles,
+            "n_chan_tiles": n_chan_tiles,
+            "shared_mem": 4 * (slot_tile * n_bins * chan_tile + slot_tile),
+        }
+    chunks = max(1, min(int(avg // spb), math.ceil(2 * resident / max(n_nodes, 1))))
+    return {"variant": "global", "block": block, "grid": n_nodes * chunks, "chunks": chunks}
+
+
+def histograms(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_features: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    out: Any,
+    *,
+    shared_mem_bytes: int | None = None,
+    samples_per_block: int | None = None,
+) -> None:
+    """``tree_histograms``: shared-memory privatised histograms (global fallback).
+
+    ``shared_mem_bytes`` and ``samples_per_block`` override the launch plan
+    (see :func:`histogram_launch_plan`); the result does not depend on them
+    beyond float32 summation order.
+    """
+    n_nodes, k, n_bins, n_channels = (int(s) for s in out.shape)
+    if n_nodes == 0 or k == 0:
+        return
+    n = int(codes.shape[1])
+    n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+    plan = histogram_launch_plan(
+        backend.device_attributes(),
+        n_nodes,
+        k,
+        n_bins,
+        n_channels,
+        int(sample_indices.shape[0]),
+        shared_mem_bytes,
+        samples_per_block,
+    )
+    module = backend.load_module("tree_histograms.cu")
+    common = (
+        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out,
+        _i64(n), _i32(k), _i32(n_bins), _i32(n_channels), _i32(m), _i32(n_trees),
+    )
+    if plan["variant"] == "shared":
+        kernel = module.get_function("tree_histograms_shared")
+        args = common + (
+            _i32(plan["slot_tile"]),
+            _i32(plan["chan_tile"]),
+            _i32(plan["n_slot_tiles"]),
+            _i32(plan["n_chan_tiles"]),
+            _i32(plan["chunks"]),
+        )
+        kernel((plan["grid"],), (plan["block"],), args, shared_mem=plan["shared_mem"])
+    else:
+        kernel = module.get_function("tree_histograms_global")
+        kernel((plan["grid"],), (plan["block"],), common + (_i32(plan["chunks"]),))
+
+
+# --------------------------------------------------------------------------
+# exact split of small nodes
+# --------------------------------------------------------------------------
+
+
+def split_small_nodes(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    node_seed: Any,
+    weights: Any,
+    targets: Any,
+    thresholds: Any,
+    n_candidates: int,
+    min_samples_leaf: int,
+    random_split: int,
+    missing_bin: int,
+    tie_rtol: float,
+    out_feature: Any,
+    out_bin: Any,
+    out_missing_left: Any,
+    out_gain: Any,
+) -> None:
+    """``tree_split_small``: one block per node, bit-compatible with the numba kernel."""
+    xp = backend.xp
+    n_nodes = int(node_ranges.shape[0])
+    if n_nodes == 0:
+        return
+    p, n = (int(s) for s in codes.shape)
+    n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+    if not 1 <= int(missing_bin) <= 255:
+        raise ValueError(f"missing_bin must be in [1, 255] for uint8 codes, got {missing_bin}")
+    if m < 1:
+        raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
+    attrs = backend.device_attributes()
+    block = min(SPLIT_MAX_THREADS, _block_size(attrs, SPLIT_BLOCK_WARPS * int(attrs["warp_size"])))
+    sizes = node_ranges[:, 1] - node_ranges[:, 0]
+    max_ns = max(1, int(backend.to_host(sizes.max())))
+    n_blocks = min(n_nodes, int(attrs["multiprocessor_count"]) * SPLIT_BLOCKS_PER_SM)
+    n_blocks = max(1, min(n_blocks, SPLIT_SCRATCH_BYTES // (5 * max_ns)))
+    cand_stride = max(1, min(int(n_candidates), p))
+    order_buf = xp.empty(n_blocks * max_ns, dtype=xp.int32)
+    code_buf = xp.empty(n_blocks * max_ns, dtype=xp.uint8)
+    s_buf = xp.empty(n_blocks * m, dtype=xp.float64)
+    cand_f = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
+    cand_g = xp.empty(n_blocks * cand_stride, dtype=xp.float64)
+    cand_b = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
+    cand_ml = xp.empty(n_blocks * cand_stride, dtype=xp.uint8)
+    kernel = backend.load_module("tree_split_small.cu").get_function("tree_split_small")
+    kernel(
+        (n_blocks,),
+        (block,),
+        (
+            codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
+            _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
+            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(1 if random_split else 0),
+            _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
+            order_buf, code_buf, s_buf, cand_f, cand_g, cand_b, cand_ml,
+            out_feature, out_bin, out_missing_left, out_gain,
+        ),
+    )
+
+
+# --------------------------------------------------------------------------
+# leaf values
+# --------------------------------------------------------------------------
+
+
+def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, out: Any) -> None:
+    """``tree_accumulate_leaves_dense``: float64 atomics, shared-memory privatised when (L, d) fits."""
+    n, d = (int(s) for s in Y.shape)
+    n_leaves = int(out.shape[0])
+    if n * d == 0 or n_leaves == 0:
+        return
+    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(Y.dtype))
+    if suffix is None:
+        raise TypeError(f"Y must be float32 or float64, got {Y.dtype}")
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    module = backend.load_module("tree_leaves.cu")
+    shared = 8 * n_leaves * d
+    if shared <= int(attrs["max_shared_memory_per_block"]) and n >= 4 * n_leaves:
+        kernel = module.get_function(f"tree_accumulate_leaves_dense_shared_{suffix}")
+        grid = _grid(n * d, block, attrs, waves=2)
+        kernel((grid,), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d), _i64(n_leaves)),
+               shared_mem=shared)
+    else:
+        kernel = module.get_function(f"tree_accumulate_leaves_dense_{suffix}")
+        kernel((_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
+
+
+def accumulate_leaves_csr(
+    backend: Backend, leaf_of_sample: Any, weights: Any, indptr: Any, indices: Any, data: Any, out: Any
+) -> None:
+    """``tree_accumulate_leaves_csr``: one thread per stored entry, float64 atomics."""
+    nnz = int(indices.shape[0])
+    n = int(leaf_of_sample.shape[0])
+    if nnz == 0 or n == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_leaves.cu").get_function("tree_accumulate_leaves_csr")
+    kernel(
+        (_grid(nnz, block, attrs),),
+        (block,),
+        (leaf_of_sample, weights, indptr, indices, data, out, _i64(n), _i64(out.shape[1])),
+    )
+
+
+# --------------------------------------------------------------------------
+# prediction
+# --------------------------------------------------------------------------
+
+
+def apply_trees(
+    backend: Backend,
+    X: Any,
+    feature: Any,
+    threshold: Any,
+    missing_left: Any,
+    left: Any,
+    right: Any,
+    roots: Any,
+    out: Any,
+) -> None:
+    """``tree_apply``: one thread per (row, tree)."""
+    n, p = (int(s) for s in X.shape)
+    n_trees = int(roots.shape[0])
+    if n * n_trees == 0:
+        return
+    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(X.dtype))
+    if suffix is None:
+        raise TypeError(f"X must be float32 or float64, got {X.dtype}")
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_predict.cu").get_function(f"tree_apply_{suffix}")
+    kernel(
+        (_grid(n * n_trees, block, attrs),),
+        (block,),
+        (X, feature, threshold, missing_left, left, right, roots, out, _i64(n), _i64(p), _i32(n_trees)),
+    )
+
+
+def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> None:
+    """``tree_sum_leaves_dense``: one thread per (row, output), trees added in order."""
+    n, n_trees = (int(s) for s in leaf_rows.shape)
+    d = int(values.shape[1])
+    if n * d == 0 or n_trees == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    target, copied = _contiguous_out(backend, out)
+    kernel = backend.load_module("tree_predict.cu").get_function("tree_sum_leaves_dense")
+    kernel((_grid(n * d, block, attrs),), (block,), (leaf_rows, values, target, _i64(n), _i32(n_trees), _i64(d)))
+    if copied:
+        out[...] = target
+
+
+def sum_leaves_csr(backend: Backend, leaf_rows: Any, indptr: Any, indices: Any, data: Any, out: Any) -> None:
+    """``tree_sum_leaves_csr``: one warp per (row, tree), float64 atomics."""
+    n, n_trees = (int(s) for s in leaf_rows.shape)
+    d = int(out.shape[1])
+    if n * n_trees == 0 or int(indices.shape[0]) == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    target, copied = _contiguous_out(backend, out)
+    kernel = backend.load_module("tree_predict.cu").get_function("tree_sum_leaves_csr")
+    threads = n * n_trees * 32
+    kernel(
+        (_grid(threads, block, attrs),),
+        (block,),
+        (leaf_rows, indptr, indices, data, target, _i64(n), _i32(n_trees), _i64(d)),
+    )
+    if copied:
+        out[...] = target

@@ -147,7 +147,7 @@ extern "C" __global__ void tree_split_small(
     }
     const unsigned long long mask = (1ULL << half) - 1ULL;
 
-    int* order = order_buf + (long long)blockIdx.x * max_ns;
+    int* sorted = order_buf + (long long)blockIdx.x * max_ns;
     unsigned char* ccode = code_buf + (long long)blockIdx.x * max_ns;
     double* S = s_buf + (long long)blockIdx.x * m;
     int* c_f = cand_f + (long long)blockIdx.x * cand_stride;
@@ -197,6 +197,7 @@ extern "C" __global__ void tree_split_small(
             sh_W = W;
             sh_Q = Q;
         }
+        for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
         int differs = 0;
         {
             const long long s0 = samples[0];
@@ -263,12 +264,10 @@ extern "C" __global__ void tree_split_small(
             __syncthreads();
             const int n_sel = sh_n_sel;
 
-            // ---- 3. evaluate the selected features in order
+            // ---- 3. evaluate the selected features in order (cnt is zero here)
             for (int q = 0; q < n_sel; ++q) {
                 const int fq = sel_feature[q];
                 const unsigned char* row = codes + (long long)fq * n;
-                for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
-                __syncthreads();
                 for (long long a = tid; a < ns; a += nthreads) {
                     const unsigned char code = row[samples[a]];
                     ccode[a] = code;
@@ -286,9 +285,10 @@ extern "C" __global__ void tree_split_small(
                             if (b > bmax) bmax = b;
                         }
                     }
-                    // stable counting sort of the node's samples by code (nl_at as cursor)
+                    // stable counting sort of the node's samples by code (nl_at as cursor);
+                    // the sorted list holds sample ids
                     for (int b = 0; b < SPLIT_MAX_BINS; ++b) nl_at[b] = run_start[b];
-                    for (long long a = 0; a < ns; ++a) order[nl_at[ccode[a]]++] = (int)a;
+                    for (long long a = 0; a < ns; ++a) sorted[nl_at[ccode[a]]++] = samples[a];
                     const bool use_sort = ns <= sort_limit;
                     double WL = 0.0;
                     int nL = 0;
@@ -296,10 +296,10 @@ extern "C" __global__ void tree_split_small(
                         if (cnt[b] == 0) continue;
                         const int r0 = run_start[b], r1 = r0 + cnt[b];
                         if (use_sort) {
-                            for (int r = r0; r < r1; ++r) WL = __dadd_rn(WL, (double)wrow[samples[order[r]]]);
+                            for (int r = r0; r < r1; ++r) WL = __dadd_rn(WL, (double)wrow[sorted[r]]);
                         } else {
                             double h = 0.0;
-                            for (int r = r0; r < r1; ++r) h = __dadd_rn(h, (double)wrow[samples[order[r]]]);
+                            for (int r = r0; r < r1; ++r) h = __dadd_rn(h, (double)wrow[sorted[r]]);
                             WL = __dadd_rn(WL, h);
                         }
                         nL += cnt[b];
@@ -309,7 +309,7 @@ extern "C" __global__ void tree_split_small(
                     double Wm = 0.0;
                     {
                         const int r0 = run_start[missing_bin], r1 = r0 + cnt[missing_bin];
-                        for (int r = r0; r < r1; ++r) Wm = __dadd_rn(Wm, (double)wrow[samples[order[r]]]);
+                        for (int r = r0; r < r1; ++r) Wm = __dadd_rn(Wm, (double)wrow[sorted[r]]);
                     }
                     int cut = -1, et_bin = -1;
                     if (random_split) {
@@ -349,7 +349,7 @@ extern "C" __global__ void tree_split_small(
                     for (int c = 0; c < m; ++c) {
                         double MS = 0.0;
                         for (int r = mr0; r < mr1; ++r) {
-                            const long long s = samples[order[r]];
+                            const long long s = sorted[r];
                             MS = __dadd_rn(MS, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
                         }
                         // replay the CPU kernel's running left sum up to bin b
@@ -359,13 +359,13 @@ extern "C" __global__ void tree_split_small(
                             const int r0 = run_start[b2], r1 = r0 + cnt[b2];
                             if (use_sort) {
                                 for (int r = r0; r < r1; ++r) {
-                                    const long long s = samples[order[r]];
+                                    const long long s = sorted[r];
                                     LS = __dadd_rn(LS, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
                                 }
                             } else {
                                 double h = 0.0;
                                 for (int r = r0; r < r1; ++r) {
-                                    const long long s = samples[order[r]];
+                                    const long long s = sorted[r];
                                     h = __dadd_rn(h, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
                                 }
                                 LS = __dadd_rn(LS, h);
@@ -416,26 +416,22 @@ extern "C" __global__ void tree_split_small(
                 red_g[tid] = my_g;
                 red_key[tid] = my_key;
                 __syncthreads();
-                for (int stride = 1; stride < nthreads; stride *= 2) {
-                    if (tid % (2 * stride) == 0 && tid + stride < nthreads) {
-                        if (split_better(red_g[tid + stride], red_key[tid + stride], red_g[tid], red_key[tid])) {
-                            red_g[tid] = red_g[tid + stride];
-                            red_key[tid] = red_key[tid + stride];
+                // cnt is no longer read: clear it for the next feature
+                for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
+                if (tid == 0) {
+                    double g = red_g[0];
+                    int key = red_key[0];
+                    for (int j = 1; j < nthreads; ++j) {
+                        if (split_better(red_g[j], red_key[j], g, key)) {
+                            g = red_g[j];
+                            key = red_key[j];
                         }
                     }
-                    __syncthreads();
-                }
-                if (tid == 0) {
                     const int slot = found + q;
                     c_f[slot] = fq;
-                    c_g[slot] = red_g[0];
-                    if (red_g[0] > NEG_INF) {
-                        c_b[slot] = red_key[0] / 2;
-                        c_ml[slot] = (unsigned char)(red_key[0] % 2);
-                    } else {
-                        c_b[slot] = 0;
-                        c_ml[slot] = 0;
-                    }
+                    c_g[slot] = g;
+                    c_b[slot] = g > NEG_INF ? key / 2 : 0;
+                    c_ml[slot] = g > NEG_INF ? (unsigned char)(key % 2) : (unsigned char)0;
                 }
                 __syncthreads();
             }

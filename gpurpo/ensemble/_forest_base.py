@@ -22,10 +22,9 @@ Fitting, in order (one seeded generator, ``random_state``):
    (:mod:`gpurpo.ensemble._forest_predict`), where out-of-bag sums are
    accumulated if asked.
 
-The node seeds used during growth are drawn from the same generator batch by
-batch, so a forest is reproducible from ``random_state`` and the batch size
-(``batch_size="auto"`` is a deterministic function of the data's shape and
-of the device's total memory).
+The growth randomness of a tree derives from one root seed that the grower
+draws from the same generator, tree after tree, batch after batch: a forest
+is reproducible from ``random_state`` and does not depend on the batch size.
 """
 
 from __future__ import annotations

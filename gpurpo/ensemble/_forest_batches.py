@@ -9,8 +9,8 @@ memory; :func:`resolve_batch_size` derives it from a budget:
 
 * on the CPU (and the emulated CUDA backend) a fixed ``CPU_BATCH_BYTES``;
 * on a CUDA device ``GPU_MEMORY_FRACTION`` of the device's TOTAL memory (not
-  the free memory, which changes from run to run: the batch size, and so the
-  forest grown from a ``random_state``, must not).
+  the free memory, which changes from run to run; the batch size does not
+  change the forest, but runs should be repeatable in speed and memory too).
 
 :func:`tree_bytes` is the estimate of the memory one tree of a batch needs
 while it is grown and labelled (targets and their float64 temporaries,

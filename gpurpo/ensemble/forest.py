@@ -312,15 +312,15 @@ _PARAMETERS = """
     batch_size : int or "auto", default="auto"
         Number of trees grown together (level by level, one projection
         product per batch). ``"auto"``: as many as fit a memory budget
-        (1 GiB on the CPU, a quarter of the GPU's memory), a deterministic
-        function of the data shape and device. Lower it if memory runs out.
+        (1 GiB on the CPU, a quarter of the GPU's memory). Lower it if
+        memory runs out; it does not change the forest.
     n_jobs : int or None, default=None
         CPU threads of the kernels during fit and predict (joblib's
         convention: -1 all, -2 all but one; None leaves numba's setting).
     random_state : None, int or numpy Generator, default=None
         Seeds the binning subsample, bootstrap samples, projections and
-        per-node randomness. A forest is reproducible from ``random_state``
-        and ``batch_size``.
+        per-node randomness. The same seed gives the same forest on a
+        backend, whatever ``batch_size``.
     verbose : int, default=0
         Print progress over the trees (one line per batch).
     device : {{"auto", "cpu", "cuda", "cuda-emulated"}}, default="auto"

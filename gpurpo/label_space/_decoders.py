@@ -9,7 +9,11 @@ labels by minimising the log loss:
 * multi-label: independent sigmoids,
   ``L = 1/n sum_i sum_j [log(1 + exp(l_ij)) - y_ij l_ij]``;
 
-with logits ``l = H Q + 1 b^T`` and an L2 penalty ``alpha/2 ||Q||_F^2``.
+with logits ``l = H Q + 1 b^T`` and an L2 penalty ``alpha/2 ||Q||_F^2``. The
+columns of ``H`` are standardised (zero mean, unit variance) first and the
+penalty applies to the coefficients of the standardised columns, so it does
+not depend on the scale of the embedding; the returned coefficients are
+converted back to the raw ``H``.
 The optimiser is full-batch L-BFGS (Nocedal & Wright, "Numerical
 Optimization", 2nd ed., Algorithm 7.4 two-loop recursion, Algorithm 3.1
 backtracking Armijo line search) written once against ``xp``, so it runs on
@@ -186,7 +190,7 @@ def fit_logistic_decoder(
     multiclass : bool
         Softmax (True) or independent sigmoids (False).
     alpha : float
-        L2 penalty on ``Q`` (not on ``b``).
+        L2 penalty on the coefficients of the standardised ``H`` (not on ``b``).
     max_iter : int
         Maximum number of L-BFGS iterations.
     tol : float

@@ -472,7 +472,8 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         Ridge penalty of Rembrandt's least-squares fits, of ``W`` and of the
         linear decoder.
     decoder_alpha : float, default=1e-4
-        L2 penalty of the logistic decoder.
+        L2 penalty of the logistic decoder, on the coefficients of the
+        standardised columns of ``H`` (mean log loss + ``decoder_alpha/2 ||Q||^2``).
     max_iter : int, default=300
         Maximum L-BFGS iterations of the logistic decoder.
     tol : float, default=1e-4

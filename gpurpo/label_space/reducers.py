@@ -56,6 +56,9 @@ __all__ = [
 
 REDUCERS = ("plst", "rembrandt", "random", "cssp")
 
+#: Default oversampling of Rembrandt's range finder (the paper's p = 20).
+REMBRANDT_OVERSAMPLES = 20
+
 
 def _dense(a: Any, backend: Backend) -> Any:
     return a.toarray() if backend.issparse(a) else a
@@ -186,7 +189,9 @@ class RembrandtReducer(_OrthonormalReducer):
     alpha : float, default=1.0
         Ridge penalty of the least-squares fits inside Rembrandt.
     n_components, random_state, n_oversamples, n_iter
-        As in :class:`LabelReducer`.
+        As in :class:`LabelReducer`; the oversampling (default 20, the
+        paper's) is capped at ``max(0, n_features - k)`` since
+        ``Y_c^T P_X Y_c`` has rank at most ``n_features``.
 
     Attributes
     ----------
@@ -222,11 +227,15 @@ class RembrandtReducer(_OrthonormalReducer):
             X_op = centered(as_operator(X, "X", backend), x_mean)
         else:
             X_op = as_operator(X.astype(xp.float64) - x_mean[None, :], "X", backend)
+        # Y_c^T P_X Y_c has rank at most p = n_features: sampling more than
+        # max(k, p) directions only adds its null space (and rank-deficient blocks).
+        params = self._range_params()
+        oversamples = params.get("n_oversamples", REMBRANDT_OVERSAMPLES)
+        params["n_oversamples"] = max(0, min(oversamples, int(X.shape[1]) - self.n_components_))
         # Both arguments are operators: the active backend tells rembrandt where they live.
         with use_backend(backend.name):
             R, eigenvalues = rembrandt(
-                X_op, Y_op, self.n_components_, alpha=self.alpha, random_state=rng,
-                **self._range_params(),
+                X_op, Y_op, self.n_components_, alpha=self.alpha, random_state=rng, **params
             )
         self.decoder_ = xp.ascontiguousarray(backend.asarray(R, dtype=xp.float64).T)
         self.eigenvalues_ = backend.asarray(eigenvalues)

@@ -74,7 +74,7 @@ def _feistel_half(p):
     return bits // 2
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def _gain(WL, LS, W, S, m, parent):
     WR = W - WL
     left = 0.0
@@ -167,21 +167,21 @@ def _eval_node(
         for c in range(m):
             MS[c] = 0.0
         if use_sort:
+            # sort (code, position) pairs packed in one integer: no indirection
             for a in range(ns):
-                code_buf[a] = np.int64(row[cols[a]])
-                order[a] = a
-            for a in range(1, ns):
-                cur = order[a]
-                key = code_buf[cur]
+                key = (np.int64(row[cols[a]]) << 20) | a
                 z = a - 1
-                while z >= 0 and code_buf[order[z]] > key:
-                    order[z + 1] = order[z]
+                while z >= 0 and code_buf[z] > key:
+                    code_buf[z + 1] = code_buf[z]
                     z -= 1
-                order[z + 1] = cur
-            if code_buf[order[0]] == code_buf[order[ns - 1]]:
+                code_buf[z + 1] = key
+            if (code_buf[0] >> 20) == (code_buf[ns - 1] >> 20):
                 continue
+            for a in range(ns):
+                order[a] = code_buf[a] & 0xFFFFF
+                code_buf[a] = code_buf[a] >> 20
             nn = ns
-            while nn > 0 and code_buf[order[nn - 1]] == missing_bin:
+            while nn > 0 and code_buf[nn - 1] == missing_bin:
                 nn -= 1
             for a in range(nn, ns):
                 idx = order[a]
@@ -189,8 +189,8 @@ def _eval_node(
                 for c in range(m):
                     MS[c] += wy[idx, c]
             n_miss = ns - nn
-            bmin = code_buf[order[0]] if nn > 0 else missing_bin
-            bmax = code_buf[order[nn - 1]] if nn > 0 else missing_bin
+            bmin = code_buf[0] if nn > 0 else missing_bin
+            bmax = code_buf[nn - 1] if nn > 0 else missing_bin
         else:
             bmin = missing_bin
             bmax = -1
@@ -234,12 +234,12 @@ def _eval_node(
         for a in range(a_first, a_last + 1):
             if use_sort:
                 idx = order[a]
-                b = code_buf[idx]
+                b = code_buf[a]
                 WL += w[idx]
                 nL += 1
                 for c in range(m):
                     LS[c] += wy[idx, c]
-                next_code = code_buf[order[a + 1]] if a < nn - 1 else bmax + 1
+                next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
                 if next_code == b:
                     continue
                 if random_split:
@@ -633,3 +633,110 @@ def sum_leaves_csr(leaf_rows, indptr, indices, data, out):
             if leaf >= 0:
                 for q in range(indptr[leaf], indptr[leaf + 1]):
                     out[i, indices[q]] += data[q]
+
+
+@njit(parallel=True, cache=True)
+def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
+    """Quantile bin edges of each row of ``sorted_values`` (host helper of BinMapper.fit).
+
+    Row f holds the feature's sample values sorted increasingly, the first
+    ``n_valid[f]`` being non-NaN. With at most ``max_bins`` distinct values the
+    edges are the midpoints between consecutive distinct values; otherwise the
+    midpoints after the distinct values holding the ``j / max_bins``
+    quantiles (j = 1 .. max_bins - 1), deduplicated. Fills
+    ``out_edges[f, :out_n_edges[f]]``.
+    """
+    p = sorted_values.shape[0]
+    for f in prange(p):
+        v = sorted_values[f]
+        n = n_valid[f]
+        n_distinct = 0
+        for i in range(n):
+            if i == 0 or v[i] != v[i - 1]:
+                n_distinct += 1
+        if n_distinct <= max_bins:
+            e = 0
+            for i in range(1, n):
+                if v[i] != v[i - 1]:
+                    out_edges[f, e] = 0.5 * (v[i - 1] + v[i])
+                    e += 1
+            out_n_edges[f] = e
+            continue
+        e = 0
+        last = -1  # position of the last distinct value used for an edge
+        for j in range(1, max_bins):
+            # distinct value holding the sample of rank ceil(j n / max_bins)
+            rank = (j * n + max_bins - 1) // max_bins - 1
+            if rank < 0:
+                rank = 0
+            # end of its run of ties
+            i = rank
+            while i + 1 < n and v[i + 1] == v[i]:
+                i += 1
+            if i + 1 >= n:
+                # the quantile falls in the largest value: edge below its run
+                i = rank
+                while i > 0 and v[i - 1] == v[i]:
+                    i -= 1
+                i -= 1
+            if i < 0 or i <= last:
+                continue
+            out_edges[f, e] = 0.5 * (v[i] + v[i + 1])
+            e += 1
+            last = i
+        out_n_edges[f] = e
+
+
+@njit(parallel=True, cache=True)
+def bin_codes(X, edges, n_edges, missing_bin, out):
+    n = X.shape[0]
+    p = X.shape[1]
+    grid = 1024
+    fblock = 256  # features whose lookup tables are held at once
+    rblock = 256  # rows per task: a contiguous slab of a C-order X
+    lut = np.zeros((min(p, fblock), grid + 1), dtype=np.int32)
+    lo = np.zeros(min(p, fblock))
+    scale = np.zeros(min(p, fblock))
+    for f0 in range(0, p, fblock):
+        f1 = min(p, f0 + fblock)
+        # lut[f, g]: number of edges below the start of grid cell g of [edge_0, edge_last]
+        for f in prange(f0, f1):
+            ne = n_edges[f]
+            if ne < 2:
+                continue
+            lo[f - f0] = edges[f, 0]
+            width = edges[f, ne - 1] - edges[f, 0]
+            scale[f - f0] = grid / width
+            e = 0
+            for g in range(grid + 1):
+                x0 = edges[f, 0] + g * (width / grid)
+                while e < ne and edges[f, e] < x0:
+                    e += 1
+                lut[f - f0, g] = e
+        n_tasks = (n + rblock - 1) // rblock
+        for task in prange(n_tasks):
+            i0 = task * rblock
+            i1 = min(n, i0 + rblock)
+            for f in range(f0, f1):
+                ne = n_edges[f]
+                j = f - f0
+                for i in range(i0, i1):
+                    x = np.float64(X[i, f])
+                    if np.isnan(x):
+                        out[f, i] = missing_bin
+                    elif ne == 0 or x <= edges[f, 0]:
+                        out[f, i] = 0
+                    elif x > edges[f, ne - 1]:
+                        out[f, i] = ne
+                    else:
+                        g = np.int64((x - lo[j]) * scale[j])
+                        if g > grid:
+                            g = grid
+                        if g < 0:
+                            g = 0
+                        code = lut[j, g]
+                        while code > 0 and edges[f, code - 1] >= x:
+                            code -= 1
+                        while code < ne and edges[f, code] < x:
+                            code += 1
+                        out[f, i] = code

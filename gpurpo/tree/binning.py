@@ -39,6 +39,8 @@ import scipy.sparse as sp
 
 from gpurpo._validation import check_int
 from gpurpo.backend import Backend, check_random_state
+from gpurpo.tree import kernels
+from gpurpo.tree._kernels_cpu import edges_from_sorted
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
@@ -46,6 +48,7 @@ MAX_BINS = 255
 DEFAULT_SUBSAMPLE = 200_000
 DEFAULT_MAX_BINNED_BYTES = 4 * 1024**3
 _TRANSFORM_CHUNK_CELLS = 1 << 24
+_DENSE_FIT_BYTES = 256 * 1024**2
 
 
 def _edges_of_column(values: np.ndarray, max_bins: int, weights: np.ndarray | None) -> np.ndarray:
@@ -184,8 +187,12 @@ class BinMapper:
             weights = weights[rows]
         sample = _host_rows(X, None if len(rows) == n else rows)
         max_bins = int(self.max_bins)
-        edges = []
-        if sp.issparse(sample):
+        if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
+            sample = sample.toarray()
+        if weights is None and not sp.issparse(sample):
+            edges = _fit_edges_sorted(np.asarray(sample), max_bins)
+        elif sp.issparse(sample):
+            edges = []
             csc = sample.tocsc()
             n_sub = csc.shape[0]
             for f in range(p):
@@ -201,10 +208,11 @@ class BinMapper:
                 edges.append(_edges_of_column(col[ok], max_bins, w_f))
         else:
             sample = np.asarray(sample)
+            edges = []
             for f in range(p):
                 col = sample[:, f]
                 ok = ~np.isnan(col)
-                edges.append(_edges_of_column(col[ok], max_bins, None if weights is None else weights[ok]))
+                edges.append(_edges_of_column(col[ok], max_bins, weights[ok]))
         self.edges_ = edges
         self.n_value_bins_ = np.array([e.size + 1 for e in edges], dtype=np.int32)
         self.n_bins_ = int(self.n_value_bins_.max()) + 1 if p else 2
@@ -242,22 +250,20 @@ class BinMapper:
             )
         xp = backend.xp
         codes = xp.empty((p, n), dtype=xp.uint8)
-        edges_dev = [backend.asarray(e) for e in self.edges_]
+        table = backend.asarray(self.thresholds_)
+        n_edges = backend.asarray(self.n_value_bins_ - 1)
         sparse_input = backend.issparse(X)
         if sparse_input:
             X = X.tocsc()
-        block = max(1, _TRANSFORM_CHUNK_CELLS // max(n, 1))
-        for f0 in range(0, p, block):
-            f1 = min(p, f0 + block)
-            if sparse_input:
+            block = max(1, _TRANSFORM_CHUNK_CELLS // max(n, 1))
+            for f0 in range(0, p, block):
+                f1 = min(p, f0 + block)
                 dense = X[:, f0:f1].toarray()
-            else:
-                dense = X[:, f0:f1]
-            for f in range(f0, f1):
-                col = xp.asarray(dense[:, f - f0], dtype=xp.float64)
-                c = xp.searchsorted(edges_dev[f], col, side="left")
-                c = xp.where(xp.isnan(col), self.missing_bin_, c)
-                codes[f] = c.astype(xp.uint8)
+                kernels.bin_codes(
+                    backend, dense, table[f0:f1], n_edges[f0:f1], self.missing_bin_, codes[f0:f1]
+                )
+        else:
+            kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
         return BinnedMatrix(
             codes=codes,
             n_bins=self.n_bins_,
@@ -266,6 +272,17 @@ class BinMapper:
             thresholds_host=self.thresholds_,
             backend=backend,
         )
+
+
+def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
+    """Unweighted edges of every column: one sort of the transposed sample."""
+    values = np.ascontiguousarray(sample.T, dtype=np.float64)
+    n_valid = (values.shape[1] - np.isnan(values).sum(axis=1)).astype(np.int64)
+    values.sort(axis=1)
+    out = np.empty((values.shape[0], max(max_bins - 1, 1)), dtype=np.float64)
+    n_edges = np.zeros(values.shape[0], dtype=np.int64)
+    edges_from_sorted(values, n_valid, max_bins, out, n_edges)
+    return [out[f, : n_edges[f]].copy() for f in range(values.shape[0])]
 
 
 def _host_rows(X: Any, rows: np.ndarray | None) -> Any:

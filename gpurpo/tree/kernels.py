@@ -16,6 +16,16 @@ holds missing values), ``L`` leaves.
 
 Kernel contracts
 ----------------
+``tree_bin_codes(X, edges, n_edges, missing_bin, out)``
+    X            float32|float64 (n, q) C order, raw values of q features, NaN = missing
+    edges        float64 (q, B - 1)    increasing bin edges of each feature, +inf padded
+    n_edges      int32   (q,)          number of real edges of each feature
+    missing_bin  int
+    out          uint8   (q, n)        ``#{e < x : e in edges[f, :n_edges[f]]}`` for x =
+                                       X[i, f], ``missing_bin`` for NaN (so that
+                                       ``code <= b`` iff ``x <= edges[f, b]``)
+    (registered with an ``xp`` searchsorted implementation for CUDA backends)
+
 ``tree_histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out)``
     codes        uint8   (p, n)        feature-major bin codes
     sample_indices int32 (total,)      samples of the nodes, node ``i`` owning
@@ -140,6 +150,7 @@ from gpurpo.tree import _kernels_cuda as _cuda
 __all__ = [
     "KERNEL_NAMES",
     "Subtrees",
+    "bin_codes",
     "build_histograms",
     "split_small",
     "grow_subtrees",
@@ -151,6 +162,7 @@ __all__ = [
 ]
 
 KERNEL_NAMES = (
+    "tree_bin_codes",
     "tree_histograms",
     "tree_split_small",
     "tree_grow_subtrees",
@@ -161,6 +173,19 @@ KERNEL_NAMES = (
     "tree_sum_leaves_csr",
 )
 
+
+
+def _bin_codes_xp(backend: Backend, X: Any, edges: Any, n_edges: Any, missing_bin: int, out: Any) -> None:
+    """``tree_bin_codes`` in ``xp`` (one searchsorted per feature), for CUDA backends."""
+    xp = backend.xp
+    counts = backend.to_host(n_edges)
+    for f in range(X.shape[1]):
+        col = X[:, f].astype(xp.float64)
+        codes = xp.searchsorted(edges[f, : int(counts[f])], col, side="left")
+        out[f] = xp.where(xp.isnan(col), missing_bin, codes).astype(xp.uint8)
+
+
+register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
 register_kernel("tree_grow_subtrees", cpu=_cpu.grow_subtrees)
@@ -173,6 +198,22 @@ register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_l
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
     return backend.xp.ascontiguousarray(a, dtype=dtype)
+
+
+def bin_codes(
+    backend: Backend, X: Any, edges: Any, n_edges: Any, missing_bin: int, out: Any
+) -> Any:
+    """Fill ``out`` (uint8 (q, n), rows of the codes matrix) with the codes of dense X (n, q)."""
+    xp = backend.xp
+    X = xp.ascontiguousarray(X)
+    if X.dtype not in (xp.float32, xp.float64):
+        X = X.astype(xp.float64)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        return out
+    backend.kernel("tree_bin_codes")(
+        X, _c(backend, edges, xp.float64), _c(backend, n_edges, xp.int32), int(missing_bin), out
+    )
+    return out
 
 
 def build_histograms(

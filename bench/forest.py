@@ -1,0 +1,215 @@
+"""Random-output forests: fit time and test LRAP, gpurpo vs scikit-learn.
+
+On delicious-shaped (n = 12,920 + 3,185 test, p = 500, d = 983, ~19 labels
+per row) and mediamill-shaped (n = 30,993 + 12,914 test, p = 120, d = 101)
+structured synthetic multi-label data (:func:`gpurpo.datasets.make_delicious_like`,
+:func:`gpurpo.datasets.make_mediamill_like`); forests of ``--trees`` (100)
+fully grown trees with ``max_features = sqrt(p)`` and bootstrap samples
+(Joly, Geurts & Wehenkel 2014, Algorithm 2 with a Gaussian projection of
+``m = round(ln d)`` rows per tree):
+
+* ``gpurpo``: :class:`gpurpo.ensemble.RandomForestRegressor` (binning,
+  projection, growth in batches and leaf labelling all in the fit time);
+* ``sk-proj``: scikit-learn ``DecisionTreeRegressor`` trees on the SAME
+  per-tree projections and the SAME bootstrap samples (as weights, the way
+  scikit-learn's forests use them), each relabelled with the weighted mean
+  original outputs per leaf: the same algorithm, so the same accuracy is
+  expected. Projection products and relabelling are in its fit time; trees
+  are fitted in parallel with joblib threads (scikit-learn releases the GIL);
+* ``sk-full``: scikit-learn ``RandomForestRegressor`` on the full outputs.
+  It is very slow and its trees hold (nodes x d) float64 values, so only
+  ``--full-trees`` trees are fitted; its fit time is scaled to ``--trees``
+  trees (trees are independent, the scaling is linear) and its LRAP is the
+  LRAP of those trees, printed beside gpurpo's LRAP with its first
+  ``--full-trees`` trees.
+
+Everyone runs on ``--n-jobs`` threads (numba threads for gpurpo, ``n_jobs``
+for scikit-learn). Fit times are single runs after a warm-up fit that
+compiles gpurpo's numba kernels.
+
+Run ``python bench/forest.py`` (or ``--quick`` for a quarter of the rows,
+fewer trees). Results are also written as JSON (``--output``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpurpo.backend import NUMPY  # noqa: E402
+from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
+from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
+from gpurpo.metrics import label_ranking_average_precision  # noqa: E402
+from gpurpo.tree import predict_trees  # noqa: E402
+
+
+def _split(X, Y, n_test, seed):
+    rng = np.random.default_rng(seed)
+    idx = rng.permutation(X.shape[0])
+    te, tr = idx[:n_test], idx[n_test:]
+    return X[tr], sp.csr_matrix(Y[tr]), X[te], sp.csr_matrix(Y[te])
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _lrap(Y_true, scores):
+    if sp.issparse(scores):
+        scores = scores.toarray()
+    return label_ranking_average_precision(Y_true, np.asarray(scores))
+
+
+def _relabelled_tree(X, Y, projection, counts, seed):
+    """scikit-learn tree on ``Y @ projection.T`` with bootstrap weights, relabelled."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    Z = np.asarray(Y @ projection.T)
+    tree = DecisionTreeRegressor(max_features="sqrt", random_state=seed)
+    tree.fit(X, Z, sample_weight=counts)
+    leaf = tree.apply(X)
+    inside = np.flatnonzero(counts > 0)
+    nodes, inverse = np.unique(leaf[inside], return_inverse=True)
+    indicator = sp.csr_matrix(
+        (counts[inside], (inverse, inside)), shape=(nodes.size, X.shape[0])
+    )
+    weight = np.asarray(indicator.sum(axis=1)).ravel()
+    values = (sp.diags(1.0 / weight) @ (indicator @ Y)).tocsr()
+    return tree, nodes, values
+
+
+def _sk_proj_fit(X, Y, forest, n_jobs):
+    from joblib import Parallel, delayed
+
+    n = X.shape[0]
+    samples = forest.estimators_samples_
+    jobs = (
+        delayed(_relabelled_tree)(
+            X, Y, forest.get_projection(t), np.bincount(samples[t], minlength=n).astype(float), t
+        )
+        for t in range(forest.n_estimators)
+    )
+    return Parallel(n_jobs=n_jobs, prefer="threads")(jobs)
+
+
+def _sk_proj_predict(trees, X):
+    total = None
+    for tree, nodes, values in trees:
+        rows = np.searchsorted(nodes, tree.apply(X))
+        part = values[rows]
+        total = part if total is None else total + part
+    return total / len(trees)
+
+
+def run_dataset(name, X, Y, n_test, args):
+    from sklearn.ensemble import RandomForestRegressor as SkForest
+
+    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0)
+    d = Ytr.shape[1]
+    m = max(1, int(round(math.log(d))))
+    T = args.trees
+    print(f"\n== {name}: n_train={Xtr.shape[0]} n_test={Xte.shape[0]} p={Xtr.shape[1]} d={d} "
+          f"m={m} labels/row={Ytr.nnz / Ytr.shape[0]:.1f}; {T} trees, n_jobs={args.n_jobs}",
+          flush=True)
+    row = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]),
+               p=int(Xtr.shape[1]), d=int(d), m=m, trees=T, n_jobs=args.n_jobs)
+
+    def gpurpo_forest(n_trees, seed):
+        return RandomForestRegressor(
+            n_estimators=n_trees, max_features="sqrt", projection="gaussian", n_components=m,
+            random_state=seed, n_jobs=args.n_jobs,
+        )
+
+    gpurpo_forest(4, 123).fit(Xtr[:1000], Ytr[:1000])  # warm-up: numba compilation
+    forest = gpurpo_forest(T, 0)
+    t_gp, _ = _timed(lambda: forest.fit(Xtr, Ytr))
+    lrap_gp = _lrap(Yte, forest.predict(Xte))
+    row.update(gpurpo_fit_s=t_gp, gpurpo_lrap=lrap_gp, gpurpo_batch_size=forest.batch_size_,
+               gpurpo_mean_leaves=float(np.mean([t.n_leaves for t in forest.estimators_])))
+    print(f"gpurpo   fit {t_gp:9.2f} s   test LRAP {lrap_gp:.4f}   "
+          f"(batch of {forest.batch_size_} trees)", flush=True)
+
+    if not args.skip_proj:
+        t_sp, trees = _timed(lambda: _sk_proj_fit(Xtr, Ytr, forest, args.n_jobs))
+        lrap_sp = _lrap(Yte, _sk_proj_predict(trees, Xte))
+        del trees
+        row.update(sk_proj_fit_s=t_sp, sk_proj_lrap=lrap_sp, speedup_vs_sk_proj=t_sp / t_gp,
+                   lrap_gap_vs_sk_proj=lrap_gp - lrap_sp)
+        print(f"sk-proj  fit {t_sp:9.2f} s   test LRAP {lrap_sp:.4f}   "
+              f"gpurpo is {t_sp / t_gp:6.1f}x faster, LRAP difference {lrap_gp - lrap_sp:+.4f}",
+              flush=True)
+
+    if not args.skip_full:
+        k = min(args.full_trees, T)
+        sk = SkForest(n_estimators=k, max_features="sqrt", n_jobs=args.n_jobs, random_state=0)
+        Ydense = Ytr.toarray()
+        t_full, _ = _timed(lambda: sk.fit(Xtr, Ydense))
+        lrap_full = _lrap(Yte, sk.predict(Xte))
+        del sk, Ydense
+        scaled = t_full * T / k
+        first_k = predict_trees(forest.estimators_[:k], Xte, NUMPY) / k
+        lrap_gp_k = _lrap(Yte, first_k)
+        row.update(sk_full_trees=k, sk_full_fit_s=t_full, sk_full_fit_s_scaled=scaled,
+                   sk_full_lrap=lrap_full, gpurpo_lrap_first_k=lrap_gp_k,
+                   speedup_vs_sk_full=scaled / t_gp)
+        print(f"sk-full  fit {t_full:9.2f} s for {k} trees -> {scaled:9.2f} s for {T} trees; "
+              f"test LRAP with {k} trees {lrap_full:.4f} (gpurpo's first {k} trees: "
+              f"{lrap_gp_k:.4f}); gpurpo is {scaled / t_gp:6.1f}x faster", flush=True)
+    return row
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a quarter of the rows, 50 trees, 2 full-output trees")
+    parser.add_argument("--trees", type=int, default=100, help="trees per forest")
+    parser.add_argument("--full-trees", type=int, default=10,
+                        help="trees fitted by scikit-learn on the full outputs (slow)")
+    parser.add_argument("--n-jobs", type=int, default=1, help="threads for everyone")
+    parser.add_argument("--skip-full", action="store_true", help="skip sklearn on full outputs")
+    parser.add_argument("--skip-proj", action="store_true",
+                        help="skip sklearn on projected outputs")
+    parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "out" / "forest.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.trees = min(args.trees, 50)
+        args.full_trees = min(args.full_trees, 2)
+    import numba
+    import sklearn
+
+    print(f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
+          f"{sklearn.__version__}, numba {numba.__version__}, "
+          f"{platform.processor() or platform.machine()}, {numba.config.NUMBA_NUM_THREADS} "
+          f"cores visible; n_jobs={args.n_jobs}")
+    scale = 4 if args.quick else 1
+    rows = []
+    # training/test sizes of MULAN's delicious (12,920 + 3,185) and mediamill (30,993 + 12,914)
+    if args.dataset in ("delicious", "both"):
+        n_tr, n_te = 12920 // scale, 3185 // scale
+        X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
+        rows.append(run_dataset("delicious-like", X, Y, n_te, args))
+    if args.dataset in ("mediamill", "both"):
+        n_tr, n_te = 30993 // scale, 12914 // scale
+        X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
+        rows.append(run_dataset("mediamill-like", X, Y, n_te, args))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(rows, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,475 @@
+"""Random-output forests: exact trees, sums, out-of-bag, determinism, inputs.
+
+References are independent of the forest code: scikit-learn's
+DecisionTreeRegressor on the same (already discrete) data, means of the
+trees' own predictions computed tree by tree with NumPy, bootstrap indices
+re-drawn in the test, scikit-learn's r2_score / LRAP, dense/sparse twins.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import label_ranking_average_precision_score, r2_score
+from sklearn.tree import DecisionTreeRegressor as SkTree
+
+from gpurpo.backend import NUMPY, Backend
+from gpurpo.datasets import make_multilabel
+from gpurpo.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from gpurpo.projections import OutputProjection, make_projection
+
+FORESTS = [RandomForestRegressor, RandomForestClassifier, ExtraTreesRegressor, ExtraTreesClassifier]
+
+
+def _regression(seed=0, n=200, p=6, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    W = rng.normal(size=(p, d))
+    Y = np.sin(X @ W) + 0.1 * rng.normal(size=(n, d))
+    return X, Y
+
+
+def _multilabel(seed=0, n=300, p=10, d=20, sparse=True):
+    return make_multilabel(n, p, d, label_cardinality=3.0, sparse_output=sparse, random_state=seed)
+
+
+def _tree_mean(forest, X):
+    """Mean over the forest's trees of each tree's own prediction (tree by tree)."""
+    preds = [np.asarray(t.predict(X, NUMPY)) for t in forest.estimators_]
+    return np.mean(preds, axis=0)
+
+
+# --------------------------------------------------------------------------
+# exact multi-output trees
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stop", [dict(max_depth=1), dict(max_depth=3), dict(min_samples_split=30)]
+)
+def test_unprojected_unbootstrapped_trees_are_exact_variance_trees(stop):
+    # n = 250 continuous values per feature: each gets its own bin, so binning is
+    # exact and every tree must be scikit-learn's exact multi-output
+    # variance-reduction tree on the same data (nodes stay large enough that no two
+    # features induce the same partition, so there are no ties).
+    X, Y = _regression(seed=len(str(stop)), n=250, p=5, d=3)
+    forest = RandomForestRegressor(
+        n_estimators=3, projection=None, bootstrap=False, max_features=None,
+        random_state=0, **stop,
+    ).fit(X, Y)
+    ref = SkTree(random_state=0, **stop).fit(X, Y)
+    # Compared on the training rows: a split may fall anywhere in a gap between the
+    # values present in a node (scikit-learn: mid-gap, histograms: a bin edge).
+    for tree in forest.estimators_:
+        np.testing.assert_allclose(tree.predict(X, NUMPY), ref.predict(X), rtol=0, atol=1e-12)
+        # same partition of the training samples
+        ours = np.asarray(tree.apply(X, NUMPY))
+        theirs = ref.apply(X)
+        pairs = set(zip(ours.tolist(), theirs.tolist()))
+        assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))
+        assert tree.node_count == ref.tree_.node_count
+        np.testing.assert_array_equal(np.sort(tree.feature), np.sort(np.maximum(ref.tree_.feature, -1)))
+    np.testing.assert_allclose(forest.predict(X), ref.predict(X), atol=1e-12)
+    np.testing.assert_allclose(forest.feature_importances_, ref.feature_importances_, atol=1e-9)
+
+
+def test_gaussian_projection_with_many_components_keeps_the_exact_tree_at_low_depth():
+    # Theorem 1: with m >> log n the projected variance reduction ranks splits as the
+    # original one; with a clear structure the top splits are unchanged.
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 20, size=(400, 4)).astype(float)
+    Y = np.stack([(X[:, 0] > 9) * 3.0, (X[:, 1] > 4) * 2.0, (X[:, 0] > 9) * 1.0], axis=1)
+    Y = Y + 0.01 * rng.normal(size=Y.shape)
+    forest = RandomForestRegressor(
+        n_estimators=2, projection="gaussian", n_components=200, bootstrap=False,
+        max_features=None, max_depth=2, random_state=0,
+    ).fit(X, Y)
+    ref = SkTree(max_depth=2).fit(X, Y)
+    np.testing.assert_allclose(forest.predict(X), ref.predict(X), atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# prediction = mean of the trees, leaves in the original space
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sparse_y", [False, True])
+def test_prediction_is_the_mean_of_the_trees(sparse_y):
+    X, Y = _multilabel(seed=2, sparse=sparse_y)
+    forest = RandomForestRegressor(
+        n_estimators=9, projection="gaussian", n_components=3, max_features="sqrt",
+        batch_size=4, random_state=0,
+    ).fit(X, Y)
+    assert len(forest.estimators_) == 9
+    assert forest.batch_size_ == 4
+    X_new, _ = _multilabel(seed=3, n=80, sparse=sparse_y)
+    pred = forest.predict(X_new)
+    assert isinstance(pred, np.ndarray) and pred.shape == (80, Y.shape[1])
+    ref = np.asarray(_tree_mean(forest, X_new).todense() if sparse_y else _tree_mean(forest, X_new))
+    np.testing.assert_allclose(pred, ref, rtol=1e-12, atol=1e-12)
+    # leaves hold the mean ORIGINAL outputs of the in-bag samples (bootstrap weights)
+    Yd = Y.toarray() if sparse_y else Y
+    samples = forest.estimators_samples_
+    for t, tree in enumerate(forest.estimators_[:3]):
+        counts = np.bincount(samples[t], minlength=X.shape[0])
+        leaf = np.asarray(tree.apply(X, NUMPY))
+        values = tree.value.toarray() if sp.issparse(tree.value) else np.asarray(tree.value)
+        for node in np.unique(leaf[counts > 0]):
+            inside = (leaf == node) & (counts > 0)
+            expected = (counts[inside, None] * Yd[inside]).sum(0) / counts[inside].sum()
+            np.testing.assert_allclose(values[tree.leaf_index[node]], expected, atol=1e-12)
+        assert sp.issparse(tree.value) == sparse_y
+
+
+def test_dense_and_sparse_outputs_give_the_same_forest():
+    X, Y = _multilabel(seed=4, sparse=True)
+    kwargs = dict(n_estimators=6, projection="gaussian", n_components=4, random_state=3)
+    dense = RandomForestClassifier(**kwargs).fit(X, Y.toarray())
+    sparse = RandomForestClassifier(**kwargs).fit(X, Y)
+    np.testing.assert_allclose(dense.predict_proba(X), sparse.predict_proba(X), atol=1e-12)
+    assert isinstance(dense.predict(X), np.ndarray)
+    assert sp.issparse(sparse.predict(X))
+    np.testing.assert_array_equal(dense.predict(X), sparse.predict(X).toarray())
+
+
+def test_sparse_inputs_equal_dense_inputs():
+    X, Y = _regression(seed=5, n=150, p=8, d=2)
+    X[np.abs(X) < 0.7] = 0.0
+    kwargs = dict(n_estimators=4, max_features=3, random_state=0)
+    a = ExtraTreesRegressor(**kwargs).fit(X, Y).predict(X)
+    b = ExtraTreesRegressor(**kwargs).fit(sp.csr_matrix(X), Y).predict(sp.csc_matrix(X))
+    np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# randomness
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("Forest", FORESTS)
+def test_same_seed_same_forest_whatever_the_batch_size(Forest):
+    X, Y = _multilabel(seed=6)
+    kwargs = dict(n_estimators=5, projection="gaussian", n_components=2, random_state=7)
+    fits = [Forest(batch_size=b, **kwargs).fit(X, Y) for b in (1, 2, "auto")]
+    method = "predict_proba" if hasattr(fits[0], "predict_proba") else "predict"
+    outs = [getattr(f, method)(X) for f in fits]
+    for out in outs[1:]:
+        np.testing.assert_array_equal(outs[0], out)
+    other = getattr(Forest(batch_size=5, **{**kwargs, "random_state": 8}).fit(X, Y), method)(X)
+    assert not np.array_equal(outs[0], other)
+
+
+def test_per_tree_projections_differ_and_are_redrawn_from_their_seeds():
+    X, Y = _multilabel(seed=7)
+    forest = RandomForestClassifier(
+        n_estimators=4, projection="sparse", n_components=5, random_state=0
+    ).fit(X, Y)
+    assert forest.projection_ is None
+    mats = [forest.get_projection(i) for i in range(4)]
+    assert all(m.shape == (5, Y.shape[1]) for m in mats)
+    assert (mats[0] != mats[1]).nnz > 0
+    assert (forest.get_projection(2) != mats[2]).nnz == 0
+    with pytest.raises(ValueError, match="n_estimators"):
+        forest.get_projection(4)
+
+
+def test_shared_projection_is_one_matrix_for_all_trees():
+    X, Y = _multilabel(seed=8)
+    proj = OutputProjection("gaussian", n_components=3, random_state=11)
+    forest = RandomForestRegressor(
+        n_estimators=3, projection=proj, shared_projection=True, random_state=0
+    ).fit(X, Y)
+    expected = make_projection("gaussian", 3, Y.shape[1], 11, n_samples=X.shape[0])
+    np.testing.assert_array_equal(forest.projection_, expected)
+    for i in range(3):
+        np.testing.assert_array_equal(forest.get_projection(i), expected)
+    assert forest.n_projected_outputs_ == 3
+    assert proj.random_state == 11 and not hasattr(proj, "components_")
+
+
+def test_output_projection_instance_per_tree_uses_its_parameters():
+    X, Y = _multilabel(seed=9)
+    proj = OutputProjection("subsample", n_components=4)
+    forest = RandomForestRegressor(n_estimators=3, projection=proj, random_state=0).fit(X, Y)
+    assert forest.n_projected_outputs_ == 4
+    mats = [forest.get_projection(i) for i in range(3)]
+    for m in mats:
+        assert m.shape == (4, Y.shape[1]) and m.nnz == 4  # 4 rows of a scaled identity
+    assert any((mats[0] != m).nnz for m in mats[1:])
+
+
+# --------------------------------------------------------------------------
+# bootstrap and out-of-bag
+# --------------------------------------------------------------------------
+
+
+def test_bootstrap_samples_and_max_samples():
+    X, Y = _regression(seed=10, n=120)
+    forest = RandomForestRegressor(n_estimators=4, max_samples=0.5, random_state=0).fit(X, Y)
+    samples = forest.estimators_samples_
+    assert [len(s) for s in samples] == [60] * 4
+    for s, tree in zip(samples, forest.estimators_):
+        assert tree.n_node_samples[0] == len(np.unique(s))
+        assert tree.weighted_n_node_samples[0] == pytest.approx(60.0)
+    no_boot = ExtraTreesRegressor(n_estimators=2, random_state=0).fit(X, Y)
+    for s, tree in zip(no_boot.estimators_samples_, no_boot.estimators_):
+        np.testing.assert_array_equal(s, np.arange(120))
+        assert tree.n_node_samples[0] == 120
+
+
+def test_oob_regression_matches_per_tree_reference():
+    X, Y = _regression(seed=11, n=200, d=3)
+    forest = RandomForestRegressor(n_estimators=12, oob_score=True, random_state=0).fit(X, Y)
+    n = X.shape[0]
+    total = np.zeros_like(Y)
+    count = np.zeros(n)
+    for s, tree in zip(forest.estimators_samples_, forest.estimators_):
+        oob = np.bincount(s, minlength=n) == 0
+        total[oob] += np.asarray(tree.predict(X, NUMPY))[oob]
+        count[oob] += 1
+    valid = count > 0
+    ref = total[valid] / count[valid, None]
+    np.testing.assert_allclose(forest.oob_prediction_[valid], ref, atol=1e-12)
+    assert np.isnan(forest.oob_prediction_[~valid]).all()
+    assert forest.oob_score_ == pytest.approx(r2_score(Y[valid], ref), abs=1e-10)
+    # 1-D targets give 1-D OOB predictions; a callable scores them
+    forest1 = RandomForestRegressor(
+        n_estimators=12, oob_score=lambda t, p: -np.mean((t - p) ** 2), random_state=0
+    ).fit(X, Y[:, 0])
+    assert forest1.oob_prediction_.shape == (n,)
+    ok = ~np.isnan(forest1.oob_prediction_)
+    mse = np.mean((Y[ok, 0] - forest1.oob_prediction_[ok]) ** 2)
+    assert forest1.oob_score_ == pytest.approx(-mse)
+
+
+def test_oob_multilabel_is_lrap_and_single_label_is_accuracy():
+    X, Y = _multilabel(seed=12, n=250, sparse=True)
+    forest = RandomForestClassifier(
+        n_estimators=15, projection="gaussian", n_components=3, oob_score=True, random_state=0
+    ).fit(X, Y)
+    proba = forest.oob_decision_function_
+    valid = ~np.isnan(proba).any(axis=1)
+    Yd = Y.toarray()
+    keep = valid & (Yd.sum(1) > 0)
+    ref = label_ranking_average_precision_score(Yd[keep], proba[keep])
+    assert forest.oob_score_ == pytest.approx(ref, abs=1e-10)
+    labels = np.array(["a", "b", "c"])[np.asarray(Yd[:, :3].argmax(1))]
+    single = RandomForestClassifier(n_estimators=15, oob_score=True, random_state=0).fit(X, labels)
+    proba1 = single.oob_decision_function_
+    ok = ~np.isnan(proba1).any(axis=1)
+    acc = np.mean(single.classes_[proba1[ok].argmax(1)] == labels[ok])
+    assert single.oob_score_ == pytest.approx(acc)
+    np.testing.assert_allclose(proba1[ok].sum(1), 1.0)
+
+
+def test_oob_warns_when_some_samples_are_never_out_of_bag():
+    X, Y = _regression(seed=13, n=60)
+    with pytest.warns(UserWarning, match="do not have OOB scores"):
+        forest = RandomForestRegressor(n_estimators=1, oob_score=True, random_state=0).fit(X, Y)
+    assert np.isnan(forest.oob_prediction_).any()
+    assert np.isfinite(forest.oob_score_)
+
+
+# --------------------------------------------------------------------------
+# inspection, stopping rules, verbose, pickling
+# --------------------------------------------------------------------------
+
+
+def test_feature_importances_sum_to_one_and_find_the_informative_feature():
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(300, 6))
+    Y = np.stack([np.sign(X[:, 2]), np.sign(X[:, 2]) * 2, rng.normal(size=300) * 0.1], axis=1)
+    for Forest in (RandomForestRegressor, ExtraTreesRegressor):
+        forest = Forest(n_estimators=10, projection="gaussian", n_components=2, random_state=0)
+        imp = forest.fit(X, Y).feature_importances_
+        assert imp.shape == (6,) and (imp >= 0).all()
+        assert imp.sum() == pytest.approx(1.0)
+        assert imp.argmax() == 2
+    stump = RandomForestRegressor(n_estimators=2, max_depth=1, random_state=0).fit(X[:, :1], Y)
+    np.testing.assert_allclose(stump.feature_importances_, [1.0])
+
+
+def test_stopping_rules_hold_in_every_tree():
+    X, Y = _regression(seed=15, n=300)
+    f = RandomForestRegressor(n_estimators=3, max_leaf_nodes=7, random_state=0).fit(X, Y)
+    assert all(t.n_leaves <= 7 for t in f.estimators_)
+    f = ExtraTreesRegressor(n_estimators=3, max_depth=3, random_state=0).fit(X, Y)
+    assert all(t.max_depth <= 3 for t in f.estimators_)
+    f = RandomForestRegressor(n_estimators=3, min_samples_leaf=9, random_state=0).fit(X, Y)
+    for t in f.estimators_:
+        assert t.n_node_samples[t.feature < 0].min() >= 9
+    applied = f.apply(X)
+    assert applied.shape == (300, 3)
+    for j, t in enumerate(f.estimators_):
+        assert (t.feature[applied[:, j]] == -1).all()
+
+
+def test_verbose_reports_progress_per_batch(capsys):
+    X, Y = _regression(seed=16, n=80)
+    RandomForestRegressor(n_estimators=5, batch_size=2, verbose=1, random_state=0).fit(X, Y)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "RandomForestRegressor" in ln]
+    assert len(lines) == 3
+    assert "5/5" in lines[-1]
+
+
+def test_pickle_round_trip_keeps_predictions():
+    X, Y = _multilabel(seed=17)
+    forest = RandomForestClassifier(
+        n_estimators=4, projection="gaussian", n_components=3, random_state=0
+    ).fit(X, Y)
+    clone = pickle.loads(pickle.dumps(forest))
+    np.testing.assert_array_equal(clone.predict_proba(X), forest.predict_proba(X))
+    assert len(clone.estimators_) == 4
+    assert (clone.predict(X) != forest.predict(X)).nnz == 0
+
+
+def test_single_label_classifier_with_string_classes():
+    rng = np.random.default_rng(18)
+    X = rng.normal(size=(200, 4))
+    y = np.where(X[:, 0] > 0.3, "hi", np.where(X[:, 1] > 0, "mid", "lo"))
+    clf = ExtraTreesClassifier(n_estimators=20, random_state=0).fit(X, y)
+    assert list(clf.classes_) == ["hi", "lo", "mid"]
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+    assert np.mean(clf.predict(X) == y) > 0.95
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X[:5])), proba[:5])
+
+
+def test_demo_usage_dense_scores_from_sparse_labels():
+    # the call made by ``python -m gpurpo demo``
+    X, Y = _multilabel(seed=19, sparse=True)
+    for projection in (None, "gaussian"):
+        forest = RandomForestRegressor(
+            n_estimators=3, max_features="sqrt", projection=projection, n_components=3,
+            random_state=0, device="auto",
+        ).fit(X, Y)
+        scores = forest.predict(X)
+        assert isinstance(scores, np.ndarray) and scores.shape == Y.shape
+        assert np.isfinite(scores).all()
+
+
+def test_n_jobs_restores_the_thread_count():
+    import numba
+
+    before = numba.get_num_threads()
+    X, Y = _regression(seed=20, n=60)
+    RandomForestRegressor(n_estimators=2, n_jobs=1, random_state=0).fit(X, Y).predict(X)
+    assert numba.get_num_threads() == before
+
+
+# --------------------------------------------------------------------------
+# CUDA kernels through the CPU emulation
+# --------------------------------------------------------------------------
+
+
+def _emulated_tree_kernels_missing() -> str | None:
+    try:
+        Backend("emulated").kernel("tree_histograms")
+    except NotImplementedError as exc:
+        return f"CUDA twins of the tree kernels not available yet ({exc})"
+    return None
+
+
+def test_cpu_equals_emulated_cuda_on_small_data():
+    reason = _emulated_tree_kernels_missing()
+    if reason:
+        pytest.skip(reason)
+    X, Y = _multilabel(seed=21, n=120, p=6, d=10, sparse=True)
+    kwargs = dict(n_estimators=3, projection="gaussian", n_components=3, max_depth=4,
+                  random_state=0)
+    cpu = RandomForestClassifier(device="cpu", **kwargs).fit(X, Y)
+    emu = RandomForestClassifier(device="cuda-emulated", **kwargs).fit(X, Y)
+    np.testing.assert_allclose(cpu.predict_proba(X), emu.predict_proba(X), atol=1e-9)
+    np.testing.assert_allclose(
+        cpu.predict_proba(X), emu.set_params(device="cpu").predict_proba(X), atol=1e-9
+    )
+
+
+# --------------------------------------------------------------------------
+# bad input
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(n_estimators=0), ValueError, "n_estimators"),
+        (dict(n_estimators=2.5), TypeError, "n_estimators"),
+        (dict(bootstrap="yes"), TypeError, "bootstrap"),
+        (dict(bootstrap=False, oob_score=True), ValueError, "oob_score"),
+        (dict(bootstrap=False, max_samples=0.5), ValueError, "max_samples"),
+        (dict(max_samples=0), ValueError, "max_samples"),
+        (dict(max_samples=1.5), ValueError, "max_samples"),
+        (dict(projection="fourier"), ValueError, "projection"),
+        (dict(projection=3), TypeError, "projection"),
+        (dict(projection="gaussian", n_components=0), ValueError, "n_components"),
+        (dict(projection="gaussian", n_components="many"), ValueError, "n_components"),
+        (dict(projection="subsample", n_components=50), ValueError, "n_components"),
+        (dict(shared_projection="no"), TypeError, "shared_projection"),
+        (dict(batch_size=0), ValueError, "batch_size"),
+        (dict(batch_size="big"), ValueError, "batch_size"),
+        (dict(n_jobs=0), ValueError, "n_jobs"),
+        (dict(max_bins=1), ValueError, "max_bins"),
+        (dict(max_bins=256), ValueError, "max_bins"),
+        (dict(device="tpu"), ValueError, "device"),
+        (dict(max_features=0), ValueError, "max_features"),
+        (dict(max_features="all"), ValueError, "max_features"),
+        (dict(max_depth=0), ValueError, "max_depth"),
+        (dict(min_samples_leaf=0), ValueError, "min_samples_leaf"),
+        (dict(min_samples_split=1), ValueError, "min_samples_split"),
+        (dict(max_leaf_nodes=1), ValueError, "max_leaf_nodes"),
+        (dict(verbose=-1), ValueError, "verbose"),
+    ],
+)
+def test_bad_parameters_raise_errors_naming_them(kwargs, error, match):
+    X, Y = _regression(seed=22, n=40, d=10)
+    with pytest.raises(error, match=match):
+        RandomForestRegressor(n_estimators=kwargs.pop("n_estimators", 2), **kwargs).fit(X, Y)
+
+
+def test_bad_data_raises():
+    X, Y = _regression(seed=23, n=40)
+    forest = RandomForestRegressor(n_estimators=2, random_state=0)
+    Yn = Y.copy()
+    Yn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        forest.fit(X, Yn)
+    Xi = X.copy()
+    Xi[1, 1] = np.inf
+    with pytest.raises(ValueError, match="X contains infinity"):
+        forest.fit(Xi, Y)
+    with pytest.raises(ValueError, match="inconsistent numbers of rows"):
+        forest.fit(X[:30], Y)
+    with pytest.raises(ValueError, match="sample_weight"):
+        forest.fit(X, Y, sample_weight=np.ones(10))
+    with pytest.raises(ValueError, match="sample_weight"):
+        forest.fit(X, Y, sample_weight=-np.ones(40))
+    forest.fit(X, Y)
+    with pytest.raises(ValueError, match="expecting 6 features"):
+        forest.predict(X[:, :5])
+    clf = RandomForestClassifier(n_estimators=2)
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        clf.fit(X, (Y > 0).astype(float) * 2)
+    with pytest.raises(ValueError, match="continuous"):
+        clf.fit(X, Y[:, 0])
+
+
+def test_out_of_memory_says_what_to_lower(monkeypatch):
+    import gpurpo.ensemble._forest_base as base
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("simulated allocation failure")
+
+    monkeypatch.setattr(base, "grow_trees", no_memory)
+    X, Y = _regression(seed=24, n=50)
+    with pytest.raises(MemoryError, match="lower batch_size.*batch had 3 trees") as info:
+        RandomForestRegressor(n_estimators=5, batch_size=3, random_state=0).fit(X, Y)
+    assert "simulated allocation failure" in str(info.value)

@@ -1,0 +1,98 @@
+"""Random-output forests under scikit-learn's conventions and tools.
+
+scikit-learn's own ``check_estimator`` suite on NumPy input, plus clone,
+GridSearchCV, Pipeline and cross_val_score on the multi-label forests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from gpurpo.datasets import make_multilabel
+from gpurpo.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+
+_BOOTSTRAP_WEIGHTS = (
+    "a bootstrap sample is drawn from all n rows whatever their weights, so a zero "
+    "weight is not the same as removing the row, nor an integer weight as repeating "
+    "it (scikit-learn's own forests are exempted from this check for the same reason)"
+)
+_MULTILABEL_PROBA = (
+    "predict_proba of multi-label Y is an (n, d) matrix of label frequencies, as the "
+    "project specifies; fully grown trees give exact 0 and 1, which this check's strict "
+    "bounds 0 < p < 1 reject (scikit-learn's forests return a list of (n, 2) arrays)"
+)
+
+
+def _expected_failed(est):
+    failed = {}
+    if est.bootstrap:
+        failed["check_sample_weight_equivalence_on_dense_data"] = _BOOTSTRAP_WEIGHTS
+        failed["check_sample_weight_equivalence_on_sparse_data"] = _BOOTSTRAP_WEIGHTS
+    if isinstance(est, (RandomForestClassifier, ExtraTreesClassifier)):
+        failed["check_classifiers_multilabel_output_format_predict_proba"] = _MULTILABEL_PROBA
+    return failed
+
+
+@parametrize_with_checks(
+    [
+        RandomForestRegressor(n_estimators=3, random_state=0),
+        RandomForestClassifier(n_estimators=3, random_state=0),
+        ExtraTreesRegressor(n_estimators=3, random_state=0),
+        ExtraTreesClassifier(n_estimators=3, projection="gaussian", random_state=0),
+    ],
+    expected_failed_checks=_expected_failed,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
+
+
+def _data():
+    return make_multilabel(240, 8, 15, label_cardinality=3.0, sparse_output=False, random_state=0)
+
+
+def test_clone_keeps_parameters_untouched():
+    forest = RandomForestClassifier(
+        n_estimators=4, projection="sparse", n_components=0.5, shared_projection=True,
+        batch_size=2, random_state=3,
+    )
+    twin = clone(forest)
+    assert twin.get_params() == forest.get_params()
+    X, Y = _data()
+    forest.fit(X, Y)
+    assert clone(forest).get_params() == twin.get_params()
+    assert not hasattr(clone(forest), "n_outputs_")
+
+
+def test_grid_search_and_pipeline_on_multilabel_outputs():
+    X, Y = _data()
+    pipe = make_pipeline(
+        StandardScaler(),
+        RandomForestClassifier(n_estimators=4, projection="gaussian", random_state=0),
+    )
+    grid = GridSearchCV(
+        pipe,
+        {"randomforestclassifier__n_components": [1, 3],
+         "randomforestclassifier__shared_projection": [False, True]},
+        cv=KFold(2),
+    )
+    grid.fit(X, Y)
+    assert set(grid.best_params_) == {
+        "randomforestclassifier__n_components", "randomforestclassifier__shared_projection"
+    }
+    assert grid.predict(X).shape == Y.shape
+    assert grid.predict_proba(X).shape == Y.shape
+    scores = cross_val_score(
+        ExtraTreesRegressor(n_estimators=4, projection="gaussian", random_state=0),
+        X, Y, cv=KFold(2), scoring="r2",
+    )
+    assert scores.shape == (2,) and np.isfinite(scores).all()

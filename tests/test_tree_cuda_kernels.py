@@ -1,0 +1,483 @@
+"""The CUDA tree kernels (``kernels/tree_*.cu``) run through the CPU emulation of CUDA.
+
+Every kernel registered by :mod:`gpurpo.tree.kernels` is launched by its CUDA
+wrapper (:mod:`gpurpo.tree._kernels_cuda`) on the ``"emulated"`` backend, which
+compiles the very same ``.cu`` sources as C++ and runs each block's threads
+concurrently, and is compared with plain NumPy references written here and
+with the numba kernel: exact for counts, node indices and split choices,
+float32 tolerance for float32 sums. The histogram kernel is also driven
+through its slot-tiled, channel-tiled, chunked and global-atomics variants.
+Finally whole trees grown with the CUDA kernels equal the CPU backend's.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpurpo.backend import EMULATED, NUMPY, registered_kernels
+from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
+from gpurpo.tree import _kernels_cuda as kcuda
+from gpurpo.tree._kernels_cpu import SORT_LIMIT
+from gpurpo.tree.binning import BinMapper
+from gpurpo.tree.predictor import predict_sum
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"
+)
+
+CUDA_KERNELS = (
+    "tree_histograms",
+    "tree_split_small",
+    "tree_accumulate_leaves_dense",
+    "tree_accumulate_leaves_csr",
+    "tree_apply",
+    "tree_sum_leaves_dense",
+    "tree_sum_leaves_csr",
+)
+
+
+def test_cuda_implementations_are_registered():
+    reg = registered_kernels()
+    for name in CUDA_KERNELS:
+        assert set(reg[name]) >= {"cpu", "cuda"}, name
+
+
+# --------------------------------------------------------------------------
+# histograms
+# --------------------------------------------------------------------------
+
+
+def _batch(rng, n=400, p=9, n_bins=17, n_trees=3, m=4, sizes=(0, 5, 40, 150, 3, 60), k=5):
+    codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)  # includes the missing bin
+    weights = rng.integers(0, 4, size=(n_trees, n)).astype(np.float32)  # zeros included
+    targets = rng.normal(size=(n, n_trees, m)).astype(np.float32)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    sample_indices = np.concatenate(
+        [rng.choice(n, size=s, replace=False) for s in sizes]
+    ).astype(np.int32)
+    node_ranges = np.stack([starts, starts + np.asarray(sizes)], axis=1).astype(np.int64)
+    node_features = np.stack([rng.choice(p, size=k, replace=False) for _ in sizes]).astype(np.int32)
+    node_features[1, 2] = -1  # unused slot
+    node_features[4, :] = -1  # node without features
+    node_features[5, -2:] = -1
+    node_tree = rng.integers(0, n_trees, size=len(sizes)).astype(np.int32)
+    return codes, sample_indices, node_ranges, node_features, node_tree, weights, targets
+
+
+def _histogram_reference(codes, sample_indices, node_ranges, node_features, node_tree,
+                         weights, targets, n_bins, channels):
+    n_nodes, k = node_features.shape
+    m = targets.shape[2]
+    out = np.zeros((n_nodes, k, n_bins, channels))
+    for i in range(n_nodes):
+        t = node_tree[i]
+        s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        w = weights[t, s].astype(np.float64)
+        y = targets[s, t].astype(np.float64)
+        for j in range(k):
+            f = node_features[i, j]
+            if f < 0:
+                continue
+            b = codes[f, s]
+            np.add.at(out[i, j, :, 0], b, w)
+            for c in range(m):
+                np.add.at(out[i, j, :, 1 + c], b, w * y[:, c])
+            if channels == m + 2:
+                np.add.at(out[i, j, :, m + 1], b, 1.0)
+    return out
+
+
+# (name, overrides, check of the launch plan that proves the path is taken)
+_PLANS = {
+    "whole-node": ({}, lambda p, k, C: p["variant"] == "shared" and p["n_slot_tiles"] == 1
+                   and p["n_chan_tiles"] == 1 and p["chunks"] == 1),
+    "slot-tiles": (lambda B, C: {"shared_mem_bytes": 2 * (4 * B * C + 4)},
+                   lambda p, k, C: p["variant"] == "shared" and p["n_slot_tiles"] == 3
+                   and p["n_chan_tiles"] == 1),
+    "channel-tiles": (lambda B, C: {"shared_mem_bytes": 4 * B * 2 + 4},
+                      lambda p, k, C: p["variant"] == "shared" and p["slot_tile"] == 1
+                      and p["chan_tile"] == 2 and p["n_chan_tiles"] == (C + 1) // 2),
+    "global-atomics": (lambda B, C: {"shared_mem_bytes": 4 * B},
+                       lambda p, k, C: p["variant"] == "global"),
+    "chunked": (lambda B, C: {"samples_per_block": 16},
+                lambda p, k, C: p["variant"] == "shared" and p["chunks"] > 1),
+}
+
+
+@pytest.mark.parametrize("plan_name", list(_PLANS))
+@pytest.mark.parametrize("with_count", [False, True])
+def test_histograms_match_reference_and_numba(plan_name, with_count):
+    rng = np.random.default_rng(1)
+    batch = _batch(rng)
+    n_bins, k, m = 17, batch[3].shape[1], batch[-1].shape[2]
+    channels = m + 2 if with_count else m + 1
+    overrides, check = _PLANS[plan_name]
+    kwargs = overrides(n_bins, channels) if callable(overrides) else overrides
+    plan = kcuda.histogram_launch_plan(
+        EMULATED.device_attributes(), len(batch[2]), k, n_bins, channels, len(batch[1]), **kwargs
+    )
+    assert check(plan, k, channels), plan
+    out = np.zeros((len(batch[2]), k, n_bins, channels), dtype=np.float32)
+    kcuda.histograms(EMULATED, *batch, out, **kwargs)
+    ref = _histogram_reference(*batch, n_bins, channels)
+    cpu = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+    # integer weights and counts are exact in float32
+    np.testing.assert_array_equal(out[..., 0], ref[..., 0])
+    np.testing.assert_array_equal(out[..., 0], cpu[..., 0])
+    if with_count:
+        np.testing.assert_array_equal(out[..., -1], ref[..., -1])
+    np.testing.assert_allclose(out[..., 1:m + 1], ref[..., 1:m + 1], rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(out, cpu, rtol=1e-5, atol=2e-5)
+    assert not out[0].any() and not out[4].any() and not out[1, 2].any()
+
+
+def test_histograms_through_the_dispatch():
+    rng = np.random.default_rng(2)
+    batch = _batch(rng, n_bins=256, m=2, k=3)
+    got = kernels.build_histograms(EMULATED, *batch, 256, 3)
+    ref = _histogram_reference(*batch, 256, 3)
+    assert got.dtype == np.float32 and got.shape == ref.shape
+    np.testing.assert_array_equal(got[..., 0], ref[..., 0])
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=2e-5)
+
+
+# --------------------------------------------------------------------------
+# exact split of small nodes
+# --------------------------------------------------------------------------
+
+
+def _split_reference(codes, samples, w, y, features, msl, missing_bin, tie_rtol):
+    """Brute force over features, bins and missing side (float64), rules of the contract."""
+    none = (-1, 0, 0, -np.inf)
+    if len(samples) < max(2, 2 * msl) or (y == y[0]).all():
+        return none
+    W, S, Q = w.sum(), w @ y, (w[:, None] * y * y).sum()
+    parent = S @ S / W
+    cands = []
+    for f in features:
+        c = codes[f, samples].astype(np.int64)
+        if (c == c[0]).all():
+            continue
+        miss = c == missing_bin
+        best = None
+        for b in np.unique(c[~miss]):
+            for ml in (0, 1) if miss.any() else (0,):
+                left = ((c <= b) & ~miss) | (miss & bool(ml))
+                nl = int(left.sum())
+                if nl < msl or len(samples) - nl < msl or (not miss.any() and nl == len(samples)):
+                    continue
+                WL = w[left].sum()
+                SL = w[left] @ y[left]
+                g = SL @ SL / WL + (S - SL) @ (S - SL) / (W - WL) - parent
+                if best is None or g > best[3]:
+                    side = ml if miss.any() else int(WL >= W - WL)
+                    best = (int(f), int(b), side, g)
+        if best is not None:
+            cands.append(best)
+    if not cands:
+        return none
+    gmax = max(cand[3] for cand in cands)
+    return min((cand for cand in cands if cand[3] >= gmax - tie_rtol * Q), key=lambda cand: cand[0])
+
+
+def _split_problem(rng, sizes, p=7, n_bins=12, n_trees=2, m=3, missing=0.15, integer=False):
+    n = max(400, int(np.sum(sizes)))
+    codes = rng.integers(0, n_bins - 1, size=(p, n)).astype(np.uint8)
+    codes[rng.random((p, n)) < missing] = n_bins - 1
+    codes[3] = 2  # a constant feature
+    codes[5, rng.random(n) < 0.5] = n_bins - 1  # many missing values
+    if integer:
+        weights = rng.integers(1, 3, size=(n_trees, n)).astype(np.float32)
+        targets = rng.integers(0, 2, size=(n, n_trees, m)).astype(np.float32)
+    else:
+        weights = rng.uniform(0.5, 2.0, size=(n_trees, n)).astype(np.float32)
+        targets = rng.normal(size=(n, n_trees, m)).astype(np.float32)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    perm = rng.permutation(n)
+    sample_indices = np.concatenate(
+        [perm[rng.choice(n, size=s, replace=False)] for s in sizes]
+    ).astype(np.int32)
+    node_ranges = np.stack([starts, starts + np.asarray(sizes)], axis=1).astype(np.int64)
+    node_tree = rng.integers(0, n_trees, size=len(sizes)).astype(np.int32)
+    seeds = rng.integers(0, 2**64 - 1, size=len(sizes), dtype=np.uint64, endpoint=True)
+    thresholds = np.cumsum(rng.uniform(0.1, 1.0, size=(p, n_bins - 1)), axis=1)
+    thresholds[:, -1] = np.inf
+    # a pure node: identical targets
+    s_pure = sample_indices[node_ranges[-1, 0]:node_ranges[-1, 1]]
+    targets[s_pure] = targets[s_pure[0]]
+    return codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds
+
+
+SIZES = (0, 1, 2, 3, 7, SORT_LIMIT, SORT_LIMIT + 1, 90, 257, 12)
+
+
+@pytest.mark.parametrize(
+    "msl, random_split, k, integer",
+    [(1, False, 7, False), (3, False, 7, True), (1, False, 3, False), (2, True, 7, False),
+     (1, True, 2, True)],
+)
+def test_split_small_matches_numba(msl, random_split, k, integer):
+    rng = np.random.default_rng(10 * msl + k + 100 * random_split + 1000 * integer)
+    problem = _split_problem(rng, SIZES, integer=integer)
+    n_bins = 12
+    args = problem + (k, msl, random_split, n_bins - 1, 1e-5)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    np.testing.assert_array_equal(f_gpu, f_cpu)
+    np.testing.assert_array_equal(b_gpu, b_cpu)
+    np.testing.assert_array_equal(ml_gpu, ml_cpu)
+    np.testing.assert_allclose(g_gpu, g_cpu, rtol=1e-12, atol=0)
+    assert list(f_gpu[:2]) == [-1, -1] and f_gpu[-1] == -1  # 0 and 1 sample, pure node
+    assert (f_gpu[2:-1] >= 0).any()
+    codes, sample_indices, node_ranges = problem[:3]
+    for i in np.flatnonzero(f_gpu >= 0):
+        c = codes[f_gpu[i], sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]]
+        present = c[c != n_bins - 1]
+        assert f_gpu[i] != 3 and present.min() <= b_gpu[i] <= present.max()
+
+
+@pytest.mark.parametrize("msl", [1, 3])
+def test_split_small_matches_brute_force(msl):
+    rng = np.random.default_rng(20 + msl)
+    problem = _split_problem(rng, SIZES, p=6, m=2)
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    f, b, ml, g = kernels.split_small(EMULATED, *problem, 6, msl, False, 11, 1e-5)
+    for i in range(len(SIZES)):
+        s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        t = node_tree[i]
+        ref = _split_reference(codes, s, weights[t, s].astype(np.float64),
+                               targets[s, t].astype(np.float64), range(6), msl, 11, 1e-5)
+        assert (f[i], b[i], ml[i]) == ref[:3], (i, f[i], b[i], ml[i], ref)
+        np.testing.assert_allclose(g[i], ref[3], rtol=1e-9)
+
+
+def test_split_small_visits_features_in_the_seed_order():
+    # k = 2 of 12 features, 6 of them constant in the nodes: the evaluated features are
+    # the first 2 non-constant ones of feature_at(seed, .)
+    rng = np.random.default_rng(5)
+    p, n_bins = 12, 8
+    problem = list(_split_problem(rng, (40, 40, 40, 5), p=p, n_bins=n_bins, missing=0.0))
+    codes = problem[0]
+    codes[rng.choice(p, size=6, replace=False)] = 1
+    f, b, ml, g = kernels.split_small(EMULATED, *problem, 2, 1, False, n_bins - 1, 1e-5)
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets = problem[:7]
+    for i in range(3):
+        s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        order = _random.feature_at(np.full(p, seeds[i]), np.arange(p), p)
+        visited = [int(q) for q in order if len(np.unique(codes[q, s])) > 1][:2]
+        t = node_tree[i]
+        ref = _split_reference(codes, s, weights[t, s].astype(np.float64),
+                               targets[s, t].astype(np.float64), visited, 1, n_bins - 1, 1e-5)
+        assert (f[i], b[i], ml[i]) == ref[:3]
+
+
+# --------------------------------------------------------------------------
+# leaves, traversal, prediction sums
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n, d, n_leaves", [(300, 12, 6), (120, 30, 150)])
+def test_accumulate_leaves(dtype, n, d, n_leaves):
+    # (300, 12, 6): few leaves, shared-memory privatised; (120, 30, 150): global atomics
+    rng = np.random.default_rng(n + d)
+    leaf = rng.integers(-1, n_leaves, size=n).astype(np.int32)
+    w = rng.uniform(0, 2, size=n)
+    Y = ((rng.random((n, d)) < 0.3) * rng.normal(size=(n, d))).astype(dtype)
+    Y[3] = 0  # CSR row without entries
+    ref = np.zeros((n_leaves, d))
+    for i in range(n):
+        if leaf[i] >= 0:
+            ref[leaf[i]] += w[i] * Y[i].astype(np.float64)
+    dense = kernels.accumulate_leaves_dense(EMULATED, leaf, w, Y, n_leaves)
+    csr = kernels.accumulate_leaves_csr(EMULATED, leaf, w, sp.csr_matrix(Y), n_leaves)
+    cpu = kernels.accumulate_leaves_dense(NUMPY, leaf, w, Y, n_leaves)
+    for got in (dense, csr):
+        assert got.dtype == np.float64 and got.shape == (n_leaves, d)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got, cpu, rtol=1e-12, atol=1e-12)
+
+
+def _random_trees(rng, n_trees=5, p=5):
+    feature, threshold, missing, left, right, roots = [], [], [], [], [], []
+    for t in range(n_trees):
+        offset = len(feature)
+        nodes = [None]
+        leaves = [0]
+        for _ in range(0 if t == 0 else int(rng.integers(1, 9))):  # tree 0: a single leaf
+            g = leaves.pop(int(rng.integers(len(leaves))))
+            nodes[g] = (int(rng.integers(p)), float(rng.normal()), int(rng.integers(2)),
+                        len(nodes), len(nodes) + 1)
+            nodes += [None, None]
+            leaves += [len(nodes) - 2, len(nodes) - 1]
+        roots.append(offset)
+        for nd in nodes:
+            f, thr, ml, lc, rc = nd if nd is not None else (-1, 0.0, 0, -1 - offset, -1 - offset)
+            feature.append(f)
+            threshold.append(thr)
+            missing.append(ml)
+            left.append(lc + offset)
+            right.append(rc + offset)
+    a = np.asarray
+    return (a(feature, np.int32), a(threshold), a(missing, np.uint8), a(left, np.int32),
+            a(right, np.int32), a(roots, np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_apply_matches_python_traversal(dtype):
+    rng = np.random.default_rng(3)
+    trees = _random_trees(rng)
+    feature, threshold, missing, left, right, roots = trees
+    X = rng.normal(size=(90, 5)).astype(dtype)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    got = kernels.apply_trees(EMULATED, X, *trees)
+    assert got.dtype == np.int32 and got.shape == (90, len(roots))
+    np.testing.assert_array_equal(got, kernels.apply_trees(NUMPY, X, *trees))
+    for i in range(X.shape[0]):
+        for t, node in enumerate(roots):
+            while feature[node] >= 0:
+                x = float(X[i, feature[node]])
+                go_left = bool(missing[node]) if np.isnan(x) else x <= threshold[node]
+                node = left[node] if go_left else right[node]
+            assert got[i, t] == node
+
+
+def test_sum_leaves_dense_and_csr():
+    rng = np.random.default_rng(4)
+    n, n_trees, n_leaves, d = 50, 4, 25, 33
+    rows = rng.integers(-1, n_leaves, size=(n, n_trees)).astype(np.int32)
+    values = (rng.random((n_leaves, d)) < 0.2) * rng.normal(size=(n_leaves, d))
+    values[[2, 7]] = 0  # leaves without stored entries
+    rows[:, 0] = 2
+    ref = np.zeros((n, d))
+    for i in range(n):
+        for t in range(n_trees):
+            if rows[i, t] >= 0:
+                ref[i] += values[rows[i, t]]
+    start = rng.normal(size=(n, d))
+    dense = start.copy()
+    kernels.sum_leaves_dense(EMULATED, rows, values, dense)
+    cpu = start.copy()
+    kernels.sum_leaves_dense(NUMPY, rows, values, cpu)
+    np.testing.assert_array_equal(dense, cpu)  # same additions in the same order
+    np.testing.assert_allclose(dense, start + ref, rtol=1e-12, atol=1e-12)
+    csr = np.zeros((n, d))
+    kernels.sum_leaves_csr(EMULATED, rows, sp.csr_matrix(values), csr)
+    np.testing.assert_allclose(csr, ref, rtol=1e-12, atol=1e-12)
+    view = np.zeros((d, n)).T  # a non-contiguous output is filled too
+    kernels.sum_leaves_dense(EMULATED, rows, values, view)
+    np.testing.assert_allclose(view, ref, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# whole trees through the CUDA kernels
+# --------------------------------------------------------------------------
+
+
+def _canonical(tree, node=0):
+    """Nested (feature, threshold, missing side, left, right) of a subtree: independent of
+    the order in which nodes were numbered (level-wise or depth-first growth)."""
+    f = int(tree.feature[node])
+    if f < 0:
+        return (int(tree.n_node_samples[node]),)
+    return (f, float(tree.threshold[node]), int(tree.missing_go_left[node]),
+            _canonical(tree, tree.children_left[node]), _canonical(tree, tree.children_right[node]))
+
+
+def _structures_equal(a, b):
+    assert len(a) == len(b)
+    for sa, sb in zip(a, b):
+        for name in ("feature", "bin", "threshold", "missing_go_left", "children_left",
+                     "children_right", "n_node_samples", "weighted_n_node_samples"):
+            np.testing.assert_array_equal(getattr(sa, name), getattr(sb, name), err_msg=name)
+        np.testing.assert_allclose(sa.gain, sb.gain, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"max_features": 2, "splitter": "random",
+                                          "min_samples_leaf": 2}])
+def test_decision_tree_on_emulated_cuda_equals_cpu(kwargs):
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 5))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    Y = X[:, :3] * np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=(300, 3))
+    Y = np.nan_to_num(Y)
+    cpu = DecisionTreeRegressor(random_state=0, device="cpu", **kwargs).fit(X, Y)
+    emu = DecisionTreeRegressor(random_state=0, device="cuda-emulated", **kwargs).fit(X, Y)
+    tc, te = cpu.tree_.structure, emu.tree_.structure
+    assert tc.node_count == te.node_count > 20
+    assert _canonical(te) == _canonical(tc)
+    X_test = rng.normal(size=(80, 5))
+    X_test[rng.random(X_test.shape) < 0.1] = np.nan
+    np.testing.assert_allclose(emu.predict(X_test), cpu.predict(X_test), rtol=1e-12, atol=1e-12)
+    # the same leaves stored sparse: prediction through tree_sum_leaves_csr
+    sparse_values = sp.csr_matrix(emu.tree_.leaves.values)
+    np.testing.assert_allclose(predict_sum(emu.tree_.packed, sparse_values, X_test, EMULATED),
+                               cpu.predict(X_test), rtol=1e-12, atol=1e-12)
+
+
+def test_batched_histogram_growth_on_emulated_cuda_equals_cpu():
+    # three bootstrap trees grown together, every node through histograms (no small-node path)
+    rng = np.random.default_rng(7)
+    n, p, m, T = 400, 6, 3, 3
+    X = rng.normal(size=(n, p))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    targets = rng.normal(size=(n, T, m)).astype(np.float32)
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=T).astype(np.float32)
+    mapper = BinMapper(max_bins=32).fit(X)
+    params = GrowthParams(n_candidates=3, max_depth=4, small_node_size=0, subtree_size=0)
+    out = {}
+    for backend in (NUMPY, EMULATED):
+        binned = mapper.transform(X, backend)
+        out[backend.name] = grow_trees(binned, targets, weights, params,
+                                       np.random.default_rng(11), backend)
+    _structures_equal(out["numpy"].structures, out["emulated"].structures)
+    np.testing.assert_array_equal(np.asarray(out["emulated"].leaf_of_sample),
+                                  np.asarray(out["numpy"].leaf_of_sample))
+    assert sum(s.node_count for s in out["numpy"].structures) > 3 * 15
+
+
+def _forest(device):
+    from gpurpo.ensemble import RandomForestRegressor
+
+    return RandomForestRegressor(n_estimators=4, projection="gaussian", n_components=2,
+                                 max_features=0.6, random_state=0, device=device)
+
+
+def _boosting(device):
+    from gpurpo.ensemble import GradientBoostingRegressor
+
+    return GradientBoostingRegressor(n_estimators=5, max_leaf_nodes=6, random_state=0,
+                                     device=device)
+
+
+def _extra_trees_sparse_labels(device):
+    from gpurpo.ensemble import ExtraTreesClassifier
+
+    return ExtraTreesClassifier(n_estimators=3, projection="gaussian", n_components=3,
+                                random_state=0, device=device)
+
+
+@pytest.mark.parametrize("make", [_forest, _boosting, _extra_trees_sparse_labels])
+def test_ensembles_on_emulated_cuda_equal_cpu(make):
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 5))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    if make is _extra_trees_sparse_labels:
+        Y = sp.csr_matrix((rng.random((200, 30)) < 0.15).astype(float))
+    else:
+        Y = np.nan_to_num(X[:, :3] * np.array([1.0, -2.0, 0.5])) + 0.1 * rng.normal(size=(200, 3))
+    X_test = rng.normal(size=(60, 5))
+    X_test[rng.random(X_test.shape) < 0.1] = np.nan
+    got = {}
+    for device in ("cpu", "cuda-emulated"):
+        model = make(device).fit(X, Y)
+        pred = model.predict_proba(X_test) if hasattr(model, "predict_proba") else model.predict(X_test)
+        got[device] = pred.toarray() if sp.issparse(pred) else np.asarray(pred)
+    assert got["cpu"].std() > 0
+    np.testing.assert_allclose(got["cuda-emulated"], got["cpu"], rtol=1e-12, atol=1e-12)

@@ -8,8 +8,8 @@
 //     out[i, j, b, 1 + c] += w * targets[s, t, c]      (c < m)
 //     out[i, j, b, m + 1] += 1                         (when C == m + 2)
 //
-// tree_histograms_shared: one block per (node, slot tile, channel tile,
-// sample chunk). The block privatises the (slot_tile x n_bins x chan_tile)
+// tree_histograms_shared: one block per (node, sample chunk, slot tile,
+// channel tile). The block privatises the (slot_tile x n_bins x chan_tile)
 // histogram of its tile in dynamic SHARED memory (float atomics), then merges
 // its nonzero cells into ``out`` (global atomics when several chunks of a
 // node write the same cells, plain adds when it is the tile's only writer).
@@ -54,13 +54,15 @@ extern "C" __global__ void tree_histograms_shared(
     int n_chunks)
 {
     extern __shared__ float smem[];
+    // tiles vary fastest: the blocks of one sample chunk run together and read
+    // its samples, weights and targets once from DRAM, then from L2
     long long unit = blockIdx.x;
-    const int chunk = (int)(unit % n_chunks);
-    unit /= n_chunks;
     const int ct_idx = (int)(unit % n_chan_tiles);
     unit /= n_chan_tiles;
     const int st_idx = (int)(unit % n_slot_tiles);
-    const long long node = unit / n_slot_tiles;
+    unit /= n_slot_tiles;
+    const int chunk = (int)(unit % n_chunks);
+    const long long node = unit / n_chunks;
 
     const int j0 = st_idx * slot_tile;
     const int nj = min(slot_tile, k - j0);

@@ -2,7 +2,8 @@
 // ``tree_split_small`` in gpurpo/tree/kernels.py; CPU twin:
 // ``split_small_nodes`` in gpurpo/tree/_kernels_cpu.py).
 //
-// One block per node (blocks loop over nodes). The block
+// One block per node (the launcher uses one warp; blocks loop over nodes;
+// at most SPLIT_MAX_THREADS threads). The block
 //   1. sums the node's weights W, weighted targets S and Q = sum w ||y||^2
 //      (float64, in sample order like the CPU kernel) and detects pure nodes;
 //   2. visits candidate features in the node's pseudo-random order
@@ -23,9 +24,9 @@
 //      block (ties: lowest bin, then missing right), and finally applies the
 //      cross-feature tie rule (gains within tie_rtol * Q of the best: lowest
 //      feature index wins).
-// Scratch (per block, allocated by the launcher): sample order and codes of
-// the current feature (max_ns each), S (m doubles), and the per-feature
-// candidates (cand_stride entries).
+// Scratch (per block, allocated by the launcher): the node's sample ids sorted
+// by the current feature's code and those codes (max_ns each), S (m doubles),
+// and the per-feature candidates (cand_stride entries).
 
 #define SPLIT_MAX_THREADS 256
 #define SPLIT_MAX_BINS 256
@@ -136,6 +137,7 @@ extern "C" __global__ void tree_split_small(
 
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
+    if (nthreads > SPLIT_MAX_THREADS) __trap();  // the launcher never does this
     const double NEG_INF = split_neg_inf();
     const int n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
     int half = 1;

@@ -27,9 +27,16 @@ SEEDS = (0, 1, 2)
 @pytest.fixture(scope="module")
 def data():
     X, Y = make_multilabel(
-        900, 16, 24, label_cardinality=3.0, sparse_output=False, random_state=5
+        900, 8, 24, label_cardinality=2.0, noise=0.0, popularity_skew=0.0,
+        sparse_output=False, random_state=5,
     )
     return X[:600], Y[:600], X[600:], Y[600:]
+
+
+def _within_noise(a, b, floor=0.02):
+    """|mean(a) - mean(b)| below 3 standard errors of the difference (at least ``floor``)."""
+    se = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
+    return abs(np.mean(a) - np.mean(b)) < max(floor, 3 * se)
 
 
 def _lrap(forest, data):
@@ -39,20 +46,20 @@ def _lrap(forest, data):
 
 def test_gaussian_projection_with_m_equal_d_is_as_accurate_as_no_projection(data):
     d = data[1].shape[1]
-    full = [_lrap(RandomForestRegressor(n_estimators=15, max_features="sqrt",
-                                        random_state=s), data) for s in SEEDS]
-    gauss = [_lrap(RandomForestRegressor(n_estimators=15, max_features="sqrt",
-                                         projection="gaussian", n_components=d,
-                                         random_state=s), data) for s in SEEDS]
+    kwargs = dict(n_estimators=15, max_features="sqrt", min_samples_leaf=3)
+    full = [_lrap(RandomForestRegressor(random_state=s, **kwargs), data) for s in SEEDS]
+    gauss = [_lrap(RandomForestRegressor(projection="gaussian", n_components=d, random_state=s,
+                                         **kwargs), data) for s in SEEDS]
     baseline = label_ranking_average_precision(
         data[3], np.tile(data[1].mean(0), (data[3].shape[0], 1))
     )
-    assert np.mean(full) > baseline + 0.05  # the forest learns something
-    assert abs(np.mean(gauss) - np.mean(full)) < 0.02
+    assert np.mean(full) > baseline + 0.1  # the forest learns something
+    assert _within_noise(gauss, full)
 
 
 def test_per_tree_projections_at_least_as_accurate_as_a_shared_one(data):
-    kwargs = dict(n_estimators=15, max_features="sqrt", projection="gaussian", n_components=1)
+    kwargs = dict(n_estimators=15, max_features="sqrt", min_samples_leaf=3,
+                  projection="gaussian", n_components=1)
     per_tree = [_lrap(RandomForestRegressor(random_state=s, **kwargs), data) for s in SEEDS]
     shared = [_lrap(RandomForestRegressor(random_state=s, shared_projection=True, **kwargs), data)
               for s in SEEDS]
@@ -65,9 +72,8 @@ def test_per_tree_projections_at_least_as_accurate_as_a_shared_one(data):
 )
 def test_accuracy_close_to_scikit_learn_forests(data, ours, theirs):
     X, Y, Xt, Yt = data
-    kwargs = dict(n_estimators=20, max_features="sqrt")
+    kwargs = dict(n_estimators=20, max_features="sqrt", min_samples_leaf=3)
     a = [_lrap(ours(random_state=s, **kwargs), data) for s in SEEDS]
     b = [label_ranking_average_precision(Yt, theirs(random_state=s, **kwargs).fit(X, Y).predict(Xt))
          for s in SEEDS]
-    spread = max(np.std(a), np.std(b), 0.005)
-    assert abs(np.mean(a) - np.mean(b)) < max(0.02, 3 * spread)
+    assert _within_noise(a, b)

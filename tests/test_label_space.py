@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.tree import DecisionTreeRegressor
@@ -243,6 +245,30 @@ def test_rembrandt_regression_error_not_above_plst(seed):
     assert errors["rembrandt"][1] < errors["plst"][1]
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(10, 40),
+    p=st.integers(1, 6),
+    d=st.integers(2, 9),
+    k=st.integers(1, 9),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_rembrandt_training_error_never_above_plst(n, p, d, k, seed):
+    """Reduced-rank regression is the best rank-k linear fit: PLST (any fixed rank-k
+    decoder) cannot have a smaller training error with the same least-squares estimator."""
+    k = min(k, d)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    Y = (rng.random((n, d)) < 0.4).astype(float) + X[:, :1] * rng.standard_normal(d)
+    errors = {}
+    for reducer in ("rembrandt", "plst"):
+        model = LabelSpaceRegressor(
+            reducer=reducer, n_components=k, alpha=1e-10, n_oversamples=10, n_iter=2, random_state=0
+        ).fit(X, Y)
+        errors[reducer] = np.linalg.norm(Y - model.predict(X))
+    assert errors["rembrandt"] <= errors["plst"] * (1 + 1e-6) + 1e-9
+
+
 # --------------------------------------------------------------------------
 # Meta-estimators
 # --------------------------------------------------------------------------
@@ -322,6 +348,20 @@ def test_classifier_outputs_clip_and_round_the_decoded_scores():
     high = LabelSpaceClassifier(n_components=5, random_state=0, threshold=0.8).fit(X, Y)
     np.testing.assert_array_equal(high.predict(X), (scores >= 0.8).astype(np.int64))
     assert model.multilabel_ and not model.sparse_output_
+
+
+def test_multilabel_predict_by_blocks_of_rows(monkeypatch):
+    from gpurpo.label_space import _models
+
+    X, Y = make_multilabel(100, 8, 20, label_cardinality=3, sparse_output=True, random_state=28)
+    model = LabelSpaceClassifier(n_components=6, random_state=0).fit(X, Y)
+    expected = (model.decision_function(X) >= 0.5).astype(np.int64)
+    monkeypatch.setattr(_models, "_PREDICT_BLOCK_BYTES", 8 * 20 * 7)  # 7 rows per block
+    got = model.predict(X)
+    assert sp.issparse(got) and got.shape == (100, 20)
+    np.testing.assert_array_equal(got.toarray(), expected)
+    dense = LabelSpaceClassifier(n_components=6, random_state=0).fit(X, Y.toarray())
+    np.testing.assert_array_equal(dense.predict(X), expected)
 
 
 def test_classifier_single_label_multiclass_equals_one_hot_ridge():

@@ -140,7 +140,7 @@ def test_linear_pipeline_equals_numpy_reference():
     np.testing.assert_array_equal(model.predict(X).toarray(), (scores >= 0.5).astype(int))
 
 
-def aloi_like(seed, n=3000, C=200, p=40, r=6, nuisance=3):
+def aloi_like(seed, n=2000, C=200, p=40, r=6, nuisance=3):
     """Class means near an r-dimensional subspace of the features, plus nuisance
     directions of larger variance that carry no class information."""
     rng = np.random.default_rng(seed)
@@ -155,17 +155,18 @@ def aloi_like(seed, n=3000, C=200, p=40, r=6, nuisance=3):
 def test_multiclass_rembrandt_logistic_beats_pca_of_features_at_small_k():
     """The paper's ALOI observation: a label-aware embedding beats PCA of the features."""
     X, y = aloi_like(seed=6)
-    Xt, yt, Xs, ys = X[:2400], y[:2400], X[2400:], y[2400:]
+    Xt, yt, Xs, ys = X[:1600], y[:1600], X[1600:], y[1600:]
     k = 6
     model = RembrandtClassifier(n_components=k, random_state=0).fit(Xt, yt)
     ours = np.mean(model.predict(Xs) == ys)
     pca = PCA(k, random_state=0).fit(Xt)
-    lr = LogisticRegression(max_iter=300).fit(pca.transform(Xt), yt)
+    lr = LogisticRegression(max_iter=200).fit(pca.transform(Xt), yt)
+    assert lr.n_iter_[0] < 200  # the baseline converged
     theirs = np.mean(lr.predict(pca.transform(Xs)) == ys)
     assert ours >= theirs
     assert ours > 0.8
     proba = model.predict_proba(Xs)
-    assert proba.shape == (600, 200)
+    assert proba.shape == (400, 200)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_array_equal(model.classes_[np.argmax(proba, axis=1)], model.predict(Xs))
 

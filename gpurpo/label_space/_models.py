@@ -12,7 +12,6 @@ least-squares) decoder.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
@@ -32,6 +31,9 @@ __all__ = ["LabelSpaceRegressor", "LabelSpaceClassifier", "RembrandtClassifier"]
 
 DECODERS = ("linear", "logistic")
 FEATURE_MAPS = (None, "rff")
+
+#: Bytes of dense scores per block of rows in multi-label ``predict``.
+_PREDICT_BLOCK_BYTES = 64 * 2**20
 
 
 # --------------------------------------------------------------------------
@@ -119,7 +121,7 @@ def _encode_labels(y: Any, backend: Backend, name: str) -> tuple[Any, np.ndarray
             if not bool((y == ns.floor(y)).all()):
                 raise ValueError(
                     "Unknown label type: continuous values in y; a classifier needs class "
-                    f"labels (use {name.replace('Classifier', 'Regressor')} for continuous targets)"
+                    "labels (use LabelSpaceRegressor for continuous targets)"
                 )
         if y.dtype.kind == "c":
             raise ValueError("Complex data not supported: y has a complex dtype")
@@ -142,7 +144,7 @@ def _encode_labels(y: Any, backend: Backend, name: str) -> tuple[Any, np.ndarray
     if bool(((values != 0) & (values != 1)).any()):
         raise ValueError(
             "multi-label y must contain only 0 and 1 (a label indicator matrix); got other "
-            f"values; use {name.replace('Classifier', 'Regressor')} for real-valued outputs"
+            "values; use LabelSpaceRegressor for real-valued outputs"
         )
     return Y.astype(xp.float64), np.array([0, 1]), True
 
@@ -159,12 +161,26 @@ class _LabelOutputs:
     def _threshold(self) -> float:
         return check_float(self.threshold, "threshold")
 
-    def _binary_predictions(self, values: Any, backend: Backend) -> Any:
-        """``values >= threshold`` as int64, CSR when the training labels were sparse."""
-        out = (values >= self._threshold()).astype(backend.xp.int64)
+    def _multilabel_predict(self, X: Any, values: Any) -> Any:
+        """``values(X_block) >= threshold`` as int64, by blocks of rows.
+
+        CSR (assembled block by block, so the dense (n, d) scores never exist
+        in full) when the training labels were sparse, else dense.
+        """
+        backend = resolve_backend(X, device=self.device)
+        xp = backend.xp
+        Xv = _check_X(self, X, backend, reset=False)
+        threshold = self._threshold()
+        step = max(1, _PREDICT_BLOCK_BYTES // (8 * self.n_outputs_))
+        blocks = []
+        for start in range(0, int(Xv.shape[0]), step):
+            block = (values(Xv[start : start + step]) >= threshold).astype(xp.int64)
+            blocks.append(backend.sparse.csr_matrix(block) if self.sparse_output_ else block)
         if self.sparse_output_:
-            return backend.sparse.csr_matrix(out)
-        return out
+            out = backend.sparse.vstack(blocks, format="csr")
+        else:
+            out = xp.concatenate(blocks, axis=0)
+        return in_namespace_of(out, X)
 
     def _decision(self, scores: Any) -> Any:
         """(n, C) scores, or the 1-D ``s_1 - s_0`` for two classes (positive: ``classes_[1]``)."""
@@ -426,9 +442,9 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
 
     def predict(self, X: Any) -> Any:
         """0/1 label matrix (rounded scores) or the class of largest score."""
-        scores, backend = self._decoded(X)
         if self.multilabel_:
-            return in_namespace_of(self._binary_predictions(scores, backend), X)
+            return self._multilabel_predict(X, lambda rows: self._decoded(rows)[0])
+        scores, backend = self._decoded(X)
         return in_namespace_of(self._scores_to_classes(scores, backend), X)
 
 
@@ -678,8 +694,12 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> Any:
         """Class of largest score (single-label) or the thresholded label matrix (multi-label)."""
-        scores, proba, backend = self._scores(X)
         if self.multilabel_:
-            values = scores if proba is None else proba
-            return in_namespace_of(self._binary_predictions(values, backend), X)
+
+            def values(rows: Any) -> Any:
+                scores, proba, _ = self._scores(rows)
+                return scores if proba is None else proba
+
+            return self._multilabel_predict(X, values)
+        scores, _, backend = self._scores(X)
         return in_namespace_of(self._scores_to_classes(scores, backend), X)

@@ -7,8 +7,9 @@ once against ``xp``:
 
 * ``"direct"``: the ``p x p`` Gram matrix ``X_c^T X_c`` is formed in float64
   (for sparse ``X`` as ``X^T X - n m m^T``, so ``X`` is never densified) and
-  the system is solved through its eigendecomposition, which also gives the
-  minimum-norm solution when ``alpha = 0`` and ``X`` is rank deficient;
+  the system is solved by Cholesky factorisation, or through the
+  eigendecomposition (minimum-norm solution) when it is singular
+  (``alpha = 0`` and ``X`` rank deficient);
 * ``"cg"``: batched conjugate gradient on the implicitly centred operator
   (:class:`gpurpo.linalg.RidgeSolver`), for wide or sparse ``X``.
 """
@@ -62,12 +63,31 @@ def _cross(X: Any, Y: Any, backend: Backend) -> Any:
     return xp.asarray(out)
 
 
-def _eigen_solve(gram: Any, rhs: Any, alpha: float, xp: Any) -> Any:
-    """``(G + alpha I)^+ rhs`` through ``G = V diag(w) V^T`` (minimum norm when singular)."""
+def _solve_normal_equations(gram: Any, rhs: Any, alpha: float, xp: Any) -> Any:
+    """``(G + alpha I)^+ rhs`` for a symmetric positive semi-definite ``G`` (float64).
+
+    Cholesky factorisation ``G + alpha I = L L^T`` and two solves when it is
+    certified by its backward error (some backends return a partial factor
+    instead of raising); otherwise, for a singular system (``alpha = 0`` and
+    rank-deficient ``X``), the minimum-norm solution from the
+    eigendecomposition ``G = V diag(w) V^T``.
+    """
+    p = gram.shape[0]
+    shifted = gram + alpha * xp.eye(p, dtype=gram.dtype)
+    try:
+        lower = xp.linalg.cholesky(shifted)
+    except np.linalg.LinAlgError:
+        lower = None
+    if lower is not None and bool(xp.isfinite(lower).all()):
+        backward = xp.linalg.norm(lower @ lower.T - shifted)
+        diagonal = xp.abs(xp.diagonal(lower))
+        well_posed = bool(xp.min(diagonal) > 1e-7 * xp.max(diagonal))
+        if well_posed and bool(backward <= 1e-10 * xp.linalg.norm(shifted)):
+            return xp.linalg.solve(lower.T, xp.linalg.solve(lower, rhs))
     w, V = xp.linalg.eigh(gram)
-    shifted = w + alpha
-    cutoff = gram.shape[0] * np.finfo(np.float64).eps * float(xp.max(xp.abs(shifted)))
-    inverse = xp.where(shifted > cutoff, 1.0 / xp.where(shifted > cutoff, shifted, 1.0), 0.0)
+    shifted_w = w + alpha
+    cutoff = p * np.finfo(np.float64).eps * float(xp.max(xp.abs(shifted_w)))
+    inverse = xp.where(shifted_w > cutoff, 1.0 / xp.where(shifted_w > cutoff, shifted_w, 1.0), 0.0)
     return V @ (inverse[:, None] * (V.T @ rhs))
 
 
@@ -120,7 +140,7 @@ def ridge_fit(
     if solver == "direct" or backend.issparse(Y):
         gram = _centered_gram(X, x_mean, backend)
         rhs = _cross(X, Y, backend) - n * xp.outer(x_mean, y_mean)
-        B = _eigen_solve(gram, rhs, alpha, xp)
+        B = _solve_normal_equations(gram, rhs, alpha, xp)
         n_iter = 1
     else:
         op = as_operator(X, "X", backend)
@@ -154,8 +174,8 @@ class RidgeRegression(MultiOutputMixin, RegressorMixin, BaseEstimator):
     fit_intercept : bool, default=True
         Fit ``c`` (equivalently, centre ``X`` and ``Y``).
     solver : {"auto", "direct", "cg"}, default="auto"
-        ``"direct"``: eigendecomposition of the float64 ``p x p`` Gram
-        matrix; ``"cg"``: batched conjugate gradient
+        ``"direct"``: Cholesky factorisation of the float64 ``p x p`` Gram
+        matrix (eigendecomposition when singular); ``"cg"``: batched conjugate gradient
         (:class:`gpurpo.linalg.RidgeSolver`) on the implicitly centred ``X``;
         ``"auto"``: direct for at most 2000 features, else CG.
     tol, max_iter : optional

@@ -75,14 +75,16 @@ def _feistel_half(p):
 
 
 @njit(inline="always", cache=True)
-def _gain(WL, LS, W, S, m, parent):
+def _gain(WL, LS, W, S, mp, parent):
+    # mp is a multiple of 8: constant-trip inner loops vectorise
     WR = W - WL
     left = 0.0
     right = 0.0
-    for c in range(m):
-        left += LS[c] * LS[c]
-        r = S[c] - LS[c]
-        right += r * r
+    for c0 in range(0, mp, 8):
+        for c in range(c0, c0 + 8):
+            left += LS[c] * LS[c]
+            r = S[c] - LS[c]
+            right += r * r
     return left / WL + right / WR - parent
 
 
@@ -101,44 +103,50 @@ def _random_cut(thresholds, f, bmin, bmax, u):
     return b
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def _eval_node(
-    codes, cols, ns, w, wy, y, seed, n_candidates, min_samples_leaf, random_split, missing_bin,
+    codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split, missing_bin,
     tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
-    The node's samples are ``cols[0:ns]`` (columns of ``codes``) with weights
-    ``w[0:ns]``, weighted targets ``wy[0:ns]`` and targets ``y[0:ns]``
-    (contiguous, in the same order). Rules: see ``tree_split_small``.
+    The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
+    weights ``w[d0:d0 + ns]``, weighted targets ``wy[d0:d0 + ns]`` and targets
+    ``y[d0:d0 + ns]`` (contiguous, in the same order), their columns padded with zeros to a
+    multiple ``mp`` of 8 (so that the inner loops vectorise); ``hist`` is
+    (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
+    Rules: see ``tree_split_small``.
     """
     p = codes.shape[0]
-    m = wy.shape[1]
+    mp = wy.shape[1]
+    cw = mp
+    cn = mp + 1
     if ns < 2 or ns < 2 * min_samples_leaf:
         return -1, 0, 0, -np.inf
     pure = True
-    for a in range(1, ns):
-        for c in range(m):
-            if y[a, c] != y[0, c]:
+    for a in range(d0 + 1, d0 + ns):
+        for c in range(mp):
+            if y[a, c] != y[d0, c]:
                 pure = False
                 break
         if not pure:
             break
     if pure:
         return -1, 0, 0, -np.inf
-    for c in range(m):
+    for c in range(mp):
         S[c] = 0.0
     W = 0.0
     Q = 0.0
-    for a in range(ns):
+    for a in range(d0, d0 + ns):
         W += w[a]
-        for c in range(m):
-            v = wy[a, c]
-            S[c] += v
-            Q += v * y[a, c]
+        for c0 in range(0, mp, 8):
+            for c in range(c0, c0 + 8):
+                v = wy[a, c]
+                S[c] += v
+                Q += v * y[a, c]
     parent = 0.0
-    for c in range(m):
+    for c in range(mp):
         parent += S[c] * S[c]
     parent /= W
     sampled = n_candidates < p
@@ -160,16 +168,15 @@ def _eval_node(
             f = pos
         u = uniform_at_nb(seed, pos) if random_split else 0.0
         pos += 1
-        row = codes[f]
         # ---- per-feature statistics: missing part and occupied range
         Wm = 0.0
         n_miss = 0
-        for c in range(m):
+        for c in range(mp):
             MS[c] = 0.0
         if use_sort:
             # sort (code, position) pairs packed in one integer: no indirection
             for a in range(ns):
-                key = (np.int64(row[cols[a]]) << 20) | a
+                key = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
                 z = a - 1
                 while z >= 0 and code_buf[z] > key:
                     code_buf[z + 1] = code_buf[z]
@@ -184,10 +191,11 @@ def _eval_node(
             while nn > 0 and code_buf[nn - 1] == missing_bin:
                 nn -= 1
             for a in range(nn, ns):
-                idx = order[a]
+                idx = d0 + order[a]
                 Wm += w[idx]
-                for c in range(m):
-                    MS[c] += wy[idx, c]
+                for c0 in range(0, mp, 8):
+                    for c in range(c0, c0 + 8):
+                        MS[c] += wy[idx, c]
             n_miss = ns - nn
             bmin = code_buf[0] if nn > 0 else missing_bin
             bmax = code_buf[nn - 1] if nn > 0 else missing_bin
@@ -195,26 +203,27 @@ def _eval_node(
             bmin = missing_bin
             bmax = -1
             for a in range(ns):
-                b = np.int64(row[cols[a]])
-                hist[b, 0] += w[a]
-                for c in range(m):
-                    hist[b, 1 + c] += wy[a, c]
-                hist[b, m + 1] += 1.0
+                b = np.int64(codes[f, cols[c0ff + a]])
+                hist[b, cw] += w[d0 + a]
+                for c0 in range(0, mp, 8):
+                    for c in range(c0, c0 + 8):
+                        hist[b, c] += wy[d0 + a, c]
+                hist[b, cn] += 1.0
                 if b != missing_bin:
                     if b < bmin:
                         bmin = b
                     if b > bmax:
                         bmax = b
-            n_miss = np.int64(hist[missing_bin, m + 1])
-            Wm = hist[missing_bin, 0]
-            for c in range(m):
-                MS[c] = hist[missing_bin, 1 + c]
-            for c in range(m + 2):
+            n_miss = np.int64(hist[missing_bin, cn])
+            Wm = hist[missing_bin, cw]
+            for c in range(mp):
+                MS[c] = hist[missing_bin, c]
+            for c in range(mp + 2):
                 hist[missing_bin, c] = 0.0
             nn = ns - n_miss
             if (nn == 0) or (bmin == bmax and n_miss == 0):
                 for b in range(bmin, bmax + 1):
-                    for c in range(m + 2):
+                    for c in range(mp + 2):
                         hist[b, c] = 0.0
                 continue
         found += 1
@@ -227,18 +236,19 @@ def _eval_node(
         # ---- scan the split points "code <= b" of this feature
         WL = 0.0
         nL = 0
-        for c in range(m):
+        for c in range(mp):
             LS[c] = 0.0
         a_first = 0 if use_sort else bmin
         a_last = nn - 1 if use_sort else bmax
         for a in range(a_first, a_last + 1):
             if use_sort:
-                idx = order[a]
+                idx = d0 + order[a]
                 b = code_buf[a]
                 WL += w[idx]
                 nL += 1
-                for c in range(m):
-                    LS[c] += wy[idx, c]
+                for c0 in range(0, mp, 8):
+                    for c in range(c0, c0 + 8):
+                        LS[c] += wy[idx, c]
                 next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
                 if next_code == b:
                     continue
@@ -248,14 +258,16 @@ def _eval_node(
                     b = cut
             else:
                 b = a
-                cnt = np.int64(hist[b, m + 1])
+                cnt = np.int64(hist[b, cn])
                 if cnt > 0:
-                    WL += hist[b, 0]
+                    WL += hist[b, cw]
                     nL += cnt
-                    for c in range(m):
-                        LS[c] += hist[b, 1 + c]
-                    for c in range(m + 2):
-                        hist[b, c] = 0.0
+                    for c0 in range(0, mp, 8):
+                        for c in range(c0, c0 + 8):
+                            LS[c] += hist[b, c]
+                            hist[b, c] = 0.0
+                    hist[b, cw] = 0.0
+                    hist[b, cn] = 0.0
                 if random_split:
                     if b != cut:
                         continue
@@ -266,7 +278,7 @@ def _eval_node(
                 continue
             # missing values to the right
             if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
-                g = _gain(WL, LS, W, S, m, parent)
+                g = _gain(WL, LS, W, S, mp, parent)
                 if g > best_gain:
                     best_gain = g
                     best_b = b
@@ -278,10 +290,10 @@ def _eval_node(
             if n_miss > 0 and not at_end:
                 nLm = nL + n_miss
                 if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
-                    for c in range(m):
+                    for c in range(mp):
                         LS[c] += MS[c]
-                    g = _gain(WL + Wm, LS, W, S, m, parent)
-                    for c in range(m):
+                    g = _gain(WL + Wm, LS, W, S, mp, parent)
+                    for c in range(mp):
                         LS[c] -= MS[c]
                     if g > best_gain:
                         best_gain = g
@@ -332,6 +344,7 @@ def split_small_nodes(
     n_nodes = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
+    mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
     half = _feistel_half(p)
     mask = (1 << half) - 1
@@ -344,14 +357,14 @@ def split_small_nodes(
     n_chunks = min(n_nodes, N_CHUNKS)
     for ch in prange(n_chunks):
         w = np.empty(max_ns, dtype=np.float64)
-        wy = np.empty((max_ns, m), dtype=np.float64)
-        y = np.empty((max_ns, m), dtype=np.float32)
-        S = np.empty(m, dtype=np.float64)
+        wy = np.zeros((max_ns, mp), dtype=np.float64)
+        y = np.zeros((max_ns, mp), dtype=np.float32)
+        S = np.empty(mp, dtype=np.float64)
         code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
         order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        hist = np.zeros((n_bins, m + 2), dtype=np.float64)
-        LS = np.empty(m, dtype=np.float64)
-        MS = np.empty(m, dtype=np.float64)
+        hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
+        LS = np.empty(mp, dtype=np.float64)
+        MS = np.empty(mp, dtype=np.float64)
         keys = np.empty(4, dtype=np.uint64)
         perm = np.empty(PERM_BATCH, dtype=np.int64)
         cand_f = np.empty(n_slots, dtype=np.int64)
@@ -371,7 +384,7 @@ def split_small_nodes(
                     y[a, c] = yv
                     wy[a, c] = wa * yv
             f, b, ml, g = _eval_node(
-                codes, sample_indices[start : start + ns], ns, w, wy, y, node_seed[i],
+                codes, sample_indices, start, ns, w, wy, y, 0, node_seed[i],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
                 half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
                 cand_f, cand_g, cand_b, cand_ml,
@@ -417,6 +430,7 @@ def grow_subtrees(
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
+    mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
     half = _feistel_half(p)
     mask = (1 << half) - 1
@@ -431,21 +445,21 @@ def grow_subtrees(
         gid = np.empty(max_ns, dtype=np.int32)
         cols = np.empty(max_ns, dtype=np.int64)
         w = np.empty(max_ns, dtype=np.float64)
-        wy = np.empty((max_ns, m), dtype=np.float64)
-        y = np.empty((max_ns, m), dtype=np.float32)
+        wy = np.zeros((max_ns, mp), dtype=np.float64)
+        y = np.zeros((max_ns, mp), dtype=np.float32)
         gid2 = np.empty(max_ns, dtype=np.int32)
         cols2 = np.empty(max_ns, dtype=np.int64)
         w2 = np.empty(max_ns, dtype=np.float64)
-        wy2 = np.empty((max_ns, m), dtype=np.float64)
-        y2 = np.empty((max_ns, m), dtype=np.float32)
+        wy2 = np.zeros((max_ns, mp), dtype=np.float64)
+        y2 = np.zeros((max_ns, mp), dtype=np.float32)
         stack = np.empty(max_ns + 2, dtype=np.int64)
         seeds = np.empty(2 * max_ns, dtype=np.uint64)
-        S = np.empty(m, dtype=np.float64)
+        S = np.empty(mp, dtype=np.float64)
         code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
         order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        hist = np.zeros((n_bins, m + 2), dtype=np.float64)
-        LS = np.empty(m, dtype=np.float64)
-        MS = np.empty(m, dtype=np.float64)
+        hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
+        LS = np.empty(mp, dtype=np.float64)
+        MS = np.empty(mp, dtype=np.float64)
         keys = np.empty(4, dtype=np.uint64)
         perm = np.empty(PERM_BATCH, dtype=np.int64)
         cand_f = np.empty(n_slots, dtype=np.int64)
@@ -469,9 +483,8 @@ def grow_subtrees(
                     y[a, c] = yv
                     wy[a, c] = wa * yv
             for f in range(p):
-                row = codes[f]
                 for a in range(ns_r):
-                    block[f, a] = row[gid[a]]
+                    block[f, a] = codes[f, gid[a]]
             count = 1
             out_start[base] = 0
             out_stop[base] = ns_r
@@ -496,7 +509,7 @@ def grow_subtrees(
                 if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
                     continue
                 f, b, ml, g = _eval_node(
-                    block, cols[a0:a1], nsj, w[a0:a1], wy[a0:a1], y[a0:a1], seeds[j],
+                    block, cols, a0, nsj, w, wy, y, a0, seeds[j],
                     n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                     thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
                     cand_f, cand_g, cand_b, cand_ml,
@@ -504,10 +517,9 @@ def grow_subtrees(
                 if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                     continue
                 # stable partition of positions a0..a1: left child first
-                row = block[f]
                 nl = 0
                 for a in range(a0, a1):
-                    code = np.int64(row[cols[a]])
+                    code = np.int64(block[f, cols[a]])
                     if code == missing_bin:
                         go_left = ml == 1
                     else:
@@ -517,7 +529,7 @@ def grow_subtrees(
                 il = a0
                 ir = a0 + nl
                 for a in range(a0, a1):
-                    code = np.int64(row[cols[a]])
+                    code = np.int64(block[f, cols[a]])
                     if code == missing_bin:
                         go_left = ml == 1
                     else:

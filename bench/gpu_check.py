@@ -1,0 +1,589 @@
+"""GPU verification in one command: GPU tests plus GPU benchmarks, written to a report.
+
+Run through ``bash bench/gpu_check.sh`` (``--quick`` for small sizes). Every
+section runs inside ``try``/``except`` and a time budget: a failure or a
+timeout is written into the report instead of stopping the run. Sections:
+
+1. environment: versions, device, memory bandwidth (theoretical from
+   ``memoryClockRate * busWidth * 2``, and measured with a device copy), the
+   imports gpurpo needs (and that ``gpurpo`` imports without
+   ``array_api_compat``);
+2. ``python -m pytest -m gpu`` (tests/test_gpu.py);
+3. histogram kernel throughput on large nodes, as a fraction of the memory
+   bandwidth (compulsory bytes: sample indices, weights, targets, codes);
+4. explicit device-to-host transfers during a tree fit;
+5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
+6. random-forest fit on the GPU vs the CPU path on the same machine
+   (issue 4: 100 trees, n = 1,000,000, p = 100, d = 1,000 sparse labels,
+   m = 7; each fit runs in a child process with a timeout, with fewer trees
+   when the budget requires it, and the per-tree times are compared).
+
+The report goes to ``bench/results/<date>-<device>.md`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+TOTAL_BUDGET_S = 8 * 60
+
+
+class Report:
+    """Markdown sections collected during the run."""
+
+    def __init__(self) -> None:
+        self.sections: list[tuple[str, str]] = []
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def add(self, title: str, body: str) -> None:
+        self.sections.append((title, body.rstrip() + "\n"))
+        print(f"\n## {title}\n{body}", flush=True)
+
+    def run(self, title: str, fn: Callable[[], str]) -> None:
+        t0 = time.perf_counter()
+        try:
+            body = fn()
+        except Exception:  # any failure is reported, the run goes on
+            body = "FAILED:\n\n```\n" + traceback.format_exc()[-4000:] + "```\n"
+        self.add(title, f"{body}\n_section time: {time.perf_counter() - t0:.1f} s_")
+
+    def markdown(self, header: str) -> str:
+        parts = [header]
+        for title, body in self.sections:
+            parts.append(f"## {title}\n\n{body}")
+        return "\n".join(parts)
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no rows)\n"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _version(name: str) -> str:
+    try:
+        mod = importlib.import_module(name)
+    except Exception as exc:  # missing or broken
+        return f"MISSING ({exc.__class__.__name__}: {exc})"
+    return str(getattr(mod, "__version__", "present"))
+
+
+# --------------------------------------------------------------------------
+# 1. environment
+# --------------------------------------------------------------------------
+
+
+def device_info() -> dict[str, Any]:
+    import cupy
+
+    dev = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    attrs = dev.attributes
+    clock_khz = props.get("memoryClockRate") or attrs.get("MemoryClockRate")
+    bus_bits = props.get("memoryBusWidth") or attrs.get("GlobalMemoryBusWidth")
+    if not clock_khz or not bus_bits:
+        try:  # cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37
+            clock_khz = cupy.cuda.runtime.deviceGetAttribute(36, dev.id)
+            bus_bits = cupy.cuda.runtime.deviceGetAttribute(37, dev.id)
+        except Exception:
+            clock_khz = bus_bits = None
+    bandwidth = 2.0 * clock_khz * 1e3 * bus_bits / 8 if clock_khz and bus_bits else None
+    free, total = cupy.cuda.runtime.memGetInfo()
+    return {
+        "name": name,
+        "compute_capability": f"{props.get('major')}.{props.get('minor')}",
+        "multiprocessors": int(attrs["MultiProcessorCount"]),
+        "shared_mem_per_block": int(attrs["MaxSharedMemoryPerBlock"]),
+        "shared_mem_per_block_optin": int(attrs.get("MaxSharedMemoryPerBlockOptin", 0)),
+        "memory_gib": total / 2**30,
+        "memory_clock_khz": clock_khz,
+        "bus_width_bits": bus_bits,
+        "bandwidth_theoretical_gbs": bandwidth / 1e9 if bandwidth else None,
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+    }
+
+
+def measured_copy_bandwidth(nbytes: int = 1 << 31) -> float:
+    """GB/s of a device-to-device copy, counting bytes read and written."""
+    import cupy
+
+    a = cupy.ones(nbytes // 4, dtype=cupy.float32)
+    b = cupy.empty_like(a)
+    b[...] = a
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(5):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        b[...] = a
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    del a, b
+    cupy.get_default_memory_pool().free_all_blocks()
+    return 2 * nbytes / min(times) / 1e9
+
+
+_NO_ARRAY_API_COMPAT = textwrap.dedent(
+    """
+    import importlib, sys
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name == "array_api_compat" or name.startswith("array_api_compat."):
+                raise ImportError("array_api_compat blocked by gpu_check")
+            return None
+    sys.meta_path.insert(0, Block())
+    import gpurpo
+    for sub in ("backend", "projections", "linalg", "tree", "ensemble", "metrics", "datasets"):
+        importlib.import_module("gpurpo." + sub)
+    bad = [m for m in sys.modules if m.startswith("array_api_compat")]
+    assert not bad, bad
+    print("ok")
+    """
+)
+
+
+def section_environment(state: dict[str, Any]) -> str:
+    lines = [
+        f"- python {platform.python_version()} ({sys.executable}), {platform.platform()}",
+        f"- host CPUs: {os.cpu_count()}",
+    ]
+    required = ("numpy", "scipy", "sklearn", "numba", "cupy", "pytest")
+    optional = ("torch", "array_api_compat", "hypothesis", "cuda.bindings")
+    missing = []
+    for name in required + optional:
+        v = _version(name)
+        lines.append(f"- {name}: {v}{'' if name in required else ' (optional)'}")
+        if v.startswith("MISSING") and name in required:
+            missing.append(name)
+    state["missing"] = missing
+    if missing:
+        lines.append(f"- **missing required packages: {', '.join(missing)}**")
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_ARRAY_API_COMPAT],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    ok = proc.returncode == 0 and proc.stdout.strip().endswith("ok")
+    lines.append(
+        "- gpurpo and its subpackages import without array_api_compat: "
+        + ("yes" if ok else f"NO\n\n```\n{proc.stderr[-2000:]}\n```")
+    )
+    from gpurpo import backend
+
+    ok_gpu, why = backend._cupy_status()
+    state["gpu"] = ok_gpu
+    lines.append(f"- gpurpo.backend.cupy_available(): {ok_gpu} ({why})")
+    if ok_gpu:
+        info = device_info()
+        state["device"] = info
+        for k, v in info.items():
+            lines.append(f"- {k}: {_fmt(v) if isinstance(v, float) else v}")
+        lines.append(f"- gpurpo device_attributes(): {backend.CUPY.device_attributes()}")
+        copy_bw = measured_copy_bandwidth()
+        state["copy_bw"] = copy_bw
+        lines.append(f"- measured device copy bandwidth: {copy_bw:.0f} GB/s (read + write)")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# 2. tests
+# --------------------------------------------------------------------------
+
+
+def section_tests(timeout: float) -> str:
+    cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
+           "tests/test_gpu.py"]
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"")
+        out = out.decode() if isinstance(out, bytes) else out
+        return f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-6000:]}\n```"
+    out = proc.stdout + proc.stderr
+    summary = [ln for ln in out.splitlines() if re.search(r"\d+ (passed|failed|skipped|error)", ln)]
+    return (
+        f"`{' '.join(cmd[1:])}` -> exit code {proc.returncode}\n\n"
+        f"**{summary[-1] if summary else 'no summary line'}**\n\n```\n{out[-8000:]}\n```"
+    )
+
+
+# --------------------------------------------------------------------------
+# 3. histogram throughput
+# --------------------------------------------------------------------------
+
+
+def _time_gpu(fn: Callable[[], Any], reps: int = 5) -> float:
+    import cupy
+
+    fn()
+    cupy.cuda.Device().synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(times)
+
+
+def section_histograms(state: dict[str, Any], quick: bool) -> str:
+    import cupy
+    import numpy as np
+
+    from gpurpo.backend import CUPY
+    from gpurpo.tree import _kernels_cuda as kcuda
+
+    attrs = CUPY.device_attributes()
+    bw_theory = (state.get("device") or {}).get("bandwidth_theoretical_gbs")
+    bw_copy = state.get("copy_bw")
+    n = 1_000_000 if quick else 4_000_000
+    p, m, n_bins = 64, 7, 256
+    rng = cupy.random.default_rng(0)
+    codes = rng.integers(0, n_bins, size=(p, n), dtype=cupy.int64).astype(cupy.uint8)
+    rows = []
+    for label, n_nodes, k, unit in (("1 root node, k=32, unit weights", 1, 32, True),
+                                    ("1 root node, k=10, bootstrap weights", 1, 10, False),
+                                    ("64 nodes (one level), k=8, bootstrap weights", 64, 8, False)):
+        weights = (cupy.ones((1, n), dtype=cupy.float32) if unit
+                   else rng.poisson(1.0, size=(1, n)).astype(cupy.float32))
+        targets = rng.standard_normal((n, 1, m), dtype=cupy.float32)
+        sample_indices = cupy.arange(n, dtype=cupy.int32)
+        bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
+        node_ranges = cupy.asarray(np.stack([bounds[:-1], bounds[1:]], axis=1))
+        feats = np.stack([np.random.default_rng(i).choice(p, size=k, replace=False)
+                          for i in range(n_nodes)]).astype(np.int32)
+        node_features = cupy.asarray(feats)
+        node_tree = cupy.zeros(n_nodes, dtype=cupy.int32)
+        channels = m + 1 if unit else m + 2
+        out = cupy.zeros((n_nodes, k, n_bins, channels), dtype=cupy.float32)
+
+        def run() -> None:
+            out.fill(0)
+            kcuda.histograms(CUPY, codes, sample_indices, node_ranges, node_features, node_tree,
+                             weights, targets, out)
+
+        t = _time_gpu(run)
+        zero_t = _time_gpu(lambda: out.fill(0))
+        t_kernel = max(t - zero_t, 1e-9)
+        compulsory = n * (4 + 4 + 4 * m + k) + out.nbytes
+        gbs = compulsory / t_kernel / 1e9
+        plan = kcuda.histogram_launch_plan(attrs, n_nodes, k, n_bins, channels, n)
+        rows.append({
+            "batch": label,
+            "samples": n,
+            "kernel ms": 1e3 * t_kernel,
+            "compulsory GB": compulsory / 1e9,
+            "GB/s": gbs,
+            "% of theoretical BW": 100 * gbs / bw_theory if bw_theory else "n/a",
+            "% of measured copy BW": 100 * gbs / bw_copy if bw_copy else "n/a",
+            "plan": f"{plan['variant']}, grid {plan['grid']}, chunks {plan['chunks']}, "
+                    f"slot tile {plan.get('slot_tile', '-')}/{k}",
+        })
+        del weights, targets, out
+    cupy.get_default_memory_pool().free_all_blocks()
+    return (
+        "Compulsory bytes per (node, sample): 4 (sample index) + 4 (weight) + 4m (targets) + "
+        "k (codes), plus the histograms written. Target: 40% of the memory bandwidth.\n\n"
+        + _table(rows)
+    )
+
+
+# --------------------------------------------------------------------------
+# 4. transfers during a fit
+# --------------------------------------------------------------------------
+
+
+def section_transfers(quick: bool) -> str:
+    from unittest import mock
+
+    import cupy
+
+    import gpurpo.backend as gb
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = cupy.random.default_rng(1)
+    rows = []
+    original = gb.Backend.to_host
+    for n, depth in ((50_000, 10), (50_000 if quick else 200_000, None)):
+        X = rng.standard_normal((n, 20))
+        Y = rng.standard_normal((n, 8))
+        calls: list[str] = []
+
+        def counting(self: Any, a: Any, calls: list[str] = calls) -> Any:
+            calls.append(type(a).__module__)
+            return original(self, a)
+
+        t0 = time.perf_counter()
+        with mock.patch.object(gb.Backend, "to_host", counting):
+            model = DecisionTreeRegressor(max_depth=depth, random_state=0).fit(X, Y)
+        cupy.cuda.Device().synchronize()
+        levels = model.tree_.max_depth + 1
+        rows.append({"n": n, "max_depth": depth, "levels": levels,
+                     "nodes": model.tree_.node_count, "Backend.to_host calls": len(calls),
+                     "per level": len(calls) / levels, "fit s": time.perf_counter() - t0})
+    return ("Explicit device-to-host copies (Backend.to_host) during DecisionTreeRegressor.fit on "
+            "CuPy inputs; implicit synchronisations (int()/bool() of device scalars) are not "
+            "counted.\n\n" + _table(rows))
+
+
+# --------------------------------------------------------------------------
+# 5. randomized SVD
+# --------------------------------------------------------------------------
+
+
+def section_svd(quick: bool) -> str:
+    import cupy
+    import numpy as np
+
+    from gpurpo.linalg import randomized_svd
+
+    m_rows, n_cols, k, p, q = (5000, 1000, 20, 10, 4) if quick else (20000, 2000, 50, 10, 4)
+    rng = np.random.default_rng(0)
+    U0, _ = np.linalg.qr(rng.standard_normal((m_rows, 200)))
+    V0, _ = np.linalg.qr(rng.standard_normal((n_cols, 200)))
+    A = (U0 * (0.97 ** np.arange(200))) @ V0.T + 1e-3 * rng.standard_normal((m_rows, n_cols))
+    A_dev = cupy.asarray(A)
+    rows = []
+
+    def timed(fn: Callable[[], Any], sync: Callable[[], None], reps: int = 3) -> tuple[float, Any]:
+        out = fn()
+        sync()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            out = fn()
+            sync()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times), out
+
+    gpu_sync = cupy.cuda.Device().synchronize
+    t_gpu, (_, s_gpu, _) = timed(lambda: randomized_svd(A_dev, k, n_oversamples=p, n_iter=q,
+                                                        random_state=0), gpu_sync)
+    t_cpu, (_, s_cpu, _) = timed(lambda: randomized_svd(A, k, n_oversamples=p, n_iter=q,
+                                                        random_state=0), lambda: None, reps=1)
+    s_true = np.linalg.svd(A, compute_uv=False)[:k] if quick else None
+    rows.append({"method": "gpurpo.linalg.randomized_svd (GPU, CuPy)", "s": t_gpu,
+                 "speed-up vs CPU": t_cpu / t_gpu,
+                 "max rel. diff of s vs CPU": float(np.max(np.abs(s_gpu.get() - s_cpu) / s_cpu))})
+    rows.append({"method": "gpurpo.linalg.randomized_svd (CPU, NumPy)", "s": t_cpu,
+                 "speed-up vs CPU": 1.0, "max rel. diff of s vs CPU": 0.0})
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            A_t = torch.from_dlpack(A_dev)
+
+            def run_torch() -> Any:
+                return torch.svd_lowrank(A_t, q=k + p, niter=q)
+
+            t_torch, (_, s_t, _) = timed(run_torch, torch.cuda.synchronize)
+            s_t = s_t[:k].cpu().numpy()
+            rows.append({"method": f"torch.svd_lowrank (GPU, torch {torch.__version__})",
+                         "s": t_torch, "speed-up vs CPU": t_cpu / t_torch,
+                         "max rel. diff of s vs CPU": float(np.max(np.abs(s_t - s_cpu) / s_cpu))})
+        else:
+            rows.append({"method": "torch.svd_lowrank", "s": "torch sees no CUDA device"})
+    except ImportError:
+        rows.append({"method": "torch.svd_lowrank", "s": "torch not installed"})
+    note = ""
+    if s_true is not None:
+        note = f"\nmax rel. error of the GPU singular values vs numpy.linalg.svd: " \
+               f"{float(np.max(np.abs(s_gpu.get() - s_true) / s_true)):.2e}\n"
+    return (f"Dense float64 A of shape ({m_rows}, {n_cols}), rank k = {k}, oversampling "
+            f"p = {p}, power iterations q = {q} (torch: q = k + p, niter = q); median of 3 "
+            f"after a warm-up (CPU: 1).\n\n" + _table(rows) + note)
+
+
+# --------------------------------------------------------------------------
+# 6. forest fit
+# --------------------------------------------------------------------------
+
+
+def _make_forest_data(path: Path, n: int, p: int, d: int, labels_per_row: int) -> None:
+    """X float32 (n, p); Y CSR (n, d): the top labels of a linear score of 20 features."""
+    import numpy as np
+
+    try:
+        import cupy as xp
+    except ImportError:
+        xp = np
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, p), dtype=np.float32)
+    W = rng.standard_normal((20, d)).astype(np.float32)
+    indices = np.empty((n, labels_per_row), dtype=np.int64)
+    Wd = xp.asarray(W)
+    for r0 in range(0, n, 100_000):
+        Z = xp.asarray(X[r0:r0 + 100_000, :20]) @ Wd
+        top = xp.argpartition(-Z, labels_per_row, axis=1)[:, :labels_per_row]
+        top = xp.sort(top, axis=1)
+        indices[r0:r0 + 100_000] = top.get() if hasattr(top, "get") else top
+    np.savez(path, X=X, indices=indices, d=d)
+
+
+_FOREST_CHILD = """
+import json, sys, time
+import numpy as np, scipy.sparse as sp
+from gpurpo.ensemble import RandomForestClassifier
+device, n_trees, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+data = np.load(path)
+X, ind, d = data["X"], data["indices"], int(data["d"])
+n, r = ind.shape
+Y = sp.csr_matrix((np.ones(n * r), ind.ravel(), np.arange(0, n * r + 1, r)), shape=(n, d))
+model = RandomForestClassifier(n_estimators=n_trees, projection="gaussian", n_components=7,
+                               max_features="sqrt", random_state=0, device=device)
+t0 = time.perf_counter()
+model.fit(X, Y)
+if device == "cuda":
+    import cupy
+    cupy.cuda.Device().synchronize()
+fit = time.perf_counter() - t0
+print(json.dumps({"device": device, "trees": n_trees, "fit_s": fit}))
+"""
+
+
+def _forest_child(device: str, n_trees: int, path: Path, timeout: float) -> dict[str, Any]:
+    if timeout < 5:
+        return {"device": device, "trees": n_trees, "error": "no time left in the budget"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _FOREST_CHILD, device, str(n_trees), str(path)],
+            cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+    except subprocess.TimeoutExpired:
+        return {"device": device, "trees": n_trees, "error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"device": device, "trees": n_trees,
+                "error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
+    return json.loads(lines[-1])
+
+
+def section_forest(quick: bool, deadline: float) -> str:
+    n, p, d, r = (100_000, 100, 1000, 5) if quick else (1_000_000, 100, 1000, 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "forest.npz"
+        t0 = time.perf_counter()
+        _make_forest_data(path, n, p, d, r)
+        gen = time.perf_counter() - t0
+        results = []
+
+        def left() -> float:
+            return deadline - time.perf_counter()
+
+        # GPU: 10 trees first; the full 100 when that extrapolates into the budget
+        g10 = _forest_child("cuda", 10, path, min(240.0, 0.45 * left()))
+        results.append(g10)
+        if "fit_s" in g10 and 10 * g10["fit_s"] < 0.4 * left():
+            results.append(_forest_child("cuda", 100, path, min(300.0, 0.5 * left())))
+        # CPU: as many trees as the remaining budget allows (timed per tree)
+        cpu_trees = 2 if not quick else 10
+        results.append(_forest_child("cpu", cpu_trees, path, max(0.0, left() - 10)))
+    rows = []
+    per_tree: dict[str, float] = {}
+    for res in results:
+        row = {"device": res["device"], "trees": res["trees"]}
+        if "fit_s" in res:
+            row["fit s"] = res["fit_s"]
+            row["s per tree"] = res["fit_s"] / res["trees"]
+            per_tree[res["device"]] = min(per_tree.get(res["device"], 1e300), row["s per tree"])
+        else:
+            row["fit s"] = res["error"]
+        rows.append(row)
+    ratio = ""
+    if "cuda" in per_tree and "cpu" in per_tree:
+        ratio = (f"\n**GPU speed-up per tree: {per_tree['cpu'] / per_tree['cuda']:.1f}x** "
+                 "(target: at least 20x)\n")
+    return (f"RandomForestClassifier(projection='gaussian', n_components=7, max_features='sqrt') "
+            f"on n = {n}, p = {p}, d = {d} sparse labels ({r} per row), fully grown trees; "
+            f"data generated in {gen:.1f} s. Each fit is a child process; CPU and GPU on this "
+            f"machine ({os.cpu_count()} CPU cores).\n\n" + _table(rows) + ratio)
+
+
+# --------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
+    parser.add_argument("--skip-tests", action="store_true", help="benchmarks only")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="report folder")
+    args = parser.parse_args(argv)
+    report = Report()
+    deadline = time.perf_counter() + TOTAL_BUDGET_S
+    state: dict[str, Any] = {}
+    report.run("Environment", lambda: section_environment(state))
+    if not state.get("gpu"):
+        report.add("Skipped", "No working CUDA device (see above): GPU tests and benchmarks "
+                              "were not run.")
+    else:
+        if not args.skip_tests:
+            report.run("GPU tests", lambda: section_tests(timeout=240 if not args.quick else 180))
+        report.run("Histogram kernel throughput", lambda: section_histograms(state, args.quick))
+        report.run("Device-to-host transfers during a tree fit",
+                   lambda: section_transfers(args.quick))
+        report.run("Randomized SVD", lambda: section_svd(args.quick))
+        report.run("Forest fit, GPU vs CPU", lambda: section_forest(args.quick, deadline))
+    device = (state.get("device") or {}).get("name", "no-gpu")
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y-%m-%d")
+    path = out_dir / f"{stamp}-{slug}{'-quick' if args.quick else ''}.md"
+    header = (
+        f"# gpurpo GPU check: {device}\n\n"
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
+        f"{' --quick' if args.quick else ''}`, total {report.elapsed():.0f} s, git "
+        f"{_git_rev()}\n"
+    )
+    path.write_text(report.markdown(header))
+    print(f"\nreport written to {path}")
+    return 0
+
+
+def _git_rev() -> str:
+    with contextlib.suppress(Exception):
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=10).stdout.strip() or "unknown"
+    return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

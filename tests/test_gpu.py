@@ -1,0 +1,322 @@
+"""The real CUDA path (CuPy), run with ``pytest -m gpu`` on a machine with a GPU.
+
+Skipped, with the reason, where CuPy cannot run a kernel. Checks:
+
+* every CUDA tree kernel on the device against the numba kernel (the same
+  inputs as the emulator tests), including the tiled and global-atomics
+  histogram variants;
+* CPU/GPU parity of projections, randomized SVD, CSSP, trees (the same tree:
+  no ties in the data), forests and boosting (the same accuracy);
+* a model fitted on the GPU, pickled, and used for prediction in a process
+  that sees no GPU (``CUDA_VISIBLE_DEVICES=""``);
+* CuPy inputs give CuPy outputs;
+* the explicit device-to-host transfers of a tree fit grow with the depth of
+  the tree, not with its number of nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gpurpo.backend as gb
+from gpurpo.backend import NUMPY, cupy_available
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not cupy_available(),
+        reason=f"needs CuPy and a working CUDA device: {gb._cupy_status()[1]}",
+    ),
+]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    import cupy
+
+    return cupy
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    return gb.CUPY
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+# --------------------------------------------------------------------------
+# tree kernels on the device
+# --------------------------------------------------------------------------
+
+
+def test_histogram_variants_on_device_match_numba(cp, gpu):
+    from test_tree_cuda_kernels import _batch
+
+    from gpurpo.tree import _kernels_cuda as kcuda
+    from gpurpo.tree import kernels
+
+    rng = np.random.default_rng(1)
+    batch = _batch(rng, n=5000, sizes=(0, 5, 40, 3000, 3, 1500))
+    n_bins, k, m = 17, batch[3].shape[1], batch[-1].shape[2]
+    for channels in (m + 1, m + 2):
+        ref = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+        for kwargs in ({}, {"shared_mem_bytes": 2 * (4 * n_bins * channels + 4)},
+                       {"shared_mem_bytes": 4 * n_bins * 2 + 4}, {"shared_mem_bytes": 4 * n_bins},
+                       {"samples_per_block": 64}):
+            out = cp.zeros((len(batch[2]), k, n_bins, channels), dtype=cp.float32)
+            kcuda.histograms(gpu, *[cp.asarray(a) for a in batch], out, **kwargs)
+            got = out.get()
+            np.testing.assert_array_equal(got[..., 0], ref[..., 0], err_msg=str(kwargs))
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4, err_msg=str(kwargs))
+
+
+def test_split_small_on_device_matches_numba(cp, gpu):
+    from test_tree_cuda_kernels import SIZES, _split_problem
+
+    from gpurpo.tree import kernels
+
+    for msl, random_split, k, integer in [(1, False, 7, False), (3, False, 3, True),
+                                          (2, True, 7, False)]:
+        rng = np.random.default_rng(msl + 10 * k)
+        problem = _split_problem(rng, SIZES, integer=integer)
+        args = (k, msl, random_split, 11, 1e-5)
+        cpu = kernels.split_small(NUMPY, *problem, *args)
+        dev = kernels.split_small(gpu, *[cp.asarray(a) for a in problem], *args)
+        for name, a, b in zip(("feature", "bin", "missing_left"), dev[:3], cpu[:3]):
+            np.testing.assert_array_equal(a.get(), b, err_msg=name)
+        np.testing.assert_allclose(dev[3].get(), cpu[3], rtol=1e-12, atol=0)
+
+
+def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
+    from test_tree_cuda_kernels import _random_trees
+
+    from gpurpo.tree import kernels
+
+    rng = np.random.default_rng(3)
+    for n, d, n_leaves in ((3000, 12, 6), (500, 40, 300)):
+        leaf = rng.integers(-1, n_leaves, size=n).astype(np.int32)
+        w = rng.uniform(0, 2, size=n)
+        for dtype in (np.float32, np.float64):
+            Y = ((rng.random((n, d)) < 0.3) * rng.normal(size=(n, d))).astype(dtype)
+            ref = kernels.accumulate_leaves_dense(NUMPY, leaf, w, Y, n_leaves)
+            got = kernels.accumulate_leaves_dense(gpu, cp.asarray(leaf), cp.asarray(w), cp.asarray(Y), n_leaves)
+            np.testing.assert_allclose(got.get(), ref, rtol=1e-10, atol=1e-10)
+        import cupyx.scipy.sparse as csp
+
+        Yc = csp.csr_matrix(sp.csr_matrix(Y))
+        got = kernels.accumulate_leaves_csr(gpu, cp.asarray(leaf), cp.asarray(w), Yc, n_leaves)
+        np.testing.assert_allclose(got.get(), ref, rtol=1e-10, atol=1e-10)
+    trees = _random_trees(rng)
+    X = rng.normal(size=(2000, 5))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    for dtype in (np.float32, np.float64):
+        ref = kernels.apply_trees(NUMPY, X.astype(dtype), *trees)
+        got = kernels.apply_trees(gpu, cp.asarray(X.astype(dtype)), *[cp.asarray(a) for a in trees])
+        np.testing.assert_array_equal(got.get(), ref)
+    rows = rng.integers(-1, 30, size=(700, 6)).astype(np.int32)
+    values = (rng.random((30, 50)) < 0.2) * rng.normal(size=(30, 50))
+    ref = np.ones((700, 50))
+    kernels.sum_leaves_dense(NUMPY, rows, values, ref)
+    out = cp.ones((700, 50))
+    kernels.sum_leaves_dense(gpu, cp.asarray(rows), cp.asarray(values), out)
+    np.testing.assert_array_equal(out.get(), ref)
+    import cupyx.scipy.sparse as csp
+
+    out = cp.ones((700, 50))
+    kernels.sum_leaves_csr(gpu, cp.asarray(rows), csp.csr_matrix(sp.csr_matrix(values)), out)
+    np.testing.assert_allclose(out.get(), ref, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# parity of the shared xp code
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "achlioptas", "subsample"])
+@pytest.mark.parametrize("sparse_y", [False, True])
+def test_projection_parity(cp, kind, sparse_y):
+    import cupyx.scipy.sparse as csp
+
+    from gpurpo.projections import make_projection, project
+
+    rng = np.random.default_rng(0)
+    Y = (rng.random((300, 120)) < 0.1) * rng.normal(size=(300, 120))
+    phi = make_projection(kind, 16, 120, random_state=0)
+    Y_dev = csp.csr_matrix(sp.csr_matrix(Y)) if sparse_y else cp.asarray(Y)
+    Y_host = sp.csr_matrix(Y) if sparse_y else Y
+    got = project(Y_dev, phi)
+    assert isinstance(got, cp.ndarray)
+    np.testing.assert_allclose(got.get(), _host(project(Y_host, phi)), rtol=1e-10, atol=1e-12)
+
+
+def test_randomized_svd_parity(cp):
+    from gpurpo.linalg import randomized_svd
+
+    rng = np.random.default_rng(1)
+    U0, _ = np.linalg.qr(rng.normal(size=(800, 60)))
+    V0, _ = np.linalg.qr(rng.normal(size=(200, 60)))
+    A = (U0 * 0.8 ** np.arange(60)) @ V0.T
+    U, s, Vt = randomized_svd(cp.asarray(A), 10, random_state=0)
+    assert all(isinstance(a, cp.ndarray) for a in (U, s, Vt))
+    Uc, sc, Vtc = randomized_svd(A, 10, random_state=0)
+    np.testing.assert_allclose(s.get(), sc, rtol=1e-10)
+    np.testing.assert_allclose(np.linalg.svd(A, compute_uv=False)[:10], sc, rtol=1e-8)
+    # signs are fixed by the largest entry of each row of Vt: the factors agree too
+    np.testing.assert_allclose(Vt.get(), Vtc, atol=1e-8)
+    np.testing.assert_allclose(U.get(), Uc, atol=1e-8)
+
+
+def test_cssp_parity(cp):
+    from gpurpo.linalg import cssp_select
+
+    rng = np.random.default_rng(2)
+    Y = (rng.random((500, 60)) < 0.2).astype(np.float64)
+    Y[:, :5] += 3 * rng.normal(size=(500, 5))  # five dominant labels
+    idx, n_trials = cssp_select(cp.asarray(Y), 5, random_state=0)
+    idx_c, n_trials_c = cssp_select(Y, 5, random_state=0)
+    assert isinstance(idx, cp.ndarray)
+    np.testing.assert_array_equal(idx.get(), _host(idx_c))
+    assert n_trials == n_trials_c
+
+
+def _canonical(structure, node=0):
+    f = int(structure.feature[node])
+    if f < 0:
+        return (int(structure.n_node_samples[node]),)
+    return (f, float(structure.threshold[node]), int(structure.missing_go_left[node]),
+            _canonical(structure, structure.children_left[node]),
+            _canonical(structure, structure.children_right[node]))
+
+
+def _regression_data(rng, n=1500, p=8, d=4):
+    X = rng.normal(size=(n, p))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    Y = np.nan_to_num(X[:, :d]) * np.arange(1, d + 1) + 0.3 * rng.normal(size=(n, d))
+    return X, Y
+
+
+def test_tree_parity_same_tree(cp):
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(3)
+    X, Y = _regression_data(rng)
+    params = dict(max_depth=8, min_samples_leaf=3, random_state=0)
+    cpu = DecisionTreeRegressor(**params).fit(X, Y)
+    gpu_model = DecisionTreeRegressor(**params).fit(cp.asarray(X), cp.asarray(Y))
+    assert _canonical(gpu_model.tree_.structure) == _canonical(cpu.tree_.structure)
+    pred = gpu_model.predict(cp.asarray(X))
+    assert isinstance(pred, cp.ndarray)
+    np.testing.assert_allclose(pred.get(), cpu.predict(X), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["forest", "extra", "boosting"])
+def test_ensemble_parity_same_accuracy(cp, name):
+    from sklearn.metrics import r2_score
+
+    from gpurpo.ensemble import ExtraTreesRegressor, GradientBoostingRegressor, RandomForestRegressor
+
+    make = {
+        "forest": lambda: RandomForestRegressor(n_estimators=10, projection="gaussian",
+                                                n_components=3, random_state=0),
+        "extra": lambda: ExtraTreesRegressor(n_estimators=10, random_state=0),
+        "boosting": lambda: GradientBoostingRegressor(n_estimators=30, random_state=0),
+    }[name]
+    rng = np.random.default_rng(4)
+    X, Y = _regression_data(rng)
+    X_test, Y_test = _regression_data(rng, n=500)
+    cpu = make().fit(X, Y)
+    gpu_model = make().fit(cp.asarray(X), cp.asarray(Y))
+    pred_gpu = gpu_model.predict(cp.asarray(X_test))
+    assert isinstance(pred_gpu, cp.ndarray)
+    r2_cpu = r2_score(Y_test, cpu.predict(X_test))
+    r2_gpu = r2_score(Y_test, pred_gpu.get())
+    assert r2_cpu > 0.5
+    assert abs(r2_gpu - r2_cpu) < 0.02, (r2_cpu, r2_gpu)
+
+
+def test_gpu_model_predicts_in_a_cpu_only_process(cp, tmp_path):
+    from gpurpo.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(600, 6))
+    Y = (X[:, :4] + 0.5 * rng.normal(size=(600, 4)) > 0).astype(np.float64)
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(cp.asarray(X), cp.asarray(Y))
+    expected = _host(model.predict_proba(cp.asarray(X)))
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "X.npy", X)
+    script = textwrap.dedent(
+        """
+        import pickle, sys
+        import numpy as np
+        from gpurpo.backend import cupy_available
+        assert not cupy_available()
+        model = pickle.loads(open(sys.argv[1], "rb").read())
+        proba = model.predict_proba(np.load(sys.argv[2]))
+        assert type(proba).__module__.startswith(("numpy", "scipy")), type(proba)
+        np.save(sys.argv[3], proba.toarray() if hasattr(proba, "toarray") else np.asarray(proba))
+        """
+    )
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    env.pop("GPURPO_BACKEND", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "model.pkl"), str(tmp_path / "X.npy"),
+         str(tmp_path / "proba.npy")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = np.load(tmp_path / "proba.npy")
+    dense = expected.toarray() if sp.issparse(expected) else expected
+    np.testing.assert_allclose(got, dense, rtol=1e-12, atol=1e-12)
+
+
+def test_cupy_in_cupy_out(cp):
+    from gpurpo.projections import OutputProjection
+    from gpurpo.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(6)
+    Y = (rng.random((200, 30)) < 0.2).astype(np.float64)
+    Z = OutputProjection(n_components=5, random_state=0).fit_transform(cp.asarray(Y))
+    assert isinstance(Z, cp.ndarray) and Z.shape == (200, 5)
+    X = rng.normal(size=(200, 4))
+    clf = DecisionTreeClassifier(max_depth=4, random_state=0).fit(cp.asarray(X), cp.asarray(Y))
+    for out in (clf.predict(cp.asarray(X)), clf.predict_proba(cp.asarray(X)), clf.apply(cp.asarray(X))):
+        assert type(out).__module__.startswith("cupy"), type(out)
+
+
+def test_explicit_transfers_are_bounded_per_level(cp):
+    # Counts Backend.to_host calls (the growers' explicit device->host copies: split
+    # decisions and node sizes of each level) during fit; implicit synchronisations
+    # (int() or bool() of a device scalar) are not seen by this count.
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(7)
+    original = gb.Backend.to_host
+    for n, depth in ((2000, 8), (16000, 8), (4000, None)):
+        X = cp.asarray(rng.normal(size=(n, 8)))
+        Y = cp.asarray(rng.normal(size=(n, 4)))
+        calls = []
+
+        def counting(self, a, calls=calls):
+            calls.append(type(a).__module__)
+            return original(self, a)
+
+        with mock.patch.object(gb.Backend, "to_host", counting):
+            model = DecisionTreeRegressor(max_depth=depth, random_state=0).fit(X, Y)
+        levels = model.tree_.max_depth + 1
+        print(f"n={n}: {len(calls)} explicit transfers for {levels} levels and "
+              f"{model.tree_.node_count} nodes")
+        assert len(calls) <= 16 * levels

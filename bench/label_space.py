@@ -32,8 +32,13 @@ Accuracy
 
 Usage::
 
-    python bench/label_space.py            # full sizes
-    python bench/label_space.py --quick    # small sizes, under a minute
+    python bench/label_space.py                    # full sizes
+    python bench/label_space.py --quick            # small sizes, about a minute
+    python bench/label_space.py --blas-threads 1   # one BLAS thread for every method
+
+``--blas-threads`` (threadpoolctl) gives every method the same BLAS thread
+budget; on a machine shared with other jobs, oversubscribed BLAS threads make
+the many small products of the randomized range finders erratic.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.decomposition import TruncatedSVD
+from threadpoolctl import threadpool_limits
 
 try:
     import gpurpo  # noqa: F401
@@ -143,9 +149,17 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="small problems (under a minute)")
     parser.add_argument("--rank", type=int, default=20, help="n_components k (default 20)")
     parser.add_argument("--n-iter", type=int, default=5, help="power iterations of the SVDs (TruncatedSVD's default 5)")
-    parser.add_argument("--repeats", type=int, default=None, help="timing repetitions (median)")
+    parser.add_argument("--repeats", type=int, default=None, help="timing repetitions (best and median reported)")
+    parser.add_argument("--blas-threads", type=int, default=None, help="limit BLAS threads (threadpoolctl)")
     parser.add_argument("--output", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.blas_threads is not None:
+        with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+            return run(args)
+    return run(args)
+
+
+def run(args):
     repeats = args.repeats or (3 if args.quick else 5)
     k = args.rank
 
@@ -155,10 +169,13 @@ def main(argv=None):
         acc = accuracy(X, Y, k, seed=0)
         results.append(
             {"problem": name, "shape_X": list(X.shape), "shape_Y": list(Y.shape), "nnz_Y": int(Y.nnz),
-             "k": k, "n_iter": args.n_iter, "repeats": repeats, "encode_s": times, "accuracy": acc}
+             "k": k, "n_iter": args.n_iter, "repeats": repeats, "blas_threads": args.blas_threads,
+             "encode_s": {name: {"best": t[0], "median": t[1]} for name, t in times.items()},
+             "accuracy": acc}
         )
         print(f"\n{name}: X {X.shape[0]}x{X.shape[1]}, Y {Y.shape[0]}x{Y.shape[1]} sparse "
-              f"(nnz {Y.nnz}), k={k}, {repeats} interleaved runs")
+              f"(nnz {Y.nnz}), k={k}, {repeats} interleaved runs, BLAS threads: "
+              f"{args.blas_threads or 'default'}")
         ref = times["TruncatedSVD"][0]
         print(f"  {'method':<15} {'best s':>8} {'median s':>9} {'TSVD/this':>10} {'LRAP':>7} "
               f"{'RMSE':>8} {'fit s':>7}")

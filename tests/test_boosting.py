@@ -62,8 +62,9 @@ def test_single_output_matches_sklearn_hist_gradient_boosting(strategy):
     pred = ours.predict(Xt)
     assert pred.shape == (200,)
     np.testing.assert_allclose(pred, ref.predict(Xt), rtol=1e-7, atol=1e-7)
-    # the l2 step of a tree labelled with leaf means is exactly 1 (least squares)
-    np.testing.assert_allclose(ours.steps_, 1.0, rtol=1e-9)
+    # the l2 step of a tree labelled with leaf means is 1 (least squares), up to the
+    # float32 rounding of the gradients the leaves average
+    np.testing.assert_allclose(ours.steps_, 1.0, rtol=1e-6)
 
 
 # --------------------------------------------------------------------------

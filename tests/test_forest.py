@@ -140,6 +140,16 @@ def test_dense_and_sparse_outputs_give_the_same_forest():
     np.testing.assert_array_equal(dense.predict(X), sparse.predict(X).toarray())
 
 
+def test_fortran_ordered_inputs_are_left_untouched_and_give_the_same_forest():
+    X, Y = _regression(seed=25, n=150)
+    XF = np.asfortranarray(X)
+    kwargs = dict(n_estimators=3, max_features=2, random_state=0)
+    a = RandomForestRegressor(**kwargs).fit(X, Y).predict(X)
+    b = RandomForestRegressor(**kwargs).fit(XF, Y).predict(XF)
+    np.testing.assert_array_equal(XF, X)
+    np.testing.assert_array_equal(a, b)
+
+
 def test_sparse_inputs_equal_dense_inputs():
     X, Y = _regression(seed=5, n=150, p=8, d=2)
     X[np.abs(X) < 0.7] = 0.0

@@ -16,8 +16,12 @@ import scipy.special
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpurpo.backend import Backend
 from gpurpo.ensemble._steps import MAX_LOGIT_STEP, weighted_median_columns
 from gpurpo.ensemble.losses import LOSSES, get_loss
+
+
+CPU = Backend("numpy")
 
 
 # Plain NumPy references of the per-entry losses (labels in {-1, 1} for log_loss).
@@ -51,9 +55,9 @@ def make_problem(name, n, d, seed, h_columns=None):
 def test_pointwise_matches_reference(name):
     Y, F, _, w = make_problem(name, 50, 3, 0)
     loss = get_loss(name)
-    np.testing.assert_allclose(loss.pointwise(np, Y, F), ref_pointwise(name, Y, F), rtol=1e-12)
+    np.testing.assert_allclose(loss.pointwise(CPU, Y, F), ref_pointwise(name, Y, F), rtol=1e-12)
     expected = np.average(ref_pointwise(name, Y, F).mean(axis=1), weights=w)
-    np.testing.assert_allclose(float(loss.loss(np, Y, F, w)), expected, rtol=1e-12)
+    np.testing.assert_allclose(float(loss.loss(CPU, Y, F, w)), expected, rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
@@ -64,23 +68,23 @@ def test_negative_gradient_by_finite_differences(name):
         F = np.where(np.abs(Y - F) < 1e-3, F + 0.01, F)
     eps = 1e-6
     numeric = -(ref_pointwise(name, Y, F + eps) - ref_pointwise(name, Y, F - eps)) / (2 * eps)
-    g = get_loss(name).negative_gradient(np, Y, F)
+    g = get_loss(name).negative_gradient(CPU, Y, F)
     assert g.dtype == np.float32
     np.testing.assert_allclose(g, numeric, atol=2e-5, rtol=1e-5)
 
 
 def test_log_loss_gradient_is_label_minus_probability():
     Y, F, _, _ = make_problem("log_loss", 30, 2, 2)
-    g = get_loss("log_loss").negative_gradient(np, Y, F)
+    g = get_loss("log_loss").negative_gradient(CPU, Y, F)
     np.testing.assert_allclose(g, (Y > 0) - scipy.special.expit(F), atol=1e-7)
-    proba = get_loss("log_loss").raw_to_output(np, np.array([[-800.0, 0.0, 800.0]]))
+    proba = get_loss("log_loss").raw_to_output(CPU, np.array([[-800.0, 0.0, 800.0]]))
     np.testing.assert_allclose(proba, [[0.0, 0.5, 1.0]])
 
 
 @pytest.mark.parametrize("name", list(LOSSES))
 def test_init_estimate_minimises_the_loss(name):
     Y, _, _, w = make_problem(name, 61, 3, 3)
-    rho = get_loss(name).init_estimate(np, Y, w)
+    rho = get_loss(name).init_estimate(CPU, Y, w)
     assert rho.shape == (3,)
     for j in range(3):
         y = Y[:, j]
@@ -97,7 +101,7 @@ def test_init_estimate_minimises_the_loss(name):
 
 def test_log_loss_init_is_finite_for_constant_labels():
     Y = np.array([[1.0, -1.0], [1.0, -1.0], [1.0, -1.0]])
-    rho = get_loss("log_loss").init_estimate(np, Y, np.ones(3))
+    rho = get_loss("log_loss").init_estimate(CPU, Y, np.ones(3))
     assert np.all(np.isfinite(rho))
     assert rho[0] > 20 and rho[1] < -20
 
@@ -108,7 +112,7 @@ def test_step_minimises_each_output(name, h_columns):
     d = 4
     Y, F, H, w = make_problem(name, 80, d, 4, h_columns)
     loss = get_loss(name)
-    rho = loss.fit_step(np, Y, F, H, w)
+    rho = loss.fit_step(CPU, Y, F, H, w)
     assert rho.shape == (d,)
     for j in range(d):
         h = H[:, 0] if h_columns == 1 else H[:, j]
@@ -137,14 +141,14 @@ def test_step_minimises_each_output(name, h_columns):
 def test_single_column_step_equals_broadcast_step(name):
     Y, F, H, w = make_problem(name, 70, 5, 5, h_columns=1)
     loss = get_loss(name)
-    one = loss.fit_step(np, Y, F, H, w)
-    full = loss.fit_step(np, Y, F, np.repeat(H, 5, axis=1), w)
+    one = loss.fit_step(CPU, Y, F, H, w)
+    full = loss.fit_step(CPU, Y, F, np.repeat(H, 5, axis=1), w)
     np.testing.assert_allclose(one, full, rtol=1e-8, atol=1e-10)
 
 
 def test_squared_error_step_closed_form():
     Y, F, H, w = make_problem("squared_error", 50, 3, 6)
-    rho = get_loss("squared_error").fit_step(np, Y, F, H, w)
+    rho = get_loss("squared_error").fit_step(CPU, Y, F, H, w)
     for j in range(3):
         r, h = Y[:, j] - F[:, j], H[:, j]
         # normal equation of the weighted least-squares fit r ~ rho h
@@ -159,7 +163,7 @@ def test_squared_error_step_is_one_for_leaf_means():
     R = rng.standard_normal((n, d))
     leaf = rng.integers(0, 5, size=n)
     H = np.stack([R[leaf == k].mean(axis=0) for k in range(5)])[leaf]
-    rho = get_loss("squared_error").fit_step(np, R, np.zeros((n, d)), H, np.ones(n))
+    rho = get_loss("squared_error").fit_step(CPU, R, np.zeros((n, d)), H, np.ones(n))
     np.testing.assert_allclose(rho, np.ones(d), rtol=1e-12)
 
 
@@ -167,7 +171,7 @@ def test_squared_error_step_is_one_for_leaf_means():
 def test_step_is_zero_where_tree_predicts_zero(name):
     Y, F, H, w = make_problem(name, 40, 3, 8)
     H[:, 1] = 0.0
-    rho = get_loss(name).fit_step(np, Y, F, H, w)
+    rho = get_loss(name).fit_step(CPU, Y, F, H, w)
     assert rho[1] == 0.0
     assert np.all(rho[[0, 2]] != 0.0)
 
@@ -177,11 +181,11 @@ def test_zero_weight_samples_are_ignored():
         Y, F, H, w = make_problem(name, 60, 3, 9)
         w[::2] = 0.0
         loss = get_loss(name)
-        full = loss.fit_step(np, Y, F, H, w)
-        kept = loss.fit_step(np, Y[1::2], F[1::2], H[1::2], w[1::2])
+        full = loss.fit_step(CPU, Y, F, H, w)
+        kept = loss.fit_step(CPU, Y[1::2], F[1::2], H[1::2], w[1::2])
         np.testing.assert_allclose(full, kept, rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(
-            loss.init_estimate(np, Y, w), loss.init_estimate(np, Y[1::2], w[1::2]), rtol=1e-12
+            loss.init_estimate(CPU, Y, w), loss.init_estimate(CPU, Y[1::2], w[1::2]), rtol=1e-12
         )
 
 
@@ -192,9 +196,9 @@ def test_logistic_step_is_bounded_on_separable_labels():
     F = np.zeros((n, 1))
     H = np.full((n, 1), 0.5)
     H[0, 0] = 2.0
-    rho = get_loss("log_loss").fit_step(np, Y, F, H, np.ones(n))
+    rho = get_loss("log_loss").fit_step(CPU, Y, F, H, np.ones(n))
     np.testing.assert_allclose(rho[0] * 2.0, MAX_LOGIT_STEP, rtol=1e-12)
-    rho = get_loss("log_loss").fit_step(np, -Y, F, H, np.ones(n))
+    rho = get_loss("log_loss").fit_step(CPU, -Y, F, H, np.ones(n))
     np.testing.assert_allclose(rho[0] * 2.0, -MAX_LOGIT_STEP, rtol=1e-12)
 
 
@@ -221,7 +225,7 @@ def test_logistic_step_matches_scalar_minimiser(seed, rate):
     f = rng.standard_normal(n)
     h = rng.standard_normal(n)
     w = rng.random(n) + 0.05
-    rho = get_loss("log_loss").fit_step(np, y[:, None], f[:, None], h[:, None], w)[0]
+    rho = get_loss("log_loss").fit_step(CPU, y[:, None], f[:, None], h[:, None], w)[0]
     bound = MAX_LOGIT_STEP / np.abs(h).max()
     res = scipy.optimize.minimize_scalar(
         lambda r: ref_objective("log_loss", y, f, h, w, r),
@@ -237,3 +241,52 @@ def test_get_loss_rejects_unknown_names():
         get_loss("huber")
     with pytest.raises(ValueError, match="got 'log_loss'"):
         get_loss("log_loss", allowed=("squared_error", "absolute_error"))
+
+
+# --------------------------------------------------------------------------
+# Fused logistic kernels: numba (CPU) and array-expression (CUDA-side) versions
+# --------------------------------------------------------------------------
+
+BACKENDS = [Backend("numpy"), Backend("emulated")]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("h_columns", [None, 1])
+def test_logistic_kernels_match_numpy_references(backend, h_columns):
+    from gpurpo.ensemble._logistic_kernels import (
+        logistic_derivatives,
+        logistic_gradient,
+        logistic_row_loss,
+    )
+
+    Y, F, H, w = make_problem("log_loss", 1300, 7, 11, h_columns)
+    F[0, 0], F[1, 1] = 800.0, -800.0  # saturated scores stay finite
+    w[::5] = 0.0
+    rho = np.linspace(-1.0, 1.0, 7)
+    T = (Y > 0).astype(float)
+    P0 = scipy.special.expit(F)
+    np.testing.assert_allclose(logistic_gradient(backend, Y, F), T - P0, atol=1e-7)
+    np.testing.assert_allclose(
+        logistic_row_loss(backend, Y, F), ref_pointwise("log_loss", Y, F).mean(axis=1),
+        rtol=1e-12,
+    )
+    Hb = np.broadcast_to(H, Y.shape)
+    P = scipy.special.expit(F + rho * Hb)
+    first, second = logistic_derivatives(backend, Y, F, H, w, rho)
+    np.testing.assert_allclose(first, (w[:, None] * Hb * (P - T)).sum(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(
+        second, (w[:, None] * Hb**2 * P * (1 - P)).sum(axis=0), rtol=1e-10
+    )
+    columns = np.arange(7) % 3 == 0
+    f_sub, s_sub = logistic_derivatives(backend, Y, F, H, w, rho, columns)
+    np.testing.assert_allclose(f_sub, np.where(columns, first, 0.0), rtol=1e-12)
+    np.testing.assert_allclose(s_sub, np.where(columns, second, 0.0), rtol=1e-12)
+
+
+def test_logistic_step_is_the_same_on_every_backend():
+    Y, F, H, w = make_problem("log_loss", 200, 5, 12)
+    loss = get_loss("log_loss")
+    np.testing.assert_allclose(
+        loss.fit_step(BACKENDS[0], Y, F, H, w), loss.fit_step(BACKENDS[1], Y, F, H, w),
+        rtol=1e-9,
+    )

@@ -324,9 +324,9 @@ def test_gaussian_projection_of_large_m_gives_the_unprojected_tree():
 @pytest.mark.parametrize("k", [None, 3])
 def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k):
     rng = np.random.default_rng(8)
-    X = rng.normal(size=(600, 8))
+    X = rng.normal(size=(250, 6))
     X[rng.random(X.shape) < 0.05] = np.nan
-    Y = rng.normal(size=(600, 3))
+    Y = rng.normal(size=(250, 3))
     trees = []
     variants = [
         (0, 0, 1 << 30),  # histograms, with subtraction when k = p

@@ -168,6 +168,10 @@ class BaseForest(BaseEstimator):
             )
         if X.dtype not in (backend.xp.float32, backend.xp.float64):
             X = X.astype(backend.xp.float64)
+        if not backend.issparse(X):
+            # C order: row blocks are contiguous for the traversal kernels, and the
+            # binning never works on a view of the caller's array
+            X = backend.xp.ascontiguousarray(X)
         if reset:
             self.n_features_in_ = int(X.shape[1])
         elif X.shape[1] != self.n_features_in_:

@@ -28,6 +28,9 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from gpurpo.backend import Backend
+from gpurpo.ensemble._logistic_kernels import logistic_derivatives
+
 __all__ = [
     "MAX_LOGIT_STEP",
     "least_squares_step",
@@ -38,7 +41,7 @@ __all__ = [
 
 MAX_LOGIT_STEP = 10.0
 _NEWTON_MAX_ITER = 40
-_NEWTON_TOL = 1e-10
+_NEWTON_TOL = 1e-9
 _BRACKET_MARGIN = 1e-6
 
 
@@ -130,18 +133,8 @@ def weighted_median_step(xp: ModuleType, R: Any, H: Any, w: Any) -> Any:
     return weighted_median_columns(xp, ratio, weight)
 
 
-def _logistic_derivatives(xp: ModuleType, T: Any, F: Any, H: Any, w: Any, rho: Any):
-    """First and second derivatives in ``rho`` of ``sum_i w_i log(1 + exp(-y_i (F_i + rho H_i)))``."""
-    S = F + rho[None, :] * H
-    P = xp.exp(-xp.logaddexp(0.0, -S))
-    WH = w[:, None] * H
-    first = xp.sum(WH * (P - T), axis=0)
-    second = xp.sum(WH * H * (P * (1.0 - P)), axis=0)
-    return first, second
-
-
 def logistic_step(
-    xp: ModuleType,
+    backend: Backend,
     Y: Any,
     F: Any,
     H: Any,
@@ -156,15 +149,20 @@ def logistic_step(
     rho h_ij)))`` over ``|rho| <= max_logit_step / max_i |h_ij|`` (no score
     moves by more than ``max_logit_step`` logits). The derivative at 0 tells
     on which side of 0 the minimiser lies; if the derivative still has the
-    same sign at the bound, the bound is returned. Otherwise a bracket
-    ``[lo, hi]`` with ``phi'(lo) <= 0 <= phi'(hi)`` is kept, a Newton step is
-    taken when it lands inside the bracket (up to a rounding margin) and a
-    bisection step otherwise, until no score moves by more than ``tol`` logits between two
-    iterations. All outputs iterate together (one host synchronisation per
-    iteration, for the stopping test).
+    same sign at the bound (evaluated only when a Newton step reaches it),
+    the bound is returned. A bracket ``[lo, hi]`` with ``phi'(lo) <= 0 <=
+    phi'(hi)`` is kept, a Newton step is taken when it lands inside the
+    bracket (up to a rounding margin) and a bisection step otherwise, until
+    no score of the output moves by more than ``tol`` logits between two
+    iterations. All outputs iterate together; converged outputs are skipped
+    by the derivative kernel (one host synchronisation per iteration, for
+    the stopping test).
 
     Parameters
     ----------
+    backend : Backend
+        The derivatives are computed by the fused kernel
+        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble._logistic_kernels`).
     Y : array of shape (n, d)
         Labels in {-1, 1}.
     F : array of shape (n, d)
@@ -180,11 +178,12 @@ def logistic_step(
     -------
     array of shape (d,), float64
     """
+    xp = backend.xp
     d = F.shape[1]
-    T = (Y > 0).astype(xp.float64)
-    F = F.astype(xp.float64)
-    H = H.astype(xp.float64)
-    w = w.astype(xp.float64)
+    Y = xp.ascontiguousarray(Y, dtype=xp.float64)
+    F = xp.ascontiguousarray(F, dtype=xp.float64)
+    H = xp.ascontiguousarray(H, dtype=xp.float64)
+    w = xp.ascontiguousarray(w, dtype=xp.float64)
     used = (w > 0)[:, None]
     hmax = xp.max(xp.where(used, xp.abs(H), 0.0), axis=0)
     hmax = xp.broadcast_to(hmax, (d,))
@@ -192,33 +191,37 @@ def logistic_step(
     cap = xp.where(active, max_logit_step / xp.where(active, hmax, 1.0), 0.0)
     zero = xp.zeros(d, dtype=xp.float64)
 
-    d0, h0 = _logistic_derivatives(xp, T, F, H, w, zero)
+    d0, curv = logistic_derivatives(backend, Y, F, H, w, zero, xp.ones(d, dtype=bool))
     direction = xp.where(d0 < 0, 1.0, -1.0)
     edge = direction * cap
-    d_edge, _ = _logistic_derivatives(xp, T, F, H, w, edge)
-    at_edge = (d_edge * d0) > 0
     lo = xp.where(direction > 0, zero, -cap)
     hi = xp.where(direction > 0, cap, zero)
-
-    # outputs solved before iterating: no tree signal, flat start, or the bound
-    fixed = at_edge | ~active | (d0 == 0)
-    rho = xp.where(at_edge & active, edge, zero)
-    deriv = xp.where(fixed, 0.0, d0)
-    curv = h0
+    # the derivative at the bound is only computed when a Newton step reaches it
+    edge_open = xp.ones(d, dtype=bool)
+    todo = active & (d0 != 0)
+    rho = zero
+    deriv = d0
     for _ in range(max_iter):
+        at_edge = rho == edge
+        edge_open &= ~at_edge
+        # still descending at the bound: the constrained minimiser is the bound
+        todo &= ~(at_edge & (deriv * direction < 0))
         lo = xp.where(deriv < 0, rho, lo)
         hi = xp.where(deriv > 0, rho, hi)
         safe_curv = xp.where(curv > 0, curv, 1.0)
         newton = rho - deriv / safe_curv
-        # a Newton step landing on the bracket's end by rounding is kept (clipped)
+        # a Newton step landing on the bracket's end by rounding is kept (clipped);
+        # one beyond a bound whose derivative is unknown goes to the bound
         margin = _BRACKET_MARGIN * (hi - lo)
-        inside = (curv > 0) & (newton >= lo - margin) & (newton <= hi + margin)
+        beyond = edge_open & (direction * (newton - edge) > 0)
+        inside = (curv > 0) & (
+            ((newton >= lo - margin) & (newton <= hi + margin)) | beyond
+        )
         new = xp.where(inside, xp.clip(newton, lo, hi), 0.5 * (lo + hi))
-        new = xp.where(fixed | (deriv == 0), rho, new)
-        moved = float(xp.max(xp.abs(new - rho) * hmax)) if d else 0.0
+        new = xp.where(todo & (deriv != 0), new, rho)
+        todo &= xp.abs(new - rho) * hmax > tol
         rho = new
-        if moved <= tol:
+        if not bool(todo.any()):
             break
-        deriv, curv = _logistic_derivatives(xp, T, F, H, w, rho)
-        deriv = xp.where(fixed, 0.0, deriv)
+        deriv, curv = logistic_derivatives(backend, Y, F, H, w, rho, todo)
     return xp.where(active & (d0 != 0), rho, 0.0)

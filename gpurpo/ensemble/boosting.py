@@ -288,7 +288,7 @@ class _BaseGradientBoosting(BaseEstimator):
             mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
             # bin edges from the rows that carry weight (a zero weight removes a row)
             self.bin_mapper_ = mapper.fit(X if unit else X[xp.nonzero(w > 0)[0]])
-            self._model = StagedModel(backend, loss.init_estimate(xp, Yb, w))
+            self._model = StagedModel(backend, loss.init_estimate(backend, Yb, w))
             self._steps: list[Any] = []
             self._outputs: list[int | None] = []
             self.projections_ = []
@@ -307,7 +307,7 @@ class _BaseGradientBoosting(BaseEstimator):
         fitter = StageTreeFitter(backend, binned, X, self.strategy, cfg["growth"])
         stopper = EarlyStopping(self.n_iter_no_change, self.tol)
         if F_val is not None:
-            stopper.start(len(model), float(loss.loss(xp, Y_val, F_val)))
+            stopper.start(len(model), float(loss.loss(backend, Y_val, F_val)))
         train_losses = []
         lr = float(self.learning_rate)
         rng = self._rng
@@ -316,7 +316,7 @@ class _BaseGradientBoosting(BaseEstimator):
             self._print_header(F_val is not None)
 
         for m in range(len(model), int(self.n_estimators)):
-            G = loss.negative_gradient(xp, Yb, F)
+            G = loss.negative_gradient(backend, Yb, F)
             # stochastic subsampling: the tree and the step see a random subset
             if self.subsample < 1.0:
                 n_in = max(1, int(round(float(self.subsample) * n)))
@@ -341,13 +341,13 @@ class _BaseGradientBoosting(BaseEstimator):
             else:
                 Ys, Fs, Hs, ws, Gs = Yb, F, H, w_iter, G
             if output is None:
-                rho = loss.fit_step(xp, Ys, Fs, Hs, ws, Gs)
+                rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs)
                 scale = lr * rho
                 F += H * scale[None, :]
             else:
                 j = output
                 rho_j = loss.fit_step(
-                    xp, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
+                    backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
                 )
                 rho = xp.zeros(d, dtype=xp.float64)
                 rho[j] = rho_j[0]
@@ -359,13 +359,13 @@ class _BaseGradientBoosting(BaseEstimator):
             self._outputs.append(output)
             if projection is not None:
                 self.projections_.append(projection)
-            train_losses.append(loss.loss(xp, Yb, F, w))
+            train_losses.append(loss.loss(backend, Yb, F, w))
 
             stop = False
             if F_val is not None:
                 val_leaf = leaves_of(structure, X_val, backend)
                 F_val += values[val_leaf] * scale[None, :]
-                stop = stopper.update(len(model), float(loss.loss(xp, Y_val, F_val)))
+                stop = stopper.update(len(model), float(loss.loss(backend, Y_val, F_val)))
             if self.verbose and (_print_schedule(m + 1, self.verbose) or stop):
                 self._print_progress(m + 1, train_losses[-1], stopper, Y_val, F_val, start_time)
             if stop:
@@ -726,7 +726,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     def _to_proba(self, F: Any) -> Any:
         xp = self._model.backend.xp
-        P = get_loss("log_loss").raw_to_output(xp, F)
+        P = get_loss("log_loss").raw_to_output(self._model.backend, F)
         if self._one_d:
             P = xp.concatenate([1.0 - P, P], axis=1)
         return P

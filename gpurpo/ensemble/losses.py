@@ -4,8 +4,7 @@ Joly, Wehenkel & Geurts (2019), *Gradient tree boosting with random output
 projections for multi-label classification and multi-output regression*,
 Section 2, use a loss ``l(y, f) = sum_j l_j(y_j, f_j)`` that decomposes over
 the ``d`` outputs. Each loss here provides, for a target matrix ``Y`` and a
-score matrix ``F`` of shape ``(n, d)`` (all in the array module ``xp`` of
-the backend, NumPy or CuPy):
+score matrix ``F`` of shape ``(n, d)`` (all on one backend, NumPy or CuPy):
 
 * :meth:`Loss.init_estimate` -- the constant model ``f_0 = argmin_rho
   sum_i w_i l(y_i, rho)`` (Algorithms 1-4, line 1), one value per output;
@@ -48,6 +47,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from gpurpo.backend import Backend
+from gpurpo.ensemble._logistic_kernels import logistic_gradient, logistic_row_loss, sigmoid
 from gpurpo.ensemble._steps import (
     least_squares_step,
     logistic_step,
@@ -78,31 +79,33 @@ def _weighted_column_mean(xp: ModuleType, A: Any, w: Any) -> Any:
 class Loss:
     """A loss decomposing over outputs, ``l(y, f) = sum_j l_j(y_j, f_j)``.
 
-    Subclasses implement the methods below with array operations of ``xp``
-    only (they run unchanged on NumPy and CuPy).
+    Subclasses implement the methods below with array operations of
+    ``backend.xp`` (and the kernels of :mod:`gpurpo.ensemble._logistic_kernels`),
+    so they run unchanged on NumPy and CuPy.
     """
 
     name: str = ""
 
-    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+    def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
         """Constant model ``argmin_rho sum_i w_i l(y_i, rho)``, shape ``(d,)`` float64."""
         raise NotImplementedError
 
-    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+    def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
         """Loss of every entry, shape ``(n, d)``."""
         raise NotImplementedError
 
-    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+    def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
         """``-dl/dF`` at ``F``, shape ``(n, d)``, float32."""
         raise NotImplementedError
 
-    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
+    def fit_step(
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+    ) -> Any:
         """Step ``rho`` in ``R^d`` minimising ``sum_i w_i l(y_i, F_i + rho * H_i)`` per output.
 
         Parameters
         ----------
-        xp : module
-            ``numpy`` or ``cupy``.
+        backend : Backend
         Y, F : arrays of shape (n, d)
             Targets and current scores.
         H : array of shape (n, d) or (n, 1)
@@ -120,16 +123,21 @@ class Loss:
         """
         raise NotImplementedError
 
-    def loss(self, xp: ModuleType, Y: Any, F: Any, w: Any | None = None) -> Any:
+    def row_loss(self, backend: Backend, Y: Any, F: Any) -> Any:
+        """Mean loss over the outputs of every sample, shape ``(n,)`` float64."""
+        xp = backend.xp
+        return xp.mean(self.pointwise(backend, Y, F), axis=1, dtype=xp.float64)
+
+    def loss(self, backend: Backend, Y: Any, F: Any, w: Any | None = None) -> Any:
         """Weighted mean of the loss over samples and outputs (a 0-d array)."""
-        values = self.pointwise(xp, Y, F)
-        per_sample = xp.mean(values, axis=1, dtype=xp.float64)
+        xp = backend.xp
+        per_sample = self.row_loss(backend, Y, F)
         if w is None:
             return xp.mean(per_sample)
         w = w.astype(xp.float64)
         return xp.sum(w * per_sample) / xp.sum(w)
 
-    def raw_to_output(self, xp: ModuleType, F: Any) -> Any:
+    def raw_to_output(self, backend: Backend, F: Any) -> Any:
         """Map scores to predictions in the output space (identity for regression)."""
         return F
 
@@ -142,19 +150,19 @@ class SquaredError(Loss):
 
     name = "squared_error"
 
-    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
-        return _weighted_column_mean(xp, Y, w)
+    def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
+        return _weighted_column_mean(backend.xp, Y, w)
 
-    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+    def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
         return 0.5 * (Y - F) ** 2
 
-    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
-        return (Y - F).astype(xp.float32)
+    def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
+        return (Y - F).astype(backend.xp.float32)
 
-    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
-        if G is None:
-            G = Y - F
-        return least_squares_step(xp, G, H, w)
+    def fit_step(
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+    ) -> Any:
+        return least_squares_step(backend.xp, Y - F, H, w)
 
 
 class AbsoluteError(Loss):
@@ -162,50 +170,56 @@ class AbsoluteError(Loss):
 
     name = "absolute_error"
 
-    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+    def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
+        xp = backend.xp
         return weighted_median_columns(xp, Y.astype(xp.float64), w[:, None])
 
-    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
-        return xp.abs(Y - F)
+    def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
+        return backend.xp.abs(Y - F)
 
-    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
+    def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
+        xp = backend.xp
         return xp.sign(Y - F).astype(xp.float32)
 
-    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
-        return weighted_median_step(xp, Y - F, H, w)
+    def fit_step(
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+    ) -> Any:
+        return weighted_median_step(backend.xp, Y - F, H, w)
 
 
 class LogLoss(Loss):
     """Multi-label logistic loss ``l_j(y, F) = log(1 + exp(-y F))``, ``y`` in {-1, 1}.
 
     ``Y`` given to the methods must already be in ``{-1, 1}``; ``F`` is the
-    log-odds and ``sigmoid(F)`` the probability of label presence.
+    log-odds and ``sigmoid(F)`` the probability of label presence. The
+    gradient, the per-sample loss and the step search use the fused kernels
+    of :mod:`gpurpo.ensemble._logistic_kernels`.
     """
 
     name = "log_loss"
 
-    def init_estimate(self, xp: ModuleType, Y: Any, w: Any) -> Any:
+    def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
+        xp = backend.xp
         freq = _weighted_column_mean(xp, (Y > 0).astype(xp.float64), w)
         freq = xp.clip(freq, _PROBA_CLIP, 1.0 - _PROBA_CLIP)
         return xp.log(freq) - xp.log1p(-freq)
 
-    def pointwise(self, xp: ModuleType, Y: Any, F: Any) -> Any:
-        return xp.logaddexp(0.0, -Y * F)
+    def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
+        return backend.xp.logaddexp(0.0, -Y * F)
 
-    def negative_gradient(self, xp: ModuleType, Y: Any, F: Any) -> Any:
-        target = (Y > 0).astype(xp.float64)
-        return (target - _sigmoid(xp, F)).astype(xp.float32)
+    def row_loss(self, backend: Backend, Y: Any, F: Any) -> Any:
+        return logistic_row_loss(backend, Y, F)
 
-    def fit_step(self, xp: ModuleType, Y: Any, F: Any, H: Any, w: Any, G: Any = None) -> Any:
-        return logistic_step(xp, Y, F, H, w)
+    def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
+        return logistic_gradient(backend, Y, F)
 
-    def raw_to_output(self, xp: ModuleType, F: Any) -> Any:
-        return _sigmoid(xp, F)
+    def fit_step(
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+    ) -> Any:
+        return logistic_step(backend, Y, F, H, w)
 
-
-def _sigmoid(xp: ModuleType, F: Any) -> Any:
-    """Numerically stable logistic function ``1 / (1 + exp(-F))``."""
-    return xp.exp(-xp.logaddexp(0.0, -F))
+    def raw_to_output(self, backend: Backend, F: Any) -> Any:
+        return sigmoid(backend.xp, F)
 
 
 LOSSES: dict[str, type[Loss]] = {

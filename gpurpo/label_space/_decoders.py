@@ -1,4 +1,4 @@
-"""Decoders of the Rembrandt classification pipeline: log loss with early stopping, or least squares.
+"""Logistic decoder of the Rembrandt classification pipeline: log loss, L-BFGS, early stopping.
 
 Mineiro & Karampatziakis (arXiv:1412.6547), Algorithm 3, fit the final map
 ``Q`` from the (feature-mapped) predicted embedding ``H = phi(X W)`` to the

@@ -162,10 +162,12 @@ class _LabelOutputs:
         return check_float(self.threshold, "threshold")
 
     def _multilabel_predict(self, X: Any, values: Any) -> Any:
-        """``values(X_block) >= threshold`` as int64, by blocks of rows.
+        """``values(X_block) >= threshold`` by blocks of rows.
 
-        CSR (assembled block by block, so the dense (n, d) scores never exist
-        in full) when the training labels were sparse, else dense.
+        Sparse training labels give a CSR matrix of float64 0/1 values (the
+        dtype sparse matrices support on both SciPy and cupyx), assembled
+        block by block so that the dense (n, d) scores never exist in full;
+        dense training labels give a dense int64 array.
         """
         backend = resolve_backend(X, device=self.device)
         xp = backend.xp
@@ -174,8 +176,11 @@ class _LabelOutputs:
         step = max(1, _PREDICT_BLOCK_BYTES // (8 * self.n_outputs_))
         blocks = []
         for start in range(0, int(Xv.shape[0]), step):
-            block = (values(Xv[start : start + step]) >= threshold).astype(xp.int64)
-            blocks.append(backend.sparse.csr_matrix(block) if self.sparse_output_ else block)
+            block = values(Xv[start : start + step]) >= threshold
+            if self.sparse_output_:
+                blocks.append(backend.sparse.csr_matrix(block.astype(xp.float64)))
+            else:
+                blocks.append(block.astype(xp.int64))
         if self.sparse_output_:
             out = backend.sparse.vstack(blocks, format="csr")
         else:
@@ -386,7 +391,8 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
     multilabel_ : bool
         Whether ``y`` was a 2-D label matrix.
     sparse_output_ : bool
-        Whether ``predict`` returns CSR (multi-label ``Y`` given as sparse).
+        Whether ``predict`` returns CSR (float64 0/1 values; multi-label ``Y``
+        given as sparse) rather than a dense int64 array.
 """
     )
 
@@ -442,6 +448,7 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
 
     def predict(self, X: Any) -> Any:
         """0/1 label matrix (rounded scores) or the class of largest score."""
+        check_is_fitted(self, "estimator_")
         if self.multilabel_:
             return self._multilabel_predict(X, lambda rows: self._decoded(rows)[0])
         scores, backend = self._decoded(X)
@@ -694,6 +701,7 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
 
     def predict(self, X: Any) -> Any:
         """Class of largest score (single-label) or the thresholded label matrix (multi-label)."""
+        check_is_fitted(self, "decoder_coef_")
         if self.multilabel_:
 
             def values(rows: Any) -> Any:

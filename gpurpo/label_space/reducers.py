@@ -92,8 +92,8 @@ class LabelReducer:
         Power (range-finder) iterations; ``"auto"``: the default of the
         :mod:`gpurpo.linalg` function used.
 
-    Attributes (after :meth:`fit`)
-    -------------------------------
+    Attributes
+    ----------
     n_components_ : int
     n_labels_ : int
     mean_ : array of shape (d,) or None
@@ -102,8 +102,8 @@ class LabelReducer:
         ``D``, on the backend of the training labels.
     """
 
+    #: The reducer's name in :data:`REDUCERS`.
     name = ""
-    uses_features = False
 
     def __init__(
         self,
@@ -167,7 +167,7 @@ class _OrthonormalReducer(LabelReducer):
     """``E = V`` with orthonormal columns and ``D = V^T``."""
 
     def _project(self, Y: Any, backend: Backend) -> Any:
-        return _dense(Y @ backend.asarray(self.decoder_.T), backend)
+        return _dense(Y @ backend.xp.ascontiguousarray(backend.asarray(self.decoder_).T), backend)
 
 
 class PLSTReducer(_OrthonormalReducer):
@@ -200,7 +200,6 @@ class RembrandtReducer(_OrthonormalReducer):
     """
 
     name = "rembrandt"
-    uses_features = True
 
     def __init__(
         self,
@@ -226,7 +225,7 @@ class RembrandtReducer(_OrthonormalReducer):
         if backend.issparse(X):
             X_op = centered(as_operator(X, "X", backend), x_mean)
         else:
-            X_op = as_operator(X.astype(xp.float64) - x_mean[None, :], "X", backend)
+            X_op = as_operator(xp.asarray(X, dtype=xp.float64) - x_mean[None, :], "X", backend)
         # Y_c^T P_X Y_c has rank at most p = n_features: sampling more than
         # max(k, p) directions only adds its null space (and rank-deficient blocks).
         params = self._range_params()
@@ -259,7 +258,7 @@ class RandomReducer(LabelReducer):
         self.decoder_ = least_squares_decoder(self._project(Y, backend), Y, backend)
 
     def _project(self, Y: Any, backend: Backend) -> Any:
-        return _dense(Y @ backend.asarray(self.projection_).T, backend)
+        return _dense(Y @ backend.xp.ascontiguousarray(backend.asarray(self.projection_).T), backend)
 
 
 class CSSPReducer(LabelReducer):

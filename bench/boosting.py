@@ -1,0 +1,261 @@
+"""Multi-output gradient boosting: gpurpo vs XGBoost vector-leaf trees.
+
+Joly, Wehenkel & Geurts (2019) strategies of
+:class:`gpurpo.ensemble.GradientBoostingRegressor` /
+:class:`~gpurpo.ensemble.GradientBoostingClassifier` (``rpo``,
+``relabel_rpo``, ``multi_output``, optionally ``single_target``) against
+XGBoost's multi-output trees (``multi_strategy="multi_output_tree"``,
+``tree_method="hist"``), with the same number of rounds, the same number of
+leaves (best-first / ``grow_policy="lossguide"``), the same learning rate and
+the same number of bins, on
+
+* d = 16: friedman1-chain, -group and -ind (:func:`gpurpo.datasets.make_friedman1_multioutput`),
+  squared error, test macro-R2;
+* d = 101: mediamill-shaped structured multi-label data
+  (:func:`gpurpo.datasets.make_mediamill_like`), logistic loss, test LRAP;
+* d = 983: delicious-shaped structured multi-label data
+  (:func:`gpurpo.datasets.make_delicious_like`), logistic loss, test LRAP.
+
+Each fit runs in its own subprocess (same thread count for everyone:
+``--threads`` numba threads for gpurpo, ``n_jobs`` for XGBoost) under an
+address-space limit (``--memory-gb``) and a time limit (``--timeout``), so a
+method that runs out of memory or time is reported as such instead of taking
+the machine down: XGBoost's histograms grow with the number of targets
+(bins x features x d x 2 gradient statistics per node). gpurpo's fit time
+includes binning; a tiny warm-up fit in the same subprocess loads the
+compiled numba kernels first.
+
+    python bench/boosting.py                 # all data sets, full size
+    python bench/boosting.py --quick         # a quarter of the rows, 30 rounds
+    python bench/boosting.py --datasets delicious --methods rpo,xgboost --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DATASETS = ("friedman1-chain", "friedman1-group", "friedman1-ind", "mediamill", "delicious")
+METHODS = ("rpo", "relabel_rpo", "multi_output", "single_target", "xgboost")
+DEFAULT_METHODS = ("rpo", "relabel_rpo", "multi_output", "xgboost")
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+
+
+def make_data(name: str, quick: bool, seed: int = 0) -> dict:
+    from gpurpo.datasets import (
+        make_delicious_like,
+        make_friedman1_multioutput,
+        make_mediamill_like,
+    )
+
+    scale = 4 if quick else 1
+    if name.startswith("friedman1"):
+        kind = name.split("-")[1]
+        n_train, n_test = 10_000 // scale, 5_000 // scale
+        X, Y = make_friedman1_multioutput(kind, n_train + n_test, 16, random_state=seed)
+        task = "regression"
+    else:
+        maker = make_mediamill_like if name == "mediamill" else make_delicious_like
+        n_total = (30_993 if name == "mediamill" else 12_920) // scale
+        X, Y = maker(random_state=seed, n_samples=n_total)
+        Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+        n_test = n_total // 5
+        n_train = n_total - n_test
+        task = "multilabel"
+    rng = np.random.default_rng(seed + 1)
+    perm = rng.permutation(X.shape[0])
+    tr, te = perm[:n_train], perm[n_train : n_train + n_test]
+    return {
+        "X_train": np.ascontiguousarray(X[tr]),
+        "Y_train": np.ascontiguousarray(Y[tr], dtype=np.float64),
+        "X_test": np.ascontiguousarray(X[te]),
+        "Y_test": np.ascontiguousarray(Y[te], dtype=np.float64),
+        "task": task,
+    }
+
+
+# --------------------------------------------------------------------------
+# One fit (runs in a subprocess)
+# --------------------------------------------------------------------------
+
+
+def _score(task: str, Y_test: np.ndarray, pred: np.ndarray) -> float:
+    from gpurpo.metrics import label_ranking_average_precision, macro_r2
+
+    if task == "regression":
+        return float(macro_r2(Y_test, pred))
+    return float(label_ranking_average_precision(Y_test, pred))
+
+
+def run_one(method: str, data_path: str, cfg: dict) -> dict:
+    data = dict(np.load(data_path))
+    task = str(data["task"])
+    X, Y, Xt, Yt = data["X_train"], data["Y_train"], data["X_test"], data["Y_test"]
+    rounds, leaves, lr, bins, threads = (
+        cfg["rounds"], cfg["leaves"], cfg["lr"], cfg["max_bins"], cfg["threads"]
+    )
+    if method == "xgboost":
+        import xgboost as xgb
+
+        common = dict(
+            tree_method="hist", multi_strategy="multi_output_tree", n_estimators=rounds,
+            max_leaves=leaves, grow_policy="lossguide", max_depth=0, learning_rate=lr,
+            max_bin=bins, n_jobs=threads, random_state=0,
+        )
+        if task == "regression":
+            model = xgb.XGBRegressor(objective="reg:squarederror", **common)
+        else:
+            model = xgb.XGBClassifier(objective="binary:logistic", **common)
+        start = time.perf_counter()
+        model.fit(X, Y)
+        fit_time = time.perf_counter() - start
+        pred = model.predict(Xt) if task == "regression" else model.predict_proba(Xt)
+        return {"fit_s": fit_time, "score": _score(task, Yt, np.asarray(pred)),
+                "xgboost": xgb.__version__}
+
+    import numba
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    from gpurpo.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+
+    Est = GradientBoostingRegressor if task == "regression" else GradientBoostingClassifier
+    params = dict(strategy=method, n_estimators=rounds, max_leaf_nodes=leaves, learning_rate=lr,
+                  max_bins=bins, random_state=0)
+    Est(**{**params, "n_estimators": 2}).fit(X[:300], Y[:300])  # load compiled kernels
+    model = Est(**params)
+    start = time.perf_counter()
+    model.fit(X, Y)
+    fit_time = time.perf_counter() - start
+    pred = model.predict(Xt) if task == "regression" else model.predict_proba(Xt)
+    return {"fit_s": fit_time, "score": _score(task, Yt, pred)}
+
+
+def _limit_memory(gigabytes: float) -> None:
+    limit = int(gigabytes * 1024**3)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def run_isolated(method: str, data_path: str, cfg: dict) -> dict:
+    cmd = [sys.executable, __file__, "--worker", method, "--data", data_path,
+           "--config", json.dumps(cfg)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(cfg["threads"]),
+               NUMBA_NUM_THREADS=str(max(1, cfg["threads"])))
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=cfg["timeout"], env=env,
+            preexec_fn=lambda: _limit_memory(cfg["memory_gb"]),
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {cfg['timeout']} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        oom = any(k in " ".join(tail) for k in ("MemoryError", "bad_alloc", "std::bad_alloc",
+                                                  "Cannot allocate", "out of memory"))
+        if oom or proc.returncode in (-9, 137):
+            return {"error": f"out of memory (limit {cfg['memory_gb']} GB)"}
+        return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+# --------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a quarter of the rows, 30 rounds")
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS))
+    parser.add_argument("--rounds", type=int, default=None, help="boosting rounds (100)")
+    parser.add_argument("--leaves", type=int, default=31)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--max-bins", type=int, default=255)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per fit")
+    parser.add_argument("--memory-gb", type=float, default=16.0, help="address space per fit")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--config", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        result = run_one(args.worker, args.data, json.loads(args.config))
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+
+    datasets = [d for d in args.datasets.split(",") if d]
+    methods = [m for m in args.methods.split(",") if m]
+    for d in datasets:
+        if d not in DATASETS:
+            parser.error(f"unknown data set {d!r}; choose from {DATASETS}")
+    for m in methods:
+        if m not in METHODS:
+            parser.error(f"unknown method {m!r}; choose from {METHODS}")
+    cfg = {
+        "rounds": args.rounds or (30 if args.quick else 100),
+        "leaves": args.leaves,
+        "lr": args.lr,
+        "max_bins": args.max_bins,
+        "threads": args.threads,
+        "timeout": args.timeout,
+        "memory_gb": args.memory_gb,
+    }
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs; "
+          f"rounds={cfg['rounds']} leaves={cfg['leaves']} lr={cfg['lr']} "
+          f"max_bins={cfg['max_bins']} threads={cfg['threads']} memory<={cfg['memory_gb']} GB",
+          flush=True)
+    results = {"config": cfg, "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in datasets:
+            data = make_data(name, args.quick)
+            path = os.path.join(tmp, f"{name}.npz")
+            np.savez(path, **data)
+            n, p = data["X_train"].shape
+            d = data["Y_train"].shape[1]
+            metric = "macro-R2" if data["task"] == "regression" else "LRAP"
+            print(f"\n{name}: n_train={n} n_test={data['X_test'].shape[0]} p={p} d={d} "
+                  f"(test {metric})", flush=True)
+            runs = {}
+            for method in methods:
+                res = run_isolated(method, path, cfg)
+                runs[method] = res
+                if "error" in res:
+                    print(f"  {method:>14}: {res['error']}", flush=True)
+                else:
+                    print(f"  {method:>14}: fit {res['fit_s']:9.2f} s   {metric} "
+                          f"{res['score']:.4f}", flush=True)
+            ref = runs.get("xgboost", {})
+            if "fit_s" in ref:
+                for method, res in runs.items():
+                    if method != "xgboost" and "fit_s" in res:
+                        print(f"  {method:>14}: {ref['fit_s'] / res['fit_s']:7.2f}x faster than "
+                              f"XGBoost, score {res['score'] - ref['score']:+.4f}", flush=True)
+            results["runs"][name] = {"n_train": n, "p": p, "d": d, "metric": metric,
+                                     "methods": runs}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

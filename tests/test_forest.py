@@ -329,6 +329,9 @@ def test_verbose_reports_progress_per_batch(capsys):
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "RandomForestRegressor" in ln]
     assert len(lines) == 3
     assert "5/5" in lines[-1]
+    RandomForestRegressor(n_estimators=5, batch_size=2, verbose=2, random_state=0).fit(X, Y)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6 and "growing trees 5-5 of 5" in lines[-2]
 
 
 def test_pickle_round_trip_keeps_predictions():

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse.linalg import aslinearoperator
+from threadpoolctl import threadpool_limits
 
 from gpurpo import backend as B
 from gpurpo.linalg import (
@@ -26,6 +27,13 @@ from gpurpo.linalg import (
     randomized_svd,
 )
 from gpurpo.linalg._qr import normalize_block
+
+@pytest.fixture(autouse=True)
+def _single_threaded_blas():
+    """Small matrices: one BLAS thread is as fast and immune to CPU oversubscription."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
 
 KINDS = ["dense", "csr", "csr_array", "linear_operator", "implicit"]
 

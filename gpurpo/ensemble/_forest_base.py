@@ -245,6 +245,12 @@ class BaseForest(BaseEstimator):
                 w_host = counts if sw is None else counts * sw[None, :]
                 unit = sw is None and not self.bootstrap
                 weights = None if unit else backend.asarray(w_host.astype(np.float32))
+                if self.verbose > 1:
+                    print(
+                        f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
+                        f"together on m={m} outputs",
+                        flush=True,
+                    )
                 try:
                     targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
                     result = grow(binned, targets, weights, params, rng, backend)
@@ -405,9 +411,13 @@ class BaseForest(BaseEstimator):
         return self._plan.components(int(self._seeds[int(i), 1]))
 
     def __getstate__(self) -> dict:
-        state = super().__getstate__()
-        state = dict(state)
+        # Leaf values (TreeChunk) and out-of-bag arrays go to the host, so a model
+        # fitted on a GPU unpickles on a machine without one.
+        state = dict(super().__getstate__())
         state["_estimators_cache"] = None
+        for name in ("oob_prediction_", "oob_decision_function_"):
+            if name in state:
+                state[name] = to_host(state[name])
         return state
 
     # ---------------------------------------------------------------- oob

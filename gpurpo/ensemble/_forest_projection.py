@@ -80,8 +80,9 @@ class ProjectionPlan:
             raise TypeError(
                 f"shared_projection must be a bool, got {type(shared).__name__} {shared!r}"
             )
-        self.projection = projection
-        self.spec = n_components
+        self.projection = (
+            clone(projection) if isinstance(projection, projections.OutputProjection) else projection
+        )
         self.shared = bool(shared)
         self.n = int(n_samples)
         self.d = int(n_outputs)

@@ -60,10 +60,8 @@ def sigmoid(xp: Any, S: Any) -> Any:
 
 @njit(inline="always", cache=True)
 def _sigmoid_nb(s: float) -> float:
-    if s >= 0.0:
-        return 1.0 / (1.0 + math.exp(-s))
-    e = math.exp(s)
-    return e / (1.0 + e)
+    # exp(700) is finite: the clamp only removes overflow, not accuracy
+    return 1.0 / (1.0 + math.exp(-min(max(s, -700.0), 700.0)))
 
 
 @njit(inline="always", cache=True)
@@ -96,30 +94,40 @@ def _row_loss_cpu(Y, F, out):
 @njit(parallel=True, cache=True)
 def _derivatives_cpu(Y, F, H, w, rho, columns, first, second):
     n, d = F.shape
-    k = H.shape[1]
+    narrow = H.shape[1] == 1
+    cols = np.nonzero(columns)[0]
+    n_cols = cols.shape[0]
     n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    part1 = np.zeros((n_blocks, d))
-    part2 = np.zeros((n_blocks, d))
+    part1 = np.zeros((n_blocks, n_cols))
+    part2 = np.zeros((n_blocks, n_cols))
     for b in prange(n_blocks):
         for i in range(b * _ROW_BLOCK, min(n, (b + 1) * _ROW_BLOCK)):
             wi = w[i]
             if wi == 0.0:
                 continue
-            for j in range(d):
-                if columns[j] == 0:
-                    continue
-                h = H[i, 0] if k == 1 else H[i, j]
-                if h == 0.0:
-                    continue
-                p = _sigmoid_nb(F[i, j] + rho[j] * h)
-                t = 1.0 if Y[i, j] > 0 else 0.0
+            if narrow:
+                h = H[i, 0]
                 wh = wi * h
-                part1[b, j] += wh * (p - t)
-                part2[b, j] += wh * h * (p * (1.0 - p))
+                whh = wh * h
+                for c in range(n_cols):
+                    j = cols[c]
+                    p = _sigmoid_nb(F[i, j] + rho[j] * h)
+                    t = 1.0 if Y[i, j] > 0 else 0.0
+                    part1[b, c] += wh * (p - t)
+                    part2[b, c] += whh * (p * (1.0 - p))
+            else:
+                for c in range(n_cols):
+                    j = cols[c]
+                    h = H[i, j]
+                    p = _sigmoid_nb(F[i, j] + rho[j] * h)
+                    t = 1.0 if Y[i, j] > 0 else 0.0
+                    wh = wi * h
+                    part1[b, c] += wh * (p - t)
+                    part2[b, c] += wh * h * (p * (1.0 - p))
     for b in range(n_blocks):
-        for j in range(d):
-            first[j] += part1[b, j]
-            second[j] += part2[b, j]
+        for c in range(n_cols):
+            first[cols[c]] += part1[b, c]
+            second[cols[c]] += part2[b, c]
 
 
 # --------------------------------------------------------------------------

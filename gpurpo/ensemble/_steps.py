@@ -41,7 +41,7 @@ __all__ = [
 
 MAX_LOGIT_STEP = 10.0
 _NEWTON_MAX_ITER = 40
-_NEWTON_TOL = 1e-9
+_NEWTON_TOL = 1e-5
 _BRACKET_MARGIN = 1e-6
 
 
@@ -154,7 +154,9 @@ def logistic_step(
     phi'(hi)`` is kept, a Newton step is taken when it lands inside the
     bracket (up to a rounding margin) and a bisection step otherwise, until
     no score of the output moves by more than ``tol`` logits between two
-    iterations. All outputs iterate together; converged outputs are skipped
+    iterations; after ``max_iter`` iterations an unfinished output gets the
+    end of its bracket on the side of 0, where the objective is below its
+    value at 0 (so the training loss never increases). All outputs iterate together; converged outputs are skipped
     by the derivative kernel (one host synchronisation per iteration, for
     the stopping test).
 
@@ -224,4 +226,10 @@ def logistic_step(
         if not bool(todo.any()):
             break
         deriv, curv = logistic_derivatives(backend, Y, F, H, w, rho, todo)
+    else:
+        # out of iterations: the bracket end on the side of 0 is a point where the
+        # objective has only decreased from 0 (convexity), a safe step
+        lo = xp.where(deriv < 0, rho, lo)
+        hi = xp.where(deriv > 0, rho, hi)
+        rho = xp.where(todo, xp.where(direction > 0, lo, hi), rho)
     return xp.where(active & (d0 != 0), rho, 0.0)

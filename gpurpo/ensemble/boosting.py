@@ -252,37 +252,8 @@ class _BaseGradientBoosting(BaseEstimator):
             self._rng = check_random_state(self.random_state)
             self._split_seed = int(self._rng.integers(0, 2**63 - 1))
 
-        # Validation data.
-        X_val = Y_val = None
-        if eval_set is not None:
-            if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
-                raise ValueError(
-                    "eval_set must be a pair (X_val, Y_val), got "
-                    f"{type(eval_set).__name__} of length {len(eval_set) if hasattr(eval_set, '__len__') else '?'}"
-                )
-            X_val = self._check_X(eval_set[0], backend, "eval_set[0]")
-            Y_val = self._encode_targets(eval_set[1], backend, fitting=False)
-            check_consistent_rows(**{"eval_set[0]": X_val, "eval_set[1]": Y_val})
-            if X_val.shape[1] != p or Y_val.shape[1] != d:
-                raise ValueError(
-                    f"eval_set must have {p} features and {d} outputs like the training data, "
-                    f"got X_val of shape {tuple(X_val.shape)} and Y_val of shape "
-                    f"{tuple(Y_val.shape)}"
-                )
-        elif self.n_iter_no_change is not None:
-            train_idx, val_idx = validation_split(
-                n, float(self.validation_fraction), np.random.default_rng(self._split_seed)
-            )
-            tr = backend.asarray(train_idx)
-            va = backend.asarray(val_idx)
-            X_val, Y_val = X[va], Yb[va]
-            X, Yb, w = X[tr], Yb[tr], w[tr]
-            n = X.shape[0]
-            if not float(w.sum()) > 0:
-                raise ValueError(
-                    "the rows left for training after holding out validation_fraction have "
-                    "zero total sample_weight"
-                )
+        X, Yb, w, X_val, Y_val = self._validation_data(eval_set, X, Yb, w, backend)
+        n = X.shape[0]
 
         if not warm:
             mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
@@ -309,62 +280,26 @@ class _BaseGradientBoosting(BaseEstimator):
         if F_val is not None:
             stopper.start(len(model), float(loss.loss(backend, Y_val, F_val)))
         train_losses = []
-        lr = float(self.learning_rate)
         rng = self._rng
         start_time = time.perf_counter()
         if self.verbose:
             self._print_header(F_val is not None)
 
         for m in range(len(model), int(self.n_estimators)):
-            G = loss.negative_gradient(backend, Yb, F)
-            # stochastic subsampling: the tree and the step see a random subset
-            if self.subsample < 1.0:
-                n_in = max(1, int(round(float(self.subsample) * n)))
-                rows = np.sort(rng.choice(n, size=n_in, replace=False))
-                mask = xp.zeros(n, dtype=xp.float64)
-                mask[backend.asarray(rows)] = 1.0
-                w_iter = w * mask
-                unit_iter = False
-                if not float(w_iter.sum()) > 0:
-                    w_iter, rows = w, None
-            else:
-                w_iter, unit_iter, rows = w, unit, None
-            output = m % d if self.strategy == "single_target" else None
-            projection = draw_projection(
-                self.strategy, self.projection, cfg["n_components"], d, rng
+            stage, rho, projection = self._boost_one(
+                m, loss, cfg, fitter, backend, Yb, F, w, unit, rng
             )
-            structure, values, leaf = fitter.fit(G, w_iter, unit_iter, projection, output, rng)
-            H = values[leaf]
-            if rows is not None:
-                sel = backend.asarray(rows)
-                Ys, Fs, Hs, ws, Gs = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel]
-            else:
-                Ys, Fs, Hs, ws, Gs = Yb, F, H, w_iter, G
-            if output is None:
-                rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs)
-                scale = lr * rho
-                F += H * scale[None, :]
-            else:
-                j = output
-                rho_j = loss.fit_step(
-                    backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
-                )
-                rho = xp.zeros(d, dtype=xp.float64)
-                rho[j] = rho_j[0]
-                scale = lr * rho
-                F[:, j] += scale[j] * H[:, 0]
-            stage = Stage(structure=structure, values=values, scale=scale, output=output)
             model.append(stage)
             self._steps.append(rho)
-            self._outputs.append(output)
+            self._outputs.append(stage.output)
             if projection is not None:
                 self.projections_.append(projection)
             train_losses.append(loss.loss(backend, Yb, F, w))
 
             stop = False
             if F_val is not None:
-                val_leaf = leaves_of(structure, X_val, backend)
-                F_val += values[val_leaf] * scale[None, :]
+                val_leaf = leaves_of(stage.structure, X_val, backend)
+                F_val += stage.values[val_leaf] * stage.scale[None, :]
                 stop = stopper.update(len(model), float(loss.loss(backend, Y_val, F_val)))
             if self.verbose and (_print_schedule(m + 1, self.verbose) or stop):
                 self._print_progress(m + 1, train_losses[-1], stopper, Y_val, F_val, start_time)
@@ -394,6 +329,99 @@ class _BaseGradientBoosting(BaseEstimator):
         )
         self.outputs_ = list(self._outputs)
         return self
+
+    def _validation_data(
+        self, eval_set: Any, X: Any, Yb: Any, w: Any, backend: Backend
+    ) -> tuple[Any, Any, Any, Any, Any]:
+        """(X, Y, w) to train on and (X_val, Y_val), or Nones without validation."""
+        n, p = X.shape
+        d = Yb.shape[1]
+        if eval_set is not None:
+            if not isinstance(eval_set, (tuple, list)) or len(eval_set) != 2:
+                raise ValueError(
+                    "eval_set must be a pair (X_val, Y_val), got "
+                    f"{type(eval_set).__name__} {eval_set!r:.80}"
+                )
+            X_val = self._check_X(eval_set[0], backend, "eval_set[0]")
+            Y_val = self._encode_targets(eval_set[1], backend, fitting=False)
+            check_consistent_rows(**{"eval_set[0]": X_val, "eval_set[1]": Y_val})
+            if X_val.shape[1] != p or Y_val.shape[1] != d:
+                raise ValueError(
+                    f"eval_set must have {p} features and {d} outputs like the training data, "
+                    f"got X_val of shape {tuple(X_val.shape)} and Y_val of shape "
+                    f"{tuple(Y_val.shape)}"
+                )
+            return X, Yb, w, X_val, Y_val
+        if self.n_iter_no_change is None:
+            return X, Yb, w, None, None
+        train_idx, val_idx = validation_split(
+            n, float(self.validation_fraction), np.random.default_rng(self._split_seed)
+        )
+        tr = backend.asarray(train_idx)
+        va = backend.asarray(val_idx)
+        if not float(w[tr].sum()) > 0:
+            raise ValueError(
+                "the rows left for training after holding out validation_fraction have "
+                "zero total sample_weight"
+            )
+        return X[tr], Yb[tr], w[tr], X[va], Yb[va]
+
+    def _boost_one(
+        self,
+        m: int,
+        loss: Loss,
+        cfg: dict[str, Any],
+        fitter: StageTreeFitter,
+        backend: Backend,
+        Yb: Any,
+        F: Any,
+        w: Any,
+        unit: bool,
+        rng: np.random.Generator,
+    ) -> tuple[Stage, Any, Any]:
+        """Iteration ``m`` (Algorithms 2-4, lines 3-8): updates ``F`` in place.
+
+        Returns the stage, the step ``rho_m`` and the projection drawn.
+        """
+        xp = backend.xp
+        n, d = F.shape
+        G = loss.negative_gradient(backend, Yb, F)
+        rows = None
+        w_iter, unit_iter = w, unit
+        if self.subsample < 1.0:
+            # stochastic gradient boosting: the tree and the step see a random subset
+            n_in = max(1, int(round(float(self.subsample) * n)))
+            rows = np.sort(rng.choice(n, size=n_in, replace=False))
+            mask = xp.zeros(n, dtype=xp.float64)
+            mask[backend.asarray(rows)] = 1.0
+            w_iter, unit_iter = w * mask, False
+            if not unit and not float(w_iter.sum()) > 0:
+                w_iter, unit_iter, rows = w, unit, None
+        output = m % d if self.strategy == "single_target" else None
+        projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d, rng)
+        structure, values, leaf = fitter.fit(G, w_iter, unit_iter, projection, output, rng)
+        H = values[leaf]
+        if rows is not None:
+            sel = backend.asarray(rows)
+            Ys, Fs, Hs, ws, Gs = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel]
+        else:
+            Ys, Fs, Hs, ws, Gs = Yb, F, H, w_iter, G
+        lr = float(self.learning_rate)
+        if output is None:
+            rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs)
+            scale = lr * rho
+            F += H * scale[None, :]
+        else:
+            j = output
+            rho_j = loss.fit_step(
+                backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
+            )
+            rho = xp.zeros(d, dtype=xp.float64)
+            rho[j] = rho_j[0]
+            scale = lr * rho
+            F[:, j] += scale[j] * H[:, 0]
+        stage = Stage(structure=structure, values=values, scale=scale, output=output)
+        return stage, rho, projection
 
     def _check_warm_start(self, backend: Backend, p: int, d: int) -> None:
         if backend.name != self._model.backend.name:

@@ -322,7 +322,8 @@ _PARAMETERS = """
         per-node randomness. The same seed gives the same forest on a
         backend, whatever ``batch_size``.
     verbose : int, default=0
-        Print progress over the trees (one line per batch).
+        Print progress over the trees: one line when a batch of trees is
+        grown (``verbose >= 1``), and one when it starts (``verbose >= 2``).
     device : {{"auto", "cpu", "cuda", "cuda-emulated"}}, default="auto"
         Where to compute; ``"auto"`` follows the data (CuPy input -> CUDA)
         and the global setting (:func:`gpurpo.set_backend`).

@@ -52,14 +52,17 @@ def _range_finder(
     return orthonormalize(Y, xp, "householder" if normalizer == "householder" else "QR")
 
 
-def _svd_of_range(op: MatrixOperator, Q: Any, k: int) -> tuple[Any, Any, Any]:
+def _svd_of_range(
+    op: MatrixOperator, Q: Any, k: int, normalizer: str
+) -> tuple[Any, Any, Any]:
     """HMT Algorithm 5.1: ``B = Q^T A``, ``B = U~ S V^T``, ``U = Q U~``.
 
     ``B^T = A^T Q`` (one product) is factorised as ``W R`` and the small
     ``R = U_r S V_r^T`` gives ``B = V_r S (W U_r)^T``.
     """
     xp = op.xp
-    W, R = qr_factor(op.rmatmat(Q), xp)
+    BT = op.rmatmat(Q)
+    W, R = xp.linalg.qr(BT) if normalizer == "householder" else qr_factor(BT, xp)
     Ur, s, Vrt = xp.linalg.svd(R)
     U = Q @ Vrt[:k].T
     Vt = (W @ Ur[:, :k]).T
@@ -94,7 +97,7 @@ def _randomized_svd(
     work = op.T if transpose else op
     size = min(k + n_oversamples, min(m, n))
     Q = _range_finder(work, size, n_iter, rng, normalizer)
-    U, s, Vt = _svd_of_range(work, Q, k)
+    U, s, Vt = _svd_of_range(work, Q, k, normalizer)
     if transpose:
         U, Vt = Vt.T, U.T
     U, Vt = _flip_signs(U, Vt, xp)
@@ -123,9 +126,12 @@ def randomized_range_finder(
         Seed of the Gaussian test matrix (drawn on the host).
     power_iteration_normalizer : {"QR", "auto", "householder", "none"}
         How each product is orthonormalised (HMT Algorithm 4.4, steps 2, 4
-        and 5): ``"QR"`` (= ``"auto"``) Cholesky QR2 certified by its own Gram
-        matrix with a Householder fallback, ``"householder"`` LAPACK QR only,
-        ``"none"`` no orthonormalisation until the end (HMT Algorithm 4.3).
+        and 5): ``"QR"`` (= ``"auto"``) Cholesky QR (one pass inside the
+        loop when the triangular factor shows it accurate, Cholesky QR2
+        certified by its Gram matrix otherwise and for the returned basis,
+        Householder QR as the fallback); ``"householder"`` LAPACK Householder
+        QR only; ``"none"`` no orthonormalisation until the end (HMT
+        Algorithm 4.3). See :mod:`gpurpo.linalg._qr`.
 
     Returns
     -------

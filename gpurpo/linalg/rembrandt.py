@@ -18,7 +18,7 @@ import numpy as np
 
 from gpurpo._validation import check_consistent_rows, check_int
 from gpurpo.backend import check_random_state, resolve_backend
-from gpurpo.linalg._operators import as_operator, check_n_components
+from gpurpo.linalg._operators import MatrixOperator, as_operator, check_n_components
 from gpurpo.linalg._qr import orthonormalize, qr_factor
 from gpurpo.linalg.ridge import RidgeSolver, check_solver_params
 
@@ -83,7 +83,8 @@ def rembrandt(
         The corresponding eigenvalues of ``M = Y^T P_X Y`` (its singular
         values, ``M`` being positive semi-definite), decreasing.
     """
-    backend = resolve_backend(X, Y)
+    operators = [a for a in (X, Y) if isinstance(a, MatrixOperator)]
+    backend = operators[0].backend if operators else resolve_backend(X, Y)
     opX = as_operator(X, "X", backend)
     opY = as_operator(Y, "Y", backend)
     check_consistent_rows(X=opX, Y=opY)
@@ -102,7 +103,9 @@ def rembrandt(
         Z = ridge.solve(xp.asarray(opY.matmat(Q), dtype=dtype))
         return xp.asarray(opY.rmatmat(xp.asarray(opX.matmat(Z), dtype=dtype)), dtype=dtype)
 
-    size = min(k + p, c)
+    # Y^T P_X Y has rank at most min(n, d): directions beyond it only make the
+    # blocks rank deficient (and the orthonormalisation slower).
+    size = min(k + p, c, max(k, min(n, opX.shape[1])))
     Q = orthonormalize(backend.asarray(rng.standard_normal((c, size), dtype=dtype)), xp, "QR")
     for _ in range(q):
         Q = orthonormalize(covariance_product(Q), xp, "QR")

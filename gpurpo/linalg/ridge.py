@@ -216,7 +216,7 @@ def ridge_solve(
     Z : array, shape (d, l)
         In the inputs' namespace.
     """
-    backend = resolve_backend(X, B)
+    backend = X.backend if isinstance(X, MatrixOperator) else resolve_backend(X, B)
     op = as_operator(X, "X", backend)
     block = check_array(B, "B", backend, accept_sparse=True)
     check_consistent_rows(X=op, B=block)

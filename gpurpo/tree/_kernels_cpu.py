@@ -103,7 +103,7 @@ def _random_cut(thresholds, f, bmin, bmax, u):
     return b
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split, missing_bin,
     tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
@@ -321,6 +321,60 @@ def _eval_node(
 PERM_BATCH = 32
 
 
+@njit(cache=True)
+def _split_chunk(
+    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, weights,
+    targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+    out_feature, out_bin, out_missing_left, out_gain,
+):
+    n_nodes = node_ranges.shape[0]
+    p = codes.shape[0]
+    m = targets.shape[2]
+    mp = ((m + 7) // 8) * 8
+    n_bins = missing_bin + 1
+    half = _feistel_half(p)
+    mask = (1 << half) - 1
+    n_slots = max(1, min(n_candidates, p))
+    w = np.empty(max_ns, dtype=np.float64)
+    wy = np.zeros((max_ns, mp), dtype=np.float64)
+    y = np.zeros((max_ns, mp), dtype=np.float32)
+    S = np.empty(mp, dtype=np.float64)
+    code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+    order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+    hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
+    LS = np.empty(mp, dtype=np.float64)
+    MS = np.empty(mp, dtype=np.float64)
+    keys = np.empty(4, dtype=np.uint64)
+    perm = np.empty(PERM_BATCH, dtype=np.int64)
+    cand_f = np.empty(n_slots, dtype=np.int64)
+    cand_g = np.empty(n_slots, dtype=np.float64)
+    cand_b = np.empty(n_slots, dtype=np.int64)
+    cand_ml = np.empty(n_slots, dtype=np.int64)
+    zero = np.int64(0)
+    for i in range(ch, n_nodes, n_chunks):
+        start = node_ranges[i, 0]
+        ns = node_ranges[i, 1] - start
+        t = node_tree[i]
+        for a in range(ns):
+            s = sample_indices[start + a]
+            wa = np.float64(weights[t, s])
+            w[a] = wa
+            for c in range(m):
+                yv = targets[s, t, c]
+                y[a, c] = yv
+                wy[a, c] = wa * yv
+        f, b, ml, g = _eval_node(
+            codes, sample_indices, start, ns, w, wy, y, zero, node_seed[i],
+            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
+            half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+            cand_f, cand_g, cand_b, cand_ml,
+        )
+        out_feature[i] = f
+        out_bin[i] = b
+        out_missing_left[i] = ml
+        out_gain[i] = g
+
+
 @njit(parallel=True, cache=True)
 def split_small_nodes(
     codes,
@@ -342,90 +396,25 @@ def split_small_nodes(
     out_gain,
 ):
     n_nodes = node_ranges.shape[0]
-    p = codes.shape[0]
-    m = targets.shape[2]
-    mp = ((m + 7) // 8) * 8
-    n_bins = missing_bin + 1
-    half = _feistel_half(p)
-    mask = (1 << half) - 1
-    max_ns = 1
-    for i in range(n_nodes):
-        max_ns = max(max_ns, node_ranges[i, 1] - node_ranges[i, 0])
-    n_slots = max(1, min(n_candidates, p))
+    max_ns = max(np.int64(1), np.int64(np.max(node_ranges[:, 1] - node_ranges[:, 0])))
     # nodes are dealt to a few chunks (strided, for balance); each chunk owns scratch
     # buffers, so nothing is allocated per node
     n_chunks = min(n_nodes, N_CHUNKS)
     for ch in prange(n_chunks):
-        w = np.empty(max_ns, dtype=np.float64)
-        wy = np.zeros((max_ns, mp), dtype=np.float64)
-        y = np.zeros((max_ns, mp), dtype=np.float32)
-        S = np.empty(mp, dtype=np.float64)
-        code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
-        LS = np.empty(mp, dtype=np.float64)
-        MS = np.empty(mp, dtype=np.float64)
-        keys = np.empty(4, dtype=np.uint64)
-        perm = np.empty(PERM_BATCH, dtype=np.int64)
-        cand_f = np.empty(n_slots, dtype=np.int64)
-        cand_g = np.empty(n_slots, dtype=np.float64)
-        cand_b = np.empty(n_slots, dtype=np.int64)
-        cand_ml = np.empty(n_slots, dtype=np.int64)
-        for i in range(ch, n_nodes, n_chunks):
-            start = node_ranges[i, 0]
-            ns = node_ranges[i, 1] - start
-            t = node_tree[i]
-            for a in range(ns):
-                s = sample_indices[start + a]
-                wa = np.float64(weights[t, s])
-                w[a] = wa
-                for c in range(m):
-                    yv = targets[s, t, c]
-                    y[a, c] = yv
-                    wy[a, c] = wa * yv
-            f, b, ml, g = _eval_node(
-                codes, sample_indices, start, ns, w, wy, y, 0, node_seed[i],
-                n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
-                half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml,
-            )
-            out_feature[i] = f
-            out_bin[i] = b
-            out_missing_left[i] = ml
-            out_gain[i] = g
+        _split_chunk(
+            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed,
+            weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
+            missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain,
+        )
 
 
-@njit(parallel=True, cache=True)
-def grow_subtrees(
-    codes,
-    sample_indices,
-    node_ranges,
-    node_tree,
-    node_seed,
-    node_depth,
-    weights,
-    targets,
-    thresholds,
-    n_candidates,
-    min_samples_leaf,
-    min_samples_split,
-    max_depth,
-    min_impurity_decrease,
-    root_weight,
-    random_split,
-    missing_bin,
-    tie_rtol,
-    out_offsets,
-    out_count,
-    out_feature,
-    out_bin,
-    out_missing_left,
-    out_gain,
-    out_left,
-    out_right,
-    out_depth,
-    out_start,
-    out_stop,
+@njit(cache=True)
+def _subtree_chunk(
+    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+    out_start, out_stop,
 ):
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
@@ -435,146 +424,162 @@ def grow_subtrees(
     half = _feistel_half(p)
     mask = (1 << half) - 1
     eps = np.finfo(np.float64).eps
-    max_ns = 1
-    for r in range(n_roots):
-        max_ns = max(max_ns, node_ranges[r, 1] - node_ranges[r, 0])
     n_slots = max(1, min(n_candidates, p))
+    block = np.empty((p, max_ns), dtype=np.uint8)
+    gid = np.empty(max_ns, dtype=np.int32)
+    cols = np.empty(max_ns, dtype=np.int32)
+    w = np.empty(max_ns, dtype=np.float64)
+    wy = np.zeros((max_ns, mp), dtype=np.float64)
+    y = np.zeros((max_ns, mp), dtype=np.float32)
+    gid2 = np.empty(max_ns, dtype=np.int32)
+    cols2 = np.empty(max_ns, dtype=np.int32)
+    w2 = np.empty(max_ns, dtype=np.float64)
+    wy2 = np.zeros((max_ns, mp), dtype=np.float64)
+    y2 = np.zeros((max_ns, mp), dtype=np.float32)
+    stack = np.empty(max_ns + 2, dtype=np.int64)
+    seeds = np.empty(2 * max_ns, dtype=np.uint64)
+    S = np.empty(mp, dtype=np.float64)
+    code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+    order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
+    hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
+    LS = np.empty(mp, dtype=np.float64)
+    MS = np.empty(mp, dtype=np.float64)
+    keys = np.empty(4, dtype=np.uint64)
+    perm = np.empty(PERM_BATCH, dtype=np.int64)
+    cand_f = np.empty(n_slots, dtype=np.int64)
+    cand_g = np.empty(n_slots, dtype=np.float64)
+    cand_b = np.empty(n_slots, dtype=np.int64)
+    cand_ml = np.empty(n_slots, dtype=np.int64)
+    for r in range(ch, n_roots, n_chunks):
+        start_r = node_ranges[r, 0]
+        ns_r = node_ranges[r, 1] - start_r
+        t = node_tree[r]
+        base = out_offsets[r]
+        # gather the subtree's samples: codes block (feature-major), weights, targets
+        for a in range(ns_r):
+            s = sample_indices[start_r + a]
+            gid[a] = s
+            cols[a] = a
+            wa = np.float64(weights[t, s])
+            w[a] = wa
+            for c in range(m):
+                yv = targets[s, t, c]
+                y[a, c] = yv
+                wy[a, c] = wa * yv
+        for f in range(p):
+            for a in range(ns_r):
+                block[f, a] = codes[f, gid[a]]
+        count = 1
+        out_start[base] = 0
+        out_stop[base] = ns_r
+        out_depth[base] = node_depth[r]
+        seeds[0] = node_seed[r]
+        stack[0] = 0
+        sp = 1
+        while sp > 0:
+            sp -= 1
+            j = stack[sp]
+            g_j = base + j
+            a0 = out_start[g_j]
+            a1 = out_stop[g_j]
+            nsj = a1 - a0
+            depth = out_depth[g_j]
+            out_feature[g_j] = -1
+            out_bin[g_j] = 0
+            out_missing_left[g_j] = 0
+            out_gain[g_j] = 0.0
+            out_left[g_j] = -1
+            out_right[g_j] = -1
+            if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+                continue
+            f, b, ml, g = _eval_node(
+                block, cols, a0, nsj, w, wy, y, a0, seeds[j],
+                n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+                thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+                cand_f, cand_g, cand_b, cand_ml,
+            )
+            if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+                continue
+            # stable partition of positions a0..a1: left child first
+            nl = 0
+            for a in range(a0, a1):
+                code = np.int64(block[f, cols[a]])
+                if code == missing_bin:
+                    go_left = ml == 1
+                else:
+                    go_left = code <= b
+                if go_left:
+                    nl += 1
+            il = a0
+            ir = a0 + nl
+            for a in range(a0, a1):
+                code = np.int64(block[f, cols[a]])
+                if code == missing_bin:
+                    go_left = ml == 1
+                else:
+                    go_left = code <= b
+                dst = il if go_left else ir
+                if go_left:
+                    il += 1
+                else:
+                    ir += 1
+                gid2[dst] = gid[a]
+                cols2[dst] = cols[a]
+                w2[dst] = w[a]
+                for c in range(m):
+                    wy2[dst, c] = wy[a, c]
+                    y2[dst, c] = y[a, c]
+            for a in range(a0, a1):
+                gid[a] = gid2[a]
+                cols[a] = cols2[a]
+                w[a] = w2[a]
+                for c in range(m):
+                    wy[a, c] = wy2[a, c]
+                    y[a, c] = y2[a, c]
+            left = count
+            right = count + 1
+            count += 2
+            out_feature[g_j] = f
+            out_bin[g_j] = b
+            out_missing_left[g_j] = ml
+            out_gain[g_j] = g
+            out_left[g_j] = left
+            out_right[g_j] = right
+            out_start[base + left] = a0
+            out_stop[base + left] = a0 + nl
+            out_start[base + right] = a0 + nl
+            out_stop[base + right] = a1
+            out_depth[base + left] = depth + 1
+            out_depth[base + right] = depth + 1
+            seeds[left] = child_seed_nb(seeds[j], 0)
+            seeds[right] = child_seed_nb(seeds[j], 1)
+            stack[sp] = right
+            stack[sp + 1] = left
+            sp += 2
+        out_count[r] = count
+        for a in range(ns_r):
+            sample_indices[start_r + a] = gid[a]
+
+
+@njit(parallel=True, cache=True)
+def grow_subtrees(
+    codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+    out_start, out_stop,
+):
+    n_roots = node_ranges.shape[0]
+    max_ns = max(np.int64(1), np.int64(np.max(node_ranges[:, 1] - node_ranges[:, 0])))
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
-        block = np.empty((p, max_ns), dtype=np.uint8)
-        gid = np.empty(max_ns, dtype=np.int32)
-        cols = np.empty(max_ns, dtype=np.int64)
-        w = np.empty(max_ns, dtype=np.float64)
-        wy = np.zeros((max_ns, mp), dtype=np.float64)
-        y = np.zeros((max_ns, mp), dtype=np.float32)
-        gid2 = np.empty(max_ns, dtype=np.int32)
-        cols2 = np.empty(max_ns, dtype=np.int64)
-        w2 = np.empty(max_ns, dtype=np.float64)
-        wy2 = np.zeros((max_ns, mp), dtype=np.float64)
-        y2 = np.zeros((max_ns, mp), dtype=np.float32)
-        stack = np.empty(max_ns + 2, dtype=np.int64)
-        seeds = np.empty(2 * max_ns, dtype=np.uint64)
-        S = np.empty(mp, dtype=np.float64)
-        code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-        hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
-        LS = np.empty(mp, dtype=np.float64)
-        MS = np.empty(mp, dtype=np.float64)
-        keys = np.empty(4, dtype=np.uint64)
-        perm = np.empty(PERM_BATCH, dtype=np.int64)
-        cand_f = np.empty(n_slots, dtype=np.int64)
-        cand_g = np.empty(n_slots, dtype=np.float64)
-        cand_b = np.empty(n_slots, dtype=np.int64)
-        cand_ml = np.empty(n_slots, dtype=np.int64)
-        for r in range(ch, n_roots, n_chunks):
-            start_r = node_ranges[r, 0]
-            ns_r = node_ranges[r, 1] - start_r
-            t = node_tree[r]
-            base = out_offsets[r]
-            # gather the subtree's samples: codes block (feature-major), weights, targets
-            for a in range(ns_r):
-                s = sample_indices[start_r + a]
-                gid[a] = s
-                cols[a] = a
-                wa = np.float64(weights[t, s])
-                w[a] = wa
-                for c in range(m):
-                    yv = targets[s, t, c]
-                    y[a, c] = yv
-                    wy[a, c] = wa * yv
-            for f in range(p):
-                for a in range(ns_r):
-                    block[f, a] = codes[f, gid[a]]
-            count = 1
-            out_start[base] = 0
-            out_stop[base] = ns_r
-            out_depth[base] = node_depth[r]
-            seeds[0] = node_seed[r]
-            stack[0] = 0
-            sp = 1
-            while sp > 0:
-                sp -= 1
-                j = stack[sp]
-                g_j = base + j
-                a0 = out_start[g_j]
-                a1 = out_stop[g_j]
-                nsj = a1 - a0
-                depth = out_depth[g_j]
-                out_feature[g_j] = -1
-                out_bin[g_j] = 0
-                out_missing_left[g_j] = 0
-                out_gain[g_j] = 0.0
-                out_left[g_j] = -1
-                out_right[g_j] = -1
-                if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
-                    continue
-                f, b, ml, g = _eval_node(
-                    block, cols, a0, nsj, w, wy, y, a0, seeds[j],
-                    n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-                    thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
-                    cand_f, cand_g, cand_b, cand_ml,
-                )
-                if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
-                    continue
-                # stable partition of positions a0..a1: left child first
-                nl = 0
-                for a in range(a0, a1):
-                    code = np.int64(block[f, cols[a]])
-                    if code == missing_bin:
-                        go_left = ml == 1
-                    else:
-                        go_left = code <= b
-                    if go_left:
-                        nl += 1
-                il = a0
-                ir = a0 + nl
-                for a in range(a0, a1):
-                    code = np.int64(block[f, cols[a]])
-                    if code == missing_bin:
-                        go_left = ml == 1
-                    else:
-                        go_left = code <= b
-                    dst = il if go_left else ir
-                    if go_left:
-                        il += 1
-                    else:
-                        ir += 1
-                    gid2[dst] = gid[a]
-                    cols2[dst] = cols[a]
-                    w2[dst] = w[a]
-                    for c in range(m):
-                        wy2[dst, c] = wy[a, c]
-                        y2[dst, c] = y[a, c]
-                for a in range(a0, a1):
-                    gid[a] = gid2[a]
-                    cols[a] = cols2[a]
-                    w[a] = w2[a]
-                    for c in range(m):
-                        wy[a, c] = wy2[a, c]
-                        y[a, c] = y2[a, c]
-                left = count
-                right = count + 1
-                count += 2
-                out_feature[g_j] = f
-                out_bin[g_j] = b
-                out_missing_left[g_j] = ml
-                out_gain[g_j] = g
-                out_left[g_j] = left
-                out_right[g_j] = right
-                out_start[base + left] = a0
-                out_stop[base + left] = a0 + nl
-                out_start[base + right] = a0 + nl
-                out_stop[base + right] = a1
-                out_depth[base + left] = depth + 1
-                out_depth[base + right] = depth + 1
-                seeds[left] = child_seed_nb(seeds[j], 0)
-                seeds[right] = child_seed_nb(seeds[j], 1)
-                stack[sp] = right
-                stack[sp + 1] = left
-                sp += 2
-            out_count[r] = count
-            for a in range(ns_r):
-                sample_indices[start_r + a] = gid[a]
+        _subtree_chunk(
+            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+            thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+            min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+            out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+            out_start, out_stop,
+        )
 
 
 @njit(parallel=True, cache=True)

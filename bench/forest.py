@@ -182,7 +182,8 @@ def main(argv=None):
     parser.add_argument("--skip-proj", action="store_true",
                         help="skip sklearn on projected outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
-    parser.add_argument("--output", type=Path, default=Path(__file__).parent / "out" / "forest.json")
+    parser.add_argument("--output", type=Path,
+                        default=Path(__file__).parent / "out" / "forest.json")
     args = parser.parse_args(argv)
     if args.quick:
         args.trees = min(args.trees, 50)

@@ -11,6 +11,8 @@ the same model refitted with fewer iterations.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -18,6 +20,7 @@ import scipy.special
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.metrics import label_ranking_average_precision_score, r2_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpurpo.datasets import make_friedman1_multioutput, make_multilabel
 from gpurpo.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
@@ -133,10 +136,10 @@ def test_training_loss_is_non_increasing_regression(strategy, loss):
         random_state=0,
     ).fit(X, Y)
     F0 = np.broadcast_to(model.init_, Y.shape)
-    ref = [np.mean(0.5 * (Y - F0) ** 2) if loss == "squared_error" else np.mean(np.abs(Y - F0))]
-    for P in model.staged_predict(X):
-        ref.append(np.mean(0.5 * (Y - P) ** 2) if loss == "squared_error" else np.mean(np.abs(Y - P)))
-    ref = np.asarray(ref)
+    def mean_loss(P):
+        return np.mean(0.5 * (Y - P) ** 2) if loss == "squared_error" else np.mean(np.abs(Y - P))
+
+    ref = np.asarray([mean_loss(F0)] + [mean_loss(P) for P in model.staged_predict(X)])
     assert np.all(np.diff(ref) <= 1e-10 * ref[:-1])
     np.testing.assert_allclose(model.train_loss_, ref[1:], rtol=1e-10)
     if loss == "absolute_error":
@@ -374,6 +377,47 @@ def test_clone_and_get_params():
     X, Y = multilabel(80, 3, 5)
     fitted = clf.set_params(n_estimators=3, max_leaf_nodes=3).fit(X, Y)
     assert not hasattr(clone(fitted), "n_estimators_")
+
+
+@parametrize_with_checks(
+    [
+        GradientBoostingRegressor(
+            n_estimators=10, max_leaf_nodes=6, learning_rate=0.3, random_state=0
+        )
+    ]
+)
+def test_sklearn_estimator_checks(estimator, check):
+    # The multi-label classifier is exempt: it takes 0/1 or -1/1 label
+    # indicators only, so the multiclass checks do not apply to it.
+    check(estimator)
+
+
+def test_pickle_round_trip():
+    X, Y = multilabel(120, 4, 6)
+    model = GradientBoostingClassifier(n_estimators=6, max_leaf_nodes=4, random_state=0)
+    model.fit(X, Y)
+    clone_ = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(clone_.predict_proba(X), model.predict_proba(X))
+    assert clone_.apply(X).shape == (120, 6)
+
+
+@pytest.mark.parametrize(
+    "cls, strategy",
+    [(GradientBoostingRegressor, "rpo"), (GradientBoostingClassifier, "relabel_rpo")],
+)
+def test_emulated_cuda_backend_gives_the_same_model(cls, strategy):
+    """The CUDA path (kernels run by the CPU emulation of CUDA) equals the numba path."""
+    if cls is GradientBoostingRegressor:
+        X, Y = make_friedman1_multioutput("group", n_samples=150, n_outputs=3, random_state=0)
+    else:
+        X, Y = multilabel(150, 5, 7)
+    params = dict(strategy=strategy, n_estimators=4, max_leaf_nodes=4, subsample=0.8,
+                  random_state=0)
+    cpu = cls(**params).fit(X, Y)
+    emulated = cls(device="cuda-emulated", **params).fit(X, Y)
+    assert emulated.backend_.name == "emulated"
+    np.testing.assert_allclose(emulated.predict(X), cpu.predict(X), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(emulated.steps_, cpu.steps_, rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,9 @@ from gpurpo.ensemble import (
 )
 from gpurpo.projections import OutputProjection, make_projection
 
-FORESTS = [RandomForestRegressor, RandomForestClassifier, ExtraTreesRegressor, ExtraTreesClassifier]
+FORESTS = [
+    RandomForestRegressor, RandomForestClassifier, ExtraTreesRegressor, ExtraTreesClassifier
+]
 
 
 def _regression(seed=0, n=200, p=6, d=4):
@@ -76,7 +78,8 @@ def test_unprojected_unbootstrapped_trees_are_exact_variance_trees(stop):
         pairs = set(zip(ours.tolist(), theirs.tolist()))
         assert len(pairs) == len(set(ours.tolist())) == len(set(theirs.tolist()))
         assert tree.node_count == ref.tree_.node_count
-        np.testing.assert_array_equal(np.sort(tree.feature), np.sort(np.maximum(ref.tree_.feature, -1)))
+        sk_features = np.maximum(ref.tree_.feature, -1)  # scikit-learn marks leaves with -2
+        np.testing.assert_array_equal(np.sort(tree.feature), np.sort(sk_features))
     np.testing.assert_allclose(forest.predict(X), ref.predict(X), atol=1e-12)
     np.testing.assert_allclose(forest.feature_importances_, ref.feature_importances_, atol=1e-9)
 
@@ -140,8 +143,10 @@ def test_dense_and_sparse_outputs_give_the_same_forest():
     np.testing.assert_array_equal(dense.predict(X), sparse.predict(X).toarray())
 
 
-def test_fortran_ordered_inputs_are_left_untouched_and_give_the_same_forest():
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fortran_ordered_inputs_are_left_untouched_and_give_the_same_forest(dtype):
     X, Y = _regression(seed=25, n=150)
+    X = X.astype(dtype)
     XF = np.asfortranarray(X)
     kwargs = dict(n_estimators=3, max_features=2, random_state=0)
     a = RandomForestRegressor(**kwargs).fit(X, Y).predict(X)
@@ -157,6 +162,41 @@ def test_sparse_inputs_equal_dense_inputs():
     a = ExtraTreesRegressor(**kwargs).fit(X, Y).predict(X)
     b = ExtraTreesRegressor(**kwargs).fit(sp.csr_matrix(X), Y).predict(sp.csc_matrix(X))
     np.testing.assert_allclose(a, b, atol=1e-12)
+
+
+def test_wide_sparse_label_space_keeps_sparse_leaves():
+    rng = np.random.default_rng(26)
+    n, d = 300, 100_000
+    X = rng.normal(size=(n, 5))
+    cols = rng.integers(0, d, size=(n, 4))
+    cols[:, 0] = (X[:, 0] > 0).astype(int)  # two frequent labels that depend on X
+    Y = sp.csr_matrix((np.ones(4 * n), (np.repeat(np.arange(n), 4), cols.ravel())), shape=(n, d))
+    Y.data[:] = 1.0
+    forest = RandomForestClassifier(
+        n_estimators=3, projection="gaussian", n_components="log", random_state=0
+    ).fit(X, Y)
+    assert forest.n_projected_outputs_ == round(np.log(d))
+    for tree in forest.estimators_:
+        assert sp.issparse(tree.value) and tree.value.nnz <= Y.nnz
+    proba = forest.predict_proba(X[:5])
+    np.testing.assert_allclose(proba, _tree_mean(forest, X[:5]), atol=1e-12)
+    assert sp.issparse(forest.predict(X[:5]))
+
+
+@pytest.mark.parametrize(
+    "n_components, expected",
+    [(3, 3), ("log", 3), ("sqrt", 4), (0.5, 10), ("auto", 3161)],
+)
+def test_n_components_specifications(n_components, expected):
+    # d = 20 outputs; "auto" is the Johnson-Lindenstrauss bound for n = 40 samples:
+    # floor(4 ln 40 / (0.1^2 / 2 - 0.1^3 / 3)) = 3161
+    X, Y = _regression(seed=27, n=40, d=20)
+    forest = RandomForestRegressor(
+        n_estimators=2, projection="gaussian", n_components=n_components, max_depth=2,
+        random_state=0,
+    ).fit(X, Y)
+    assert forest.n_projected_outputs_ == expected
+    assert forest.get_projection(1).shape == (expected, 20)
 
 
 # --------------------------------------------------------------------------

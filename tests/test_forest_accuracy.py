@@ -74,6 +74,8 @@ def test_accuracy_close_to_scikit_learn_forests(data, ours, theirs):
     X, Y, Xt, Yt = data
     kwargs = dict(n_estimators=20, max_features="sqrt", min_samples_leaf=3)
     a = [_lrap(ours(random_state=s, **kwargs), data) for s in SEEDS]
-    b = [label_ranking_average_precision(Yt, theirs(random_state=s, **kwargs).fit(X, Y).predict(Xt))
-         for s in SEEDS]
+    b = [
+        label_ranking_average_precision(Yt, theirs(random_state=s, **kwargs).fit(X, Y).predict(Xt))
+        for s in SEEDS
+    ]
     assert _within_noise(a, b)

@@ -62,6 +62,41 @@ def test_all_kernels_registered_with_cpu_implementation():
 
 
 # --------------------------------------------------------------------------
+# binning codes
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bin_codes_kernel_matches_searchsorted(dtype):
+    n = 3000
+    X = np.column_stack([
+        RNG.standard_cauchy(n),  # heavy tails: many edges in few grid cells
+        RNG.exponential(size=n) ** 4,
+        RNG.integers(0, 3, n),
+        np.full(n, 2.0),  # constant: no edge
+        np.where(RNG.random(n) < 0.3, np.nan, RNG.normal(size=n)),
+        RNG.normal(size=n),
+    ]).astype(dtype)
+    width = 40
+    edges = np.full((X.shape[1], width), np.inf)
+    n_edges = np.zeros(X.shape[1], dtype=np.int32)
+    for f in range(X.shape[1]):
+        col = X[:, f][~np.isnan(X[:, f])].astype(np.float64)
+        e = np.unique(np.quantile(col, np.linspace(0, 1, width + 1)[1:-1]))
+        # also put edges exactly on data values
+        e = np.unique(np.concatenate([e[: width // 2], col[:3]]))[: width - 1]
+        edges[f, : e.size] = e
+        n_edges[f] = e.size
+    out = np.empty((X.shape[1], n), dtype=np.uint8)
+    kernels.bin_codes(NUMPY, X, edges, n_edges, width, out)
+    for f in range(X.shape[1]):
+        x = X[:, f].astype(np.float64)
+        ref = np.searchsorted(edges[f, : n_edges[f]], x, side="left")
+        ref[np.isnan(x)] = width
+        np.testing.assert_array_equal(out[f], ref)
+
+
+# --------------------------------------------------------------------------
 # histograms
 # --------------------------------------------------------------------------
 

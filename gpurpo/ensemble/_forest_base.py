@@ -362,7 +362,7 @@ class BaseForest(BaseEstimator):
 
     @property
     def estimators_samples_(self) -> list[np.ndarray]:
-        """Indices of the samples drawn for each tree (with repeats; all samples without bootstrap)."""
+        """Indices of the samples drawn for each tree (with repeats; all without bootstrap)."""
         check_is_fitted(self, "n_outputs_")
         n = self._n_samples_fit
         if not self._bootstrap:

@@ -80,9 +80,9 @@ class ProjectionPlan:
             raise TypeError(
                 f"shared_projection must be a bool, got {type(shared).__name__} {shared!r}"
             )
-        self.projection = (
-            clone(projection) if isinstance(projection, projections.OutputProjection) else projection
-        )
+        if isinstance(projection, projections.OutputProjection):
+            projection = clone(projection)
+        self.projection = projection
         self.shared = bool(shared)
         self.n = int(n_samples)
         self.d = int(n_outputs)

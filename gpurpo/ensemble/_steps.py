@@ -156,9 +156,9 @@ def logistic_step(
     no score of the output moves by more than ``tol`` logits between two
     iterations; after ``max_iter`` iterations an unfinished output gets the
     end of its bracket on the side of 0, where the objective is below its
-    value at 0 (so the training loss never increases). All outputs iterate together; converged outputs are skipped
-    by the derivative kernel (one host synchronisation per iteration, for
-    the stopping test).
+    value at 0 (so the training loss never increases). All outputs iterate
+    together; converged outputs are skipped by the derivative kernel (one
+    host synchronisation per iteration, for the stopping test).
 
     Parameters
     ----------

@@ -675,7 +675,7 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
             e = 0
             for i in range(1, n):
                 if v[i] != v[i - 1]:
-                    out_edges[f, e] = 0.5 * (v[i - 1] + v[i])
+                    out_edges[f, e] = 0.5 * (np.float64(v[i - 1]) + np.float64(v[i]))
                     e += 1
             out_n_edges[f] = e
             continue
@@ -698,7 +698,7 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
                 i -= 1
             if i < 0 or i <= last:
                 continue
-            out_edges[f, e] = 0.5 * (v[i] + v[i + 1])
+            out_edges[f, e] = 0.5 * (np.float64(v[i]) + np.float64(v[i + 1]))
             e += 1
             last = i
         out_n_edges[f] = e
@@ -709,27 +709,45 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
     n = X.shape[0]
     p = X.shape[1]
     grid = 1024
+    reach = 4  # edges compared branch-free after the table lookup
     fblock = 256  # features whose lookup tables are held at once
     rblock = 256  # rows per task: a contiguous slab of a C-order X
-    lut = np.zeros((min(p, fblock), grid + 1), dtype=np.int32)
-    lo = np.zeros(min(p, fblock))
-    scale = np.zeros(min(p, fblock))
+    nf = min(p, fblock)
+    width = edges.shape[1]
+    lut = np.zeros((nf, grid + 2), dtype=np.int32)
+    padded = np.full((nf, width + reach + 1), np.inf)
+    lo = np.zeros(nf)
+    scale = np.zeros(nf)
+    exact = np.zeros(nf, dtype=np.bool_)
     for f0 in range(0, p, fblock):
         f1 = min(p, f0 + fblock)
-        # lut[f, g]: number of edges below the start of grid cell g of [edge_0, edge_last]
+        # lut[j, g + 1]: number of edges below the start of grid cell g of
+        # [edge_0, edge_last]; lut[j, 0] = 0. A value in cell g has between
+        # lut[j, g] (cell g - 1's start, robust to rounding of g) and
+        # lut[j, g] + reach edges below it when no two cells hold more than
+        # reach edges ("exact"); otherwise a scan finishes the search.
         for f in prange(f0, f1):
+            j = f - f0
             ne = n_edges[f]
+            for e in range(width + reach + 1):
+                padded[j, e] = edges[f, e] if e < ne else np.inf
             if ne < 2:
+                exact[j] = True
                 continue
-            lo[f - f0] = edges[f, 0]
-            width = edges[f, ne - 1] - edges[f, 0]
-            scale[f - f0] = grid / width
+            lo[j] = edges[f, 0]
+            span = edges[f, ne - 1] - edges[f, 0]
+            scale[j] = grid / span
             e = 0
+            lut[j, 0] = 0
             for g in range(grid + 1):
-                x0 = edges[f, 0] + g * (width / grid)
+                x0 = edges[f, 0] + g * (span / grid)
                 while e < ne and edges[f, e] < x0:
                     e += 1
-                lut[f - f0, g] = e
+                lut[j, g + 1] = e
+            most = 0
+            for g in range(grid + 1):
+                most = max(most, lut[j, g + 1] - lut[j, g])
+            exact[j] = 2 * most + 1 <= reach
         n_tasks = (n + rblock - 1) // rblock
         for task in prange(n_tasks):
             i0 = task * rblock
@@ -741,19 +759,16 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
                     x = np.float64(X[i, f])
                     if np.isnan(x):
                         out[f, i] = missing_bin
-                    elif ne == 0 or x <= edges[f, 0]:
-                        out[f, i] = 0
-                    elif x > edges[f, ne - 1]:
-                        out[f, i] = ne
-                    else:
-                        g = np.int64((x - lo[j]) * scale[j])
-                        if g > grid:
-                            g = grid
-                        if g < 0:
-                            g = 0
-                        code = lut[j, g]
-                        while code > 0 and edges[f, code - 1] >= x:
+                        continue
+                    g = (x - lo[j]) * scale[j]
+                    g = min(max(g, 0.0), np.float64(grid))
+                    base = lut[j, np.int64(g)]
+                    code = base
+                    for r in range(reach):
+                        code += padded[j, base + r] < x
+                    if not exact[j]:
+                        while code > 0 and padded[j, code - 1] >= x:
                             code -= 1
-                        while code < ne and edges[f, code] < x:
+                        while code < ne and padded[j, code] < x:
                             code += 1
-                        out[f, i] = code
+                    out[f, i] = code

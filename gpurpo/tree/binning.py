@@ -275,8 +275,16 @@ class BinMapper:
 
 
 def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
-    """Unweighted edges of every column: one sort of the transposed sample."""
-    values = np.ascontiguousarray(sample.T, dtype=np.float64)
+    """Unweighted edges of every column from one sort of the transposed sample.
+
+    The sample is sorted in float32 (twice as fast as float64); edges are
+    midpoints of float32-rounded values, computed in float64. Codes are
+    always computed by comparing float64 values with these float64 edges,
+    so the rule ``code <= b iff x <= edges[b]`` is exact whatever the edges.
+    Float64 inputs whose values differ only below float32 precision may share
+    a bin.
+    """
+    values = np.array(sample.T, dtype=np.float32, order="C")  # a copy: sorted in place below
     n_valid = (values.shape[1] - np.isnan(values).sum(axis=1)).astype(np.int64)
     values.sort(axis=1)
     out = np.empty((values.shape[0], max(max_bins - 1, 1)), dtype=np.float64)

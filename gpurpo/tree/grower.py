@@ -30,19 +30,29 @@ Lower-level API used by the tree estimators, the forests and boosting
 
 How a batch of nodes is evaluated
 ---------------------------------
-Nodes with at most ``small_node_size`` samples are split exactly from their
-samples by the ``tree_split_small`` kernel: no histogram, so a fully grown
-tree does not scan ``n_bins x k`` bins for nodes of a few samples. Larger
-nodes get histograms (``tree_histograms``) scored by
-:mod:`gpurpo.tree.splitting`; when every node uses all features
-(``max_features`` = p) only the smaller child of a pair is built and the
-larger one is its parent's histogram minus it. With ``k < p`` a node visits
-the features in a pseudo-random order (:mod:`gpurpo.tree._random`) until
-``k`` features that are not constant in the node have been evaluated, as
-scikit-learn does; the histogram path does this in rounds over the nodes
-still short of ``k``. The histograms in memory at once (and their scoring
-temporaries) are kept under ``params.max_histogram_bytes`` by processing the
-batch in chunks.
+Three paths, chosen by node size, give identical trees (up to float
+rounding in near-ties, see the tie rule in :mod:`gpurpo.tree.kernels`):
+
+* large nodes get histograms (``tree_histograms``) scored by
+  :mod:`gpurpo.tree.splitting` in ``xp`` code; when every node uses all
+  features (``max_features`` = p) only the smaller child of a pair is built
+  and the larger one is its parent's histogram minus it;
+* nodes with at most ``small_node_size`` samples are split exactly from
+  their samples by ``tree_split_small`` (no histogram: a node of 3 samples
+  does not scan ``n_bins x k`` bins);
+* in level-wise growth, a node with at most ``subtree_size`` samples is
+  grown to completion, depth first, by one ``tree_grow_subtrees`` call that
+  works on a cache-resident copy of its samples' codes; this is where a
+  fully grown tree spends most of its nodes.
+
+With ``k < p`` a node visits the features in a pseudo-random order
+(:mod:`gpurpo.tree._random`) until ``k`` features that are not constant in
+the node have been evaluated, as scikit-learn does; the histogram path does
+this in rounds over the nodes still short of ``k``. Only each tree's root
+seed is drawn from ``rng``; a child's seed is a hash of its parent's, so a
+node's randomness does not depend on which path evaluates it. The
+histograms in memory at once (and their scoring temporaries) are kept under
+``params.max_histogram_bytes`` by processing the batch in chunks.
 
 Samples of the frontier nodes live in one int32 buffer in which every node
 owns a contiguous range; splitting a node stably partitions its range in
@@ -85,11 +95,17 @@ def _has_kernel(backend: Backend, name: str) -> bool:
     return ("cuda" if backend.uses_cuda_kernels else "cpu") in impls
 
 
-def default_small_node_size(backend: Backend) -> int:
-    """Largest node split exactly from its samples (``tree_split_small``) by default."""
+def default_small_node_size(backend: Backend, all_features: bool = False) -> int:
+    """Largest node split exactly from its samples (``tree_split_small``) by default.
+
+    When every node uses all features, histograms are built for only one child
+    of each pair (subtraction), so they win from smaller nodes on.
+    """
     if not _has_kernel(backend, "tree_split_small"):
         return 0
-    return 4096 if backend.name == "numpy" else 256
+    if backend.name == "numpy":
+        return 512 if all_features else 4096
+    return 256
 
 
 def default_subtree_size(backend: Backend, n_features: int) -> int:
@@ -209,7 +225,7 @@ class _Grower:
         self.all_features = self.k >= p
         self.random_split = params.splitter == "random"
         self.small = (
-            default_small_node_size(backend)
+            default_small_node_size(backend, self.all_features)
             if params.small_node_size is None
             else int(params.small_node_size)
         )
@@ -725,7 +741,7 @@ def grow_trees(
         Sample weights / bootstrap counts per tree (None: ones).
     params : GrowthParams
     rng : numpy.random.Generator
-        Draws one seed per evaluated node (host side).
+        Draws one seed per tree (host side); node seeds derive from it.
     backend : Backend
 
     Returns

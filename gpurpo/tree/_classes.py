@@ -101,7 +101,9 @@ class _BaseTree(BaseEstimator):
             if isinstance(self.max_leaf_nodes, bool) or not isinstance(
                 self.max_leaf_nodes, numbers.Integral
             ):
-                raise TypeError(f"max_leaf_nodes must be an int or None, got {self.max_leaf_nodes!r}")
+                raise TypeError(
+                    f"max_leaf_nodes must be an int or None, got {self.max_leaf_nodes!r}"
+                )
             if self.max_leaf_nodes < 2:
                 raise ValueError(f"max_leaf_nodes must be >= 2 or None, got {self.max_leaf_nodes}")
         check_choice(self.splitter, "splitter", ("best", "random"))
@@ -115,7 +117,8 @@ class _BaseTree(BaseEstimator):
             )
         if not (self.min_impurity_decrease >= 0 and math.isfinite(self.min_impurity_decrease)):
             raise ValueError(
-                f"min_impurity_decrease must be a finite float >= 0, got {self.min_impurity_decrease}"
+                "min_impurity_decrease must be a finite float >= 0, got "
+                f"{self.min_impurity_decrease}"
             )
         k = n_candidate_features(self.max_features, p)
         return GrowthParams(
@@ -215,7 +218,9 @@ class _BaseTree(BaseEstimator):
         binned = mapper.transform(X, backend)
         targets = self._targets(Y, backend, rng)
         self.n_projected_outputs_ = int(targets.shape[1])
-        weights = None if sample_weight is None else sample_weight.astype(backend.xp.float32)[None, :]
+        weights = None
+        if sample_weight is not None:
+            weights = sample_weight.astype(backend.xp.float32)[None, :]
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         result = grow(binned, targets[:, None, :], weights, params, rng, backend)
         structure = result.structures[0]
@@ -426,7 +431,7 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         return self._fit(X, Y, sample_weight)
 
     def predict_proba(self, X: Any) -> Any:
-        """Label probabilities: (n, d) multi-label (CSR for sparse leaves), (n, n_classes) otherwise."""
+        """Label probabilities: (n, d) multi-label (CSR with sparse leaves), else (n, n_classes)."""
         out, _ = self._raw_predict(X)
         return out
 

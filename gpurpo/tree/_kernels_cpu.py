@@ -105,7 +105,8 @@ def _random_cut(thresholds, f, bmin, bmax, u):
 
 @njit(cache=True)
 def _eval_node(
-    codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split, missing_bin,
+    codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
+    missing_bin,
     tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml,
 ):
@@ -402,16 +403,16 @@ def split_small_nodes(
     n_chunks = min(n_nodes, N_CHUNKS)
     for ch in prange(n_chunks):
         _split_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed,
-            weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
+            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree,
+            node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
             missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain,
         )
 
 
 @njit(cache=True)
 def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -574,11 +575,11 @@ def grow_subtrees(
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
         _subtree_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-            thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree,
+            node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
             min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
-            out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
-            out_start, out_stop,
+            out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+            out_depth, out_start, out_stop,
         )
 
 

@@ -39,7 +39,9 @@ def n_candidate_features(max_features: Any, n_features: int) -> int:
             f"'sqrt' or 'log2', got {max_features!r}"
         )
     if isinstance(max_features, bool):
-        raise TypeError(f"max_features must be an int, a float, a str or None, got {max_features!r}")
+        raise TypeError(
+            f"max_features must be an int, a float, a str or None, got {max_features!r}"
+        )
     if isinstance(max_features, numbers.Integral):
         if not 1 <= int(max_features) <= p:
             raise ValueError(

@@ -41,7 +41,8 @@ The exact recipe (the CUDA twin must follow it)::
                 return (L << half) | R
     feature_at(seed, i, p) = 0 if p == 1, else x = feistel(i) repeated while x >= p
     uniform_at(seed, i) = (hash64(hash64(seed ^ 0xA0761D6478BD642F) + i) >> 11) * 2^-53
-    child_seed(seed, side) = hash64(seed ^ (0x8CB92BA72F3D8DD7 if side == 0 else 0xE7037ED1A0B428DB))
+    child_seed(seed, 0) = hash64(seed ^ 0x8CB92BA72F3D8DD7)      (left child)
+    child_seed(seed, 1) = hash64(seed ^ 0xE7037ED1A0B428DB)      (right child)
 
 Only each tree's root seed is drawn on the host; every other node's seed is
 ``child_seed`` of its parent's (side 0: left child, 1: right child), so the

@@ -535,7 +535,9 @@ class _Grower:
         codes = self.binned.codes[feat, samples]
         bins = self._dev(nodes.bin[ids], xp.int64)[node_of]
         miss_left = self._dev(nodes.missing_left[ids], bool)[node_of]
-        go_left = xp.where(codes == self.binned.missing_bin, miss_left, codes.astype(xp.int64) <= bins)
+        go_left = xp.where(
+            codes == self.binned.missing_bin, miss_left, codes.astype(xp.int64) <= bins
+        )
         gl = go_left.astype(xp.int64)
         before = xp.cumsum(gl) - gl
         offsets_dev = self._dev(offsets, xp.int64)
@@ -636,7 +638,9 @@ class _Grower:
         nodes.missing_left[gids] = host(out.missing_left)[rows]
         gain = host(out.gain)[rows]
         nodes.gain[gids] = np.where(feature >= 0, gain, -np.inf)
-        nodes.left[gids] = np.where(feature >= 0, global_of[row_offset + np.maximum(left_local, 0)], -1)
+        nodes.left[gids] = np.where(
+            feature >= 0, global_of[row_offset + np.maximum(left_local, 0)], -1
+        )
         nodes.right[gids] = np.where(
             feature >= 0, global_of[row_offset + np.maximum(right_local, 0)], -1
         )

@@ -175,7 +175,9 @@ KERNEL_NAMES = (
 
 
 
-def _bin_codes_xp(backend: Backend, X: Any, edges: Any, n_edges: Any, missing_bin: int, out: Any) -> None:
+def _bin_codes_xp(
+    backend: Backend, X: Any, edges: Any, n_edges: Any, missing_bin: int, out: Any
+) -> None:
     """``tree_bin_codes`` in ``xp`` (one searchsorted per feature), for CUDA backends."""
     xp = backend.xp
     counts = backend.to_host(n_edges)
@@ -236,7 +238,9 @@ def build_histograms(
     n_nodes, k = node_features.shape
     m = targets.shape[2]
     if n_channels not in (m + 1, m + 2):
-        raise ValueError(f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}")
+        raise ValueError(
+            f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}"
+        )
     out = xp.zeros((n_nodes, k, n_bins, n_channels), dtype=xp.float32)
     if n_nodes == 0 or k == 0:
         return out

@@ -135,7 +135,9 @@ class PackedTrees:
         return state
 
 
-def pack_trees(structures: Sequence[TreeStructure], leaf_offsets: Sequence[int] | None = None) -> PackedTrees:
+def pack_trees(
+    structures: Sequence[TreeStructure], leaf_offsets: Sequence[int] | None = None
+) -> PackedTrees:
     """Concatenate the node arrays of several trees (see :class:`PackedTrees`)."""
     counts = np.array([s.node_count for s in structures], dtype=np.int64)
     node_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -144,7 +146,9 @@ def pack_trees(structures: Sequence[TreeStructure], leaf_offsets: Sequence[int] 
         leaf_offsets = np.concatenate([[0], np.cumsum(n_leaves)[:-1]])
     total_nodes = int(counts.sum())
     if total_nodes >= 2**31:
-        raise ValueError(f"too many nodes to pack ({total_nodes}); predict with fewer trees at once")
+        raise ValueError(
+            f"too many nodes to pack ({total_nodes}); predict with fewer trees at once"
+        )
 
     def cat(name: str) -> np.ndarray:
         return np.concatenate([getattr(s, name) for s in structures])

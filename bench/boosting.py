@@ -28,6 +28,10 @@ compiled numba kernels first.
     python bench/boosting.py                 # all data sets, full size
     python bench/boosting.py --quick         # a quarter of the rows, 30 rounds
     python bench/boosting.py --datasets delicious --methods rpo,xgboost --json out.json
+
+A method is a strategy, optionally followed by ``:KIND`` to choose the output
+projection of ``rpo`` and ``relabel_rpo`` (default: ``subsample``, the
+estimators' default), e.g. ``--methods rpo,relabel_rpo:gaussian,xgboost``.
 """
 
 from __future__ import annotations
@@ -137,8 +141,11 @@ def run_one(method: str, data_path: str, cfg: dict) -> dict:
     from gpurpo.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
     Est = GradientBoostingRegressor if task == "regression" else GradientBoostingClassifier
-    params = dict(strategy=method, n_estimators=rounds, max_leaf_nodes=leaves, learning_rate=lr,
+    strategy, _, projection = method.partition(":")
+    params = dict(strategy=strategy, n_estimators=rounds, max_leaf_nodes=leaves, learning_rate=lr,
                   max_bins=bins, random_state=0)
+    if projection:
+        params["projection"] = projection
     Est(**{**params, "n_estimators": 2}).fit(X[:300], Y[:300])  # load compiled kernels
     model = Est(**params)
     start = time.perf_counter()
@@ -210,8 +217,12 @@ def main() -> None:
         if d not in DATASETS:
             parser.error(f"unknown data set {d!r}; choose from {DATASETS}")
     for m in methods:
-        if m not in METHODS:
-            parser.error(f"unknown method {m!r}; choose from {METHODS}")
+        strategy, _, projection = m.partition(":")
+        if strategy not in METHODS or (projection and strategy not in ("rpo", "relabel_rpo")):
+            parser.error(
+                f"unknown method {m!r}; choose from {METHODS}, with ':KIND' (a projection "
+                "kind, e.g. rpo:gaussian) after rpo and relabel_rpo"
+            )
     cfg = {
         "rounds": args.rounds or (30 if args.quick else 100),
         "leaves": args.leaves,
@@ -241,15 +252,15 @@ def main() -> None:
                 res = run_isolated(method, path, cfg)
                 runs[method] = res
                 if "error" in res:
-                    print(f"  {method:>14}: {res['error']}", flush=True)
+                    print(f"  {method:>22}: {res['error']}", flush=True)
                 else:
-                    print(f"  {method:>14}: fit {res['fit_s']:9.2f} s   {metric} "
+                    print(f"  {method:>22}: fit {res['fit_s']:9.2f} s   {metric} "
                           f"{res['score']:.4f}", flush=True)
             ref = runs.get("xgboost", {})
             if "fit_s" in ref:
                 for method, res in runs.items():
                     if method != "xgboost" and "fit_s" in res:
-                        print(f"  {method:>14}: {ref['fit_s'] / res['fit_s']:7.2f}x faster than "
+                        print(f"  {method:>22}: {ref['fit_s'] / res['fit_s']:7.2f}x faster than "
                               f"XGBoost, score {res['score'] - ref['score']:+.4f}", flush=True)
             results["runs"][name] = {"n_train": n, "p": p, "d": d, "metric": metric,
                                      "methods": runs}

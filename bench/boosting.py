@@ -133,7 +133,7 @@ def run_one(method: str, data_path: str, cfg: dict) -> dict:
         fit_time = time.perf_counter() - start
         pred = model.predict(Xt) if task == "regression" else model.predict_proba(Xt)
         return {"fit_s": fit_time, "score": _score(task, Yt, np.asarray(pred)),
-                "xgboost": xgb.__version__}
+                "peak_rss_gb": _peak_rss_gb(), "xgboost": xgb.__version__}
 
     import numba
 
@@ -152,7 +152,12 @@ def run_one(method: str, data_path: str, cfg: dict) -> dict:
     model.fit(X, Y)
     fit_time = time.perf_counter() - start
     pred = model.predict(Xt) if task == "regression" else model.predict_proba(Xt)
-    return {"fit_s": fit_time, "score": _score(task, Yt, pred)}
+    return {"fit_s": fit_time, "score": _score(task, Yt, pred), "peak_rss_gb": _peak_rss_gb()}
+
+
+def _peak_rss_gb() -> float:
+    """Peak resident memory of this process (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
 def _limit_memory(gigabytes: float) -> None:
@@ -174,12 +179,13 @@ def run_isolated(method: str, data_path: str, cfg: dict) -> dict:
         return {"error": f"timeout after {cfg['timeout']} s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        oom = any(k in " ".join(tail) for k in ("MemoryError", "bad_alloc", "std::bad_alloc",
-                                                  "Cannot allocate", "out of memory"))
+        text = proc.stderr + proc.stdout
+        oom = any(k in text for k in ("MemoryError", "bad_alloc", "bad_malloc",
+                                      "Failed to allocate", "Cannot allocate", "out of memory"))
         if oom or proc.returncode in (-9, 137):
-            return {"error": f"out of memory (limit {cfg['memory_gb']} GB)"}
-        return {"error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+            return {"error": f"out of memory (address space limit {cfg['memory_gb']} GB)"}
+        errors = [ln for ln in text.splitlines() if "Error" in ln] or text.splitlines()[-1:]
+        return {"error": f"exit {proc.returncode}: {errors[-1][:200] if errors else ''}"}
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -255,7 +261,7 @@ def main() -> None:
                     print(f"  {method:>22}: {res['error']}", flush=True)
                 else:
                     print(f"  {method:>22}: fit {res['fit_s']:9.2f} s   {metric} "
-                          f"{res['score']:.4f}", flush=True)
+                          f"{res['score']:.4f}   peak RSS {res['peak_rss_gb']:.2f} GB", flush=True)
             ref = runs.get("xgboost", {})
             if "fit_s" in ref:
                 for method, res in runs.items():

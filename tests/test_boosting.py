@@ -343,6 +343,26 @@ def test_subsample_changes_the_model_and_still_learns():
     assert r2_score(Yv, sub.predict(Xv)) > 0.6
 
 
+def test_tree_size_parameters():
+    X, Y = make_friedman1_multioutput("chain", n_samples=200, n_outputs=3, random_state=15)
+    level_wise = GradientBoostingRegressor(
+        n_estimators=4, max_leaf_nodes=None, max_depth=2, random_state=0
+    ).fit(X, Y)
+    both = GradientBoostingRegressor(
+        n_estimators=4, max_leaf_nodes=3, max_depth=5, min_samples_leaf=20, random_state=0
+    ).fit(X, Y)
+    for stage in level_wise._model.stages:
+        assert stage.structure.max_depth <= 2 and stage.structure.n_leaves == 4
+    for stage in both._model.stages:
+        assert stage.structure.n_leaves == 3
+        assert stage.structure.n_node_samples[stage.structure.feature < 0].min() >= 20
+    # one random feature per node gives a different, still learning, model
+    one = GradientBoostingRegressor(n_estimators=30, max_features=1, random_state=0).fit(X, Y)
+    full = GradientBoostingRegressor(n_estimators=30, random_state=0).fit(X, Y)
+    assert not np.allclose(one.predict(X), full.predict(X))
+    assert r2_score(Y, one.predict(X)) > 0.5
+
+
 def test_missing_values_and_sparse_inputs():
     X, Y = make_friedman1_multioutput("group", n_samples=200, n_outputs=3, random_state=14)
     Xm = X.copy()

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(
 CUDA_KERNELS = (
     "tree_histograms",
     "tree_split_small",
+    "tree_score_histograms",
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
     "tree_apply",

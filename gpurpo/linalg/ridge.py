@@ -108,13 +108,30 @@ class RidgeSolver:
             )
         self._inv_lower = inv_lower
 
+    @property
+    def inverse_factor(self) -> Any:
+        """``L^{-1}`` (float64, lower triangular) with ``X^T X + alpha I = L L^T``.
+
+        Only for the ``"direct"`` solver; ``(X^T X + alpha I)^{-1} = L^{-T} L^{-1}``.
+        """
+        if self._inv_lower is None:
+            raise ValueError(f"inverse_factor needs solver='direct', this solver is {self.solver!r}")
+        return self._inv_lower
+
+    def solve_normal(self, rhs: Any) -> Any:
+        """``(X^T X + alpha I)^{-1} rhs`` for a dense ``(d, l)`` block (``"direct"`` only).
+
+        Computed in float64 and returned in ``rhs``'s dtype.
+        """
+        inv_lower = self.inverse_factor
+        xp = self.op.xp
+        Z = inv_lower.T @ (inv_lower @ xp.asarray(rhs, dtype=xp.float64))
+        return Z.astype(rhs.dtype, copy=False)
+
     def solve(self, B: Any) -> Any:
         """``Z`` of shape ``(d, l)`` for ``B`` of shape ``(n, l)``, in ``B``'s dtype."""
         if self.solver == "direct":
-            xp = self.op.xp
-            rhs = xp.asarray(self.op.rmatmat(B), dtype=xp.float64)
-            Z = self._inv_lower.T @ (self._inv_lower @ rhs)
-            return Z.astype(B.dtype)
+            return self.solve_normal(self.op.rmatmat(B)).astype(B.dtype, copy=False)
         return self._cgls(B)
 
     def _cgls(self, B: Any) -> Any:

@@ -18,6 +18,7 @@ from gpurpo.tree._random import child_seed_nb, feature_at_nb, round_keys_nb, uni
 __all__ = [
     "histograms",
     "split_small_nodes",
+    "score_histograms",
     "grow_subtrees",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
@@ -317,6 +318,165 @@ def _eval_node(
         if cand_g[j] >= floor and (pick < 0 or cand_f[j] < cand_f[pick]):
             pick = j
     return cand_f[pick], cand_b[pick], cand_ml[pick], cand_g[pick]
+
+
+@njit(inline="always", cache=True)
+def _sq_norm(a, m):
+    # channels 1..m, summed in channel order (the order of the NumPy reference)
+    s = a[1] * a[1]
+    for c in range(2, m + 1):
+        s += a[c] * a[c]
+    return s
+
+
+@njit(inline="always", cache=True)
+def _gain_from_sums(L, T, m, parent):
+    # ||L||^2 / W_L + ||T - L||^2 / W_R - parent, empty sides divided by 1
+    wl = L[0]
+    wr = T[0] - L[0]
+    sl = L[1] * L[1]
+    r = T[1] - L[1]
+    sr = r * r
+    for c in range(2, m + 1):
+        sl += L[c] * L[c]
+        r = T[c] - L[c]
+        sr += r * r
+    return sl / (wl if wl > 0 else 1.0) + sr / (wr if wr > 0 else 1.0) - parent
+
+
+@njit(cache=True)
+def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_m):
+    # One (node, slot): returns (gain, bin, missing_left, nonconstant); see tree_score_histograms.
+    n_channels = h.shape[1]
+    nvb = h.shape[0] - 1
+    for c in range(n_channels):
+        tot[c] = 0.0
+    bmin = -1
+    bmax = -1
+    n_occupied = 0
+    for b in range(nvb):
+        for c in range(n_channels):
+            tot[c] += np.float64(h[b, c])
+        if h[b, cnt] > 0:
+            if bmin < 0:
+                bmin = b
+            bmax = b
+            n_occupied += 1
+    any_value = bmin >= 0
+    if not any_value:
+        bmin = 0
+        bmax = nvb - 1
+    n_miss = np.float64(h[nvb, cnt])
+    has_miss = n_miss > 0
+    for c in range(n_channels):
+        tot[c] += np.float64(h[nvb, c])
+    n_total = tot[cnt]
+    nonconstant = f >= 0 and n_occupied + (1 if has_miss else 0) >= 2
+    w_total = tot[0]
+    parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
+    neg_inf = -np.inf
+    for c in range(n_channels):
+        left[c] = 0.0
+    if not random_split:
+        best = neg_inf
+        best_bin = 0
+        direction = 0
+        w_left = np.float64(h[0, 0])
+        for b in range(nvb):
+            for c in range(n_channels):
+                left[c] += np.float64(h[b, c])
+            if not h[b, cnt] > 0:
+                continue
+            n_left = left[cnt]
+            below_max = b < bmax
+            if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
+                g = _gain_from_sums(left, tot, m, parent)
+                if g > best:
+                    best = g
+                    best_bin = b
+                    direction = 0
+                    w_left = left[0]
+            if has_miss and below_max:
+                n_left_m = n_left + n_miss
+                if n_left_m >= msl and n_total - n_left_m >= msl:
+                    for c in range(n_channels):
+                        left_m[c] = left[c] + np.float64(h[nvb, c])
+                    g = _gain_from_sums(left_m, tot, m, parent)
+                    if g > best:
+                        best = g
+                        best_bin = b
+                        direction = 1
+                        w_left = left[0]
+        gain = best
+    else:
+        row = f if f >= 0 else 0
+        lo = 0.0
+        hi = 0.0
+        if bmax > bmin:
+            lo = thresholds[row, bmin]
+            hi = thresholds[row, max(bmax - 1, 0)]
+        cut_value = lo + u * (hi - lo)
+        if bmax > bmin:
+            steps = 0
+            for b in range(bmin + 1, bmax):
+                if thresholds[row, b] <= cut_value:
+                    steps += 1
+            best_bin = bmin + steps
+        else:
+            best_bin = bmax
+        for b in range(best_bin + 1):
+            for c in range(n_channels):
+                left[c] += np.float64(h[b, c])
+        n_left = left[cnt]
+        below_max = best_bin < bmax
+        gain_right = neg_inf
+        if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
+            gain_right = _gain_from_sums(left, tot, m, parent)
+        gain_left = neg_inf
+        n_left_m = n_left + n_miss
+        if has_miss and below_max and n_left_m >= msl and n_total - n_left_m >= msl:
+            for c in range(n_channels):
+                left_m[c] = left[c] + np.float64(h[nvb, c])
+            gain_left = _gain_from_sums(left_m, tot, m, parent)
+        direction = 1 if gain_left > gain_right else 0
+        gain = max(gain_right, gain_left)
+        w_left = left[0]
+    if not (nonconstant and any_value):
+        gain = neg_inf
+    if has_miss:
+        missing_left = direction
+    else:
+        missing_left = 1 if w_left >= w_total - w_left else 0
+    return gain, best_bin, missing_left, nonconstant
+
+
+@njit(parallel=True, cache=True)
+def score_histograms(
+    hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds,
+    out_gain, out_bin, out_missing_left, out_nonconstant,
+):
+    n_nodes = hist.shape[0]
+    k = hist.shape[1]
+    n_channels = hist.shape[3]
+    m = n_outputs
+    cnt = n_channels - 1 if n_channels == m + 2 else 0
+    n_tasks = n_nodes * k
+    n_chunks = min(n_tasks, N_CHUNKS)
+    for ch in prange(n_chunks):
+        tot = np.empty(n_channels, dtype=np.float64)
+        left = np.empty(n_channels, dtype=np.float64)
+        left_m = np.empty(n_channels, dtype=np.float64)
+        for task in range(ch, n_tasks, n_chunks):
+            i = task // k
+            j = task - i * k
+            g, b, ml, nc = _score_slot(
+                hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, random_split,
+                uniforms[i, j], thresholds, tot, left, left_m,
+            )
+            out_gain[i, j] = g
+            out_bin[i, j] = b
+            out_missing_left[i, j] = ml
+            out_nonconstant[i, j] = 1 if nc else 0
 
 
 PERM_BATCH = 32

@@ -22,7 +22,10 @@ size), not from constants tuned for one card:
 * elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
   ``GRID_WAVES`` blocks per multiprocessor;
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
-  node, blocks looping over nodes.
+  node, blocks looping over nodes;
+* histogram scoring uses one thread per (node, slot), at most
+  ``THREADS_PER_SM`` per multiprocessor and at most as many as fit their
+  running sums in ``SCORE_SCRATCH_BYTES`` of scratch.
 
 Scalars are passed as NumPy scalars of exactly the parameter type.
 """
@@ -40,6 +43,7 @@ from gpurpo.tree._kernels_cpu import SORT_LIMIT
 __all__ = [
     "histograms",
     "split_small_nodes",
+    "score_histograms",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
     "apply_trees",
@@ -58,6 +62,8 @@ SPLIT_MAX_THREADS = 256  # SPLIT_MAX_THREADS of tree_split_small.cu
 SPLIT_BLOCKS_PER_SM = 16
 SPLIT_SCRATCH_BYTES = 256 * 1024**2
 THREADS_PER_SM = 2048
+SCORE_BLOCK = 128
+SCORE_SCRATCH_BYTES = 256 * 1024**2
 
 _i32, _i64, _f64 = np.int32, np.int64, np.float64
 
@@ -267,6 +273,50 @@ def split_small_nodes(
             _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
             order_buf, code_buf, s_buf, cand_f, cand_g, cand_b, cand_ml,
             out_feature, out_bin, out_missing_left, out_gain,
+        ),
+    )
+
+
+# --------------------------------------------------------------------------
+# histogram scores
+# --------------------------------------------------------------------------
+
+
+def score_histograms(
+    backend: Backend,
+    hist: Any,
+    node_features: Any,
+    n_outputs: int,
+    min_samples_leaf: int,
+    random_split: int,
+    uniforms: Any,
+    thresholds: Any,
+    out_gain: Any,
+    out_bin: Any,
+    out_missing_left: Any,
+    out_nonconstant: Any,
+) -> None:
+    """``tree_score_histograms``: one thread per (node, slot), bit-compatible with numba."""
+    xp = backend.xp
+    n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
+    n_tasks = n_nodes * k
+    if n_tasks == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, SCORE_BLOCK)
+    cap_scratch = max(1, SCORE_SCRATCH_BYTES // (3 * 8 * n_channels))
+    cap_device = int(attrs["multiprocessor_count"]) * THREADS_PER_SM
+    n_threads = max(1, min(n_tasks, cap_scratch, cap_device))
+    scratch = xp.empty(3 * n_channels * n_threads, dtype=xp.float64)
+    kernel = backend.load_module("tree_score.cu").get_function("tree_score_histograms")
+    kernel(
+        (math.ceil(n_threads / block),),
+        (block,),
+        (
+            hist, node_features, uniforms, thresholds, _i64(n_tasks), _i32(n_bins),
+            _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
+            _i32(1 if random_split else 0), scratch, _i64(n_threads),
+            out_gain, out_bin, out_missing_left, out_nonconstant,
         ),
     )
 

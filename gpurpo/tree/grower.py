@@ -376,14 +376,14 @@ class _Grower:
         if self.random_split:
             uniforms = uniform_at(seeds_dev[:, None], positions, xp)
         return score_histograms(
-            xp,
+            self.backend,
             hist,
             feats,
             self.m,
             self.msl,
+            self.binned.thresholds,
             random_split=self.random_split,
             uniforms=uniforms,
-            thresholds=self.binned.thresholds,
         )
 
     def _hist(self, ids: np.ndarray, feats: Any) -> Any:

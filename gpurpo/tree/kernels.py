@@ -80,6 +80,38 @@ Kernel contracts
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
+``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds, out_gain, out_bin, out_missing_left, out_nonconstant)``
+    Best split of every (node, slot) from its histogram (the large-node path;
+    the equations are in :mod:`gpurpo.tree.splitting`).
+    hist         float32 (N, k, B, C)  histograms of ``tree_histograms``; channel C - 1
+                                       is the sample count when C == m + 2, else
+                                       channel 0 (unit weights) is
+    node_features int32  (N, k)        feature of each slot, -1 = unused slot
+    n_outputs    int                   m (C is m + 1 or m + 2)
+    min_samples_leaf int               minimum number of samples on each side
+    random_split int (0 or 1)          Extra-Trees mode
+    uniforms     float64 (N, k)        Extra-Trees draw of each slot in [0, 1) (unused otherwise)
+    thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
+    out_gain     float64 (N, k)        best gain, ``-inf`` when the slot has no valid split
+    out_bin      int32   (N, k)        split "code <= bin"
+    out_missing_left uint8 (N, k)      1: missing values go left
+    out_nonconstant uint8 (N, k)       1: the slot's feature takes >= 2 codes in the node
+    Sums in float64 from the float32 cells: per channel, bins added in
+    increasing order; squared norms add channels 1..m in order; so the
+    result is bitwise that of the NumPy formulation of gpurpo.tree.splitting.
+    Candidate splits, validity and tie rules: "code <= b" for each occupied
+    value bin b (count > 0) below the largest occupied one, missing values
+    right and (when the node has missing values) left, plus "all values
+    left, missing right"; each side needs ``min_samples_leaf`` samples; the
+    first largest gain in the order (b = 0 right, b = 0 left, b = 1 right,
+    ...) wins. Extra-Trees: one cut per slot, the largest bin b in
+    ``[bmin, bmax - 1]`` with ``thresholds[f, b] <= lo + u (hi - lo)``, lo and
+    hi the edges of bins bmin and bmax - 1 (bmin, bmax: smallest and largest
+    occupied bins), both sides scored, missing left only when strictly
+    better. A slot without a valid split, constant or unused, gets gain
+    ``-inf``. Without missing values, missing values go to the heavier side
+    (left on ties).
+
 ``tree_grow_subtrees(codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
@@ -153,6 +185,7 @@ __all__ = [
     "bin_codes",
     "build_histograms",
     "split_small",
+    "score_histograms",
     "grow_subtrees",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
@@ -165,6 +198,7 @@ KERNEL_NAMES = (
     "tree_bin_codes",
     "tree_histograms",
     "tree_split_small",
+    "tree_score_histograms",
     "tree_grow_subtrees",
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
@@ -190,6 +224,7 @@ def _bin_codes_xp(
 register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
+register_kernel("tree_score_histograms", cpu=_cpu.score_histograms, cuda=_cuda.score_histograms)
 register_kernel("tree_grow_subtrees", cpu=_cpu.grow_subtrees)
 register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
 register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
@@ -305,6 +340,64 @@ def split_small(
         out_gain,
     )
     return out_feature, out_bin, out_missing_left, out_gain
+
+
+def score_histograms(
+    backend: Backend,
+    hist: Any,
+    node_features: Any,
+    n_outputs: int,
+    min_samples_leaf: int,
+    random_split: bool,
+    uniforms: Any,
+    thresholds: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """Best split of every (node, slot); returns (gain, bin, missing_left, nonconstant).
+
+    See ``tree_score_histograms`` in the module docstring. ``uniforms`` may be
+    ``None`` when ``random_split`` is false.
+    """
+    xp = backend.xp
+    n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
+    m = int(n_outputs)
+    if m < 1 or n_channels not in (m + 1, m + 2):
+        raise ValueError(
+            f"hist must have m + 1 or m + 2 channels for n_outputs={m}, got shape {hist.shape}"
+        )
+    if n_bins < 2 or thresholds.shape[1] != n_bins - 1:
+        raise ValueError(
+            f"thresholds must have n_bins - 1 = {n_bins - 1} columns, got shape {thresholds.shape}"
+        )
+    if tuple(node_features.shape) != (n_nodes, k):
+        raise ValueError(
+            f"node_features must have shape {(n_nodes, k)}, got {tuple(node_features.shape)}"
+        )
+    out_gain = xp.empty((n_nodes, k), dtype=xp.float64)
+    out_bin = xp.empty((n_nodes, k), dtype=xp.int32)
+    out_missing_left = xp.empty((n_nodes, k), dtype=xp.uint8)
+    out_nonconstant = xp.empty((n_nodes, k), dtype=xp.uint8)
+    if n_nodes == 0 or k == 0:
+        return out_gain, out_bin, out_missing_left, out_nonconstant
+    if random_split:
+        if uniforms is None:
+            raise ValueError("uniforms are required when random_split is true")
+        uniforms = _c(backend, uniforms, xp.float64)
+    else:
+        uniforms = xp.zeros((n_nodes, k), dtype=xp.float64)
+    backend.kernel("tree_score_histograms")(
+        _c(backend, hist, xp.float32),
+        _c(backend, node_features, xp.int32),
+        m,
+        int(min_samples_leaf),
+        int(bool(random_split)),
+        uniforms,
+        _c(backend, thresholds, xp.float64),
+        out_gain,
+        out_bin,
+        out_missing_left,
+        out_nonconstant,
+    )
+    return out_gain, out_bin, out_missing_left, out_nonconstant
 
 
 @dataclass

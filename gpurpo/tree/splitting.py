@@ -20,14 +20,18 @@ the upper edge of the bin below the largest occupied bin; the split is
 "code <= cut" for the largest bin whose upper edge is below the drawn real
 value, so every threshold lies within the node's range of values.
 
-Everything here is ``xp`` code (NumPy or CuPy), computed in float64 from the
-float32 histograms.
+The per-slot scores are one kernel, ``tree_score_histograms`` (see
+:mod:`gpurpo.tree.kernels`), computed in float64 from the float32
+histograms; the reduction across slots is ``xp`` code (NumPy or CuPy).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from gpurpo.backend import Backend
+from gpurpo.tree import kernels
 
 __all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL"]
 
@@ -52,38 +56,25 @@ class SlotSplits:
     nonconstant: Any
 
 
-def _sq_norm(xp: Any, a: Any, m: int) -> Any:
-    out = a[..., 1] * a[..., 1]
-    for c in range(2, m + 1):
-        out = out + a[..., c] * a[..., c]
-    return out
-
-
-def _gain(xp: Any, left: Any, total: Any, m: int, parent: Any) -> Any:
-    right = total - left
-    wl = left[..., 0]
-    wr = right[..., 0]
-    safe_l = xp.where(wl > 0, wl, 1.0)
-    safe_r = xp.where(wr > 0, wr, 1.0)
-    return _sq_norm(xp, left, m) / safe_l + _sq_norm(xp, right, m) / safe_r - parent
-
-
 def score_histograms(
-    xp: Any,
+    backend: Backend,
     hist: Any,
     node_features: Any,
     n_outputs: int,
     min_samples_leaf: int,
+    thresholds: Any,
     random_split: bool = False,
     uniforms: Any = None,
-    thresholds: Any = None,
 ) -> SlotSplits:
     """Best split of each (node, feature slot) from histograms.
 
+    Runs the ``tree_score_histograms`` kernel (numba on the CPU, CUDA on
+    the GPU): one fused pass per slot over its bins, in float64.
+
     Parameters
     ----------
-    xp : module
-        ``numpy`` or ``cupy``.
+    backend : Backend
+        Where ``hist`` lives.
     hist : float32 array (N, k, B, C)
         Histograms (see :mod:`gpurpo.tree.histogram`); bin ``B - 1`` holds
         missing values; channel ``C - 1`` is the sample count when
@@ -94,112 +85,21 @@ def score_histograms(
         m.
     min_samples_leaf : int
         Minimum number of samples on each side.
+    thresholds : float64 array (p, B - 1)
+        Raw upper edge of each value bin (Extra-Trees cuts).
     random_split : bool
-        Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1) and the
-        ``thresholds`` table (p, B - 1).
+        Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1).
 
     Returns
     -------
     SlotSplits
     """
-    m = int(n_outputs)
-    n_nodes, k, n_bins, channels = hist.shape
-    cnt = channels - 1 if channels == m + 2 else 0
-    h = hist.astype(xp.float64)
-    values = h[:, :, : n_bins - 1, :]
-    miss = h[:, :, n_bins - 1, :]
-    cum = xp.cumsum(values, axis=2)
-    total = cum[:, :, -1, :] + miss
-    n_total = total[..., cnt]
-    n_miss = miss[..., cnt]
-    has_miss = n_miss > 0
-    occupied = values[..., cnt] > 0
-    any_value = occupied.any(axis=2)
-    n_value_bins = n_bins - 1
-    bmin = xp.argmax(occupied, axis=2)
-    bmax = (n_value_bins - 1) - xp.argmax(occupied[:, :, ::-1], axis=2)
-    n_occupied = occupied.sum(axis=2) + has_miss
-    valid_slot = node_features >= 0
-    nonconstant = (n_occupied >= 2) & valid_slot
-    w_total = total[..., 0]
-    parent = _sq_norm(xp, total, m) / xp.where(w_total > 0, w_total, 1.0)
-    neg_inf = -xp.inf
-
-    if not random_split:
-        total_b = total[:, :, None, :]
-        n_left = cum[..., cnt]
-        bins = xp.arange(n_value_bins)[None, None, :]
-        below_max = bins < bmax[:, :, None]
-        ok_right = (
-            occupied
-            & (below_max | has_miss[:, :, None])
-            & (n_left >= min_samples_leaf)
-            & (n_total[:, :, None] - n_left >= min_samples_leaf)
-        )
-        gain_right = xp.where(ok_right, _gain(xp, cum, total_b, m, parent[:, :, None]), neg_inf)
-        left_m = cum + miss[:, :, None, :]
-        n_left_m = n_left + n_miss[:, :, None]
-        ok_left = (
-            occupied
-            & has_miss[:, :, None]
-            & below_max
-            & (n_left_m >= min_samples_leaf)
-            & (n_total[:, :, None] - n_left_m >= min_samples_leaf)
-        )
-        gain_left = xp.where(ok_left, _gain(xp, left_m, total_b, m, parent[:, :, None]), neg_inf)
-        both = xp.stack([gain_right, gain_left], axis=3).reshape(n_nodes, k, 2 * n_value_bins)
-        flat = xp.argmax(both, axis=2)
-        gain = xp.take_along_axis(both, flat[:, :, None], axis=2)[:, :, 0]
-        best_bin = flat // 2
-        direction = flat % 2
-        w_left = xp.take_along_axis(cum[..., 0], best_bin[:, :, None], axis=2)[:, :, 0]
-    else:
-        p_feat = xp.where(valid_slot, node_features, 0)
-        thr = thresholds[p_feat]
-        lo = xp.take_along_axis(thr, bmin[:, :, None], axis=2)[:, :, 0]
-        hi_idx = xp.maximum(bmax - 1, 0)
-        hi = xp.take_along_axis(thr, hi_idx[:, :, None], axis=2)[:, :, 0]
-        lo = xp.where(bmax > bmin, lo, 0.0)
-        hi = xp.where(bmax > bmin, hi, 0.0)
-        cut_value = lo + uniforms * (hi - lo)
-        bins = xp.arange(n_value_bins)[None, None, :]
-        steps = (
-            (bins > bmin[:, :, None])
-            & (bins <= (bmax - 1)[:, :, None])
-            & (thr <= cut_value[:, :, None])
-        ).sum(axis=2)
-        best_bin = xp.where(bmax > bmin, bmin + steps, bmax)
-        left = xp.take_along_axis(cum, best_bin[:, :, None, None], axis=2)[:, :, 0, :]
-        n_left = left[..., cnt]
-        below_max = best_bin < bmax
-        ok_right = (
-            (below_max | has_miss)
-            & (n_left >= min_samples_leaf)
-            & (n_total - n_left >= min_samples_leaf)
-        )
-        gain_right = xp.where(ok_right, _gain(xp, left, total, m, parent), neg_inf)
-        left_m = left + miss
-        n_left_m = n_left + n_miss
-        ok_left = (
-            has_miss
-            & below_max
-            & (n_left_m >= min_samples_leaf)
-            & (n_total - n_left_m >= min_samples_leaf)
-        )
-        gain_left = xp.where(ok_left, _gain(xp, left_m, total, m, parent), neg_inf)
-        direction = (gain_left > gain_right).astype(xp.int64)
-        gain = xp.maximum(gain_right, gain_left)
-        w_left = left[..., 0]
-
-    usable = nonconstant & any_value
-    gain = xp.where(usable, gain, neg_inf)
-    no_miss_left = (w_left >= w_total - w_left).astype(xp.uint8)
-    missing_left = xp.where(has_miss, direction.astype(xp.uint8), no_miss_left)
+    gain, best_bin, missing_left, nonconstant = kernels.score_histograms(
+        backend, hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
+        thresholds,
+    )
     return SlotSplits(
-        gain=gain,
-        bin=best_bin.astype(xp.int32),
-        missing_left=missing_left.astype(xp.uint8),
-        nonconstant=nonconstant,
+        gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.astype(bool)
     )
 
 

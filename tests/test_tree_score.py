@@ -1,0 +1,299 @@
+"""Histogram split scoring (``tree_score_histograms``): numba and CUDA kernels.
+
+Three references:
+
+* ``reference_scores``: the vectorised NumPy formulation of the split score
+  (Joly et al. 2014, eq. 1-2, on cumulative histograms), written here; the
+  kernels promise bitwise equality with it (same summation order);
+* a brute force over samples: every threshold and missing side of a
+  feature is tried on the raw samples, the variance reduction computed
+  directly as ``W Var - W_L Var_L - W_R Var_R`` (float64, no histogram);
+* the numba kernel, for the CUDA kernel run through the CPU emulation.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpurpo.backend import EMULATED, NUMPY
+from gpurpo.tree import kernels
+
+needs_gxx = pytest.mark.skipif(
+    shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"
+)
+
+
+# --------------------------------------------------------------------------
+# NumPy reference (vectorised over nodes, slots and bins)
+# --------------------------------------------------------------------------
+
+
+def _sq_norm(a, m):
+    out = a[..., 1] * a[..., 1]
+    for c in range(2, m + 1):
+        out = out + a[..., c] * a[..., c]
+    return out
+
+
+def _gain(left, total, m, parent):
+    right = total - left
+    wl, wr = left[..., 0], right[..., 0]
+    return (
+        _sq_norm(left, m) / np.where(wl > 0, wl, 1.0)
+        + _sq_norm(right, m) / np.where(wr > 0, wr, 1.0)
+        - parent
+    )
+
+
+def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresholds):
+    n_nodes, k, n_bins, channels = hist.shape
+    cnt = channels - 1 if channels == m + 2 else 0
+    h = hist.astype(np.float64)
+    values, miss = h[:, :, : n_bins - 1, :], h[:, :, n_bins - 1, :]
+    cum = np.cumsum(values, axis=2)
+    total = cum[:, :, -1, :] + miss
+    n_total, n_miss = total[..., cnt], miss[..., cnt]
+    has_miss = n_miss > 0
+    occupied = values[..., cnt] > 0
+    any_value = occupied.any(axis=2)
+    nvb = n_bins - 1
+    bmin = np.argmax(occupied, axis=2)
+    bmax = (nvb - 1) - np.argmax(occupied[:, :, ::-1], axis=2)
+    nonconstant = (occupied.sum(axis=2) + has_miss >= 2) & (node_features >= 0)
+    w_total = total[..., 0]
+    parent = _sq_norm(total, m) / np.where(w_total > 0, w_total, 1.0)
+    if not random_split:
+        n_left = cum[..., cnt]
+        below_max = np.arange(nvb)[None, None, :] < bmax[:, :, None]
+        ok_right = (
+            occupied & (below_max | has_miss[:, :, None]) & (n_left >= msl)
+            & (n_total[:, :, None] - n_left >= msl)
+        )
+        g_right = np.where(ok_right, _gain(cum, total[:, :, None], m, parent[:, :, None]), -np.inf)
+        left_m = cum + miss[:, :, None, :]
+        n_left_m = n_left + n_miss[:, :, None]
+        ok_left = (
+            occupied & has_miss[:, :, None] & below_max & (n_left_m >= msl)
+            & (n_total[:, :, None] - n_left_m >= msl)
+        )
+        g_left = np.where(ok_left, _gain(left_m, total[:, :, None], m, parent[:, :, None]), -np.inf)
+        both = np.stack([g_right, g_left], axis=3).reshape(n_nodes, k, 2 * nvb)
+        flat = np.argmax(both, axis=2)
+        gain = np.take_along_axis(both, flat[:, :, None], axis=2)[:, :, 0]
+        best_bin, direction = flat // 2, flat % 2
+        w_left = np.take_along_axis(cum[..., 0], best_bin[:, :, None], axis=2)[:, :, 0]
+    else:
+        thr = thresholds[np.where(node_features >= 0, node_features, 0)]
+        spread = bmax > bmin
+        lo = np.where(spread, np.take_along_axis(thr, bmin[:, :, None], axis=2)[:, :, 0], 0.0)
+        hi_idx = np.maximum(bmax - 1, 0)
+        hi = np.where(spread, np.take_along_axis(thr, hi_idx[:, :, None], axis=2)[:, :, 0], 0.0)
+        with np.errstate(invalid="ignore"):
+            cut = lo + uniforms * (hi - lo)
+            b = np.arange(nvb)[None, None, :]
+            steps = ((b > bmin[:, :, None]) & (b <= (bmax - 1)[:, :, None])
+                     & (thr <= cut[:, :, None])).sum(axis=2)
+        best_bin = np.where(spread, bmin + steps, bmax)
+        left = np.take_along_axis(cum, best_bin[:, :, None, None], axis=2)[:, :, 0, :]
+        n_left = left[..., cnt]
+        below_max = best_bin < bmax
+        ok_right = (below_max | has_miss) & (n_left >= msl) & (n_total - n_left >= msl)
+        g_right = np.where(ok_right, _gain(left, total, m, parent), -np.inf)
+        left_m = left + miss
+        n_left_m = n_left + n_miss
+        ok_left = has_miss & below_max & (n_left_m >= msl) & (n_total - n_left_m >= msl)
+        g_left = np.where(ok_left, _gain(left_m, total, m, parent), -np.inf)
+        direction = (g_left > g_right).astype(np.int64)
+        gain = np.maximum(g_right, g_left)
+        w_left = left[..., 0]
+    gain = np.where(nonconstant & any_value, gain, -np.inf)
+    missing_left = np.where(has_miss, direction, (w_left >= w_total - w_left).astype(np.int64))
+    return gain, best_bin.astype(np.int32), missing_left.astype(np.uint8), nonconstant
+
+
+# --------------------------------------------------------------------------
+# Data: histograms of real samples
+# --------------------------------------------------------------------------
+
+
+def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, integer_targets=False):
+    """Histograms built from samples (NumPy), with unused slots, constant and empty features."""
+    nvb = n_bins - 1
+    channels = m + 2 if with_count else m + 1
+    hist = np.zeros((n_nodes, k, n_bins, channels), dtype=np.float32)
+    feats = rng.integers(0, p, size=(n_nodes, k)).astype(np.int32)
+    feats[rng.random((n_nodes, k)) < 0.15] = -1
+    samples = []
+    for i in range(n_nodes):
+        ns = int(rng.integers(0, 40))
+        codes = rng.integers(0, n_bins, size=(k, ns))  # includes the missing bin
+        if rng.random() < 0.3:
+            codes[rng.integers(k)] = rng.integers(nvb)  # a constant feature
+        if rng.random() < 0.3:
+            codes[codes == nvb] = 0  # no missing values in this node
+        w = rng.integers(0, 3, size=ns).astype(np.float64) if with_count else np.ones(ns)
+        y = (rng.integers(-3, 4, size=(ns, m)) if integer_targets else rng.normal(size=(ns, m)))
+        for j in range(k):
+            if feats[i, j] < 0:
+                continue
+            for s in range(ns):
+                b = codes[j, s]
+                hist[i, j, b, 0] += w[s]
+                hist[i, j, b, 1 : m + 1] += w[s] * y[s]
+                if with_count:
+                    hist[i, j, b, m + 1] += 1
+        samples.append((codes, w, y))
+    thresholds = np.sort(rng.normal(size=(p, nvb)), axis=1)
+    thresholds[:, -2:] = np.inf
+    uniforms = rng.random((n_nodes, k))
+    return hist, feats, thresholds, uniforms, samples
+
+
+def run_kernel(backend, hist, feats, m, msl, random_split, uniforms, thresholds):
+    out = kernels.score_histograms(
+        backend, backend.asarray(hist), backend.asarray(feats), m, msl, random_split,
+        backend.asarray(uniforms), backend.asarray(thresholds),
+    )
+    return tuple(backend.to_host(a) for a in out)
+
+
+def assert_same(got, want):
+    g, b, ml, nc = got
+    rg, rb, rml, rnc = want
+    np.testing.assert_array_equal(g, rg)  # bitwise, -inf included
+    np.testing.assert_array_equal(b, rb)
+    np.testing.assert_array_equal(ml, rml)
+    np.testing.assert_array_equal(nc.astype(bool), rnc)
+
+
+# --------------------------------------------------------------------------
+# Tests
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("msl", [1, 3])
+@pytest.mark.parametrize("with_count", [True, False])
+@pytest.mark.parametrize("m", [1, 4])
+def test_numba_kernel_equals_numpy_reference(random_split, msl, with_count, m):
+    rng = np.random.default_rng(100 * m + 10 * msl + with_count + 2 * random_split)
+    hist, feats, thr, u, _ = sample_problem(rng, m=m, with_count=with_count)
+    got = run_kernel(NUMPY, hist, feats, m, msl, random_split, u, thr)
+    assert_same(got, reference_scores(hist, feats, m, msl, random_split, u, thr))
+    assert np.isfinite(got[0]).any() and np.isinf(got[0]).any()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    m=st.integers(1, 6),
+    n_bins=st.integers(2, 20),
+    msl=st.integers(1, 5),
+    random_split=st.booleans(),
+    with_count=st.booleans(),
+)
+def test_numba_kernel_equals_reference_fuzzed(seed, m, n_bins, msl, random_split, with_count):
+    rng = np.random.default_rng(seed)
+    hist, feats, thr, u, _ = sample_problem(
+        rng, n_nodes=4, k=3, n_bins=n_bins, m=m, with_count=with_count
+    )
+    got = run_kernel(NUMPY, hist, feats, m, msl, random_split, u, thr)
+    assert_same(got, reference_scores(hist, feats, m, msl, random_split, u, thr))
+
+
+def _brute_force(codes, w, y, nvb, msl):
+    """Best (gain, bin, missing_left) of one feature by trying every split on the samples."""
+    def wss(mask):
+        wm = w[mask]
+        if wm.sum() <= 0:
+            return 0.0
+        mean = (wm[:, None] * y[mask]).sum(axis=0) / wm.sum()
+        return float((wm[:, None] * (y[mask] - mean) ** 2).sum())
+
+    total = wss(np.ones(len(w), dtype=bool))
+    best = (-np.inf, None, None)
+    missing = codes == nvb
+    for b in range(nvb):
+        for miss_left in (False, True):
+            if miss_left and not missing.any():
+                continue
+            go_left = (codes <= b) & ~missing
+            if miss_left:
+                go_left |= missing
+            n_left = int(go_left.sum())
+            if n_left < msl or len(w) - n_left < msl or n_left == 0 or n_left == len(w):
+                continue
+            gain = total - wss(go_left) - wss(~go_left)
+            if gain > best[0] + 1e-9:
+                best = (gain, b, miss_left)
+    return best
+
+
+@pytest.mark.parametrize("msl", [1, 2])
+def test_best_split_is_the_brute_force_optimum(msl):
+    rng = np.random.default_rng(7 + msl)
+    hist, feats, thr, u, samples = sample_problem(rng, n_nodes=12, k=4, m=2, with_count=True)
+    gain, best_bin, missing_left, _ = run_kernel(NUMPY, hist, feats, 2, msl, False, u, thr)
+    nvb = hist.shape[2] - 1
+    checked = 0
+    for i, (codes, w, y) in enumerate(samples):
+        for j in range(hist.shape[1]):
+            if feats[i, j] < 0:
+                continue
+            want_gain, want_bin, want_ml = _brute_force(codes[j], w, y, nvb, msl)
+            if want_bin is None:
+                assert gain[i, j] == -np.inf or gain[i, j] <= 1e-6 * max(1.0, abs(gain).max())
+                continue
+            np.testing.assert_allclose(gain[i, j], want_gain, rtol=1e-5, atol=1e-4)
+            # the same partition: the chosen bin is at or after the brute-force one with
+            # only empty bins between them (empty bins give the same partition)
+            lo, hi = sorted((int(best_bin[i, j]), want_bin))
+            between = codes[j][(codes[j] > lo) & (codes[j] <= hi)]
+            assert between.size == 0 or np.isclose(gain[i, j], want_gain, rtol=1e-9)
+            checked += 1
+    assert checked > 10
+
+
+@needs_gxx
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("with_count", [True, False])
+def test_cuda_kernel_equals_numba(random_split, with_count):
+    rng = np.random.default_rng(31 + random_split + 2 * with_count)
+    m = 3
+    hist, feats, thr, u, _ = sample_problem(rng, n_nodes=9, k=6, m=m, with_count=with_count)
+    want = run_kernel(NUMPY, hist, feats, m, 2, random_split, u, thr)
+    got = run_kernel(EMULATED, hist, feats, m, 2, random_split, u, thr)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert_same(got, reference_scores(hist, feats, m, 2, random_split, u, thr))
+
+
+@needs_gxx
+def test_cuda_kernel_with_fewer_threads_than_slots(monkeypatch):
+    """The grid-stride loop: a scratch budget of a few threads still scores every slot."""
+    from gpurpo.tree import _kernels_cuda
+
+    rng = np.random.default_rng(5)
+    m = 2
+    hist, feats, thr, u, _ = sample_problem(rng, n_nodes=10, k=5, m=m)
+    monkeypatch.setattr(_kernels_cuda, "SCORE_SCRATCH_BYTES", 3 * 8 * (m + 2) * 7)
+    got = run_kernel(EMULATED, hist, feats, m, 1, False, u, thr)
+    assert_same(got, reference_scores(hist, feats, m, 1, False, u, thr))
+
+
+def test_score_histograms_validates_shapes():
+    rng = np.random.default_rng(0)
+    hist, feats, thr, u, _ = sample_problem(rng, m=3)
+    with pytest.raises(ValueError, match="channels"):
+        kernels.score_histograms(NUMPY, hist, feats, 5, 1, False, None, thr)
+    with pytest.raises(ValueError, match="thresholds"):
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr[:, :-1])
+    with pytest.raises(ValueError, match="node_features"):
+        kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, thr)
+    with pytest.raises(ValueError, match="uniforms"):
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, thr)

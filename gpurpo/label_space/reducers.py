@@ -221,7 +221,9 @@ class RembrandtReducer(_OrthonormalReducer):
         xp = backend.xp
         y_mean = _column_means(Y, backend, xp.float64)
         x_mean = _column_means(X, backend, xp.float64)
-        Y_op = centered(as_operator(Y, "Y", backend), y_mean)
+        # Centred features give P_X 1 = 0, hence Y_c^T P_X Y_c = Y^T P_X Y: Y is
+        # passed as is, so that rembrandt sees (and can exploit) a sparse Y.
+        Y_op = as_operator(Y, "Y", backend)
         if backend.issparse(X):
             X_op = centered(as_operator(X, "X", backend), x_mean)
         else:

@@ -39,6 +39,28 @@ SOLVERS = ("auto", "direct", "cg")
 DIRECT_MAX_FEATURES = 2000
 
 
+def lower_inverse(L: Any, xp: Any, block: int = 64) -> Any:
+    """Inverse of a lower-triangular ``L`` by recursive 2 x 2 blocking.
+
+    ``[[A, 0], [B, C]]^{-1} = [[A^{-1}, 0], [-C^{-1} B A^{-1}, C^{-1}]]``, the
+    recursion of LAPACK's blocked ``trtri``: about ``m^3 / 3`` multiply-adds,
+    almost all in matrix products, against ``m^3`` for a general inverse.
+    Blocks of at most ``block`` rows are inverted by ``xp.linalg.inv``
+    (raising ``LinAlgError`` for a singular diagonal block).
+    """
+    m = L.shape[0]
+    if m <= block:
+        return xp.tril(xp.linalg.inv(L))
+    h = m // 2
+    inv_a = lower_inverse(L[:h, :h], xp, block)
+    inv_c = lower_inverse(L[h:, h:], xp, block)
+    out = xp.zeros_like(L)
+    out[:h, :h] = inv_a
+    out[h:, h:] = inv_c
+    out[h:, :h] = -(inv_c @ (L[h:, :h] @ inv_a))
+    return out
+
+
 class RidgeSolver:
     """Reusable solver of ``(X^T X + alpha I) Z = X^T B`` for blocks ``B``.
 
@@ -92,7 +114,7 @@ class RidgeSolver:
         gram = gram + self.alpha * xp.eye(d, dtype=xp.float64)
         try:
             lower = xp.linalg.cholesky(gram)
-            inv_lower = xp.linalg.inv(lower)
+            inv_lower = lower_inverse(lower, xp)
         except np.linalg.LinAlgError:
             inv_lower = None
         # Some backends (CuPy by default) return a partial factor instead of

@@ -14,14 +14,22 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     out float32 (n, d): ``out = [y > 0] - sigmoid(F)``.
 ``boost_logistic_row_loss(Y, F, out)``
     out float64 (n,): ``out[i] = mean_j log(1 + exp(-y_ij F_ij))``.
-``boost_logistic_derivatives(Y, F, H, w, rho, columns, first, second)``
-    H float64 (n, k) with k = d or k = 1 (one column for every output);
-    w float64 (n,); rho float64 (d,); columns uint8 (d,): outputs with 0 are
-    skipped (their sums stay 0); first, second float64 (d,) ZEROED by the
-    caller. With ``s = F_ij + rho_j h_ij`` and ``p = sigmoid(s)``:
+``boost_logistic_derivatives(Y, E, leaf, values, T, w, columns, first, second)``
+    The tree prediction of sample i for output j is ``h_ij = values[leaf_i, j]``
+    (``values[leaf_i, 0]`` when values has one column). E float64 (n, d) is
+    ``exp(-F)`` (computed once per step search); leaf int64 (n,); values
+    float64 (L, k), k = d or 1; T float64 (L, d) is ``exp(-clip(rho_j
+    h_lj, -350, 350))`` for the current step ``rho`` (L x d exponentials per
+    evaluation instead of n x d); w float64 (n,); columns uint8 (d,):
+    outputs with 0 are skipped (their sums stay 0); first, second float64
+    (d,) ZEROED by the caller. With ``p = 1 / (1 + E_ij T_{leaf_i j})``
+    ``= sigmoid(F_ij + rho_j h_ij)``:
     ``first_j += sum_i w_i h_ij (p - [y_ij > 0])`` and
     ``second_j += sum_i w_i h_ij^2 p (1 - p)``: the first and second
-    derivatives in ``rho_j`` of ``sum_i w_i log(1 + exp(-y_ij s))``.
+    derivatives in ``rho_j`` of ``sum_i w_i log(1 + exp(-y_ij (F_ij + rho_j h_ij)))``.
+    ``E = exp(-clip(F, -350, 350))``: products ``E T`` stay finite, and the
+    clamp changes ``p`` by less than ``exp(-340)`` while the step moves no
+    score by more than 10 logits.
 
 The CPU versions are numba loops (rows dealt to threads, per-thread partial
 sums merged at the end). The CUDA-side versions are the same formulas as
@@ -40,10 +48,18 @@ from numba import njit, prange
 
 from gpurpo.backend import Backend, register_kernel
 
-__all__ = ["logistic_gradient", "logistic_row_loss", "logistic_derivatives", "sigmoid"]
+__all__ = [
+    "LogisticLine",
+    "logistic_gradient",
+    "logistic_row_loss",
+    "logistic_derivatives",
+    "sigmoid",
+]
 
 # Rows per block of the derivative kernel (one partial-sum row per block).
 _ROW_BLOCK = 512
+# exp(-F) and exp(-rho h) are clamped to exp(+-350): their product never overflows.
+_EXP_CLAMP = 350.0
 
 
 def sigmoid(xp: Any, S: Any) -> Any:
@@ -92,42 +108,50 @@ def _row_loss_cpu(Y, F, out):
 
 
 @njit(parallel=True, cache=True)
-def _derivatives_cpu(Y, F, H, w, rho, columns, first, second):
-    n, d = F.shape
-    narrow = H.shape[1] == 1
+def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
+    n, d = E.shape
+    narrow = values.shape[1] == 1
     cols = np.nonzero(columns)[0]
     n_cols = cols.shape[0]
+    every = n_cols == d
     n_blocks = (n + _ROW_BLOCK - 1) // _ROW_BLOCK
-    part1 = np.zeros((n_blocks, n_cols))
-    part2 = np.zeros((n_blocks, n_cols))
+    part1 = np.zeros((n_blocks, d))
+    part2 = np.zeros((n_blocks, d))
     for b in prange(n_blocks):
+        p1 = part1[b]
+        p2 = part2[b]
         for i in range(b * _ROW_BLOCK, min(n, (b + 1) * _ROW_BLOCK)):
             wi = w[i]
             if wi == 0.0:
                 continue
-            if narrow:
-                h = H[i, 0]
+            lf = leaf[i]
+            e_row = E[i]
+            t_row = T[lf]
+            y_row = Y[i]
+            if narrow and every:
+                # the common case (one tree output for all labels): a vectorisable loop
+                h = values[lf, 0]
                 wh = wi * h
                 whh = wh * h
-                for c in range(n_cols):
-                    j = cols[c]
-                    p = _sigmoid_nb(F[i, j] + rho[j] * h)
-                    t = 1.0 if Y[i, j] > 0 else 0.0
-                    part1[b, c] += wh * (p - t)
-                    part2[b, c] += whh * (p * (1.0 - p))
+                for j in range(d):
+                    p = 1.0 / (1.0 + e_row[j] * t_row[j])
+                    t = 1.0 if y_row[j] > 0 else 0.0
+                    p1[j] += wh * (p - t)
+                    p2[j] += whh * (p * (1.0 - p))
             else:
                 for c in range(n_cols):
                     j = cols[c]
-                    h = H[i, j]
-                    p = _sigmoid_nb(F[i, j] + rho[j] * h)
-                    t = 1.0 if Y[i, j] > 0 else 0.0
+                    h = values[lf, 0] if narrow else values[lf, j]
+                    p = 1.0 / (1.0 + e_row[j] * t_row[j])
+                    t = 1.0 if y_row[j] > 0 else 0.0
                     wh = wi * h
-                    part1[b, c] += wh * (p - t)
-                    part2[b, c] += wh * h * (p * (1.0 - p))
+                    p1[j] += wh * (p - t)
+                    p2[j] += wh * h * (p * (1.0 - p))
     for b in range(n_blocks):
         for c in range(n_cols):
-            first[cols[c]] += part1[b, c]
-            second[cols[c]] += part2[b, c]
+            j = cols[c]
+            first[j] += part1[b, j]
+            second[j] += part2[b, j]
 
 
 # --------------------------------------------------------------------------
@@ -145,9 +169,10 @@ def _row_loss_xp(backend: Backend, Y, F, out):
     out[...] = xp.mean(xp.logaddexp(0.0, -Y * F), axis=1)
 
 
-def _derivatives_xp(backend: Backend, Y, F, H, w, rho, columns, first, second):
+def _derivatives_xp(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
     xp = backend.xp
-    P = sigmoid(xp, F + rho[None, :] * H)
+    H = values[leaf]
+    P = 1.0 / (1.0 + E * T[leaf])
     WH = w[:, None] * H
     keep = columns != 0
     first += xp.where(keep, xp.sum(WH * (P - (Y > 0)), axis=0), 0.0)
@@ -184,20 +209,75 @@ def logistic_row_loss(backend: Backend, Y: Any, F: Any) -> Any:
     return out
 
 
+class LogisticLine:
+    """The per-output logistic objective along a tree's predictions, ready for many ``rho``.
+
+    ``phi_j(rho) = sum_i w_i log(1 + exp(-y_ij (F_ij + rho h_ij)))`` with
+    ``h_ij = values[leaf_i, j]`` (or ``values[leaf_i, 0]``). ``exp(-F)`` is
+    computed once here; every evaluation then needs only the ``L x d``
+    exponentials ``exp(-rho_j h_lj)`` (kernel ``boost_logistic_derivatives``).
+
+    Parameters
+    ----------
+    backend : Backend
+    Y, F : arrays of shape (n, d)
+        Labels in {-1, 1} and current scores.
+    H : array of shape (n, d) or (n, 1)
+        Tree predictions; used to find the leaves when ``leaf`` is None (one
+        column: its distinct values; ``d`` columns: one leaf per sample).
+    w : array of shape (n,)
+    leaf : int array of shape (n,), optional
+        Leaf of each sample, with ``values`` (L, d) or (L, 1) such that
+        ``H = values[leaf]``.
+    values : array, optional
+    """
+
+    def __init__(
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, leaf: Any = None,
+        values: Any = None,
+    ) -> None:
+        xp = backend.xp
+        self.backend = backend
+        self.Y = _f64(xp, Y)
+        self.w = _f64(xp, w)
+        self.E = xp.exp(-xp.clip(_f64(xp, F), -_EXP_CLAMP, _EXP_CLAMP))
+        if leaf is None or values is None:
+            H = _f64(xp, H)
+            if H.shape[1] == 1:
+                values, leaf = xp.unique(H[:, 0], return_inverse=True)
+                values = values[:, None]
+            else:
+                leaf, values = xp.arange(H.shape[0]), H
+        self.leaf = xp.ascontiguousarray(xp.reshape(leaf, (-1,)), dtype=xp.int64)
+        self.values = _f64(xp, values)
+        self.d = self.E.shape[1]
+
+    def derivatives(self, rho: Any, columns: Any = None) -> tuple[Any, Any]:
+        """First and second derivatives of every ``phi_j`` at ``rho`` (d,).
+
+        ``columns`` (bool (d,), default all): outputs to compute, the others get 0.
+        """
+        xp = self.backend.xp
+        d = self.d
+        T = xp.exp(-xp.clip(_f64(xp, rho)[None, :] * self.values, -_EXP_CLAMP, _EXP_CLAMP))
+        T = xp.ascontiguousarray(xp.broadcast_to(T, (self.values.shape[0], d)))
+        first = xp.zeros(d, dtype=xp.float64)
+        second = xp.zeros(d, dtype=xp.float64)
+        mask = xp.ones(d, dtype=xp.uint8) if columns is None else xp.asarray(columns, dtype=xp.uint8)
+        self.backend.kernel("boost_logistic_derivatives")(
+            self.Y, self.E, self.leaf, self.values, T, self.w, xp.ascontiguousarray(mask),
+            first, second,
+        )
+        return first, second
+
+
 def logistic_derivatives(
     backend: Backend, Y: Any, F: Any, H: Any, w: Any, rho: Any, columns: Any = None
 ) -> tuple[Any, Any]:
     """First and second derivatives in ``rho`` of the per-output logistic objective.
 
-    ``columns`` (bool (d,), default all): outputs to compute, the others get 0.
+    One evaluation of :class:`LogisticLine` (``H`` (n, d) or (n, 1), the tree
+    predictions); ``columns`` (bool (d,), default all): outputs to compute,
+    the others get 0.
     """
-    xp = backend.xp
-    d = F.shape[1]
-    first = xp.zeros(d, dtype=xp.float64)
-    second = xp.zeros(d, dtype=xp.float64)
-    mask = xp.ones(d, dtype=xp.uint8) if columns is None else xp.asarray(columns, dtype=xp.uint8)
-    backend.kernel("boost_logistic_derivatives")(
-        _f64(xp, Y), _f64(xp, F), _f64(xp, H), _f64(xp, w), _f64(xp, rho),
-        xp.ascontiguousarray(mask), first, second,
-    )
-    return first, second
+    return LogisticLine(backend, Y, F, H, w).derivatives(rho, columns)

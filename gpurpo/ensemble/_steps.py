@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble._logistic_kernels import logistic_derivatives
+from gpurpo.ensemble._logistic_kernels import LogisticLine
 
 __all__ = [
     "MAX_LOGIT_STEP",
@@ -139,6 +139,8 @@ def logistic_step(
     F: Any,
     H: Any,
     w: Any,
+    leaf: Any = None,
+    values: Any = None,
     max_logit_step: float = MAX_LOGIT_STEP,
     max_iter: int = _NEWTON_MAX_ITER,
     tol: float = _NEWTON_TOL,
@@ -164,7 +166,10 @@ def logistic_step(
     ----------
     backend : Backend
         The derivatives are computed by the fused kernel
-        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble._logistic_kernels`).
+        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble._logistic_kernels`)
+        through a :class:`~gpurpo.ensemble._logistic_kernels.LogisticLine`:
+        ``exp(-F)`` once, then only one exponential per (leaf, output) per
+        iteration.
     Y : array of shape (n, d)
         Labels in {-1, 1}.
     F : array of shape (n, d)
@@ -173,6 +178,9 @@ def logistic_step(
         Tree predictions.
     w : array of shape (n,)
         Sample weights.
+    leaf, values : optional
+        The tree's leaf of each sample (n,) and its leaf values (L, d) or
+        (L, 1), ``H = values[leaf]``; found from ``H`` when not given.
     max_logit_step, max_iter, tol
         Safeguards.
 
@@ -182,10 +190,9 @@ def logistic_step(
     """
     xp = backend.xp
     d = F.shape[1]
-    Y = xp.ascontiguousarray(Y, dtype=xp.float64)
-    F = xp.ascontiguousarray(F, dtype=xp.float64)
     H = xp.ascontiguousarray(H, dtype=xp.float64)
     w = xp.ascontiguousarray(w, dtype=xp.float64)
+    line = LogisticLine(backend, Y, F, H, w, leaf, values)
     used = (w > 0)[:, None]
     hmax = xp.max(xp.where(used, xp.abs(H), 0.0), axis=0)
     hmax = xp.broadcast_to(hmax, (d,))
@@ -193,7 +200,7 @@ def logistic_step(
     cap = xp.where(active, max_logit_step / xp.where(active, hmax, 1.0), 0.0)
     zero = xp.zeros(d, dtype=xp.float64)
 
-    d0, curv = logistic_derivatives(backend, Y, F, H, w, zero, xp.ones(d, dtype=bool))
+    d0, curv = line.derivatives(zero)
     direction = xp.where(d0 < 0, 1.0, -1.0)
     edge = direction * cap
     lo = xp.where(direction > 0, zero, -cap)
@@ -225,7 +232,7 @@ def logistic_step(
         rho = new
         if not bool(todo.any()):
             break
-        deriv, curv = logistic_derivatives(backend, Y, F, H, w, rho, todo)
+        deriv, curv = line.derivatives(rho, todo)
     else:
         # out of iterations: the bracket end on the side of 0 is a point where the
         # objective has only decreased from 0 (convexity), a safe step

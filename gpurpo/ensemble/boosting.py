@@ -403,18 +403,19 @@ class _BaseGradientBoosting(BaseEstimator):
         H = values[leaf]
         if rows is not None:
             sel = backend.asarray(rows)
-            Ys, Fs, Hs, ws, Gs = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel]
+            Ys, Fs, Hs, ws, Gs, leaf_s = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel], leaf[sel]
         else:
-            Ys, Fs, Hs, ws, Gs = Yb, F, H, w_iter, G
+            Ys, Fs, Hs, ws, Gs, leaf_s = Yb, F, H, w_iter, G, leaf
         lr = float(self.learning_rate)
         if output is None:
-            rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs)
+            rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs, leaf=leaf_s, values=values)
             scale = lr * rho
             F += H * scale[None, :]
         else:
             j = output
             rho_j = loss.fit_step(
-                backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1]
+                backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1],
+                leaf=leaf_s, values=values,
             )
             rho = xp.zeros(d, dtype=xp.float64)
             rho[j] = rho_j[0]

@@ -99,7 +99,8 @@ class Loss:
         raise NotImplementedError
 
     def fit_step(
-        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
+        leaf: Any = None, values: Any = None,
     ) -> Any:
         """Step ``rho`` in ``R^d`` minimising ``sum_i w_i l(y_i, F_i + rho * H_i)`` per output.
 
@@ -116,6 +117,9 @@ class Loss:
             subsampling).
         G : array of shape (n, d), optional
             The negative gradient at ``F`` when already computed.
+        leaf, values : arrays, optional
+            The tree's leaf of each sample (n,) and its leaf values (L, d) or
+            (L, 1), so that ``H = values[leaf]`` (used by the logistic search).
 
         Returns
         -------
@@ -160,7 +164,8 @@ class SquaredError(Loss):
         return (Y - F).astype(backend.xp.float32)
 
     def fit_step(
-        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
+        leaf: Any = None, values: Any = None,
     ) -> Any:
         return least_squares_step(backend.xp, Y - F, H, w)
 
@@ -182,7 +187,8 @@ class AbsoluteError(Loss):
         return xp.sign(Y - F).astype(xp.float32)
 
     def fit_step(
-        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
+        leaf: Any = None, values: Any = None,
     ) -> Any:
         return weighted_median_step(backend.xp, Y - F, H, w)
 
@@ -214,9 +220,10 @@ class LogLoss(Loss):
         return logistic_gradient(backend, Y, F)
 
     def fit_step(
-        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None
+        self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
+        leaf: Any = None, values: Any = None,
     ) -> Any:
-        return logistic_step(backend, Y, F, H, w)
+        return logistic_step(backend, Y, F, H, w, leaf, values)
 
     def raw_to_output(self, backend: Backend, F: Any) -> Any:
         return sigmoid(backend.xp, F)

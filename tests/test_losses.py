@@ -290,3 +290,38 @@ def test_logistic_step_is_the_same_on_every_backend():
         loss.fit_step(BACKENDS[0], Y, F, H, w), loss.fit_step(BACKENDS[1], Y, F, H, w),
         rtol=1e-9,
     )
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("wide", [False, True])
+def test_logistic_line_with_leaves_matches_numpy_reference(backend, wide):
+    """Leaf-tabulated derivatives (exp(-F) once, exp(-rho h) per leaf) against expit."""
+    from gpurpo.ensemble._logistic_kernels import LogisticLine
+
+    rng = np.random.default_rng(3 + wide)
+    n, d, n_leaves = 900, 6, 9
+    Y = np.where(rng.random((n, d)) < 0.3, 1.0, -1.0)
+    F = 2.0 * rng.standard_normal((n, d))
+    F[0, 0], F[1, 1], F[2, 2] = 800.0, -800.0, 349.0  # saturated scores
+    leaf = rng.integers(0, n_leaves, size=n)
+    values = rng.standard_normal((n_leaves, d if wide else 1))
+    w = rng.random(n)
+    w[::7] = 0.0
+    H = np.broadcast_to(values[leaf], (n, d))
+    T = (Y > 0).astype(float)
+    columns = np.array([True, False, True, True, False, True])
+    line = LogisticLine(backend, Y, F, values[leaf], w, leaf=leaf, values=values)
+    for rho in (np.zeros(d), np.linspace(-2.0, 2.0, d)):
+        P = scipy.special.expit(F + rho * H)
+        first, second = (backend.to_host(a) for a in line.derivatives(rho, columns))
+        want1 = np.where(columns, (w[:, None] * H * (P - T)).sum(axis=0), 0.0)
+        want2 = np.where(columns, (w[:, None] * H**2 * P * (1 - P)).sum(axis=0), 0.0)
+        np.testing.assert_allclose(first, want1, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(second, want2, rtol=1e-10, atol=1e-12)
+    # the same step whether the leaves are given or found from H
+    loss = get_loss("log_loss")
+    np.testing.assert_allclose(
+        loss.fit_step(backend, Y, F, values[leaf], w, leaf=leaf, values=values),
+        loss.fit_step(backend, Y, F, values[leaf], w),
+        rtol=1e-9, atol=1e-12,
+    )

@@ -2,7 +2,7 @@
 # One command for a machine with an NVIDIA GPU: runs the GPU tests (pytest -m gpu) and the
 # GPU benchmarks from this source tree, and writes bench/results/<date>-<device>.md.
 #
-#   bash bench/gpu_check.sh            # full run (about 8 minutes)
+#   bash bench/gpu_check.sh            # full run (about 10 minutes)
 #   bash bench/gpu_check.sh --quick    # small sizes (about 2 minutes)
 #
 # Needs what the GPU machines already have (CuPy, numba, scikit-learn, SciPy; PyTorch

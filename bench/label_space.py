@@ -15,7 +15,9 @@ Encoding time
     :class:`~gpurpo.label_space.CSSPReducer` (randomized SVD + leverage
     sampling + ``Y_C^+ Y`` decoder), both with the same 5 power iterations and
     10 oversamples, :class:`~gpurpo.label_space.RembrandtReducer` (uses X;
-    its defaults: 2 passes with ridge solves) and
+    its defaults: the cheapest of the exact, precomputed-cross-product and
+    factored routes of :func:`gpurpo.linalg.rembrandt`, which all need the
+    ridge factorisation of ``X^T X``) and
     :class:`~gpurpo.label_space.RandomReducer`. The runs are interleaved
     repetition by repetition; the table reports the best (minimum) and the
     median time of each and the ratio of the best times TruncatedSVD / gpurpo

@@ -22,8 +22,8 @@
 //      fused multiply-add changes the rounding;
 //   4. reduces the best (gain, bin, missing side) of the feature over the
 //      block (ties: lowest bin, then missing right), and finally applies the
-//      cross-feature tie rule (gains within tie_rtol * Q of the best: lowest
-//      feature index wins).
+//      cross-feature tie rule (gains within tie_rtol * Q of the best: the
+//      first feature in the visiting order wins).
 // Scratch (per block, allocated by the launcher): the node's sample ids sorted
 // by the current feature's code and those codes (max_ns each), S (m doubles),
 // and the per-feature candidates (cand_stride entries).
@@ -448,8 +448,8 @@ extern "C" __global__ void tree_split_small(
             int pick = -1;
             if (gmax > NEG_INF) {
                 const double floor_g = __dadd_rn(gmax, -__dmul_rn(tie_rtol, sh_Q));
-                for (int j = 0; j < found; ++j)
-                    if (c_g[j] >= floor_g && (pick < 0 || c_f[j] < c_f[pick])) pick = j;
+                for (int j = 0; j < found && pick < 0; ++j)
+                    if (c_g[j] >= floor_g) pick = j;
             }
             if (pick >= 0) {
                 out_feature[node] = c_f[pick];

@@ -182,7 +182,8 @@ def _split_reference(codes, samples, w, y, features, msl, missing_bin, tie_rtol)
     if not cands:
         return none
     gmax = max(cand[3] for cand in cands)
-    return min((cand for cand in cands if cand[3] >= gmax - tie_rtol * Q), key=lambda cand: cand[0])
+    # ties: the first feature in the visiting order (the order of ``features``) wins
+    return next(cand for cand in cands if cand[3] >= gmax - tie_rtol * Q)
 
 
 def _split_problem(rng, sizes, p=7, n_bins=12, n_trees=2, m=3, missing=0.15, integer=False):

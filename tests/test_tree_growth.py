@@ -46,7 +46,7 @@ def _best_split(X, Y, w, samples, msl):
 
     Per feature: the largest gain, exact ties to the lowest value then missing
     right. Across features: gains within TIE_RTOL * sum(w ||y||^2) of the best
-    tie, and the lowest feature index wins.
+    tie, and the first visited feature wins (all features: the lowest index).
     """
     x_node = X[samples]
     yw = w[samples, None] * Y[samples]
@@ -85,7 +85,7 @@ def _best_split(X, Y, w, samples, msl):
     if not per_feature:
         return None
     gmax = max(c[0] for c in per_feature)
-    return min((c for c in per_feature if c[0] >= gmax - TIE_RTOL * Q), key=lambda c: c[1])
+    return next(c for c in per_feature if c[0] >= gmax - TIE_RTOL * Q)
 
 
 def reference_tree(X, Y, w=None, max_depth=None, min_samples_split=2, min_samples_leaf=1,
@@ -437,3 +437,26 @@ def test_determinism_with_random_state(splitter):
     assert a.tree_.node_count != c.tree_.node_count or not np.array_equal(
         a.tree_.feature, c.tree_.feature
     )
+
+
+def test_ties_between_features_do_not_favour_low_indices():
+    """Four copies of one feature, k = 2 per node: every copy is chosen about as often.
+
+    Copies induce the same partition, so each node's candidates tie; the first
+    feature in the node's random visiting order wins (lowest index would never pick
+    the last copy: it is the largest index among any two visited).
+    """
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.random(3000)
+    X = np.repeat(x[:, None], 4, axis=1)
+    y = np.sin(6 * x) + 0.1 * rng.standard_normal(3000)
+    counts = np.zeros(4)
+    for seed in range(3):
+        tree = DecisionTreeRegressor(max_features=2, max_depth=8, random_state=seed).fit(X, y)
+        feature = tree.tree_.structure.feature
+        counts += np.bincount(feature[feature >= 0], minlength=4)
+    share = counts / counts.sum()
+    assert counts.sum() > 300
+    assert share.min() > 0.15, share

@@ -305,7 +305,7 @@ def _eval_node(
         cand_g[found - 1] = best_gain
         cand_b[found - 1] = best_b
         cand_ml[found - 1] = best_ml
-    # ties across features: gains within tie_rtol * Q of the best, lowest feature wins
+    # ties across features: gains within tie_rtol * Q of the best, the first visited wins
     gmax = -np.inf
     for j in range(found):
         if cand_g[j] > gmax:
@@ -315,8 +315,9 @@ def _eval_node(
     floor = gmax - tie_rtol * Q
     pick = -1
     for j in range(found):
-        if cand_g[j] >= floor and (pick < 0 or cand_f[j] < cand_f[pick]):
+        if cand_g[j] >= floor:
             pick = j
+            break
     return cand_f[pick], cand_b[pick], cand_ml[pick], cand_g[pick]
 
 

@@ -74,9 +74,10 @@ Kernel contracts
     feature is its largest gain (exact ties: lowest bin, then missing right).
     Across features, every feature whose best gain is at least
     ``gmax - tie_rtol * Q`` ties with the best one, ``Q = sum w ||y||^2`` over
-    the node (targets as given), and the lowest feature index among them wins
-    (float rounding cannot then break structural ties, e.g. two features
-    inducing the same partition, differently in different code paths).
+    the node (targets as given), and the first of them in the visiting order
+    wins (float rounding cannot then break structural ties, e.g. two features
+    inducing the same partition, differently in different code paths; and the
+    random visiting order leaves no bias towards low feature indices).
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 

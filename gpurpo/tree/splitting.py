@@ -36,7 +36,8 @@ from gpurpo.tree import kernels
 __all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL"]
 
 #: Gains of different features within ``TIE_RTOL * sum(w ||y||^2)`` of the best
-#: tie; the lowest feature index wins (well above float32 histogram rounding).
+#: tie; the first feature in the node's visiting order wins (well above float32
+#: histogram rounding).
 TIE_RTOL = 1e-5
 
 
@@ -109,8 +110,9 @@ def best_slot_per_node(
     """Reduce (N, K) per-slot best splits to the best split per node.
 
     The largest gain wins; slots whose gain is within ``tie_tol`` (N,) of the
-    largest tie with it and the lowest feature index among them wins (the
-    rule of ``tree_split_small``, see :mod:`gpurpo.tree.kernels`).
+    largest tie with it and the first of them wins: slots are in the node's
+    visiting order of features (the rule of ``tree_split_small``, see
+    :mod:`gpurpo.tree.kernels`).
 
     Returns
     -------
@@ -120,10 +122,8 @@ def best_slot_per_node(
     gain : float64 (N,), ``-inf`` without a valid split
     """
     gmax = gain.max(axis=1)
-    big = xp.iinfo(xp.int32).max
     eligible = (gain >= (gmax - tie_tol)[:, None]) & (gain > -xp.inf)
-    key = xp.where(eligible, node_features, big)
-    slot = xp.argmin(key, axis=1)
+    slot = xp.argmax(eligible, axis=1)
     found = gmax > -xp.inf
     pick = slot[:, None]
     feature = xp.where(found, xp.take_along_axis(node_features, pick, axis=1)[:, 0], -1)

@@ -500,3 +500,57 @@ def test_bad_data():
         clf.fit(X, np.tile([0, 1, -1, 1], 10)[:, None])
     with pytest.raises(ValueError, match="loss must be one of \\('log_loss',\\)"):
         GradientBoostingClassifier(loss="squared_error").fit(X, (Y > 10).astype(int))
+
+
+# --------------------------------------------------------------------------
+# leaf_step="per_leaf": one optimal value per (leaf, output)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_per_leaf_log_loss_adds_one_newton_step_per_leaf_and_output(strategy):
+    X, Y = multilabel(300, 6, 1)
+    lr = 0.5
+    model = GradientBoostingClassifier(
+        strategy=strategy, leaf_step="per_leaf", n_estimators=1, max_leaf_nodes=5,
+        learning_rate=lr, random_state=0,
+    ).fit(X, Y)
+    n, d = Y.shape
+    F0 = np.tile(model.init_, (n, 1))
+    P = scipy.special.expit(F0)
+    expected = F0.copy()
+    cols = [0] if strategy == "single_target" else list(range(d))
+    leaf = model.apply(X)[:, 0]
+    assert len(np.unique(leaf)) >= 3
+    for lf in np.unique(leaf):
+        rows = leaf == lf
+        g = (Y[rows] - P[rows]).sum(axis=0)
+        h = (P[rows] * (1 - P[rows])).sum(axis=0)
+        expected[np.ix_(rows, cols)] += lr * np.clip(g / h, -10, 10)[cols]
+    np.testing.assert_allclose(model.decision_function(X), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(model.steps_[0][cols], 1.0)
+
+
+def test_per_leaf_equals_global_step_for_squared_error_multi_output():
+    """l2, multi-output tree: the global least-squares step of mean-gradient leaves is 1."""
+    X, Y = integer_regression(300, 4, 2, d=3)
+    a = GradientBoostingRegressor(
+        strategy="multi_output", n_estimators=15, max_leaf_nodes=6, random_state=0
+    ).fit(X, Y)
+    b = clone(a).set_params(leaf_step="per_leaf").fit(X, Y)
+    np.testing.assert_allclose(a.steps_, 1.0, rtol=1e-5)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_per_leaf_rpo_fits_better_than_global_rpo_on_multilabel_data():
+    X, Y = multilabel(600, 12, 3)
+    common = dict(strategy="rpo", n_estimators=20, max_leaf_nodes=8, random_state=0)
+    glob = GradientBoostingClassifier(**common).fit(X, Y)
+    leafy = GradientBoostingClassifier(leaf_step="per_leaf", **common).fit(X, Y)
+    assert leafy.train_loss_[-1] < glob.train_loss_[-1]
+
+
+def test_leaf_step_is_validated():
+    X, Y = integer_regression(50, 3, 0)
+    with pytest.raises(ValueError, match="leaf_step"):
+        GradientBoostingRegressor(leaf_step="newton").fit(X, Y)

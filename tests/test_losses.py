@@ -325,3 +325,36 @@ def test_logistic_line_with_leaves_matches_numpy_reference(backend, wide):
         loss.fit_step(backend, Y, F, values[leaf], w),
         rtol=1e-9, atol=1e-12,
     )
+
+
+def _weighted_lower_median(r, w):
+    order = np.argsort(r, kind="stable")
+    cum = np.cumsum(w[order])
+    return r[order][np.argmax(cum >= 0.5 * cum[-1])]
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_leaf_values_minimise_each_leaf_and_output(name):
+    """Per-(leaf, output) optimum against NumPy references (weights with zeros)."""
+    Y, F, _, w = make_problem(name, 240, 4, 21)
+    w[::6] = 0.0
+    leaf = np.random.default_rng(1).integers(0, 5, size=240)
+    leaf[leaf == 3] = 4  # leaf 3 has no sample: value 0
+    loss = get_loss(name)
+    G = loss.negative_gradient(CPU, Y, F)
+    got = loss.leaf_values(CPU, Y, F, G, w, leaf, 5)
+    assert got.shape == (5, 4)
+    np.testing.assert_array_equal(got[3], 0.0)
+    for lf in (0, 1, 2, 4):
+        rows = (leaf == lf) & (w > 0)
+        R, wl = Y[rows] - F[rows], w[rows]
+        if name == "squared_error":
+            want = (wl[:, None] * R).sum(axis=0) / wl.sum()
+        elif name == "absolute_error":
+            want = np.array([_weighted_lower_median(R[:, j], wl) for j in range(4)])
+        else:
+            P = scipy.special.expit(F[rows])
+            g = (wl[:, None] * ((Y[rows] > 0) - P)).sum(axis=0)
+            h = (wl[:, None] * P * (1 - P)).sum(axis=0)
+            want = np.clip(g / h, -10.0, 10.0)
+        np.testing.assert_allclose(got[lf], want, rtol=1e-10, atol=1e-12)

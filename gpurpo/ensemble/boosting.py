@@ -77,6 +77,10 @@ def _print_schedule(iteration: int, verbose: int) -> bool:
     return iteration <= 10 or iteration % scale == 0
 
 
+#: ``leaf_step`` values: one step per output (the paper) or per (leaf, output).
+LEAF_STEPS = ("global", "per_leaf")
+
+
 class _BaseGradientBoosting(BaseEstimator):
     """Fitting loop shared by the regressor and the multi-label classifier."""
 
@@ -113,6 +117,7 @@ class _BaseGradientBoosting(BaseEstimator):
                     f"than the {n_outputs} outputs that projection='subsample' can draw "
                     "without replacement"
                 )
+        check_choice(self.leaf_step, "leaf_step", LEAF_STEPS)
         check_float(self.learning_rate, "learning_rate", low=0.0, low_inclusive=False)
         check_int(self.n_estimators, "n_estimators", low=1)
         if self.max_leaf_nodes is None and self.max_depth is None:
@@ -400,13 +405,25 @@ class _BaseGradientBoosting(BaseEstimator):
         output = m % d if self.strategy == "single_target" else None
         projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d, rng)
         structure, values, leaf = fitter.fit(G, w_iter, unit_iter, projection, output, rng)
+        lr = float(self.learning_rate)
+        if self.leaf_step == "per_leaf":
+            # every (leaf, output) gets its optimal value; the step is 1
+            cols = slice(None) if output is None else slice(output, output + 1)
+            values = loss.leaf_values(
+                backend, Yb[:, cols], F[:, cols], G[:, cols], w_iter, leaf, int(values.shape[0])
+            )
+            rho = xp.zeros(d, dtype=xp.float64)
+            rho[cols] = 1.0
+            scale = lr * rho
+            F[:, cols] += values[leaf] * scale[None, cols]
+            stage = Stage(structure=structure, values=values, scale=scale, output=output)
+            return stage, rho, projection
         H = values[leaf]
         if rows is not None:
             sel = backend.asarray(rows)
             Ys, Fs, Hs, ws, Gs, leaf_s = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel], leaf[sel]
         else:
             Ys, Fs, Hs, ws, Gs, leaf_s = Yb, F, H, w_iter, G, leaf
-        lr = float(self.learning_rate)
         if output is None:
             rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs, leaf=leaf_s, values=values)
             scale = lr * rho
@@ -502,6 +519,16 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         q, the number of projections of ``"relabel_rpo"`` (see
         :func:`gpurpo.projections.resolve_n_components`). ``"rpo"`` always
         uses one.
+    leaf_step : {"global", "per_leaf"}, default="global"
+        ``"global"``: the paper's step, one ``rho_m`` per output fitted over
+        all samples (eqs. 20 and 23 for l2, a line search otherwise), the
+        leaves keeping their fitted values. ``"per_leaf"``: every (leaf,
+        output) pair gets its own optimal value (Friedman's TreeBoost; the
+        leaf mean of the residuals for l2, their weighted median for l1, a
+        Newton step for the log loss, as in XGBoost's vector leaves) and
+        ``rho_m = 1``; trees of ``"rpo"`` and ``"single_target"`` then carry
+        ``d`` (resp. one) values per leaf. Only the leaf values change, not
+        the tree structure.
     learning_rate : float, default=0.1
         Shrinkage ``mu`` applied to every step.
     n_estimators : int, default=100
@@ -562,6 +589,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         loss: str = "squared_error",
         projection: str | None = "subsample",
         n_components: int | float | str = "log",
+        leaf_step: str = "global",
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -582,6 +610,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.loss = loss
         self.projection = projection
         self.n_components = n_components
+        self.leaf_step = leaf_step
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes
@@ -648,7 +677,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     Parameters
     ----------
-    strategy, projection, n_components, learning_rate, n_estimators,
+    strategy, projection, n_components, leaf_step, learning_rate, n_estimators,
     max_leaf_nodes, max_depth, max_features, min_samples_leaf, subsample,
     max_bins, validation_fraction, n_iter_no_change, tol, warm_start,
     random_state, device, verbose
@@ -674,6 +703,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         loss: str = "log_loss",
         projection: str | None = "subsample",
         n_components: int | float | str = "log",
+        leaf_step: str = "global",
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -694,6 +724,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.loss = loss
         self.projection = projection
         self.n_components = n_components
+        self.leaf_step = leaf_step
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes

@@ -14,6 +14,12 @@ score matrix ``F`` of shape ``(n, d)`` (all on one backend, NumPy or CuPy):
   ``sum_i w_i l(y_i, f_{m-1}(x_i) + rho_m * h_m(x_i))`` separately for every
   output (the per-output linear fit of the tree predictions to the outputs
   of gbrt-rpo; used by every strategy);
+* :meth:`Loss.leaf_values` -- the alternative to one step per output
+  (``leaf_step="per_leaf"``): the optimal value of every (leaf, output) pair,
+  ``argmin_v sum_{i in leaf} w_i l_j(y_ij, f_ij + v)``, as in Friedman's
+  TreeBoost (2001, Section 4.4) and XGBoost's vector leaves: the leaf mean of
+  the residuals (squared error), their weighted median (absolute error), or
+  one Newton step ``sum w g / sum w p (1 - p)`` (log loss);
 * :meth:`Loss.loss` -- the weighted mean loss per sample and output.
 
 Losses:
@@ -40,6 +46,9 @@ Losses:
 
 Targets and scores are float64; gradients are returned as float32 (the dtype
 of the histograms), sums are accumulated in float64.
+
+J. H. Friedman, "Greedy function approximation: a gradient boosting
+machine", Annals of Statistics 29(5), 2001.
 """
 
 from __future__ import annotations
@@ -47,14 +56,18 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from gpurpo.backend import Backend
 from gpurpo.ensemble._logistic_kernels import logistic_gradient, logistic_row_loss, sigmoid
 from gpurpo.ensemble._steps import (
+    MAX_LOGIT_STEP,
     least_squares_step,
     logistic_step,
     weighted_median_columns,
     weighted_median_step,
 )
+from gpurpo.tree import kernels
 
 __all__ = [
     "LOSSES",
@@ -74,6 +87,15 @@ _PROBA_CLIP = 1e-12
 def _weighted_column_mean(xp: ModuleType, A: Any, w: Any) -> Any:
     total = xp.sum(w, dtype=xp.float64)
     return (w.astype(xp.float64) @ A.astype(xp.float64)) / total
+
+
+def _leaf_sums(backend: Backend, leaf: Any, w: Any, A: Any, n_leaves: int) -> Any:
+    """``out[l] = sum_{i: leaf_i = l} w_i A_i``, float64 (L, d)."""
+    xp = backend.xp
+    return kernels.accumulate_leaves_dense(
+        backend, xp.asarray(leaf, dtype=xp.int32), xp.asarray(w, dtype=xp.float64),
+        xp.ascontiguousarray(A), n_leaves,
+    )
 
 
 class Loss:
@@ -127,6 +149,30 @@ class Loss:
         """
         raise NotImplementedError
 
+    def leaf_values(
+        self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
+    ) -> Any:
+        """Optimal value of every (leaf, output): ``argmin_v sum_{i in l} w_i l_j(y_ij, f_ij + v)``.
+
+        Parameters
+        ----------
+        backend : Backend
+        Y, F : arrays of shape (n, d)
+            Targets and current scores.
+        G : array of shape (n, d)
+            The negative gradient at ``F``.
+        w : array of shape (n,)
+            Non-negative sample weights (0: the sample is left out).
+        leaf : int array of shape (n,)
+            Leaf of every sample, in ``[0, n_leaves)``.
+        n_leaves : int
+
+        Returns
+        -------
+        array of shape (n_leaves, d), float64 (0 for a leaf without weight)
+        """
+        raise NotImplementedError
+
     def row_loss(self, backend: Backend, Y: Any, F: Any) -> Any:
         """Mean loss over the outputs of every sample, shape ``(n,)`` float64."""
         xp = backend.xp
@@ -169,6 +215,16 @@ class SquaredError(Loss):
     ) -> Any:
         return least_squares_step(backend.xp, Y - F, H, w)
 
+    def leaf_values(
+        self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
+    ) -> Any:
+        """Weighted mean residual ``y - f`` of every leaf and output."""
+        xp = backend.xp
+        sums = _leaf_sums(backend, leaf, w, Y - F, n_leaves)
+        weight = xp.bincount(xp.asarray(leaf, dtype=xp.int64), weights=w.astype(xp.float64),
+                             minlength=n_leaves)
+        return sums / xp.where(weight > 0, weight, 1.0)[:, None]
+
 
 class AbsoluteError(Loss):
     """Absolute error, ``l_j(y, f) = |y - f|`` (l1-norm loss)."""
@@ -191,6 +247,21 @@ class AbsoluteError(Loss):
         leaf: Any = None, values: Any = None,
     ) -> Any:
         return weighted_median_step(backend.xp, Y - F, H, w)
+
+    def leaf_values(
+        self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
+    ) -> Any:
+        """Weighted median residual ``y - f`` of every leaf and output (one pass per leaf)."""
+        xp = backend.xp
+        R = (Y - F).astype(xp.float64)
+        w64 = w.astype(xp.float64)
+        leaf_host = backend.to_host(leaf)
+        out = xp.zeros((n_leaves, R.shape[1]), dtype=xp.float64)
+        for lf in range(n_leaves):
+            rows = backend.asarray(np.flatnonzero(leaf_host == lf))
+            if int(rows.shape[0]):
+                out[lf] = weighted_median_columns(xp, R[rows], w64[rows][:, None])
+        return out
 
 
 class LogLoss(Loss):
@@ -224,6 +295,22 @@ class LogLoss(Loss):
         leaf: Any = None, values: Any = None,
     ) -> Any:
         return logistic_step(backend, Y, F, H, w, leaf, values)
+
+    def leaf_values(
+        self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
+    ) -> Any:
+        """One Newton step per leaf and output, ``sum w g / sum w p (1 - p)``.
+
+        ``p = sigmoid(F)``; the step is bounded by ``MAX_LOGIT_STEP`` logits
+        (a leaf whose labels all agree has a vanishing curvature), and a leaf
+        without curvature gets 0.
+        """
+        xp = backend.xp
+        P = sigmoid(xp, F.astype(xp.float64))
+        grad = _leaf_sums(backend, leaf, w, (Y > 0).astype(xp.float64) - P, n_leaves)
+        curv = _leaf_sums(backend, leaf, w, P * (1.0 - P), n_leaves)
+        step = grad / xp.where(curv > 0, curv, 1.0)
+        return xp.where(curv > 0, xp.clip(step, -MAX_LOGIT_STEP, MAX_LOGIT_STEP), 0.0)
 
     def raw_to_output(self, backend: Backend, F: Any) -> Any:
         return sigmoid(backend.xp, F)

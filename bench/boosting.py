@@ -260,6 +260,9 @@ def main() -> None:
                         help="skip the rounds-to-XGBoost's-score measure")
     parser.add_argument("--match-factor", type=int, default=10,
                         help="at most this many times the rounds for the equal-score measure")
+    parser.add_argument("--reuse-xgboost", default=None, metavar="JSON",
+                        help="take XGBoost's results from this earlier --json output (same "
+                             "data sets and settings) instead of fitting it again")
     parser.add_argument("--json", default=None, help="write the results here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -309,6 +312,17 @@ def main() -> None:
           f"max_bins={cfg['max_bins']} threads={cfg['threads']} memory<={cfg['memory_gb']} GB",
           flush=True)
     results = {"config": cfg, "runs": {}}
+    reused = {}
+    if args.reuse_xgboost:
+        earlier = json.loads(Path(args.reuse_xgboost).read_text())
+        same = ("rounds", "leaves", "lr", "max_bins", "threads")
+        if any(earlier["config"].get(k) != cfg[k] for k in same) or earlier.get("quick") != args.quick:
+            parser.error(f"--reuse-xgboost: {args.reuse_xgboost} was run with other settings "
+                         f"({ {k: earlier['config'].get(k) for k in same} }, quick="
+                         f"{earlier.get('quick')})")
+        reused = {name: run["methods"]["xgboost"] for name, run in earlier["runs"].items()
+                  if "xgboost" in run["methods"]}
+    results["quick"] = args.quick
     with tempfile.TemporaryDirectory() as tmp:
         for name in datasets:
             data = make_data(name, args.quick)
@@ -323,7 +337,10 @@ def main() -> None:
             target = None
             for method in methods:
                 run_cfg = dict(cfg, target_score=target if args.match_score else None)
-                res = run_isolated(method, path, run_cfg)
+                if method == "xgboost" and name in reused:
+                    res = dict(reused[name], reused_from=args.reuse_xgboost)
+                else:
+                    res = run_isolated(method, path, run_cfg)
                 runs[method] = res
                 if "error" in res:
                     print(f"  {method:>22}: {res['error']}", flush=True)

@@ -4,9 +4,11 @@ Skipped, with the reason, where CuPy cannot run a kernel. Checks:
 
 * every CUDA tree kernel on the device against the numba kernel (the same
   inputs as the emulator tests), including the tiled and global-atomics
-  histogram variants;
+  histogram variants and the histogram split scores (bitwise);
 * CPU/GPU parity of projections, randomized SVD, CSSP, trees (the same tree:
-  no ties in the data), forests and boosting (the same accuracy);
+  no ties in the data), forests and boosting (the same accuracy), multi-label
+  logistic boosting (both leaf steps), the label-space models (every
+  reducer, dense and sparse labels; outputs stay on the GPU) and the metrics;
 * a model fitted on the GPU, pickled, and used for prediction in a process
   that sees no GPU (``CUDA_VISIBLE_DEVICES=""``);
 * CuPy inputs give CuPy outputs;
@@ -99,6 +101,19 @@ def test_split_small_on_device_matches_numba(cp, gpu):
         for name, a, b in zip(("feature", "bin", "missing_left"), dev[:3], cpu[:3]):
             np.testing.assert_array_equal(a.get(), b, err_msg=name)
         np.testing.assert_allclose(dev[3].get(), cpu[3], rtol=1e-12, atol=0)
+
+
+def test_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
+    from test_tree_score import run_kernel, sample_problem
+
+    for random_split in (False, True):
+        for with_count in (True, False):
+            rng = np.random.default_rng(40 + 2 * random_split + with_count)
+            hist, feats, thr, u, _ = sample_problem(rng, n_nodes=300, k=9, m=6, with_count=with_count)
+            want = run_kernel(NUMPY, hist, feats, 6, 2, random_split, u, thr)
+            got = run_kernel(gpu, hist, feats, 6, 2, random_split, u, thr)
+            for name, a, b in zip(("gain", "bin", "missing_left", "nonconstant"), got, want):
+                np.testing.assert_array_equal(a, b, err_msg=name)
 
 
 def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
@@ -320,3 +335,69 @@ def test_explicit_transfers_are_bounded_per_level(cp):
         print(f"n={n}: {len(calls)} explicit transfers for {levels} levels and "
               f"{model.tree_.node_count} nodes")
         assert len(calls) <= 16 * levels
+
+
+@pytest.mark.parametrize("leaf_step", ["global", "per_leaf"])
+def test_logistic_boosting_parity(cp, leaf_step):
+    from gpurpo.datasets import make_multilabel
+    from gpurpo.ensemble import GradientBoostingClassifier
+    from gpurpo.metrics import label_ranking_average_precision
+
+    X, Y = make_multilabel(1500, 12, 40, label_cardinality=3.0, sparse_output=False,
+                           random_state=8)
+    Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
+    params = dict(strategy="relabel_rpo", projection="gaussian", n_components=8,
+                  leaf_step=leaf_step, n_estimators=25, random_state=0)
+    cpu = GradientBoostingClassifier(**params).fit(X[:1200], Y[:1200])
+    dev = GradientBoostingClassifier(**params).fit(cp.asarray(X[:1200]), cp.asarray(Y[:1200]))
+    proba = dev.predict_proba(cp.asarray(X[1200:]))
+    assert isinstance(proba, cp.ndarray)
+    lrap_cpu = label_ranking_average_precision(Y[1200:], cpu.predict_proba(X[1200:]))
+    lrap_gpu = label_ranking_average_precision(Y[1200:], proba.get())
+    assert lrap_cpu > 0.3
+    assert abs(lrap_gpu - lrap_cpu) < 0.02, (lrap_cpu, lrap_gpu)
+    np.testing.assert_allclose(_host(dev.train_loss_), cpu.train_loss_, rtol=0.05)
+
+
+@pytest.mark.parametrize("reducer", ["plst", "rembrandt", "cssp", "random"])
+@pytest.mark.parametrize("sparse_y", [False, True])
+def test_label_space_models_stay_on_the_gpu(cp, reducer, sparse_y):
+    import cupyx.scipy.sparse as csp
+
+    from gpurpo.datasets import make_multilabel
+    from gpurpo.label_space import LabelSpaceClassifier
+
+    X, Y = make_multilabel(1200, 30, 80, label_cardinality=4.0, sparse_output=True,
+                           random_state=9)
+    X = np.asarray(X)
+    Y = sp.csr_matrix(Y)
+    Y_dev = csp.csr_matrix(Y) if sparse_y else cp.asarray(Y.toarray())
+    params = dict(reducer=reducer, n_components=10, random_state=0)
+    cpu = LabelSpaceClassifier(**params).fit(X, Y if sparse_y else Y.toarray())
+    dev = LabelSpaceClassifier(**params).fit(cp.asarray(X), Y_dev)
+    scores = dev.decision_function(cp.asarray(X))
+    assert isinstance(scores, cp.ndarray)
+    pred = dev.predict(cp.asarray(X))
+    assert type(pred).__module__.startswith("cupy"), type(pred)
+    want = _host(cpu.decision_function(X))
+    # the same model up to floating-point rounding (reducers draw on the host)
+    np.testing.assert_allclose(scores.get(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_metrics_on_cupy_equal_numpy(cp):
+    from gpurpo import metrics
+
+    rng = np.random.default_rng(10)
+    T = (rng.random((400, 50)) < 0.1).astype(np.float64)
+    S = np.round(rng.random((400, 50)), 2)  # ties
+    for name in ("label_ranking_average_precision", "micro_auprc", "macro_r2", "rmse"):
+        fn = getattr(metrics, name)
+        np.testing.assert_allclose(float(fn(cp.asarray(T), cp.asarray(S))), float(fn(T, S)),
+                                   rtol=1e-10, err_msg=name)
+    np.testing.assert_allclose(
+        float(metrics.precision_at_k(cp.asarray(T), cp.asarray(S), k=5)),
+        float(metrics.precision_at_k(T, S, k=5)), rtol=1e-10,
+    )
+    P = (S > 0.5).astype(np.float64)
+    np.testing.assert_allclose(float(metrics.hamming_loss(cp.asarray(T), cp.asarray(P))),
+                               float(metrics.hamming_loss(T, P)), rtol=1e-12)

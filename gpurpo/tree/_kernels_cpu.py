@@ -76,16 +76,16 @@ def _feistel_half(p):
 
 
 @njit(inline="always", cache=True)
-def _gain(WL, LS, W, S, mp, parent):
-    # mp is a multiple of 8: constant-trip inner loops vectorise
+def _gain(WL, LS, W, S, m, parent):
+    # sequential sums over the m real channels (the padding channels are zero and
+    # would add exact zeros): two dependency chains, the order of the CUDA twin
     WR = W - WL
     left = 0.0
     right = 0.0
-    for c0 in range(0, mp, 8):
-        for c in range(c0, c0 + 8):
-            left += LS[c] * LS[c]
-            r = S[c] - LS[c]
-            right += r * r
+    for c in range(m):
+        left += LS[c] * LS[c]
+        r = S[c] - LS[c]
+        right += r * r
     return left / WL + right / WR - parent
 
 
@@ -109,14 +109,15 @@ def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
-    cand_f, cand_g, cand_b, cand_ml,
+    cand_f, cand_g, cand_b, cand_ml, m,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
     The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
     weights ``w[d0:d0 + ns]``, weighted targets ``wy[d0:d0 + ns]`` and targets
     ``y[d0:d0 + ns]`` (contiguous, in the same order), their columns padded with zeros to a
-    multiple ``mp`` of 8 (so that the inner loops vectorise); ``hist`` is
+    multiple ``mp`` of 8 (so that the inner loops vectorise; gains sum the ``m``
+    real channels only); ``hist`` is
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
     Rules: see ``tree_split_small``.
     """
@@ -148,7 +149,7 @@ def _eval_node(
                 S[c] += v
                 Q += v * y[a, c]
     parent = 0.0
-    for c in range(mp):
+    for c in range(m):
         parent += S[c] * S[c]
     parent /= W
     sampled = n_candidates < p
@@ -280,7 +281,7 @@ def _eval_node(
                 continue
             # missing values to the right
             if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
-                g = _gain(WL, LS, W, S, mp, parent)
+                g = _gain(WL, LS, W, S, m, parent)
                 if g > best_gain:
                     best_gain = g
                     best_b = b
@@ -294,7 +295,7 @@ def _eval_node(
                 if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
                     for c in range(mp):
                         LS[c] += MS[c]
-                    g = _gain(WL + Wm, LS, W, S, mp, parent)
+                    g = _gain(WL + Wm, LS, W, S, m, parent)
                     for c in range(mp):
                         LS[c] -= MS[c]
                     if g > best_gain:
@@ -529,7 +530,7 @@ def _split_chunk(
             codes, sample_indices, start, ns, w, wy, y, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml,
+            cand_f, cand_g, cand_b, cand_ml, m,
         )
         out_feature[i] = f
         out_bin[i] = b
@@ -658,7 +659,7 @@ def _subtree_chunk(
                 block, cols, a0, nsj, w, wy, y, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml,
+                cand_f, cand_g, cand_b, cand_ml, m,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                 continue

@@ -422,17 +422,19 @@ def test_pickle_round_trip():
 
 
 @pytest.mark.parametrize(
-    "cls, strategy",
-    [(GradientBoostingRegressor, "rpo"), (GradientBoostingClassifier, "relabel_rpo")],
+    "cls, strategy, leaf_step",
+    [(GradientBoostingRegressor, "rpo", "global"),
+     (GradientBoostingClassifier, "relabel_rpo", "global"),
+     (GradientBoostingClassifier, "rpo", "per_leaf")],
 )
-def test_emulated_cuda_backend_gives_the_same_model(cls, strategy):
+def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step):
     """The CUDA path (kernels run by the CPU emulation of CUDA) equals the numba path."""
     if cls is GradientBoostingRegressor:
         X, Y = make_friedman1_multioutput("group", n_samples=150, n_outputs=3, random_state=0)
     else:
         X, Y = multilabel(150, 5, 7)
     params = dict(strategy=strategy, n_estimators=4, max_leaf_nodes=4, subsample=0.8,
-                  random_state=0)
+                  leaf_step=leaf_step, random_state=0)
     cpu = cls(**params).fit(X, Y)
     emulated = cls(device="cuda-emulated", **params).fit(X, Y)
     assert emulated.backend_.name == "emulated"

@@ -7,7 +7,9 @@ Geurts 2019, Algorithms 2-4, last line: ``f_m = f_{m-1} + mu rho_m h_m``):
 * each stage ``m`` holds one tree (a :class:`gpurpo.tree.predictor.TreeStructure`)
   whose leaf ``l`` is labelled with a row ``v_m[l]`` of width ``k``:
   ``k = d`` for the multi-output strategies (the mean gradient of the leaf)
-  or ``k = 1`` for a single-output tree (gbrt-rpo, single-target boosting);
+  and for per-leaf steps (``leaf_step="per_leaf"``: the optimal value of
+  every (leaf, output)), or ``k = 1`` for a single-output tree (gbrt-rpo,
+  single-target boosting);
 * ``scale_m`` (d,) is ``mu rho_m``, the learning rate times the per-output
   step (for single-target boosting it is zero except at the tree's output).
 

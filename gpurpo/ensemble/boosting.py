@@ -20,7 +20,10 @@ Every iteration (Algorithm 2-4): ``g = -dl/df`` at ``f_{m-1}`` (line 3); grow
 the tree (:mod:`gpurpo.ensemble._strategies`, best-first up to
 ``max_leaf_nodes`` leaves on pre-binned inputs); fit the optimal step per
 output (:meth:`gpurpo.ensemble.losses.Loss.fit_step`); ``f_m = f_{m-1} + mu
-rho_m h_m``. ``subsample < 1`` grows each tree and fits its step on a random
+rho_m h_m``. With ``leaf_step="per_leaf"`` the last two steps are replaced by
+the optimal value of every (leaf, output) pair
+(:meth:`gpurpo.ensemble.losses.Loss.leaf_values`, Friedman's TreeBoost) and
+``rho_m = 1``. ``subsample < 1`` grows each tree and fits its step on a random
 subset of the rows (stochastic gradient boosting, Friedman 2002). Early
 stopping watches the loss on a validation set.
 

@@ -14,6 +14,13 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     out float32 (n, d): ``out = [y > 0] - sigmoid(F)``.
 ``boost_logistic_row_loss(Y, F, out)``
     out float64 (n,): ``out[i] = mean_j log(1 + exp(-y_ij F_ij))``.
+``boost_logistic_leaf_sums(Y, F, leaf, w, grad, curv)``
+    leaf int64 (n,) in [0, L); w float64 (n,); grad, curv float64 (L, d)
+    ZEROED by the caller. With ``p = sigmoid(F_ij)``:
+    ``grad[leaf_i, j] += w_i ([y_ij > 0] - p)`` and
+    ``curv[leaf_i, j] += w_i p (1 - p)``: the per-leaf gradient and
+    curvature sums of one Newton step per (leaf, output). The CPU kernel
+    deals column blocks to threads (no partial sums), rows summed in order.
 ``boost_logistic_derivatives(Y, E, leaf, values, T, w, columns, first, second)``
     The tree prediction of sample i for output j is ``h_ij = values[leaf_i, j]``
     (``values[leaf_i, 0]`` when values has one column). E float64 (n, d) is
@@ -47,10 +54,12 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import Backend, register_kernel
+from gpurpo.tree.kernels import accumulate_leaves_dense
 
 __all__ = [
     "LogisticLine",
     "logistic_gradient",
+    "logistic_leaf_sums",
     "logistic_row_loss",
     "logistic_derivatives",
     "sigmoid",
@@ -58,6 +67,8 @@ __all__ = [
 
 # Rows per block of the derivative kernel (one partial-sum row per block).
 _ROW_BLOCK = 512
+# Columns per task of the per-leaf sums kernel.
+_COL_BLOCK = 64
 # exp(-F) and exp(-rho h) are clamped to exp(+-350): their product never overflows.
 _EXP_CLAMP = 350.0
 
@@ -105,6 +116,25 @@ def _row_loss_cpu(Y, F, out):
         for j in range(d):
             acc += _log1pexp_neg_nb(Y[i, j] * F[i, j])
         out[i] = acc / d
+
+
+@njit(parallel=True, cache=True)
+def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
+    n, d = F.shape
+    n_blocks = (d + _COL_BLOCK - 1) // _COL_BLOCK
+    for blk in prange(n_blocks):
+        j0 = blk * _COL_BLOCK
+        j1 = min(d, j0 + _COL_BLOCK)
+        for i in range(n):
+            wi = w[i]
+            if wi == 0.0:
+                continue
+            lf = leaf[i]
+            for j in range(j0, j1):
+                p = _sigmoid_nb(F[i, j])
+                t = 1.0 if Y[i, j] > 0 else 0.0
+                grad[lf, j] += wi * (t - p)
+                curv[lf, j] += wi * (p * (1.0 - p))
 
 
 @njit(parallel=True, cache=True)
@@ -169,6 +199,15 @@ def _row_loss_xp(backend: Backend, Y, F, out):
     out[...] = xp.mean(xp.logaddexp(0.0, -Y * F), axis=1)
 
 
+def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
+    xp = backend.xp
+    P = sigmoid(xp, F)
+    leaf32 = leaf.astype(xp.int32)
+    n_leaves = grad.shape[0]
+    grad += accumulate_leaves_dense(backend, leaf32, w, (Y > 0).astype(xp.float64) - P, n_leaves)
+    curv += accumulate_leaves_dense(backend, leaf32, w, P * (1.0 - P), n_leaves)
+
+
 def _derivatives_xp(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
     xp = backend.xp
     H = values[leaf]
@@ -182,6 +221,7 @@ def _derivatives_xp(backend: Backend, Y, E, leaf, values, T, w, columns, first, 
 register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_xp)
 register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_xp)
 register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_xp)
+register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_xp)
 
 
 # --------------------------------------------------------------------------
@@ -207,6 +247,24 @@ def logistic_row_loss(backend: Backend, Y: Any, F: Any) -> Any:
     out = xp.empty(F.shape[0], dtype=xp.float64)
     backend.kernel("boost_logistic_row_loss")(_f64(xp, Y), _f64(xp, F), out)
     return out
+
+
+def logistic_leaf_sums(
+    backend: Backend, Y: Any, F: Any, leaf: Any, w: Any, n_leaves: int
+) -> tuple[Any, Any]:
+    """Per-(leaf, output) sums ``w ([y > 0] - p)`` and ``w p (1 - p)``, ``p = sigmoid(F)``.
+
+    Returns two float64 arrays of shape (n_leaves, d).
+    """
+    xp = backend.xp
+    d = F.shape[1]
+    grad = xp.zeros((int(n_leaves), d), dtype=xp.float64)
+    curv = xp.zeros((int(n_leaves), d), dtype=xp.float64)
+    backend.kernel("boost_logistic_leaf_sums")(
+        _f64(xp, Y), _f64(xp, F), xp.ascontiguousarray(xp.reshape(leaf, (-1,)), dtype=xp.int64),
+        _f64(xp, w), grad, curv,
+    )
+    return grad, curv
 
 
 class LogisticLine:

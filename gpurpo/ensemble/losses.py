@@ -59,7 +59,12 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble._logistic_kernels import logistic_gradient, logistic_row_loss, sigmoid
+from gpurpo.ensemble._logistic_kernels import (
+    logistic_gradient,
+    logistic_leaf_sums,
+    logistic_row_loss,
+    sigmoid,
+)
 from gpurpo.ensemble._steps import (
     MAX_LOGIT_STEP,
     least_squares_step,
@@ -306,9 +311,7 @@ class LogLoss(Loss):
         without curvature gets 0.
         """
         xp = backend.xp
-        P = sigmoid(xp, F.astype(xp.float64))
-        grad = _leaf_sums(backend, leaf, w, (Y > 0).astype(xp.float64) - P, n_leaves)
-        curv = _leaf_sums(backend, leaf, w, P * (1.0 - P), n_leaves)
+        grad, curv = logistic_leaf_sums(backend, Y, F, leaf, w, n_leaves)
         step = grad / xp.where(curv > 0, curv, 1.0)
         return xp.where(curv > 0, xp.clip(step, -MAX_LOGIT_STEP, MAX_LOGIT_STEP), 0.0)
 

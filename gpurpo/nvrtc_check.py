@@ -100,10 +100,13 @@ def _check(nvrtc: Any, err: Any, what: str, log: str = "") -> None:
 def _get_log(nvrtc: Any, prog: Any) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(prog)
     _check(nvrtc, err, "nvrtcGetProgramLogSize")
-    buf = b" " * size
+    # NVRTC writes into the buffer: it must be a fresh mutable one. (``b" " * 1``
+    # is CPython's cached one-byte object: writing its NUL terminator there would
+    # turn every later b" " of the interpreter into b"\0".)
+    buf = bytearray(size)
     (err,) = nvrtc.nvrtcGetProgramLog(prog, buf)
     _check(nvrtc, err, "nvrtcGetProgramLog")
-    return buf.rstrip(b"\0 ").decode(errors="replace")
+    return bytes(buf).rstrip(b"\0 ").decode(errors="replace")
 
 
 def compile_ptx(
@@ -154,12 +157,12 @@ def compile_ptx(
             raise NvrtcError(f"NVRTC could not compile {name!r} for {arch}:\n{log}", log)
         err, size = nvrtc.nvrtcGetPTXSize(prog)
         _check(nvrtc, err, "nvrtcGetPTXSize", log)
-        buf = b" " * size
+        buf = bytearray(size)
         (err,) = nvrtc.nvrtcGetPTX(prog, buf)
         _check(nvrtc, err, "nvrtcGetPTX", log)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return buf.rstrip(b"\0").decode()
+    return bytes(buf).rstrip(b"\0").decode()
 
 
 _ENTRY = re.compile(r"^\s*(?:\.(?:visible|weak)\s+)?\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)

@@ -91,6 +91,22 @@ def test_ptx_entries_and_kernel_names_agree_on_a_small_source():
     assert ptx_entries(compile_ptx(source, "compute_80")) == {"first", "second"}
 
 
+def test_compiling_leaves_the_interpreters_one_byte_objects_intact():
+    """A clean compile has a one-byte log (its NUL): NVRTC must not write into shared bytes.
+
+    CPython caches one-byte ``bytes`` objects; a log buffer made as ``b" " * 1``
+    is that cached object, and NVRTC's NUL terminator would then turn every later
+    ``b" "`` (e.g. ``struct.pack("<B", 32)``, pickle's memo index 32) into ``b"\\0"``.
+    """
+    import struct
+
+    source = 'extern "C" __global__ void clean(float* a) { a[0] = 1.0f; }\n'
+    for _ in range(3):
+        assert "clean" in ptx_entries(compile_ptx(source, "compute_80"))
+    assert struct.pack("<B", 32) == b" "
+    assert bytes([32]) == b" " and b"a b".split()[0] + bytes([32]) == b"a "
+
+
 def test_bad_arch_is_refused():
     with pytest.raises(ValueError, match="arch must look like"):
         compile_ptx("", "ampere")

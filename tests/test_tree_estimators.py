@@ -363,14 +363,6 @@ _EXPECTED_FAILED = {
     # project specifies; a fully grown tree gives exact 0 and 1, which this check's strict
     # bounds 0 < p < 1 reject (scikit-learn's own tree returns a list of (n, 2) arrays).
     "check_classifiers_multilabel_output_format_predict_proba": "exact 0/1 leaf frequencies",
-    # Only after other test files ran (never when this file runs alone; reproduced with
-    # tests/test_linalg*.py ... test_tree_kernels.py before it, not with any one of them),
-    # joblib 1.6 fails to memory-map the classifier back ("NumpyArrayWrapper has no
-    # attribute 'order'"), in the readonly_memmap variant: the unpickled wrapper's
-    # __dict__ holds the key 'gpurpo.tree._classes' where 'order' was pickled, i.e. the
-    # memo indices of joblib's dump and load streams are out of step. Cause not yet
-    # found; pickling round trips are tested below.
-    "check_estimators_pickle": "joblib memmap reload fails in full-suite runs (open)",
 }
 
 

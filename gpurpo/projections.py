@@ -64,6 +64,7 @@ from gpurpo.backend import Backend, check_random_state, resolve_backend, spawn_s
 __all__ = [
     "KINDS",
     "N_COMPONENTS_OPTIONS",
+    "dense_times_sparse_t",
     "OutputProjection",
     "johnson_lindenstrauss_min_dim",
     "make_projection",
@@ -439,6 +440,32 @@ def _shape(a: Any) -> tuple[int, ...]:
     return tuple(getattr(a, "shape", np.shape(a)))
 
 
+#: Dense Y times sparse components with at most this many nonzeros per row (e.g.
+#: output sub-sampling, one per row) gathers the columns of Y it needs instead of
+#: multiplying the transposed Y (which the sparse product would copy whole).
+_GATHER_NNZ_PER_ROW = 4
+
+
+def dense_times_sparse_t(xp: Any, Y: Any, C: Any, dtype: Any) -> Any:
+    """``Y @ C.T`` as a C-ordered ``dtype`` array, for a dense ``Y`` (n, d) and a CSR ``C`` (k, d).
+
+    With at most ``_GATHER_NNZ_PER_ROW`` nonzeros per row of ``C`` (output
+    sub-sampling has one), the ``nnz`` needed columns of ``Y`` are gathered,
+    scaled and summed into their rows; otherwise the sparse product
+    ``(C @ Y.T).T`` is used.
+    """
+    nnz, k = int(C.nnz), C.shape[0]
+    if nnz > _GATHER_NNZ_PER_ROW * k:
+        return xp.ascontiguousarray((C @ Y.T).T, dtype=dtype)
+    if nnz == 0:
+        return xp.zeros((Y.shape[0], k), dtype=dtype)
+    entries = xp.arange(nnz)
+    row_of = xp.searchsorted(C.indptr, entries, side="right") - 1
+    to_rows = xp.zeros((nnz, k), dtype=dtype)
+    to_rows[entries, row_of] = 1
+    return xp.ascontiguousarray((Y[:, C.indices] * C.data[None, :]) @ to_rows, dtype=dtype)
+
+
 def project(Y: Any, components: Any, backend: Backend | None = None) -> Any:
     """Project the outputs: ``Y @ components.T`` as a dense array.
 
@@ -487,7 +514,7 @@ def project(Y: Any, components: Any, backend: Backend | None = None) -> Any:
         C = C.tocsr()
         if backend.issparse(Y):
             return (Y @ C.T.tocsr()).toarray()
-        return xp.ascontiguousarray((C @ Y.T).T)
+        return dense_times_sparse_t(xp, Y, C, dtype)
     if backend.issparse(Y):
         return xp.ascontiguousarray(Y @ C.T)
     return Y @ C.T

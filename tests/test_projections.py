@@ -492,3 +492,21 @@ def test_output_projection_transform_errors():
 @parametrize_with_checks([OutputProjection(n_components=5, random_state=0)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_project_very_sparse_components_with_empty_and_repeated_rows(dtype):
+    """The gather path (at most a few nonzeros per row): empty rows, several entries, duplicates."""
+    rng = np.random.default_rng(3)
+    Y = rng.standard_normal((40, 9)).astype(dtype)
+    C = sp.csr_matrix(
+        (np.array([2.0, -1.0, 0.5, 3.0, 1.5]), np.array([4, 0, 4, 8, 8]), np.array([0, 0, 1, 4, 5])),
+        shape=(4, 9),
+    )
+    out = project(Y, C)
+    assert out.dtype == dtype and out.shape == (40, 4) and out.flags.c_contiguous
+    np.testing.assert_allclose(out, Y.astype(np.float64) @ C.toarray().T,
+                               rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-6)
+    np.testing.assert_array_equal(out[:, 0], 0.0)
+    empty = project(Y, sp.csr_matrix((3, 9)))
+    np.testing.assert_array_equal(empty, np.zeros((40, 3)))

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.projections import make_projection
+from gpurpo.projections import dense_times_sparse_t, make_projection
 from gpurpo.tree import kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
@@ -68,7 +68,7 @@ def project_gradient(backend: Backend, G: Any, projection: Any) -> Any:
     xp = backend.xp
     P = backend.asarray(projection, dtype=xp.float32)
     if backend.issparse(P):
-        return xp.ascontiguousarray((P @ G.T).T, dtype=xp.float32)
+        return dense_times_sparse_t(xp, G, P.tocsr(), xp.float32)
     return xp.ascontiguousarray(G @ P.T, dtype=xp.float32)
 
 

@@ -363,3 +363,18 @@ def test_leaf_values_minimise_each_leaf_and_output(name, backend):
             h = (wl[:, None] * P * (1 - P)).sum(axis=0)
             want = np.clip(g / h, -10.0, 10.0)
         np.testing.assert_allclose(got[lf], want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_gradient_and_row_loss_equal_the_separate_computations(name, backend):
+    Y, F, _, _ = make_problem(name, 300, 6, 31)
+    if name == "log_loss":
+        F[0, 0], F[1, 1], F[2, 2] = 800.0, -800.0, 0.0  # saturated and zero scores
+    loss = get_loss(name)
+    G, rows = (backend.to_host(a) for a in loss.gradient_and_row_loss(backend, Y, F))
+    assert G.dtype == np.float32 and rows.shape == (300,)
+    np.testing.assert_allclose(G, backend.to_host(loss.negative_gradient(backend, Y, F)),
+                               rtol=0, atol=1e-7)
+    pointwise = np.logaddexp(0.0, -Y * F) if name == "log_loss" else ref_pointwise(name, Y, F)
+    np.testing.assert_allclose(rows, pointwise.mean(axis=1), rtol=1e-12)

@@ -14,6 +14,12 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     out float32 (n, d): ``out = [y > 0] - sigmoid(F)``.
 ``boost_logistic_row_loss(Y, F, out)``
     out float64 (n,): ``out[i] = mean_j log(1 + exp(-y_ij F_ij))``.
+``boost_logistic_gradient_row_loss(Y, F, grad, loss)``
+    Both of the above from one exponential per entry: grad float32 (n, d)
+    as ``boost_logistic_gradient`` and loss float64 (n,) as
+    ``boost_logistic_row_loss``, with ``e = exp(-|F|)``,
+    ``sigmoid(F) = r`` or ``e r`` (``r = 1 / (1 + e)``, F >= 0 or < 0) and
+    ``log(1 + exp(-y F)) = log1p(e) + max(-y F, 0)`` (y = +-1).
 ``boost_logistic_leaf_sums(Y, F, leaf, w, grad, curv)``
     leaf int64 (n,) in [0, L); w float64 (n,); grad, curv float64 (L, d)
     ZEROED by the caller. With ``p = sigmoid(F_ij)``:
@@ -59,6 +65,7 @@ from gpurpo.tree.kernels import accumulate_leaves_dense
 __all__ = [
     "LogisticLine",
     "logistic_gradient",
+    "logistic_gradient_and_row_loss",
     "logistic_leaf_sums",
     "logistic_row_loss",
     "logistic_derivatives",
@@ -116,6 +123,23 @@ def _row_loss_cpu(Y, F, out):
         for j in range(d):
             acc += _log1pexp_neg_nb(Y[i, j] * F[i, j])
         out[i] = acc / d
+
+
+@njit(parallel=True, cache=True)
+def _gradient_row_loss_cpu(Y, F, grad, loss):
+    n, d = F.shape
+    for i in prange(n):
+        acc = 0.0
+        for j in range(d):
+            f = F[i, j]
+            e = math.exp(-abs(f))
+            r = 1.0 / (1.0 + e)
+            p = r if f >= 0.0 else e * r
+            t = 1.0 if Y[i, j] > 0 else 0.0
+            grad[i, j] = np.float32(t - p)
+            m = Y[i, j] * f
+            acc += math.log1p(e) + (-m if m < 0.0 else 0.0)
+        loss[i] = acc / d
 
 
 @njit(parallel=True, cache=True)
@@ -199,6 +223,11 @@ def _row_loss_xp(backend: Backend, Y, F, out):
     out[...] = xp.mean(xp.logaddexp(0.0, -Y * F), axis=1)
 
 
+def _gradient_row_loss_xp(backend: Backend, Y, F, grad, loss):
+    _gradient_xp(backend, Y, F, grad)
+    _row_loss_xp(backend, Y, F, loss)
+
+
 def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
     xp = backend.xp
     P = sigmoid(xp, F)
@@ -222,6 +251,9 @@ register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_xp)
 register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_xp)
 register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_xp)
 register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_xp)
+register_kernel(
+    "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_xp
+)
 
 
 # --------------------------------------------------------------------------
@@ -247,6 +279,15 @@ def logistic_row_loss(backend: Backend, Y: Any, F: Any) -> Any:
     out = xp.empty(F.shape[0], dtype=xp.float64)
     backend.kernel("boost_logistic_row_loss")(_f64(xp, Y), _f64(xp, F), out)
     return out
+
+
+def logistic_gradient_and_row_loss(backend: Backend, Y: Any, F: Any) -> tuple[Any, Any]:
+    """``[y > 0] - sigmoid(F)`` (float32 (n, d)) and the mean loss of every row (float64 (n,))."""
+    xp = backend.xp
+    grad = xp.empty(F.shape, dtype=xp.float32)
+    loss = xp.empty(F.shape[0], dtype=xp.float64)
+    backend.kernel("boost_logistic_gradient_row_loss")(_f64(xp, Y), _f64(xp, F), grad, loss)
+    return grad, loss
 
 
 def logistic_leaf_sums(

@@ -64,7 +64,7 @@ from gpurpo.ensemble._strategies import (
     draw_projection,
     leaves_of,
 )
-from gpurpo.ensemble.losses import Loss, get_loss
+from gpurpo.ensemble.losses import Loss, get_loss, weighted_mean
 from gpurpo.projections import KINDS, resolve_n_components
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import MAX_BINS, BinMapper
@@ -293,16 +293,19 @@ class _BaseGradientBoosting(BaseEstimator):
         if self.verbose:
             self._print_header(F_val is not None)
 
+        G = loss.negative_gradient(backend, Yb, F)
         for m in range(len(model), int(self.n_estimators)):
             stage, rho, projection = self._boost_one(
-                m, loss, cfg, fitter, backend, Yb, F, w, unit, rng
+                m, loss, cfg, fitter, backend, Yb, F, G, w, unit, rng
             )
             model.append(stage)
             self._steps.append(rho)
             self._outputs.append(stage.output)
             if projection is not None:
                 self.projections_.append(projection)
-            train_losses.append(loss.loss(backend, Yb, F, w))
+            # the training loss of this iteration and the gradient of the next, in one pass
+            G, rows = loss.gradient_and_row_loss(backend, Yb, F)
+            train_losses.append(weighted_mean(backend, rows, w))
 
             stop = False
             if F_val is not None:
@@ -383,17 +386,19 @@ class _BaseGradientBoosting(BaseEstimator):
         backend: Backend,
         Yb: Any,
         F: Any,
+        G: Any,
         w: Any,
         unit: bool,
         rng: np.random.Generator,
     ) -> tuple[Stage, Any, Any]:
-        """Iteration ``m`` (Algorithms 2-4, lines 3-8): updates ``F`` in place.
+        """Iteration ``m`` (Algorithms 2-4, lines 4-8) from the gradient ``G`` at ``F``.
+
+        Updates ``F`` in place.
 
         Returns the stage, the step ``rho_m`` and the projection drawn.
         """
         xp = backend.xp
         n, d = F.shape
-        G = loss.negative_gradient(backend, Yb, F)
         rows = None
         w_iter, unit_iter = w, unit
         if self.subsample < 1.0:

@@ -61,6 +61,7 @@ import numpy as np
 from gpurpo.backend import Backend
 from gpurpo.ensemble._logistic_kernels import (
     logistic_gradient,
+    logistic_gradient_and_row_loss,
     logistic_leaf_sums,
     logistic_row_loss,
     sigmoid,
@@ -81,6 +82,7 @@ __all__ = [
     "AbsoluteError",
     "LogLoss",
     "get_loss",
+    "weighted_mean",
 ]
 
 # Label frequencies are clipped to [_PROBA_CLIP, 1 - _PROBA_CLIP] for the
@@ -101,6 +103,15 @@ def _leaf_sums(backend: Backend, leaf: Any, w: Any, A: Any, n_leaves: int) -> An
         backend, xp.asarray(leaf, dtype=xp.int32), xp.asarray(w, dtype=xp.float64),
         xp.ascontiguousarray(A), n_leaves,
     )
+
+
+def weighted_mean(backend: Backend, per_sample: Any, w: Any | None = None) -> Any:
+    """``sum_i w_i a_i / sum_i w_i`` (the plain mean when ``w`` is None), a 0-d array."""
+    xp = backend.xp
+    if w is None:
+        return xp.mean(per_sample)
+    w = w.astype(xp.float64)
+    return xp.sum(w * per_sample) / xp.sum(w)
 
 
 class Loss:
@@ -185,12 +196,16 @@ class Loss:
 
     def loss(self, backend: Backend, Y: Any, F: Any, w: Any | None = None) -> Any:
         """Weighted mean of the loss over samples and outputs (a 0-d array)."""
-        xp = backend.xp
-        per_sample = self.row_loss(backend, Y, F)
-        if w is None:
-            return xp.mean(per_sample)
-        w = w.astype(xp.float64)
-        return xp.sum(w * per_sample) / xp.sum(w)
+        return weighted_mean(backend, self.row_loss(backend, Y, F), w)
+
+    def gradient_and_row_loss(self, backend: Backend, Y: Any, F: Any) -> tuple[Any, Any]:
+        """:meth:`negative_gradient` and :meth:`row_loss` at the same ``F``.
+
+        The boosting loop needs both after every update (the training loss
+        of this iteration, the gradient of the next); losses whose two share
+        work compute them in one pass.
+        """
+        return self.negative_gradient(backend, Y, F), self.row_loss(backend, Y, F)
 
     def raw_to_output(self, backend: Backend, F: Any) -> Any:
         """Map scores to predictions in the output space (identity for regression)."""
@@ -294,6 +309,9 @@ class LogLoss(Loss):
 
     def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
         return logistic_gradient(backend, Y, F)
+
+    def gradient_and_row_loss(self, backend: Backend, Y: Any, F: Any) -> tuple[Any, Any]:
+        return logistic_gradient_and_row_loss(backend, Y, F)
 
     def fit_step(
         self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,

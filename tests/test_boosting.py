@@ -209,11 +209,13 @@ def test_independent_outputs_favour_single_target():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("leaf_step", ["global", "per_leaf"])
 @pytest.mark.parametrize("strategy", ["rpo", "relabel_rpo"])
-def test_staged_predict_equals_predict_of_shorter_model(strategy):
+def test_staged_predict_equals_predict_of_shorter_model(strategy, leaf_step):
     X, Y = make_friedman1_multioutput("chain", n_samples=200, n_outputs=4, random_state=6)
     Xt, _ = make_friedman1_multioutput("chain", n_samples=50, n_outputs=4, random_state=7)
-    params = dict(strategy=strategy, max_leaf_nodes=5, subsample=0.7, random_state=3)
+    params = dict(strategy=strategy, max_leaf_nodes=5, subsample=0.7, leaf_step=leaf_step,
+                  random_state=3)
     full = GradientBoostingRegressor(n_estimators=12, **params).fit(X, Y)
     staged = list(full.staged_predict(Xt))
     assert len(staged) == 12
@@ -223,9 +225,11 @@ def test_staged_predict_equals_predict_of_shorter_model(strategy):
         np.testing.assert_allclose(staged[k - 1], short.predict(Xt), rtol=1e-10, atol=1e-10)
 
 
-def test_warm_start_continues_the_same_model():
+@pytest.mark.parametrize("leaf_step", ["global", "per_leaf"])
+def test_warm_start_continues_the_same_model(leaf_step):
     X, Y = multilabel(200, 6, 1)
-    params = dict(strategy="relabel_rpo", max_leaf_nodes=5, subsample=0.8, random_state=2)
+    params = dict(strategy="relabel_rpo", max_leaf_nodes=5, subsample=0.8, leaf_step=leaf_step,
+                  random_state=2)
     full = GradientBoostingClassifier(n_estimators=14, **params).fit(X, Y)
     warm = GradientBoostingClassifier(n_estimators=6, warm_start=True, **params).fit(X, Y)
     first = warm.decision_function(X)

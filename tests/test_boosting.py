@@ -407,7 +407,11 @@ def test_clone_and_get_params():
     [
         GradientBoostingRegressor(
             n_estimators=10, max_leaf_nodes=6, learning_rate=0.3, random_state=0
-        )
+        ),
+        GradientBoostingRegressor(
+            loss="absolute_error", leaf_step="per_leaf", n_estimators=10, max_leaf_nodes=6,
+            learning_rate=0.3, random_state=0,
+        ),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):

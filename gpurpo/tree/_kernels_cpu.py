@@ -816,6 +816,20 @@ def sum_leaves_csr(leaf_rows, indptr, indices, data, out):
 
 
 @njit(parallel=True, cache=True)
+def transpose_to_float32(X, out):
+    """``out[f, i] = float32(X[i, f])`` (host helper of BinMapper.fit), in cache-sized tiles."""
+    n, p = X.shape
+    tile = 64
+    for fb in prange((p + tile - 1) // tile):
+        f0 = fb * tile
+        f1 = min(p, f0 + tile)
+        for i0 in range(0, n, tile):
+            for i in range(i0, min(n, i0 + tile)):
+                for f in range(f0, f1):
+                    out[f, i] = np.float32(X[i, f])
+
+
+@njit(parallel=True, cache=True)
 def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
     """Quantile bin edges of each row of ``sorted_values`` (host helper of BinMapper.fit).
 

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from gpurpo._validation import check_int
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
-from gpurpo.tree._kernels_cpu import edges_from_sorted
+from gpurpo.tree._kernels_cpu import edges_from_sorted, transpose_to_float32
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
@@ -284,7 +284,11 @@ def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
     Float64 inputs whose values differ only below float32 precision may share
     a bin.
     """
-    values = np.array(sample.T, dtype=np.float32, order="C")  # a copy: sorted in place below
+    if sample.dtype in (np.float32, np.float64) and sample.flags.c_contiguous:
+        values = np.empty((sample.shape[1], sample.shape[0]), dtype=np.float32)
+        transpose_to_float32(sample, values)  # a copy: sorted in place below
+    else:
+        values = np.array(sample.T, dtype=np.float32, order="C")
     n_valid = (values.shape[1] - np.isnan(values).sum(axis=1)).astype(np.int64)
     values.sort(axis=1)
     out = np.empty((values.shape[0], max(max_bins - 1, 1)), dtype=np.float64)

@@ -68,7 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 DATASETS = ("friedman1-chain", "friedman1-group", "friedman1-ind", "mediamill", "delicious")
 METHODS = ("rpo", "relabel_rpo", "multi_output", "single_target", "xgboost")
-DEFAULT_METHODS = ("rpo", "relabel_rpo", "multi_output", "xgboost")
+DEFAULT_METHODS = ("xgboost", "rpo", "relabel_rpo", "relabel_rpo:gaussian:20", "multi_output")
 
 
 # --------------------------------------------------------------------------

@@ -93,17 +93,18 @@ def sigmoid(xp: Any, S: Any) -> Any:
 
 
 @njit(inline="always", cache=True)
-def _sigmoid_nb(s: float) -> float:
-    # exp(700) is finite: the clamp only removes overflow, not accuracy
-    return 1.0 / (1.0 + math.exp(-min(max(s, -700.0), 700.0)))
+def _exp_and_sigmoid(f: float) -> tuple[float, float]:
+    """``e = exp(-|f|)`` and ``sigmoid(f)`` from it, as the ``xp`` :func:`sigmoid`."""
+    e = math.exp(-abs(f))
+    r = 1.0 / (1.0 + e)
+    return e, (r if f >= 0.0 else e * r)
 
 
 @njit(inline="always", cache=True)
-def _log1pexp_neg_nb(m: float) -> float:
-    """``log(1 + exp(-m))`` for any real ``m``."""
-    if m >= 0.0:
-        return math.log1p(math.exp(-m))
-    return -m + math.log1p(math.exp(m))
+def _loss_term(y: float, f: float, e: float) -> float:
+    """``log(1 + exp(-y f))`` for ``y = +-1`` and ``e = exp(-|f|)``."""
+    m = y * f
+    return math.log1p(e) + (-m if m < 0.0 else 0.0)
 
 
 @njit(parallel=True, cache=True)
@@ -112,7 +113,7 @@ def _gradient_cpu(Y, F, out):
     for i in prange(n):
         for j in range(d):
             t = 1.0 if Y[i, j] > 0 else 0.0
-            out[i, j] = np.float32(t - _sigmoid_nb(F[i, j]))
+            out[i, j] = np.float32(t - _exp_and_sigmoid(F[i, j])[1])
 
 
 @njit(parallel=True, cache=True)
@@ -121,7 +122,8 @@ def _row_loss_cpu(Y, F, out):
     for i in prange(n):
         acc = 0.0
         for j in range(d):
-            acc += _log1pexp_neg_nb(Y[i, j] * F[i, j])
+            f = F[i, j]
+            acc += _loss_term(Y[i, j], f, math.exp(-abs(f)))
         out[i] = acc / d
 
 
@@ -132,13 +134,10 @@ def _gradient_row_loss_cpu(Y, F, grad, loss):
         acc = 0.0
         for j in range(d):
             f = F[i, j]
-            e = math.exp(-abs(f))
-            r = 1.0 / (1.0 + e)
-            p = r if f >= 0.0 else e * r
+            e, p = _exp_and_sigmoid(f)
             t = 1.0 if Y[i, j] > 0 else 0.0
             grad[i, j] = np.float32(t - p)
-            m = Y[i, j] * f
-            acc += math.log1p(e) + (-m if m < 0.0 else 0.0)
+            acc += _loss_term(Y[i, j], f, e)
         loss[i] = acc / d
 
 
@@ -155,7 +154,7 @@ def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
                 continue
             lf = leaf[i]
             for j in range(j0, j1):
-                p = _sigmoid_nb(F[i, j])
+                p = _exp_and_sigmoid(F[i, j])[1]
                 t = 1.0 if Y[i, j] > 0 else 0.0
                 grad[lf, j] += wi * (t - p)
                 curv[lf, j] += wi * (p * (1.0 - p))

@@ -485,6 +485,33 @@ PERM_BATCH = 32
 
 
 @njit(cache=True)
+def _eval_scratch(max_ns, mp, n_bins, n_slots):
+    """Scratch buffers of ``_eval_node`` for nodes of up to ``max_ns`` samples.
+
+    Returns (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm, cand_f,
+    cand_g, cand_b, cand_ml); ``wy`` and ``y`` are zeroed (their padding
+    channels stay zero) and ``hist`` too (``_eval_node`` leaves it zeroed).
+    """
+    return (
+        np.empty(max_ns, dtype=np.float64),
+        np.zeros((max_ns, mp), dtype=np.float64),
+        np.zeros((max_ns, mp), dtype=np.float32),
+        np.empty(mp, dtype=np.float64),
+        np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
+        np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
+        np.zeros((n_bins, mp + 2), dtype=np.float64),
+        np.empty(mp, dtype=np.float64),
+        np.empty(mp, dtype=np.float64),
+        np.empty(4, dtype=np.uint64),
+        np.empty(PERM_BATCH, dtype=np.int64),
+        np.empty(n_slots, dtype=np.int64),
+        np.empty(n_slots, dtype=np.float64),
+        np.empty(n_slots, dtype=np.int64),
+        np.empty(n_slots, dtype=np.int64),
+    )
+
+
+@njit(cache=True)
 def _split_chunk(
     ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, weights,
     targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
@@ -498,21 +525,8 @@ def _split_chunk(
     half = _feistel_half(p)
     mask = (1 << half) - 1
     n_slots = max(1, min(n_candidates, p))
-    w = np.empty(max_ns, dtype=np.float64)
-    wy = np.zeros((max_ns, mp), dtype=np.float64)
-    y = np.zeros((max_ns, mp), dtype=np.float32)
-    S = np.empty(mp, dtype=np.float64)
-    code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-    order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-    hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
-    LS = np.empty(mp, dtype=np.float64)
-    MS = np.empty(mp, dtype=np.float64)
-    keys = np.empty(4, dtype=np.uint64)
-    perm = np.empty(PERM_BATCH, dtype=np.int64)
-    cand_f = np.empty(n_slots, dtype=np.int64)
-    cand_g = np.empty(n_slots, dtype=np.float64)
-    cand_b = np.empty(n_slots, dtype=np.int64)
-    cand_ml = np.empty(n_slots, dtype=np.int64)
+    (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     zero = np.int64(0)
     for i in range(ch, n_nodes, n_chunks):
         start = node_ranges[i, 0]
@@ -591,9 +605,6 @@ def _subtree_chunk(
     block = np.empty((p, max_ns), dtype=np.uint8)
     gid = np.empty(max_ns, dtype=np.int32)
     cols = np.empty(max_ns, dtype=np.int32)
-    w = np.empty(max_ns, dtype=np.float64)
-    wy = np.zeros((max_ns, mp), dtype=np.float64)
-    y = np.zeros((max_ns, mp), dtype=np.float32)
     gid2 = np.empty(max_ns, dtype=np.int32)
     cols2 = np.empty(max_ns, dtype=np.int32)
     w2 = np.empty(max_ns, dtype=np.float64)
@@ -601,18 +612,8 @@ def _subtree_chunk(
     y2 = np.zeros((max_ns, mp), dtype=np.float32)
     stack = np.empty(max_ns + 2, dtype=np.int64)
     seeds = np.empty(2 * max_ns, dtype=np.uint64)
-    S = np.empty(mp, dtype=np.float64)
-    code_buf = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-    order = np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64)
-    hist = np.zeros((n_bins, mp + 2), dtype=np.float64)
-    LS = np.empty(mp, dtype=np.float64)
-    MS = np.empty(mp, dtype=np.float64)
-    keys = np.empty(4, dtype=np.uint64)
-    perm = np.empty(PERM_BATCH, dtype=np.int64)
-    cand_f = np.empty(n_slots, dtype=np.int64)
-    cand_g = np.empty(n_slots, dtype=np.float64)
-    cand_b = np.empty(n_slots, dtype=np.int64)
-    cand_ml = np.empty(n_slots, dtype=np.int64)
+    (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r

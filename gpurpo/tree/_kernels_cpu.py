@@ -157,16 +157,25 @@ def _eval_node(
         round_keys_nb(seed, keys)
     n_perm = perm.shape[0]
     use_sort = ns <= SORT_LIMIT
+    # Two samples: every split that separates them has the same gain (up to
+    # rounding, far below the tie tolerance tie_rtol * Q), so the tie rule picks the
+    # first separating feature visited and the others need not be evaluated.
+    need = 1 if ns == 2 else n_candidates
     found = 0
     pos = 0
-    while found < n_candidates and pos < p:
+    slot = 0
+    n_batch = 0
+    while found < need and pos < p:
         if sampled:
-            # visiting order in batches: independent hash chains overlap in the CPU
-            slot = pos % n_perm
-            if slot == 0:
-                for q in range(min(n_perm, p - pos)):
+            # the visiting order in batches (independent hash chains overlap in the
+            # CPU), sized by the candidates still needed
+            if slot == n_batch:
+                n_batch = min(n_perm, p - pos, max(2, 2 * (need - found)))
+                for q in range(n_batch):
                     perm[q] = feature_at_nb(keys, pos + q, p, half, mask)
+                slot = 0
             f = perm[slot]
+            slot += 1
         else:
             f = pos
         u = uniform_at_nb(seed, pos) if random_split else 0.0
@@ -177,6 +186,15 @@ def _eval_node(
         for c in range(mp):
             MS[c] = 0.0
         if use_sort:
+            # constant features (common for sparse or discrete inputs) skip the sort
+            c_first = codes[f, cols[c0ff]]
+            constant = True
+            for a in range(1, ns):
+                if codes[f, cols[c0ff + a]] != c_first:
+                    constant = False
+                    break
+            if constant:
+                continue
             # sort (code, position) pairs packed in one integer: no indirection
             for a in range(ns):
                 key = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a

@@ -218,6 +218,25 @@ def test_same_seed_same_forest_whatever_the_batch_size(Forest):
     assert not np.array_equal(outs[0], getattr(other, method)(X_new))
 
 
+@pytest.mark.parametrize("n_jobs, expected", [(1, 8), (2, 8), (3, 12)])
+def test_auto_batch_on_the_cpu_is_capped_by_the_threads(n_jobs, expected, monkeypatch):
+    import numba
+
+    from gpurpo.ensemble import _forest_batches as batches
+
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 4)
+    X, Y = _multilabel(seed=6)
+    forest = RandomForestRegressor(
+        n_estimators=30, max_depth=2, n_jobs=1, random_state=0
+    )
+    n_threads = batches.resolve_n_jobs(n_jobs)
+    assert batches.resolve_batch_size("auto", 30, 1000, NUMPY, n_threads) == expected
+    # the memory budget still wins when it is smaller, and n_estimators caps both
+    assert batches.resolve_batch_size("auto", 30, batches.CPU_BATCH_BYTES // 3, NUMPY, 4) == 3
+    assert batches.resolve_batch_size("auto", 5, 1000, NUMPY, n_threads) == 5
+    assert forest.fit(X, Y).batch_size_ == 8
+
+
 def test_per_tree_projections_differ_and_are_redrawn_from_their_seeds():
     X, Y = _multilabel(seed=7)
     forest = RandomForestClassifier(

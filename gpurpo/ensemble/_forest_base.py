@@ -230,7 +230,10 @@ class BaseForest(BaseEstimator):
         Y_targets = Y.astype(xp.float32)
         in_bag = min(n, n_draws)
         leaf_bytes = 12 * int(Y.nnz) if sparse_y else 8 * d * in_bag
-        batch = resolve_batch_size(self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend)
+        batch = resolve_batch_size(
+            self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend,
+            n_threads=resolve_n_jobs(self.n_jobs),
+        )
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         want_oob = self.oob_score is not False
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None

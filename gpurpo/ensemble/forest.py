@@ -312,8 +312,10 @@ _PARAMETERS = """
     batch_size : int or "auto", default="auto"
         Number of trees grown together (level by level, one projection
         product per batch). ``"auto"``: as many as fit a memory budget
-        (1 GiB on the CPU, a quarter of the GPU's memory). Lower it if
-        memory runs out; it does not change the forest.
+        (1 GiB on the CPU, a quarter of the GPU's memory), and on the CPU at
+        most max(8, 4 x threads), since larger batches only cost cache
+        locality there. Lower it if memory runs out; it does not change the
+        forest.
     n_jobs : int or None, default=None
         CPU threads of the kernels during fit and predict (joblib's
         convention: -1 all, -2 all but one; None leaves numba's setting).

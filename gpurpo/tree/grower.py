@@ -153,18 +153,23 @@ class _Nodes:
         for name, dtype, fill in self._FIELDS:
             setattr(self, name, np.full(0, fill, dtype=dtype))
 
+    def reserve(self, capacity: int) -> None:
+        """Make room for ``capacity`` nodes in all (so that growth never copies)."""
+        if capacity <= self.capacity:
+            return
+        for name, dtype, fill in self._FIELDS:
+            arr = np.full(capacity, fill, dtype=dtype)
+            arr[: self.size] = getattr(self, name)[: self.size]
+            setattr(self, name, arr)
+        self.capacity = capacity
+
     def add(
         self, tree: Any, parent: Any, depth: Any, start: Any, stop: Any, seed: Any = 0
     ) -> np.ndarray:
         count = len(tree)
         needed = self.size + count
         if needed > self.capacity:
-            new_cap = max(needed, 2 * self.capacity, 64)
-            for name, dtype, fill in self._FIELDS:
-                arr = np.full(new_cap, fill, dtype=dtype)
-                arr[: self.size] = getattr(self, name)[: self.size]
-                setattr(self, name, arr)
-            self.capacity = new_cap
+            self.reserve(max(needed, 2 * self.capacity, 64))
         ids = np.arange(self.size, needed, dtype=np.int64)
         self.tree[ids] = tree
         self.parent[ids] = parent
@@ -251,6 +256,12 @@ class _Grower:
         counts = backend.to_host(xp.bincount(tree_idx, minlength=n_trees)).astype(np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.nodes = _Nodes()
+        # a binary tree on c samples has at most 2c - 1 nodes (one leaf per sample),
+        # or 2 L - 1 with at most L leaves
+        max_nodes = 2 * np.maximum(counts, 1) - 1
+        if params.max_leaf_nodes is not None:
+            max_nodes = np.minimum(max_nodes, 2 * int(params.max_leaf_nodes) - 1)
+        self.nodes.reserve(int(max_nodes.sum()))
         root_seeds = rng.integers(
             0, np.iinfo(np.uint64).max, size=n_trees, dtype=np.uint64, endpoint=True
         )

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import SORT_LIMIT
+from gpurpo.tree._kernels_cpu import INSERTION_LIMIT, SORT_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
@@ -214,7 +214,8 @@ def _split_problem(rng, sizes, p=7, n_bins=12, n_trees=2, m=3, missing=0.15, int
     return codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds
 
 
-SIZES = (0, 1, 2, 3, 7, SORT_LIMIT, SORT_LIMIT + 1, 90, 257, 12)
+SIZES = (0, 1, 2, 3, 7, INSERTION_LIMIT, INSERTION_LIMIT + 1, SORT_LIMIT, SORT_LIMIT + 1, 90,
+         257, 12)
 
 
 @pytest.mark.parametrize(

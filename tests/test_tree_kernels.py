@@ -205,7 +205,8 @@ def _best_split_reference(codes, samples, w, y, features, msl, missing_bin, tie_
     return min((c for c in per_feature if c[0] >= gmax - tie_rtol * Q), key=lambda c: c[1])
 
 
-@pytest.mark.parametrize("n_per_node", [5, 20, 200])
+# sizes: two samples (first separating feature), insertion sort, counting sort, bin table
+@pytest.mark.parametrize("n_per_node", [2, 5, 20, 60, 200])
 @pytest.mark.parametrize("msl", [1, 3])
 def test_split_small_matches_brute_force(n_per_node, msl):
     n, p, n_bins, m, n_trees = 400, 6, 12, 3, 2

@@ -26,11 +26,16 @@ __all__ = [
     "sum_leaves_dense",
     "sum_leaves_csr",
     "SORT_LIMIT",
+    "INSERTION_LIMIT",
 ]
 
-# Nodes with at most this many samples sort their codes (insertion sort)
-# instead of filling a per-bin table in :func:`split_small_nodes`.
-SORT_LIMIT = 32
+# Nodes with at most SORT_LIMIT samples sort their codes (an insertion sort up to
+# INSERTION_LIMIT samples, a stable counting sort above) and scan the samples in
+# that order, instead of filling and scanning a per-bin table: a node of 33 to 128
+# samples spreads over most of the 255 bins, and the table scan cost twice the sort
+# (subtree kernel: -8 % on the mediamill- and delicious-shaped forests).
+SORT_LIMIT = 128
+INSERTION_LIMIT = 32
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256
 
@@ -108,7 +113,7 @@ def _random_cut(thresholds, f, bmin, bmax, u):
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
-    tie_rtol, thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+    tie_rtol, thresholds, half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml, m,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
@@ -195,19 +200,41 @@ def _eval_node(
                     break
             if constant:
                 continue
-            # sort (code, position) pairs packed in one integer: no indirection
-            for a in range(ns):
-                key = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
-                z = a - 1
-                while z >= 0 and code_buf[z] > key:
-                    code_buf[z + 1] = code_buf[z]
-                    z -= 1
-                code_buf[z + 1] = key
-            if (code_buf[0] >> 20) == (code_buf[ns - 1] >> 20):
-                continue
-            for a in range(ns):
-                order[a] = code_buf[a] & 0xFFFFF
-                code_buf[a] = code_buf[a] >> 20
+            if ns <= INSERTION_LIMIT:
+                # sort (code, position) pairs packed in one integer: no indirection
+                for a in range(ns):
+                    key = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
+                    z = a - 1
+                    while z >= 0 and code_buf[z] > key:
+                        code_buf[z + 1] = code_buf[z]
+                        z -= 1
+                    code_buf[z + 1] = key
+                for a in range(ns):
+                    order[a] = code_buf[a] & 0xFFFFF
+                    code_buf[a] = code_buf[a] >> 20
+            else:
+                # stable counting sort: counts, their prefix sums over the occupied
+                # range, scatter; bin_pos is left zeroed
+                lo = missing_bin
+                hi = 0
+                for a in range(ns):
+                    b = np.int64(codes[f, cols[c0ff + a]])
+                    bin_pos[b] += 1
+                    lo = min(lo, b)
+                    hi = max(hi, b)
+                run = 0
+                for b in range(lo, hi + 1):
+                    cb = bin_pos[b]
+                    bin_pos[b] = run
+                    run += cb
+                for a in range(ns):
+                    b = np.int64(codes[f, cols[c0ff + a]])
+                    dst = bin_pos[b]
+                    bin_pos[b] = dst + 1
+                    order[dst] = a
+                    code_buf[dst] = b
+                for b in range(lo, hi + 1):
+                    bin_pos[b] = 0
             nn = ns
             while nn > 0 and code_buf[nn - 1] == missing_bin:
                 nn -= 1
@@ -506,9 +533,10 @@ PERM_BATCH = 32
 def _eval_scratch(max_ns, mp, n_bins, n_slots):
     """Scratch buffers of ``_eval_node`` for nodes of up to ``max_ns`` samples.
 
-    Returns (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm, cand_f,
+    Returns (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
     cand_g, cand_b, cand_ml); ``wy`` and ``y`` are zeroed (their padding
-    channels stay zero) and ``hist`` too (``_eval_node`` leaves it zeroed).
+    channels stay zero), ``hist`` and the counting sort's ``bin_pos`` too
+    (``_eval_node`` leaves them zeroed).
     """
     return (
         np.empty(max_ns, dtype=np.float64),
@@ -518,6 +546,7 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
         np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
         np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
         np.zeros((n_bins, mp + 2), dtype=np.float64),
+        np.zeros(n_bins, dtype=np.int64),
         np.empty(mp, dtype=np.float64),
         np.empty(mp, dtype=np.float64),
         np.empty(4, dtype=np.uint64),
@@ -543,7 +572,7 @@ def _split_chunk(
     half = _feistel_half(p)
     mask = (1 << half) - 1
     n_slots = max(1, min(n_candidates, p))
-    (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm,
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     zero = np.int64(0)
     for i in range(ch, n_nodes, n_chunks):
@@ -561,7 +590,7 @@ def _split_chunk(
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
-            half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+            half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, m,
         )
         out_feature[i] = f
@@ -630,7 +659,7 @@ def _subtree_chunk(
     y2 = np.zeros((max_ns, mp), dtype=np.float32)
     stack = np.empty(max_ns + 2, dtype=np.int64)
     seeds = np.empty(2 * max_ns, dtype=np.uint64)
-    (w, wy, y, S, code_buf, order, hist, LS, MS, keys, perm,
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
@@ -677,7 +706,7 @@ def _subtree_chunk(
             f, b, ml, g = _eval_node(
                 block, cols, a0, nsj, w, wy, y, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-                thresholds, half, mask, S, code_buf, order, hist, LS, MS, keys, perm,
+                thresholds, half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
                 cand_f, cand_g, cand_b, cand_ml, m,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:

@@ -34,8 +34,9 @@ projection of ``rpo`` and ``relabel_rpo`` (default: ``subsample``, the
 estimators' default) and, for ``relabel_rpo``, by ``:Q`` for the number of
 projections (default ``"log"``); a final ``@per_leaf`` sets
 ``leaf_step="per_leaf"`` (one Newton step per leaf and label instead of the
-paper's one step per label), e.g.
-``--methods rpo,relabel_rpo:gaussian:20,relabel_rpo@per_leaf,xgboost``.
+paper's one step per label) and a final ``+newton`` sets
+``split_criterion="newton"`` (XGBoost's second-order split gain), e.g.
+``--methods rpo,relabel_rpo:gaussian:20,relabel_rpo@per_leaf,multi_output+newton,xgboost``.
 
 Equal score (``--match-score``, on by default): rpo and relabel_rpo trade
 accuracy per round for cheaper rounds (Joly et al. need more rounds for
@@ -154,9 +155,11 @@ def run_one(method: str, data_path: str, cfg: dict) -> dict:
     from gpurpo.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
     Est = GradientBoostingRegressor if task == "regression" else GradientBoostingClassifier
-    strategy, projection, q, leaf_step = parse_method(method)
+    strategy, projection, q, leaf_step, criterion = parse_method(method)
     params = dict(strategy=strategy, n_estimators=rounds, max_leaf_nodes=leaves, learning_rate=lr,
                   max_bins=bins, random_state=0, leaf_step=leaf_step)
+    if criterion != "gradient":
+        params["split_criterion"] = criterion
     if projection:
         params["projection"] = projection
     if q is not None:
@@ -195,14 +198,18 @@ def rounds_to_score(timed_fit, task, Xt, Yt, target, max_rounds):
     return {"match_rounds": None, "match_best_score": best[0], "match_best_rounds": best[1]}
 
 
-def parse_method(method: str) -> tuple[str, str | None, int | None, str]:
-    """``strategy[:kind[:q]][@leaf_step]`` -> (strategy, kind or None, q or None, leaf_step)."""
+def parse_method(method: str) -> tuple[str, str | None, int | None, str, str]:
+    """``strategy[:kind[:q]][@leaf_step][+split_criterion]``.
+
+    Returns (strategy, kind or None, q or None, leaf_step, split_criterion).
+    """
+    method, _, criterion = method.partition("+")
     spec, _, leaf_step = method.partition("@")
     parts = spec.split(":")
     strategy = parts[0]
     projection = parts[1] if len(parts) > 1 and parts[1] else None
     q = int(parts[2]) if len(parts) > 2 else None
-    return strategy, projection, q, leaf_step or "global"
+    return strategy, projection, q, leaf_step or "global", criterion or "gradient"
 
 
 def _peak_rss_gb() -> float:
@@ -281,19 +288,20 @@ def main() -> None:
             parser.error(f"unknown data set {d!r}; choose from {DATASETS}")
     for m in methods:
         try:
-            strategy, projection, q, leaf_step = parse_method(m)
+            strategy, projection, q, leaf_step, criterion = parse_method(m)
         except ValueError:
-            strategy, projection, q, leaf_step = "?", None, None, "global"
+            strategy, projection, q, leaf_step, criterion = "?", None, None, "global", "gradient"
         if (strategy not in METHODS or (projection and strategy not in ("rpo", "relabel_rpo"))
                 or (q is not None and strategy != "relabel_rpo")
-                or len(m.partition("@")[0].split(":")) > 3
+                or len(m.partition("+")[0].partition("@")[0].split(":")) > 3
                 or leaf_step not in ("global", "per_leaf")
-                or (strategy == "xgboost" and "@" in m)):
+                or criterion not in ("gradient", "newton")
+                or (strategy == "xgboost" and ("@" in m or "+" in m))):
             parser.error(
                 f"unknown method {m!r}; choose from {METHODS}, with ':KIND' (a projection "
                 "kind, e.g. rpo:gaussian) after rpo and relabel_rpo, ':Q' (an integer "
-                "number of projections) after relabel_rpo:KIND and '@per_leaf' after any "
-                "gpurpo strategy"
+                "number of projections) after relabel_rpo:KIND, '@per_leaf' after any "
+                "gpurpo strategy and a final '+newton' for the second-order split gain"
             )
     if "xgboost" in methods:  # first, so that its score is the equal-score target
         methods = ["xgboost"] + [m for m in methods if m != "xgboost"]

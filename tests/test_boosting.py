@@ -412,6 +412,10 @@ def test_clone_and_get_params():
             loss="absolute_error", leaf_step="per_leaf", n_estimators=10, max_leaf_nodes=6,
             learning_rate=0.3, random_state=0,
         ),
+        GradientBoostingRegressor(
+            strategy="relabel_rpo", split_criterion="newton", reg_lambda=0.5, n_estimators=10,
+            max_leaf_nodes=6, learning_rate=0.3, random_state=0,
+        ),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
@@ -430,19 +434,20 @@ def test_pickle_round_trip():
 
 
 @pytest.mark.parametrize(
-    "cls, strategy, leaf_step",
-    [(GradientBoostingRegressor, "rpo", "global"),
-     (GradientBoostingClassifier, "relabel_rpo", "global"),
-     (GradientBoostingClassifier, "rpo", "per_leaf")],
+    "cls, strategy, leaf_step, criterion",
+    [(GradientBoostingRegressor, "rpo", "global", "gradient"),
+     (GradientBoostingClassifier, "relabel_rpo", "global", "gradient"),
+     (GradientBoostingClassifier, "rpo", "per_leaf", "gradient"),
+     (GradientBoostingClassifier, "relabel_rpo", "global", "newton")],
 )
-def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step):
+def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, criterion):
     """The CUDA path (kernels run by the CPU emulation of CUDA) equals the numba path."""
     if cls is GradientBoostingRegressor:
         X, Y = make_friedman1_multioutput("group", n_samples=150, n_outputs=3, random_state=0)
     else:
         X, Y = multilabel(150, 5, 7)
     params = dict(strategy=strategy, n_estimators=4, max_leaf_nodes=4, subsample=0.8,
-                  leaf_step=leaf_step, random_state=0)
+                  leaf_step=leaf_step, split_criterion=criterion, random_state=0)
     cpu = cls(**params).fit(X, Y)
     emulated = cls(device="cuda-emulated", **params).fit(X, Y)
     assert emulated.backend_.name == "emulated"
@@ -469,6 +474,12 @@ def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step):
         ({"n_iter_no_change": 0}, "n_iter_no_change must be >= 1"),
         ({"validation_fraction": 1.0}, "validation_fraction must be < 1.0"),
         ({"device": "tpu"}, "device must be one of"),
+        ({"split_criterion": "hessian"}, "split_criterion must be one of"),
+        ({"split_criterion": "newton", "reg_lambda": -1.0}, "reg_lambda must be >= 0.0"),
+        ({"split_criterion": "newton", "loss": "absolute_error"},
+         "needs the second derivative of the loss; loss='absolute_error'"),
+        ({"split_criterion": "newton", "strategy": "single_target"},
+         "got strategy='single_target'"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -564,3 +575,171 @@ def test_leaf_step_is_validated():
     X, Y = integer_regression(50, 3, 0)
     with pytest.raises(ValueError, match="leaf_step"):
         GradientBoostingRegressor(leaf_step="newton").fit(X, Y)
+
+
+# --------------------------------------------------------------------------
+# split_criterion="newton": XGBoost's second-order split gain
+# --------------------------------------------------------------------------
+
+
+def _partitions(X):
+    """Every split ``x_f <= v`` of the rows (feature, value, left mask), both sides non-empty."""
+    for f in range(X.shape[1]):
+        for v in np.unique(X[:, f])[:-1]:
+            yield f, v, X[:, f] <= v
+
+
+def test_log_loss_hessian_is_the_derivative_of_the_negative_gradient():
+    from gpurpo.backend import resolve_backend
+    from gpurpo.ensemble.losses import get_loss
+
+    rng = np.random.default_rng(0)
+    Y = np.where(rng.random((30, 4)) < 0.3, 1.0, -1.0)
+    F = rng.normal(scale=3.0, size=(30, 4))
+    backend = resolve_backend(Y, device="cpu")
+    loss = get_loss("log_loss")
+    eps = 1e-4
+    grad_plus = loss.negative_gradient(backend, Y, F + eps).astype(np.float64)
+    grad_minus = loss.negative_gradient(backend, Y, F - eps).astype(np.float64)
+    finite = -(grad_plus - grad_minus) / (2 * eps)
+    hess = loss.hessian(backend, loss.negative_gradient(backend, Y, F))
+    assert hess.dtype == np.float32 and hess.shape == Y.shape
+    np.testing.assert_allclose(hess, finite, rtol=2e-3, atol=2e-3)
+    assert get_loss("squared_error").hessian(backend, F) is None
+
+
+@pytest.mark.parametrize("reg_lambda", [0.0, 2.0])
+def test_newton_targets_give_the_second_order_gain_of_a_rank_one_hessian(reg_lambda):
+    """Weighted-variance gain of (z, a) == sum_j G_j^2 / (H_j + lambda) where exact."""
+    from gpurpo.ensemble._newton import newton_split_targets
+
+    rng = np.random.default_rng(1)
+    n, d = 40, 5
+    G = rng.normal(size=(n, d)).astype(np.float32)
+    a_true, b_true = rng.uniform(0.05, 0.25, n), rng.uniform(0.2, 3.0, d)
+    hess = (a_true[:, None] * b_true[None, :]).astype(np.float32)
+    w = rng.integers(1, 3, size=n).astype(np.float64)
+    Z, a = newton_split_targets(np, G, hess, w, reg_lambda, n_leaves=1)
+    assert Z.dtype == np.float32 and a.shape == (n,)
+
+    def engine(rows):
+        S = (w[rows] * a[rows]) @ Z[rows].astype(np.float64)
+        return S @ S / np.sum(w[rows] * a[rows])
+
+    def second_order(rows, lam):
+        Gs = w[rows] @ G[rows].astype(np.float64)
+        Hs = w[rows] @ hess[rows].astype(np.float64)
+        return np.sum(Gs**2 / (Hs + lam))
+
+    everyone = np.ones(n, dtype=bool)
+    # lambda is exact at the node whose hessian mass is A_ref (here the root, n_leaves=1)
+    np.testing.assert_allclose(engine(everyone), second_order(everyone, reg_lambda), rtol=1e-5)
+    if reg_lambda == 0.0:
+        X = rng.integers(0, 8, size=(n, 2)).astype(float)
+        for _, _, left in _partitions(X):
+            for rows in (left, ~left):
+                np.testing.assert_allclose(engine(rows), second_order(rows, 0.0), rtol=1e-5)
+
+
+def test_newton_split_is_the_brute_force_argmax_of_the_second_order_gain():
+    """Identical label columns share their hessian: the Newton gain is exact (lambda = 0)."""
+    rng = np.random.default_rng(4)
+    n = 160
+    X = rng.integers(0, 12, size=(n, 3)).astype(float)
+    logit = np.where(X[:, 0] > 6, 4.0, -1.0) + 0.4 * X[:, 1] - 2.0 + 0.5 * X[:, 2] * (X[:, 0] < 3)
+    y = (rng.random(n) < scipy.special.expit(logit)).astype(int)
+    Y = np.repeat(y[:, None], 3, axis=1)
+    params = dict(strategy="multi_output", max_leaf_nodes=2, learning_rate=1.0,
+                  reg_lambda=0.0, random_state=0)
+    # one gradient tree gives rows different scores, hence different hessians
+    first = GradientBoostingClassifier(n_estimators=1, **params).fit(X, Y)
+    P = scipy.special.expit(first.decision_function(X))
+    g, h = Y - P, P * (1.0 - P)
+
+    def brute_force(criterion):
+        best, arg = -np.inf, None
+        for f, v, left in _partitions(X):
+            if criterion == "newton":
+                gain = sum(g[s].sum(0) @ g[s].sum(0) / h[s, 0].sum() for s in (left, ~left))
+            else:
+                gain = sum(g[s].sum(0) @ g[s].sum(0) / s.sum() for s in (left, ~left))
+            if gain > best:
+                best, arg = gain, left
+        return arg
+
+    found = {}
+    for criterion in ("gradient", "newton"):
+        second = GradientBoostingClassifier(n_estimators=1, warm_start=True, **params).fit(X, Y)
+        second.set_params(n_estimators=2, split_criterion=criterion).fit(X, Y)
+        np.testing.assert_array_equal(second.apply(X)[:, 0], first.apply(X)[:, 0])
+        leaf = second.apply(X)[:, 1]
+        expected = brute_force(criterion)
+        found[criterion] = leaf == leaf[np.flatnonzero(expected)[0]]
+        assert np.array_equal(found[criterion], expected) or np.array_equal(
+            found[criterion], ~expected
+        )
+    # the data is such that the two criteria choose different splits
+    assert not np.array_equal(found["gradient"], found["newton"])
+    assert not np.array_equal(found["gradient"], ~found["newton"])
+
+
+@pytest.mark.parametrize("strategy", ["multi_output", "rpo", "relabel_rpo"])
+def test_newton_split_equals_gradient_split_for_squared_error(strategy):
+    X, Y = integer_regression(150, 3, 4, d=3)
+    params = dict(strategy=strategy, n_estimators=6, max_leaf_nodes=5, subsample=0.8,
+                  random_state=0)
+    grad = GradientBoostingRegressor(**params).fit(X, Y)
+    newton = GradientBoostingRegressor(split_criterion="newton", **params).fit(X, Y)
+    np.testing.assert_array_equal(newton.predict(X), grad.predict(X))
+
+
+@pytest.mark.parametrize("strategy", ["multi_output", "rpo", "relabel_rpo"])
+def test_newton_split_learns_and_differs_from_the_gradient_split(strategy):
+    X, Y = multilabel(800, 8, 5)
+    X, Y, Xt, Yt = X[:500], Y[:500], X[500:], Y[500:]
+    params = dict(strategy=strategy, n_estimators=15, max_leaf_nodes=8, projection="gaussian",
+                  random_state=0)
+    grad = GradientBoostingClassifier(**params).fit(X, Y)
+    newton = GradientBoostingClassifier(split_criterion="newton", **params).fit(X, Y)
+    assert not np.allclose(newton.decision_function(Xt), grad.decision_function(Xt))
+    assert np.all(np.diff(newton.train_loss_) <= 1e-12)
+    base = label_ranking_average_precision_score(Yt, np.zeros_like(Yt, dtype=float) + Y.mean(0))
+    score = label_ranking_average_precision_score(Yt, newton.predict_proba(Xt))
+    assert score > base + 0.05
+    assert score > label_ranking_average_precision_score(Yt, grad.predict_proba(Xt)) - 0.03
+
+
+def test_newton_split_with_weights_subsample_warm_start_and_early_stopping():
+    X, Y = multilabel(240, 6, 8)
+    params = dict(strategy="relabel_rpo", split_criterion="newton", max_leaf_nodes=5,
+                  subsample=0.8, projection="gaussian", n_components=3, random_state=2)
+    full = GradientBoostingClassifier(n_estimators=10, **params).fit(X, Y)
+    warm = GradientBoostingClassifier(n_estimators=4, warm_start=True, **params).fit(X, Y)
+    warm.set_params(n_estimators=10).fit(X, Y)
+    np.testing.assert_allclose(warm.decision_function(X), full.decision_function(X), rtol=1e-9,
+                               atol=1e-9)
+    staged = list(full.staged_decision_function(X))
+    np.testing.assert_allclose(staged[-1], full.decision_function(X), rtol=1e-10, atol=1e-10)
+
+    counts = np.random.default_rng(0).integers(0, 4, size=X.shape[0])
+    no_sub = dict(params, subsample=1.0, strategy="multi_output")
+    weighted = GradientBoostingClassifier(n_estimators=6, **no_sub).fit(X, Y, sample_weight=counts)
+    repeated = GradientBoostingClassifier(n_estimators=6, **no_sub).fit(
+        np.repeat(X, counts, axis=0), np.repeat(Y, counts, axis=0)
+    )
+    np.testing.assert_allclose(weighted.decision_function(X), repeated.decision_function(X),
+                               rtol=1e-6, atol=1e-6)
+
+    stopped = GradientBoostingClassifier(
+        n_estimators=300, learning_rate=0.5, n_iter_no_change=3, validation_fraction=0.3,
+        **{k: v for k, v in params.items() if k != "random_state"}, random_state=0,
+    ).fit(X, Y)
+    assert stopped.n_estimators_ < 300
+    assert stopped.n_estimators_ == int(np.argmin(stopped.validation_loss_))
+
+
+def test_newton_parameters_survive_clone():
+    model = GradientBoostingClassifier(split_criterion="newton", reg_lambda=0.25)
+    params = clone(model).get_params()
+    assert params["split_criterion"] == "newton" and params["reg_lambda"] == 0.25
+    assert GradientBoostingRegressor().get_params()["split_criterion"] == "gradient"

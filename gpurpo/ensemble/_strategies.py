@@ -110,14 +110,16 @@ class StageTreeFitter:
         self.strategy = strategy
         self.params = params
 
-    def split_targets(self, G: Any, projection: Any, output: int | None) -> tuple[Any, Any]:
+    def split_targets(
+        self, G: Any, projection: Any, output: int | None, Z: Any = None
+    ) -> tuple[Any, Any]:
         """(targets the tree is grown on, targets its leaves are labelled with)."""
+        S = G if Z is None else Z
         if self.strategy == "single_target":
-            T = G[:, output : output + 1]
-            return T, T
+            return S[:, output : output + 1], S[:, output : output + 1]
         if projection is None:
-            return G, G
-        T = project_gradient(self.backend, G, projection)
+            return S, G
+        T = project_gradient(self.backend, S, projection)
         if self.strategy == "rpo":
             return T, T
         return T, G
@@ -130,6 +132,7 @@ class StageTreeFitter:
         projection: Any,
         output: int | None,
         rng: np.random.Generator,
+        newton: tuple[Any, Any] | None = None,
     ) -> tuple[TreeStructure, Any, Any]:
         """Grow the tree on the gradient ``G`` and label its leaves.
 
@@ -147,6 +150,13 @@ class StageTreeFitter:
             The output of a single-target iteration.
         rng : numpy Generator
             Per-node seeds of the grower.
+        newton : (Z, a) or None
+            Second-order split (:func:`gpurpo.ensemble._newton.newton_split_targets`):
+            the tree is grown on ``Z`` (float32 (n, d), projected like ``G``)
+            with row weights ``weights * a``; ``"multi_output"`` and
+            ``"relabel_rpo"`` leaves keep the mean of ``G``, ``"rpo"`` leaves
+            get the ``weights * a``-weighted mean of the projected ``Z`` (the
+            Newton step along the projection). None: grown on ``G``.
 
         Returns
         -------
@@ -157,16 +167,23 @@ class StageTreeFitter:
             Leaf of every training row.
         """
         xp = self.backend.xp
-        split_on, label_with = self.split_targets(G, projection, output)
+        Z, row_hess = (None, None) if newton is None else newton
+        split_on, label_with = self.split_targets(G, projection, output, Z)
         targets = xp.ascontiguousarray(split_on, dtype=xp.float32)[:, None, :]
-        grower_weights = None if unit_weights else weights.astype(xp.float32)[None, :]
+        if row_hess is not None:
+            grow_w = weights * row_hess
+            grower_weights = grow_w.astype(xp.float32)[None, :]
+        else:
+            grow_w = weights
+            grower_weights = None if unit_weights else weights.astype(xp.float32)[None, :]
         grow = grow_tree_best_first if self.params.max_leaf_nodes is not None else grow_trees
         result = grow(self.binned, targets, grower_weights, self.params, rng, self.backend)
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
         n_leaves = structure.n_leaves
         inside = leaf >= 0
-        w_in = xp.where(inside, weights, 0.0)
+        label_w = grow_w if label_with is not G else weights
+        w_in = xp.where(inside, label_w, 0.0)
         safe_leaf = xp.where(inside, leaf, 0)
         w_leaf = xp.bincount(safe_leaf, weights=w_in, minlength=n_leaves)
         inv = 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0)
@@ -180,7 +197,7 @@ class StageTreeFitter:
                 self.backend, leaf, w_in, xp.ascontiguousarray(label_with), n_leaves
             )
             values = sums * inv[:, None]
-        if not unit_weights:
+        if grower_weights is not None:
             outside = xp.nonzero(~inside)[0]
             if int(outside.shape[0]):
                 leaf = leaf.copy()

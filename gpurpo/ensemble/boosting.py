@@ -57,6 +57,7 @@ from gpurpo.backend import (
     to_host,
 )
 from gpurpo.ensemble._early_stopping import EarlyStopping, validation_split
+from gpurpo.ensemble._newton import newton_split_targets
 from gpurpo.ensemble._stages import Stage, StagedModel
 from gpurpo.ensemble._strategies import (
     STRATEGIES,
@@ -82,6 +83,8 @@ def _print_schedule(iteration: int, verbose: int) -> bool:
 
 #: ``leaf_step`` values: one step per output (the paper) or per (leaf, output).
 LEAF_STEPS = ("global", "per_leaf")
+#: ``split_criterion`` values: first-order (the paper) or second-order (XGBoost) split gain.
+SPLIT_CRITERIA = ("gradient", "newton")
 
 
 class _BaseGradientBoosting(BaseEstimator):
@@ -121,6 +124,20 @@ class _BaseGradientBoosting(BaseEstimator):
                     "without replacement"
                 )
         check_choice(self.leaf_step, "leaf_step", LEAF_STEPS)
+        check_choice(self.split_criterion, "split_criterion", SPLIT_CRITERIA)
+        check_float(self.reg_lambda, "reg_lambda", low=0.0)
+        if self.split_criterion == "newton":
+            if self.strategy == "single_target":
+                raise ValueError(
+                    "split_criterion='newton' is defined for the multi-output strategies "
+                    "('multi_output', 'rpo', 'relabel_rpo'), got strategy='single_target'"
+                )
+            if not loss.twice_differentiable:
+                raise ValueError(
+                    f"split_criterion='newton' needs the second derivative of the loss; "
+                    f"loss={loss.name!r} has none (it is piecewise linear): use "
+                    "split_criterion='gradient'"
+                )
         check_float(self.learning_rate, "learning_rate", low=0.0, low_inclusive=False)
         check_int(self.n_estimators, "n_estimators", low=1)
         if self.max_leaf_nodes is None and self.max_depth is None:
@@ -155,7 +172,12 @@ class _BaseGradientBoosting(BaseEstimator):
             min_samples_leaf=int(self.min_samples_leaf),
             max_leaf_nodes=self.max_leaf_nodes,
         ).validated()
-        return {"loss": loss, "n_components": n_components, "growth": params}
+        n_leaves = (
+            int(self.max_leaf_nodes) if self.max_leaf_nodes is not None
+            else 2 ** min(int(self.max_depth), 30)
+        )
+        return {"loss": loss, "n_components": n_components, "growth": params,
+                "n_leaves": n_leaves}
 
     # -- input handling -----------------------------------------------------
 
@@ -412,7 +434,16 @@ class _BaseGradientBoosting(BaseEstimator):
                 w_iter, unit_iter, rows = w, unit, None
         output = m % d if self.strategy == "single_target" else None
         projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d, rng)
-        structure, values, leaf = fitter.fit(G, w_iter, unit_iter, projection, output, rng)
+        newton = None
+        if self.split_criterion == "newton":
+            hessian = loss.hessian(backend, G)
+            if hessian is not None:
+                newton = newton_split_targets(
+                    xp, G, hessian, w_iter, float(self.reg_lambda), cfg["n_leaves"]
+                )
+        structure, values, leaf = fitter.fit(
+            G, w_iter, unit_iter, projection, output, rng, newton
+        )
         lr = float(self.learning_rate)
         if self.leaf_step == "per_leaf":
             # every (leaf, output) gets its optimal value; the step is 1
@@ -537,6 +568,27 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         ``rho_m = 1``; trees of ``"rpo"`` and ``"single_target"`` then carry
         ``d`` (resp. one) values per leaf. Only the leaf values change, not
         the tree structure.
+    split_criterion : {"gradient", "newton"}, default="gradient"
+        Split gain of the trees. ``"gradient"``: the paper's reduction of the
+        variance of the (projected) negative gradients ``g_ij``, sample
+        weighted. ``"newton"``: the second-order gain of XGBoost (Chen &
+        Guestrin 2016, eq. 7; the Newton step of LogitBoost, Friedman, Hastie
+        & Tibshirani 2000), ``sum_j G_Lj^2 / (H_Lj + lambda) + G_Rj^2 / (H_Rj
+        + lambda) - G_j^2 / (H_j + lambda)`` with ``G``, ``H`` the sums of
+        ``g_ij`` and of the hessians ``h_ij`` in a node, obtained from the
+        same tree engine: the tree is grown with row weights ``a_i = mean_j
+        h_ij`` on the targets ``z_ij = c_j g_ij / a_i`` (then projected by
+        ``"rpo"`` and ``"relabel_rpo"``), ``c_j = 1 / sqrt(b_j + lambda /
+        A_ref)``, ``b_j = sum_i h_ij / sum_i a_i``; exact (``lambda = 0``)
+        when ``h_ij = a_i b_j``, e.g. a hessian shared by all outputs, with
+        ``lambda`` taken at the mean hessian mass of a leaf ``A_ref`` (see
+        :mod:`gpurpo.ensemble._newton`). For the squared error (``h = 1``) it
+        gives the same trees as ``"gradient"``; the absolute error and
+        ``strategy="single_target"`` do not accept it. Leaf values and steps
+        are unchanged (``leaf_step``).
+    reg_lambda : float >= 0, default=1.0
+        ``lambda`` of the ``"newton"`` split gain (XGBoost's default); unused
+        by ``"gradient"``.
     learning_rate : float, default=0.1
         Shrinkage ``mu`` applied to every step.
     n_estimators : int, default=100
@@ -598,6 +650,8 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         projection: str | None = "subsample",
         n_components: int | float | str = "log",
         leaf_step: str = "global",
+        split_criterion: str = "gradient",
+        reg_lambda: float = 1.0,
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -619,6 +673,8 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.projection = projection
         self.n_components = n_components
         self.leaf_step = leaf_step
+        self.split_criterion = split_criterion
+        self.reg_lambda = reg_lambda
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes
@@ -685,7 +741,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     Parameters
     ----------
-    strategy, projection, n_components, leaf_step, learning_rate, n_estimators,
+    strategy, projection, n_components, leaf_step, split_criterion, reg_lambda,
+    learning_rate, n_estimators,
     max_leaf_nodes, max_depth, max_features, min_samples_leaf, subsample,
     max_bins, validation_fraction, n_iter_no_change, tol, warm_start,
     random_state, device, verbose
@@ -712,6 +769,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         projection: str | None = "subsample",
         n_components: int | float | str = "log",
         leaf_step: str = "global",
+        split_criterion: str = "gradient",
+        reg_lambda: float = 1.0,
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -733,6 +792,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.projection = projection
         self.n_components = n_components
         self.leaf_step = leaf_step
+        self.split_criterion = split_criterion
+        self.reg_lambda = reg_lambda
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes

@@ -123,6 +123,8 @@ class Loss:
     """
 
     name: str = ""
+    #: Whether :meth:`hessian` is defined (a loss with a second derivative).
+    twice_differentiable: bool = True
 
     def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
         """Constant model ``argmin_rho sum_i w_i l(y_i, rho)``, shape ``(d,)`` float64."""
@@ -134,6 +136,16 @@ class Loss:
 
     def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
         """``-dl/dF`` at ``F``, shape ``(n, d)``, float32."""
+        raise NotImplementedError
+
+    def hessian(self, backend: Backend, G: Any) -> Any:
+        """Second derivative ``d^2 l / dF^2`` of every entry, from the negative gradient ``G``.
+
+        Used by the Newton split criterion
+        (:func:`gpurpo.ensemble._newton.newton_split_targets`). Returns a
+        float32 ``(n, d)`` array, or None when it is the constant 1 (then the
+        Newton split is the gradient split).
+        """
         raise NotImplementedError
 
     def fit_step(
@@ -229,6 +241,10 @@ class SquaredError(Loss):
     def negative_gradient(self, backend: Backend, Y: Any, F: Any) -> Any:
         return (Y - F).astype(backend.xp.float32)
 
+    def hessian(self, backend: Backend, G: Any) -> Any:
+        """None: the second derivative is 1 everywhere."""
+        return None
+
     def fit_step(
         self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
         leaf: Any = None, values: Any = None,
@@ -250,6 +266,7 @@ class AbsoluteError(Loss):
     """Absolute error, ``l_j(y, f) = |y - f|`` (l1-norm loss)."""
 
     name = "absolute_error"
+    twice_differentiable = False
 
     def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
         xp = backend.xp
@@ -312,6 +329,16 @@ class LogLoss(Loss):
 
     def gradient_and_row_loss(self, backend: Backend, Y: Any, F: Any) -> tuple[Any, Any]:
         return logistic_gradient_and_row_loss(backend, Y, F)
+
+    def hessian(self, backend: Backend, G: Any) -> Any:
+        """``p (1 - p)`` with ``p = sigmoid(F)``, as ``|g| (1 - |g|)`` (float32 (n, d)).
+
+        The negative gradient is ``g = t - p`` with ``t`` in {0, 1}, so
+        ``|g|`` is ``p`` or ``1 - p`` and ``|g| (1 - |g|) = p (1 - p)``.
+        """
+        xp = backend.xp
+        A = xp.abs(G)
+        return A * (1.0 - A)
 
     def fit_step(
         self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,

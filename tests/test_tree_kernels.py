@@ -205,6 +205,45 @@ def _best_split_reference(codes, samples, w, y, features, msl, missing_bin, tie_
     return min((c for c in per_feature if c[0] >= gmax - tie_rtol * Q), key=lambda c: c[1])
 
 
+# --------------------------------------------------------------------------
+# node statistics (purity and the tie tolerance's Q)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", ["numba", "xp"])
+def test_node_stats_match_a_loop_over_samples(impl):
+    n, n_trees, m = 300, 3, 4
+    weights = RNG.integers(0, 4, size=(n_trees, n)).astype(np.float32)
+    targets = RNG.normal(size=(n, n_trees, m)).astype(np.float32)
+    targets[:40, 1] = targets[0, 1]  # node 1 below: pure in tree 1
+    targets[50:60, 2, 1] = 3.0  # node 2: channels equal except channel 1 -> impure
+    targets[50:60, 2, [0, 2, 3]] = targets[50, 2, [0, 2, 3]]
+    sizes = [7, 40, 10, 1, 0, 120]
+    samples = [RNG.choice(np.arange(60, n), 7, replace=False), RNG.permutation(40),
+               np.arange(50, 60)[::-1], np.array([5]), np.array([], dtype=int),
+               RNG.choice(n, 120, replace=False)]
+    targets[samples[2][3], 2, 1] = 2.5
+    sample_indices = np.concatenate(samples).astype(np.int32)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    ranges = np.stack([starts, starts + sizes], 1).astype(np.int64)
+    node_tree = np.array([0, 1, 2, 0, 1, 2], dtype=np.int32)
+    if impl == "numba":
+        impure, q = kernels.node_stats(NUMPY, sample_indices, ranges, node_tree, weights, targets)
+    else:
+        impure = np.zeros(len(sizes), np.uint8)
+        q = np.zeros(len(sizes))
+        kernels._node_stats_xp(NUMPY, sample_indices, ranges, node_tree, weights, targets,
+                               impure, q)
+    for i, (idx, t) in enumerate(zip(samples, node_tree)):
+        y = targets[idx, t].astype(np.float64)
+        expected_q = sum(float(weights[t, s]) * float(np.dot(y[j], y[j]))
+                         for j, s in enumerate(idx))
+        assert q[i] == pytest.approx(expected_q, rel=1e-12, abs=0.0)
+        distinct = len({tuple(row) for row in targets[idx, t]}) > 1
+        assert bool(impure[i]) == distinct, i
+    assert list(impure) == [1, 0, 1, 0, 0, 1]
+
+
 # sizes: two samples (first separating feature), insertion sort, counting sort, bin table
 @pytest.mark.parametrize("n_per_node", [2, 5, 20, 60, 200])
 @pytest.mark.parametrize("msl", [1, 3])

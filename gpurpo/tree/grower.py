@@ -297,17 +297,16 @@ class _Grower:
         if len(ids) == 0:
             return np.zeros(0, dtype=bool), np.zeros(0)
         nodes = self.nodes
-        pos, node_of, _ = self._segments(nodes.start[ids], nodes.stop[ids])
-        samples = self.sample_indices[pos]
-        trees = self._dev(nodes.tree[ids], xp.int64)[node_of]
-        first = self.sample_indices[self._dev(nodes.start[ids], xp.int64)][node_of]
-        y = self.targets[samples, trees, :]
-        differs = (y != self.targets[first, trees, :]).any(axis=1)
-        n_diff = xp.bincount(node_of, weights=differs.astype(xp.float64), minlength=len(ids))
-        y64 = y.astype(xp.float64)
-        sq = self.weights[trees, samples].astype(xp.float64) * (y64 * y64).sum(axis=1)
-        q = xp.bincount(node_of, weights=sq, minlength=len(ids))
-        return self.backend.to_host(n_diff > 0), self.backend.to_host(q)
+        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        impure, q = kernels.node_stats(
+            self.backend,
+            self.sample_indices,
+            self._dev(ranges, xp.int64),
+            self._dev(nodes.tree[ids], xp.int32),
+            self.weights,
+            self.targets,
+        )
+        return self.backend.to_host(impure).astype(bool), self.backend.to_host(q)
 
     # ------------------------------------------------------------ evaluation
 

@@ -42,6 +42,15 @@ Kernel contracts
     if C == m + 2, ``out[i, j, b, m + 1] += 1`` (number of samples). Slots
     with f = -1 stay zero. Summation order is free (float32 tolerance).
 
+``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q)``
+    sample_indices, node_ranges, node_tree, weights, targets: as above
+    out_impure   uint8   (N,)          1 when the targets of node i's samples are
+                                       not all bitwise equal (to its first sample's)
+    out_q        float64 (N,)          ``Q = sum_s w_s * sum_c y_sc^2`` over node i, in
+                                       float64 (the base of the tie tolerance only:
+                                       summation order free)
+    (registered with an ``xp`` implementation for CUDA backends)
+
 ``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
@@ -185,6 +194,7 @@ __all__ = [
     "Subtrees",
     "bin_codes",
     "build_histograms",
+    "node_stats",
     "split_small",
     "score_histograms",
     "grow_subtrees",
@@ -198,6 +208,7 @@ __all__ = [
 KERNEL_NAMES = (
     "tree_bin_codes",
     "tree_histograms",
+    "tree_node_stats",
     "tree_split_small",
     "tree_score_histograms",
     "tree_grow_subtrees",
@@ -222,7 +233,42 @@ def _bin_codes_xp(
         out[f] = xp.where(xp.isnan(col), missing_bin, codes).astype(xp.uint8)
 
 
+def _node_stats_xp(
+    backend: Backend,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    out_impure: Any,
+    out_q: Any,
+) -> None:
+    """``tree_node_stats`` in ``xp`` (gathers and bincounts), for CUDA backends."""
+    xp = backend.xp
+    n_nodes = int(node_ranges.shape[0])
+    lengths = node_ranges[:, 1] - node_ranges[:, 0]
+    total = int(lengths.sum())
+    if total == 0:
+        out_impure[...] = 0
+        out_q[...] = 0.0
+        return
+    node_of = xp.repeat(xp.arange(n_nodes, dtype=xp.int64), lengths)
+    offsets = xp.cumsum(lengths) - lengths
+    pos = xp.arange(total, dtype=xp.int64) - offsets[node_of] + node_ranges[node_of, 0]
+    samples = sample_indices[pos]
+    trees = node_tree.astype(xp.int64)[node_of]
+    first = sample_indices[xp.minimum(node_ranges[:, 0], total - 1)][node_of]
+    y = targets[samples, trees, :]
+    differs = (y != targets[first, trees, :]).any(axis=1)
+    n_diff = xp.bincount(node_of, weights=differs.astype(xp.float64), minlength=n_nodes)
+    y64 = y.astype(xp.float64)
+    sq = weights[trees, samples].astype(xp.float64) * (y64 * y64).sum(axis=1)
+    out_impure[...] = (n_diff > 0).astype(xp.uint8)
+    out_q[...] = xp.bincount(node_of, weights=sq, minlength=n_nodes)
+
+
 register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
+register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_node_stats_xp)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=_cpu.score_histograms, cuda=_cuda.score_histograms)
@@ -252,6 +298,33 @@ def bin_codes(
         X, _c(backend, edges, xp.float64), _c(backend, n_edges, xp.int32), int(missing_bin), out
     )
     return out
+
+
+def node_stats(
+    backend: Backend,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+) -> tuple[Any, Any]:
+    """(impure uint8 (N,), Q float64 (N,)) of the nodes; see ``tree_node_stats``."""
+    xp = backend.xp
+    ranges = _c(backend, node_ranges, xp.int64)
+    n_nodes = int(ranges.shape[0])
+    out_impure = xp.zeros(n_nodes, dtype=xp.uint8)
+    out_q = xp.zeros(n_nodes, dtype=xp.float64)
+    if n_nodes:
+        backend.kernel("tree_node_stats")(
+            _c(backend, sample_indices, xp.int32),
+            ranges,
+            _c(backend, node_tree, xp.int32),
+            _c(backend, weights, xp.float32),
+            _c(backend, targets, xp.float32),
+            out_impure,
+            out_q,
+        )
+    return out_impure, out_q
 
 
 def build_histograms(

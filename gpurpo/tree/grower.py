@@ -693,8 +693,13 @@ class _Grower:
             )
         depth = nodes.depth[:size]
         internal_ids = np.flatnonzero(~is_leaf)
-        for level in range(int(depth.max()) - 1, -1, -1) if size else ():
-            at = internal_ids[depth[internal_ids] == level]
+        # bottom-up, one depth at a time (children are one level deeper)
+        by_depth = internal_ids[np.argsort(depth[internal_ids], kind="stable")]
+        level_of = depth[by_depth]
+        n_levels = int(level_of.max()) + 1 if len(by_depth) else 0
+        bounds = np.searchsorted(level_of, np.arange(n_levels + 1))
+        for level in range(n_levels - 1, -1, -1):
+            at = by_depth[bounds[level] : bounds[level + 1]]
             weighted[at] = weighted[nodes.left[at]] + weighted[nodes.right[at]]
         node_order = np.argsort(tree, kind="stable")
         tree_counts = np.bincount(tree, minlength=self.n_trees)

@@ -47,6 +47,7 @@ __all__ = [
     "namespace_of",
     "is_gpu_array",
     "to_host",
+    "segment_ids",
     "check_random_state",
     "spawn_seeds",
     "register_kernel",
@@ -480,6 +481,32 @@ def to_host(a: Any) -> Any:
     if is_gpu_array(a):
         return a.get()
     return a
+
+
+def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:
+    """Segment of every position when segments of ``lengths`` are laid end to end.
+
+    The same as ``xp.repeat(xp.arange(len(lengths)), lengths)``, which CuPy
+    before 14.1 does not accept with an array of repeats: a ``searchsorted``
+    of the positions in the segments' ends, on the device.
+
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    lengths : int array of shape (S,)
+        Non-negative segment lengths, on ``xp``.
+    total : int
+        ``lengths.sum()`` (known to the caller, so no device-to-host copy).
+
+    Returns
+    -------
+    int64 array of shape (total,)
+    """
+    ends = xp.cumsum(xp.asarray(lengths, dtype=xp.int64))
+    return xp.searchsorted(ends, xp.arange(int(total), dtype=xp.int64), side="right").astype(
+        xp.int64
+    )
 
 
 # --------------------------------------------------------------------------

@@ -157,3 +157,16 @@ def test_kernel_sources_are_found():
     assert B.kernel_source(names[0]).strip()
     with pytest.raises(FileNotFoundError, match="no CUDA source"):
         B.kernel_source("does_not_exist.cu")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_segment_ids_equal_numpy_repeat(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 6, size=rng.integers(1, 30))
+    lengths[0] = 0  # empty segments anywhere, including first and last
+    lengths[-1] = 0
+    expected = np.repeat(np.arange(len(lengths)), lengths)
+    got = B.segment_ids(np, lengths, int(lengths.sum()))
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, expected)
+    assert B.segment_ids(np, np.zeros(3, dtype=int), 0).shape == (0,)

@@ -185,7 +185,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpurpo.backend import Backend, register_kernel
+from gpurpo.backend import Backend, register_kernel, segment_ids
 from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
 
@@ -252,7 +252,7 @@ def _node_stats_xp(
         out_impure[...] = 0
         out_q[...] = 0.0
         return
-    node_of = xp.repeat(xp.arange(n_nodes, dtype=xp.int64), lengths)
+    node_of = segment_ids(xp, lengths, total)
     offsets = xp.cumsum(lengths) - lengths
     pos = xp.arange(total, dtype=xp.int64) - offsets[node_of] + node_ranges[node_of, 0]
     samples = sample_indices[pos]

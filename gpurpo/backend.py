@@ -29,6 +29,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+import types
 from types import ModuleType
 from typing import Any, Callable, Iterator
 
@@ -52,6 +53,7 @@ __all__ = [
     "spawn_seeds",
     "register_kernel",
     "registered_kernels",
+    "serial_cpu_kernels",
     "kernel_dir",
     "kernel_source",
 ]
@@ -302,6 +304,8 @@ class Backend:
         impl = impls.get("cpu")
         if impl is None:
             raise NotImplementedError(f"kernel {name!r} has no CPU implementation")
+        if getattr(_serial_state, "on", False):
+            return _serial_twin(impl)
         return impl
 
     def __repr__(self) -> str:
@@ -547,6 +551,54 @@ def spawn_seeds(random_state: Any, n: int) -> list[int]:
 # --------------------------------------------------------------------------
 
 _KERNELS: dict[str, dict[str, Callable[..., Any]]] = {}
+
+# ``serial_cpu_kernels``: per thread, and the single-threaded twins made so far
+_serial_state = threading.local()
+_SERIAL_TWINS: dict[Any, Callable[..., Any]] = {}
+_SERIAL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def serial_cpu_kernels() -> Iterator[None]:
+    """Run this thread's numba kernels single-threaded and without the GIL.
+
+    Inside the block, :meth:`Backend.kernel` returns, for a numba kernel
+    compiled with ``parallel=True``, a twin compiled from the same Python
+    source with ``nogil=True`` and without ``parallel``. Several Python
+    threads can then run kernels at the same time (one batch of trees each):
+    numba's default threading layer for pip installs, ``workqueue``, must not
+    be entered by several threads at once, and a kernel holding the GIL would
+    serialise them anyway. The twins are cached on disk like the kernels.
+    """
+    previous = getattr(_serial_state, "on", False)
+    _serial_state.on = True
+    try:
+        yield
+    finally:
+        _serial_state.on = previous
+
+
+def _serial_twin(impl: Callable[..., Any]) -> Callable[..., Any]:
+    """The single-threaded, GIL-free twin of a parallel numba kernel (else ``impl``)."""
+    options = getattr(impl, "targetoptions", None)
+    if not options or not options.get("parallel"):
+        return impl
+    with _SERIAL_LOCK:
+        twin = _SERIAL_TWINS.get(impl)
+        if twin is None:
+            import numba
+
+            py = impl.py_func
+            clone = types.FunctionType(
+                py.__code__, py.__globals__, py.__name__ + "_serial", py.__defaults__,
+                py.__closure__,
+            )
+            # its own qualified name, hence its own on-disk cache entry
+            clone.__qualname__ = py.__qualname__ + "_serial"
+            clone.__module__ = py.__module__
+            twin = numba.njit(nogil=True, cache=True)(clone)
+            _SERIAL_TWINS[impl] = twin
+    return twin
 
 
 def register_kernel(

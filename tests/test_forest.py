@@ -218,23 +218,68 @@ def test_same_seed_same_forest_whatever_the_batch_size(Forest):
     assert not np.array_equal(outs[0], getattr(other, method)(X_new))
 
 
-@pytest.mark.parametrize("n_jobs, expected", [(1, 8), (2, 8), (3, 12)])
-def test_auto_batch_on_the_cpu_is_capped_by_the_threads(n_jobs, expected, monkeypatch):
-    import numba
-
+@pytest.mark.parametrize(
+    "n_trees, threads, expected",
+    # at most CPU_BATCH_TREES (8) trees, in rounds of one batch per thread evened out
+    [(30, 1, 8), (30, 2, 8), (24, 2, 6), (100, 2, 8), (30, 4, 8), (30, 8, 4), (30, 16, 2)],
+)
+def test_auto_batch_on_the_cpu_keeps_every_thread_busy(n_trees, threads, expected):
     from gpurpo.ensemble import _forest_batches as batches
 
-    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 4)
-    X, Y = _multilabel(seed=6)
-    forest = RandomForestRegressor(
-        n_estimators=30, max_depth=2, n_jobs=1, random_state=0
-    )
-    n_threads = batches.resolve_n_jobs(n_jobs)
-    assert batches.resolve_batch_size("auto", 30, 1000, NUMPY, n_threads) == expected
-    # the memory budget still wins when it is smaller, and n_estimators caps both
-    assert batches.resolve_batch_size("auto", 30, batches.CPU_BATCH_BYTES // 3, NUMPY, 4) == 3
-    assert batches.resolve_batch_size("auto", 5, 1000, NUMPY, n_threads) == 5
-    assert forest.fit(X, Y).batch_size_ == 8
+    assert batches.resolve_batch_size("auto", n_trees, 1000, NUMPY, threads) == expected
+    # the memory budget is shared by the threads' batches and wins when smaller
+    per_tree = batches.CPU_BATCH_BYTES // 12
+    assert batches.resolve_batch_size("auto", 30, per_tree, NUMPY, 4) == 3
+    assert batches.resolve_batch_size("auto", 30, 10 * batches.CPU_BATCH_BYTES, NUMPY, 1) == 1
+    assert batches.resolve_batch_size("auto", 5, 1000, NUMPY, 1) == 5
+
+
+@pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores")
+@pytest.mark.parametrize("Forest", [RandomForestRegressor, ExtraTreesClassifier])
+@pytest.mark.parametrize("shared", [False, True])
+def test_batches_grown_on_threads_give_the_same_forest(Forest, shared, monkeypatch, capsys):
+    import numba
+
+    from gpurpo import backend as B
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs numba to allow 2 threads (a machine with at least 2 cores)")
+    X, Y = _multilabel(seed=9)
+    X_new, _ = _multilabel(seed=90, n=60)
+    kwargs = dict(n_estimators=7, projection="gaussian", n_components=3, batch_size=2,
+                  shared_projection=shared, bootstrap=True, oob_score=True, random_state=3)
+    serial_calls = []
+    twin = B._serial_twin
+
+    def counting_twin(impl):
+        serial_calls.append(impl)
+        return twin(impl)
+
+    monkeypatch.setattr(B, "_serial_twin", counting_twin)
+    one = Forest(n_jobs=1, **kwargs).fit(X, Y)
+    assert not serial_calls
+    two = Forest(n_jobs=2, verbose=1, **kwargs).fit(X, Y)
+    assert serial_calls  # the batches ran their kernels' single-threaded twins
+    assert "2 batches at a time" in capsys.readouterr().out
+    method = "predict_proba" if hasattr(one, "predict_proba") else "predict"
+    np.testing.assert_array_equal(getattr(one, method)(X_new), getattr(two, method)(X_new))
+    np.testing.assert_array_equal(one.oob_score_, two.oob_score_)
+    for a, b in zip(one.estimators_, two.estimators_):
+        np.testing.assert_array_equal(a.feature, b.feature)
+        np.testing.assert_array_equal(a.threshold, b.threshold)
+
+
+def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
+    from gpurpo import backend as B
+
+    parallel = NUMPY.kernel("tree_grow_subtrees")
+    with B.serial_cpu_kernels():
+        twin = NUMPY.kernel("tree_grow_subtrees")
+        assert NUMPY.kernel("tree_grow_subtrees") is twin  # made once
+    assert NUMPY.kernel("tree_grow_subtrees") is parallel  # only inside the block
+    assert parallel.targetoptions.get("parallel")
+    assert twin.targetoptions.get("nogil") and not twin.targetoptions.get("parallel")
+    assert twin.py_func.__code__ is parallel.py_func.__code__
 
 
 def test_per_tree_projections_differ_and_are_redrawn_from_their_seeds():
@@ -390,7 +435,12 @@ def test_verbose_reports_progress_per_batch(capsys):
     assert "5/5" in lines[-1]
     RandomForestRegressor(n_estimators=5, batch_size=2, verbose=2, random_state=0).fit(X, Y)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 6 and "growing trees 5-5 of 5" in lines[-2]
+    # batches may start on concurrent threads; they are reported grown in order
+    starts = sorted(ln.split("growing trees ")[1] for ln in lines if "growing trees" in ln)
+    assert starts == ["1-2 of 5 together on m=4 outputs", "3-4 of 5 together on m=4 outputs",
+                      "5-5 of 5 together on m=4 outputs"]
+    grown = [ln.split("trees ")[1].split(" grown")[0] for ln in lines if " grown (" in ln]
+    assert len(lines) == 6 and grown == ["2/5", "4/5", "5/5"]
 
 
 def test_pickle_round_trip_keeps_predictions():

@@ -29,10 +29,12 @@ is reproducible from ``random_state`` and does not depend on the batch size.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -40,11 +42,19 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._validation import check_array, check_choice, check_consistent_rows
-from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
+from gpurpo.backend import (
+    Backend,
+    check_random_state,
+    is_gpu_array,
+    resolve_backend,
+    serial_cpu_kernels,
+    to_host,
+)
 from gpurpo.ensemble._forest_batches import (
     bootstrap_counts,
     bootstrap_indices,
     n_bootstrap_samples,
+    numba_thread_count,
     numba_threads,
     out_of_memory_error,
     resolve_batch_size,
@@ -56,6 +66,7 @@ from gpurpo.ensemble._forest_projection import ProjectionPlan
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
 from gpurpo.tree.binning import MAX_BINS
+from gpurpo.tree.grower import draw_root_seeds
 from gpurpo.tree.predictor import Tree, apply_trees
 
 __all__ = ["BaseForest"]
@@ -239,50 +250,72 @@ class BaseForest(BaseEstimator):
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
 
-        chunks: list[TreeChunk] = []
-        with numba_threads(self.n_jobs):
-            for b0 in range(0, n_trees, batch):
-                b1 = min(n_trees, b0 + batch)
-                batch_start = time.perf_counter()
-                counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws)
-                w_host = counts if sw is None else counts * sw[None, :]
-                unit = sw is None and not self.bootstrap
-                weights = None if unit else backend.asarray(w_host.astype(np.float32))
-                if self.verbose > 1:
-                    print(
-                        f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
-                        f"together on m={m} outputs",
-                        flush=True,
+        root_seeds = draw_root_seeds(rng, n_trees)
+        batches = [(b0, min(n_trees, b0 + batch)) for b0 in range(0, n_trees, batch)]
+        threads = resolve_n_jobs(self.n_jobs)
+        if threads is None:
+            threads = numba_thread_count()
+        # CPU: several batches at once, one thread each (see serial_cpu_kernels)
+        workers = min(threads, len(batches)) if backend.name == "numpy" else 1
+
+        def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
+            batch_start = time.perf_counter()
+            counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws)
+            w_host = counts if sw is None else counts * sw[None, :]
+            unit = sw is None and not self.bootstrap
+            weights = None if unit else backend.asarray(w_host.astype(np.float32))
+            if self.verbose > 1:
+                print(
+                    f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
+                    f"together on m={m} outputs",
+                    flush=True,
+                )
+            try:
+                targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
+                result = grow(binned, targets, weights, params, rng, backend, root_seeds[b0:b1])
+                del targets
+                leaves = [
+                    leaf_values(
+                        Y,
+                        result.leaf_of_sample[t],
+                        None if weights is None else weights[t],
+                        s.n_leaves,
+                        backend,
                     )
-                try:
-                    targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
-                    result = grow(binned, targets, weights, params, rng, backend)
-                    del targets
-                    leaves = [
-                        leaf_values(
-                            Y,
-                            result.leaf_of_sample[t],
-                            None if weights is None else weights[t],
-                            s.n_leaves,
-                            backend,
-                        )
-                        for t, s in enumerate(result.structures)
-                    ]
-                    chunk = TreeChunk(result.structures, leaves, backend)
-                    del leaves, result
-                except MemoryError as exc:
-                    raise out_of_memory_error(exc, backend, b1 - b0, n, m, d) from exc
+                    for t, s in enumerate(result.structures)
+                ]
+                chunk = TreeChunk(result.structures, leaves, backend)
+            except MemoryError as exc:
+                raise out_of_memory_error(exc, backend, b1 - b0, n, m, d) from exc
+            return chunk, counts, time.perf_counter() - batch_start
+
+        def grow_batch_serially(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
+            with serial_cpu_kernels():
+                return grow_batch(b0, b1)
+
+        chunks: list[TreeChunk] = []
+        with numba_threads(self.n_jobs), contextlib.ExitStack() as stack:
+            if workers > 1:
+                if not plan.per_tree:
+                    plan.targets(Y_targets, seeds[:1, 1], backend)  # the shared targets, once
+                pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers))
+                futures = [pool.submit(grow_batch_serially, b0, b1) for b0, b1 in batches]
+                stack.callback(lambda: [f.cancel() for f in futures])
+                grown: Any = (f.result() for f in futures)
+            else:
+                grown = (grow_batch(b0, b1) for b0, b1 in batches)
+            for (b0, b1), (chunk, counts, seconds) in zip(batches, grown):
                 chunks.append(chunk)
                 if want_oob:
                     skip = backend.asarray(np.ascontiguousarray((counts > 0).T))
                     chunk.accumulate(X, backend, oob_sum, skip=skip)
                     oob_count += (counts == 0).sum(axis=0).astype(np.int64)
                 if self.verbose:
-                    now = time.perf_counter()
                     print(
                         f"[{type(self).__name__}] trees {b1}/{n_trees} grown "
-                        f"(batch of {b1 - b0} in {now - batch_start:.2f} s on {backend.name}; "
-                        f"{now - started:.2f} s elapsed)",
+                        f"(batch of {b1 - b0} in {seconds:.2f} s on {backend.name}"
+                        f"{f', {workers} batches at a time' if workers > 1 else ''}; "
+                        f"{time.perf_counter() - started:.2f} s elapsed)",
                         flush=True,
                     )
         plan.clear()

@@ -7,11 +7,12 @@ GPU busy at deep levels where each tree only has small nodes), and their
 targets come from one projection product. The batch size trades speed for
 memory; :func:`resolve_batch_size` derives it from a budget:
 
-* on the CPU (and the emulated CUDA backend) a fixed ``CPU_BATCH_BYTES``, and
-  at most ``max(CPU_MIN_BATCH, CPU_TREES_PER_THREAD * threads)`` trees: the CPU
-  gains nothing from growing more trees together than it has threads to keep
-  busy, and loses cache locality (measured on the mediamill-shaped forest, one
-  thread: 0.138 s per tree in batches of 8, 0.152 s in batches of 32);
+* on the CPU (and the emulated CUDA backend) a fixed ``CPU_BATCH_BYTES``
+  shared by the threads, and at most ``CPU_BATCH_TREES`` trees, fewer when that
+  leaves a thread without a batch: on the CPU several threads grow one batch
+  each (:func:`gpurpo.backend.serial_cpu_kernels`), and a large batch only loses
+  cache locality (the mediamill-shaped forest, one thread: 0.138 s per tree in
+  batches of 8, 0.152 s in batches of 32);
 * on a CUDA device ``GPU_MEMORY_FRACTION`` of the device's TOTAL memory (not
   the free memory, which changes from run to run; the batch size does not
   change the forest, but runs should be repeatable in speed and memory too).
@@ -34,8 +35,7 @@ from gpurpo.backend import Backend
 
 __all__ = [
     "CPU_BATCH_BYTES",
-    "CPU_MIN_BATCH",
-    "CPU_TREES_PER_THREAD",
+    "CPU_BATCH_TREES",
     "GPU_MEMORY_FRACTION",
     "tree_bytes",
     "batch_budget_bytes",
@@ -45,12 +45,12 @@ __all__ = [
     "n_bootstrap_samples",
     "resolve_n_jobs",
     "numba_threads",
+    "numba_thread_count",
     "out_of_memory_error",
 ]
 
 CPU_BATCH_BYTES = 1024**3
-CPU_MIN_BATCH = 8
-CPU_TREES_PER_THREAD = 4
+CPU_BATCH_TREES = 8
 GPU_MEMORY_FRACTION = 0.25
 # Bytes per (sample, grown output) and per sample of one tree while it grows:
 # float32 targets, their centred copy and float64 temporaries, gathered rows;
@@ -96,21 +96,27 @@ def resolve_batch_size(
     """Number of trees grown together.
 
     ``"auto"``: as many trees as fit :func:`batch_budget_bytes` at
-    ``per_tree_bytes`` each (at least 1, at most ``n_estimators``), and on the
-    CPU at most ``max(CPU_MIN_BATCH, CPU_TREES_PER_THREAD * n_threads)``
-    (``n_threads`` None: numba's current thread count); an int is used as
-    given (capped at ``n_estimators``).
+    ``per_tree_bytes`` each (at least 1, at most ``n_estimators``); on the CPU
+    the budget is shared by ``n_threads`` concurrent batches (None: numba's
+    current thread count), and the trees are dealt in ``R`` rounds of
+    ``n_threads`` batches of at most ``CPU_BATCH_TREES`` trees, as evenly as
+    possible: ``ceil(n_estimators / (n_threads R))`` trees per batch with
+    ``R = ceil(n_estimators / (n_threads CPU_BATCH_TREES))``. An int is used
+    as given (capped at ``n_estimators``).
     """
     if isinstance(batch_size, str):
         if batch_size != "auto":
             raise ValueError(f"batch_size must be 'auto' or an int >= 1, got {batch_size!r}")
-        fit = batch_budget_bytes(backend) // max(1, int(per_tree_bytes))
-        if not backend.is_gpu:
-            if n_threads is None:
-                import numba
-
-                n_threads = numba.get_num_threads()
-            fit = min(fit, max(CPU_MIN_BATCH, CPU_TREES_PER_THREAD * int(n_threads)))
+        if backend.is_gpu:
+            fit = batch_budget_bytes(backend) // max(1, int(per_tree_bytes))
+        else:
+            threads = max(1, int(n_threads if n_threads is not None else numba_thread_count()))
+            # rounds of `threads` batches of at most CPU_BATCH_TREES trees, evened out
+            rounds = -(-int(n_estimators) // (threads * CPU_BATCH_TREES))
+            fit = min(
+                batch_budget_bytes(backend) // max(1, int(per_tree_bytes) * threads),
+                -(-int(n_estimators) // (threads * rounds)),
+            )
         return int(max(1, min(n_estimators, fit)))
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral):
         raise TypeError(
@@ -120,6 +126,12 @@ def resolve_batch_size(
     if batch_size < 1:
         raise ValueError(f"batch_size must be 'auto' or an int >= 1, got {batch_size}")
     return int(min(n_estimators, batch_size))
+
+
+def numba_thread_count() -> int:
+    import numba
+
+    return int(numba.get_num_threads())
 
 
 def n_bootstrap_samples(max_samples: Any, n_samples: int, bootstrap: bool) -> int:

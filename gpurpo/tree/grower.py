@@ -3,7 +3,7 @@
 Lower-level API used by the tree estimators, the forests and boosting
 ------------------------------------------------------------------------
 
-``grow_trees(binned, targets, weights, params, rng, backend) -> GrowResult``
+``grow_trees(binned, targets, weights, params, rng, backend, root_seeds=None) -> GrowResult``
     Grows ``T`` trees TOGETHER, level by level (Joly et al. 2014, section
     3.1; the node-batched growth of GPU tree learners): at every level all
     frontier nodes of all trees are evaluated in one batch. ``targets`` is a
@@ -14,7 +14,7 @@ Lower-level API used by the tree estimators, the forests and boosting
     :meth:`gpurpo.tree.binning.BinMapper.transform`. A forest calls it once
     per batch of trees.
 
-``grow_tree_best_first(binned, targets, weights, params, rng, backend) -> GrowResult``
+``grow_tree_best_first(binned, targets, weights, params, rng, backend, root_seeds=None) -> GrowResult``
     Best-first growth (the leaf with the largest gain is split next) until
     ``params.max_leaf_nodes`` leaves, for each of the T trees (boosting
     passes T = 1 and its gradients as targets, shape (n, 1, m)).
@@ -84,7 +84,13 @@ from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
 
-__all__ = ["GrowResult", "grow_trees", "grow_tree_best_first", "default_small_node_size"]
+__all__ = [
+    "GrowResult",
+    "draw_root_seeds",
+    "grow_trees",
+    "grow_tree_best_first",
+    "default_small_node_size",
+]
 
 _EPSILON = np.finfo(np.float64).eps
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
@@ -192,6 +198,7 @@ class _Grower:
         params: GrowthParams,
         rng: np.random.Generator,
         backend: Backend,
+        root_seeds: Any = None,
     ) -> None:
         xp = backend.xp
         self.xp = xp
@@ -262,9 +269,13 @@ class _Grower:
         if params.max_leaf_nodes is not None:
             max_nodes = np.minimum(max_nodes, 2 * int(params.max_leaf_nodes) - 1)
         self.nodes.reserve(int(max_nodes.sum()))
-        root_seeds = rng.integers(
-            0, np.iinfo(np.uint64).max, size=n_trees, dtype=np.uint64, endpoint=True
-        )
+        if root_seeds is None:
+            root_seeds = draw_root_seeds(rng, n_trees)
+        root_seeds = np.asarray(root_seeds, dtype=np.uint64)
+        if root_seeds.shape != (n_trees,):
+            raise ValueError(
+                f"root_seeds must have shape (n_trees={n_trees},), got {root_seeds.shape}"
+            )
         self.roots = self.nodes.add(
             np.arange(n_trees), np.full(n_trees, -1), np.zeros(n_trees), starts, starts + counts,
             root_seeds,
@@ -740,6 +751,16 @@ def _check_binned(binned: Any) -> None:
         )
 
 
+def draw_root_seeds(rng: np.random.Generator, n_trees: int) -> np.ndarray:
+    """The root seeds of ``n_trees`` trees: one full-range uint64 draw each.
+
+    Drawing them for all trees at once gives the same seeds as drawing them
+    batch by batch (each consumes one 64-bit output of ``rng``), so batches
+    grown on concurrent threads can be given their seeds in advance.
+    """
+    return rng.integers(0, np.iinfo(np.uint64).max, size=n_trees, dtype=np.uint64, endpoint=True)
+
+
 def grow_trees(
     binned: BinnedMatrix,
     targets: Any,
@@ -747,6 +768,7 @@ def grow_trees(
     params: GrowthParams,
     rng: np.random.Generator,
     backend: Backend,
+    root_seeds: Any = None,
 ) -> GrowResult:
     """Grow T trees together, level by level (see the module docstring).
 
@@ -762,13 +784,16 @@ def grow_trees(
     rng : numpy.random.Generator
         Draws one seed per tree (host side); node seeds derive from it.
     backend : Backend
+    root_seeds : uint64 array (T,), optional
+        The trees' root seeds, instead of drawing them from ``rng``
+        (:func:`draw_root_seeds`).
 
     Returns
     -------
     GrowResult
     """
     _check_binned(binned)
-    grower = _Grower(binned, targets, weights, params, rng, backend)
+    grower = _Grower(binned, targets, weights, params, rng, backend, root_seeds)
     frontier = grower.roots
     while len(frontier):
         nodes = grower.nodes
@@ -800,6 +825,7 @@ def grow_tree_best_first(
     params: GrowthParams,
     rng: np.random.Generator,
     backend: Backend,
+    root_seeds: Any = None,
 ) -> GrowResult:
     """Grow T trees best-first up to ``params.max_leaf_nodes`` leaves each.
 
@@ -812,7 +838,7 @@ def grow_tree_best_first(
     _check_binned(binned)
     if params.max_leaf_nodes is None:
         raise ValueError("grow_tree_best_first needs params.max_leaf_nodes, got None")
-    grower = _Grower(binned, targets, weights, params, rng, backend)
+    grower = _Grower(binned, targets, weights, params, rng, backend, root_seeds)
     nodes = grower.nodes
     max_leaves = int(params.max_leaf_nodes)
     n_leaves = np.ones(grower.n_trees, dtype=np.int64)

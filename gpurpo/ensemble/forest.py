@@ -317,8 +317,10 @@ _PARAMETERS = """
         locality there. Lower it if memory runs out; it does not change the
         forest.
     n_jobs : int or None, default=None
-        CPU threads of the kernels during fit and predict (joblib's
-        convention: -1 all, -2 all but one; None leaves numba's setting).
+        CPU threads during fit and predict (joblib's convention: -1 all, -2
+        all but one; None: numba's setting). On the CPU, fit grows that many
+        batches of trees at once, one thread each (the forest does not depend
+        on ``n_jobs``); prediction runs the kernels on all of them.
     random_state : None, int or numpy Generator, default=None
         Seeds the binning subsample, bootstrap samples, projections and
         per-node randomness. The same seed gives the same forest on a

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from gpurpo._validation import check_array, check_choice, check_consistent_rows
 from gpurpo.backend import (
@@ -298,6 +299,8 @@ class BaseForest(BaseEstimator):
             if workers > 1:
                 if not plan.per_tree:
                     plan.targets(Y_targets, seeds[:1, 1], backend)  # the shared targets, once
+                # one BLAS thread per batch thread (dense projection products)
+                stack.enter_context(threadpool_limits(limits=1, user_api="blas"))
                 pool = stack.enter_context(ThreadPoolExecutor(max_workers=workers))
                 futures = [pool.submit(grow_batch_serially, b0, b1) for b0, b1 in batches]
                 stack.callback(lambda: [f.cancel() for f in futures])

@@ -234,6 +234,16 @@ def test_auto_batch_on_the_cpu_keeps_every_thread_busy(n_trees, threads, expecte
     assert batches.resolve_batch_size("auto", 5, 1000, NUMPY, 1) == 5
 
 
+def test_batches_in_parallel_only_on_the_cpu_with_trees_for_half_the_threads():
+    from gpurpo.backend import EMULATED
+    from gpurpo.ensemble._forest_batches import grows_batches_in_parallel as parallel
+
+    assert parallel(NUMPY, 100, 16) and parallel(NUMPY, 8, 16) and parallel(NUMPY, 1, 2)
+    assert not parallel(NUMPY, 7, 16)  # a single batch with the kernels on 16 threads
+    assert not parallel(NUMPY, 100, 1)
+    assert not parallel(EMULATED, 100, 4)
+
+
 @pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores")
 @pytest.mark.parametrize("Forest", [RandomForestRegressor, ExtraTreesClassifier])
 @pytest.mark.parametrize("shared", [False, True])

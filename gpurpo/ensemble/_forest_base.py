@@ -54,6 +54,7 @@ from gpurpo.backend import (
 from gpurpo.ensemble._forest_batches import (
     bootstrap_counts,
     bootstrap_indices,
+    grows_batches_in_parallel,
     n_bootstrap_samples,
     numba_thread_count,
     numba_threads,
@@ -242,22 +243,21 @@ class BaseForest(BaseEstimator):
         Y_targets = Y.astype(xp.float32)
         in_bag = min(n, n_draws)
         leaf_bytes = 12 * int(Y.nnz) if sparse_y else 8 * d * in_bag
+        threads = resolve_n_jobs(self.n_jobs)
+        if threads is None:
+            threads = numba_thread_count()
+        tree_parallel = grows_batches_in_parallel(backend, n_trees, threads)
         batch = resolve_batch_size(
             self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend,
-            n_threads=resolve_n_jobs(self.n_jobs),
+            n_threads=threads if tree_parallel else 1,
         )
+        batches = [(b0, min(n_trees, b0 + batch)) for b0 in range(0, n_trees, batch)]
+        workers = min(threads, len(batches)) if tree_parallel else 1
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         want_oob = self.oob_score is not False
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
-
         root_seeds = draw_root_seeds(rng, n_trees)
-        batches = [(b0, min(n_trees, b0 + batch)) for b0 in range(0, n_trees, batch)]
-        threads = resolve_n_jobs(self.n_jobs)
-        if threads is None:
-            threads = numba_thread_count()
-        # CPU: several batches at once, one thread each (see serial_cpu_kernels)
-        workers = min(threads, len(batches)) if backend.name == "numpy" else 1
 
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             batch_start = time.perf_counter()

@@ -46,6 +46,7 @@ __all__ = [
     "resolve_n_jobs",
     "numba_threads",
     "numba_thread_count",
+    "grows_batches_in_parallel",
     "out_of_memory_error",
 ]
 
@@ -126,6 +127,18 @@ def resolve_batch_size(
     if batch_size < 1:
         raise ValueError(f"batch_size must be 'auto' or an int >= 1, got {batch_size}")
     return int(min(n_estimators, batch_size))
+
+
+def grows_batches_in_parallel(backend: Backend, n_trees: int, threads: int) -> bool:
+    """Whether a forest grows several batches at once, one thread each.
+
+    On the CPU backend with several threads and at least half as many trees
+    as threads; otherwise one batch at a time, its kernels on all threads
+    (each thread busy with its own trees beats kernels shared by all threads,
+    whose small nodes leave threads idle, as long as few threads idle for
+    lack of trees).
+    """
+    return backend.name == "numpy" and threads > 1 and 2 * int(n_trees) >= threads
 
 
 def numba_thread_count() -> int:

@@ -319,8 +319,10 @@ _PARAMETERS = """
     n_jobs : int or None, default=None
         CPU threads during fit and predict (joblib's convention: -1 all, -2
         all but one; None: numba's setting). On the CPU, fit grows that many
-        batches of trees at once, one thread each (the forest does not depend
-        on ``n_jobs``); prediction runs the kernels on all of them.
+        batches of trees at once, one thread each, when there are at least
+        half as many trees as threads (else the kernels of one batch use all
+        the threads); the forest does not depend on ``n_jobs``. Prediction
+        runs the kernels on all the threads.
     random_state : None, int or numpy Generator, default=None
         Seeds the binning subsample, bootstrap samples, projections and
         per-node randomness. The same seed gives the same forest on a

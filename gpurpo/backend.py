@@ -49,6 +49,7 @@ __all__ = [
     "is_gpu_array",
     "to_host",
     "segment_ids",
+    "segment_positions",
     "check_random_state",
     "spawn_seeds",
     "register_kernel",
@@ -511,6 +512,33 @@ def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:
     return xp.searchsorted(ends, xp.arange(int(total), dtype=xp.int64), side="right").astype(
         xp.int64
     )
+
+
+def segment_positions(xp: ModuleType, starts: Any, lengths: Any, total: int) -> tuple[Any, Any]:
+    """Positions ``starts[s] + k`` (k < ``lengths[s]``) of all segments, and their segment.
+
+    The segments laid end to end (:func:`segment_ids`), each position mapped
+    back into its own range ``[starts[s], starts[s] + lengths[s])``; for
+    example the buffer positions of the samples of a list of tree nodes.
+
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    starts, lengths : int arrays of shape (S,)
+        First position and length of every segment, on ``xp``.
+    total : int
+        ``lengths.sum()``.
+
+    Returns
+    -------
+    (positions, segment) : int64 arrays of shape (total,)
+    """
+    lengths = xp.asarray(lengths, dtype=xp.int64)
+    seg = segment_ids(xp, lengths, total)
+    offsets = xp.cumsum(lengths) - lengths
+    pos = xp.arange(int(total), dtype=xp.int64) - offsets[seg] + xp.asarray(starts)[seg]
+    return pos, seg
 
 
 # --------------------------------------------------------------------------

@@ -170,3 +170,11 @@ def test_segment_ids_equal_numpy_repeat(seed):
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, expected)
     assert B.segment_ids(np, np.zeros(3, dtype=int), 0).shape == (0,)
+
+
+def test_segment_positions_equal_a_loop_over_ranges():
+    starts = np.array([7, 0, 20, 3, 40])
+    lengths = np.array([3, 2, 0, 4, 1])
+    pos, seg = B.segment_positions(np, starts, lengths, int(lengths.sum()))
+    expected = [(s + k, i) for i, (s, n) in enumerate(zip(starts, lengths)) for k in range(n)]
+    assert list(zip(pos.tolist(), seg.tolist())) == expected

@@ -76,7 +76,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, registered_kernels, segment_ids
+from gpurpo.backend import Backend, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import child_seed, feature_at, uniform_at
@@ -293,12 +293,8 @@ class _Grower:
         xp = self.xp
         lengths = stops - starts
         offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        total = int(lengths.sum())
-        node_of = segment_ids(xp, self._dev(lengths, xp.int64), total)
-        pos = (
-            xp.arange(total, dtype=xp.int64)
-            - self._dev(offsets, xp.int64)[node_of]
-            + self._dev(starts, xp.int64)[node_of]
+        pos, node_of = segment_positions(
+            xp, self._dev(starts, xp.int64), self._dev(lengths, xp.int64), int(lengths.sum())
         )
         return pos, node_of, offsets
 

@@ -185,7 +185,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpurpo.backend import Backend, register_kernel, segment_ids
+from gpurpo.backend import Backend, register_kernel, segment_positions
 from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
 
@@ -252,9 +252,7 @@ def _node_stats_xp(
         out_impure[...] = 0
         out_q[...] = 0.0
         return
-    node_of = segment_ids(xp, lengths, total)
-    offsets = xp.cumsum(lengths) - lengths
-    pos = xp.arange(total, dtype=xp.int64) - offsets[node_of] + node_ranges[node_of, 0]
+    pos, node_of = segment_positions(xp, node_ranges[:, 0], lengths, total)
     samples = sample_indices[pos]
     trees = node_tree.astype(xp.int64)[node_of]
     first = sample_indices[xp.minimum(node_ranges[:, 0], total - 1)][node_of]

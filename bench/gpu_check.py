@@ -45,8 +45,8 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 TOTAL_BUDGET_S = 10 * 60
-# seconds of the budget the forest section leaves to the boosting section
-BOOSTING_RESERVE_S = 150
+# share of the budget the forest section leaves to the boosting section
+BOOSTING_RESERVE = 0.25
 
 
 class Report:
@@ -508,7 +508,7 @@ def _forest_child(device: str, n_trees: int, path: Path, timeout: float) -> dict
                       {"device": device, "trees": n_trees})
 
 
-def section_forest(quick: bool, deadline: float) -> str:
+def section_forest(quick: bool, deadline: float, boosting_reserve: float) -> str:
     n, p, d, r = (100_000, 100, 1000, 5) if quick else (1_000_000, 100, 1000, 5)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forest.npz"
@@ -527,7 +527,7 @@ def section_forest(quick: bool, deadline: float) -> str:
             results.append(_forest_child("cuda", 100, path, min(300.0, 0.5 * left())))
         # CPU: as many trees as the remaining budget allows (timed per tree)
         cpu_trees = 2 if not quick else 10
-        results.append(_forest_child("cpu", cpu_trees, path, max(0.0, left() - BOOSTING_RESERVE_S)))
+        results.append(_forest_child("cpu", cpu_trees, path, max(0.0, left() - boosting_reserve)))
     rows = []
     per_tree: dict[str, float] = {}
     for res in results:
@@ -619,9 +619,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
     parser.add_argument("--skip-tests", action="store_true", help="benchmarks only")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="report folder")
+    parser.add_argument("--budget", type=float, default=TOTAL_BUDGET_S,
+                        help=f"seconds for the whole run (default {TOTAL_BUDGET_S}); the tests "
+                             "get at most 30 %% of it, the boosting section 25 %%")
     args = parser.parse_args(argv)
+    if args.budget < 60:
+        parser.error(f"--budget must be at least 60 seconds, got {args.budget}")
     report = Report()
-    deadline = time.perf_counter() + TOTAL_BUDGET_S
+    deadline = time.perf_counter() + args.budget
+    tests_timeout = min(180.0 if args.quick else 240.0, 0.3 * args.budget)
     state: dict[str, Any] = {}
     report.run("Environment", lambda: section_environment(state))
     if not state.get("gpu"):
@@ -629,12 +635,13 @@ def main(argv: list[str] | None = None) -> int:
                               "were not run.")
     else:
         if not args.skip_tests:
-            report.run("GPU tests", lambda: section_tests(timeout=240 if not args.quick else 180))
+            report.run("GPU tests", lambda: section_tests(timeout=tests_timeout))
         report.run("Histogram kernel throughput", lambda: section_histograms(state, args.quick))
         report.run("Device-to-host transfers during a tree fit",
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))
-        report.run("Forest fit, GPU vs CPU", lambda: section_forest(args.quick, deadline))
+        report.run("Forest fit, GPU vs CPU", lambda: section_forest(args.quick, deadline,
+                                                                BOOSTING_RESERVE * args.budget))
         report.run("Boosting fit, GPU vs CPU", lambda: section_boosting(args.quick, deadline))
     device = (state.get("device") or {}).get("name", "no-gpu")
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
@@ -645,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     header = (
         f"# gpurpo GPU check: {device}\n\n"
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
-        f"{' --quick' if args.quick else ''}`, total {report.elapsed():.0f} s, git "
+        f"{' --quick' if args.quick else ''}"
+        f"{f' --budget {args.budget:g}' if args.budget != TOTAL_BUDGET_S else ''}`, total {report.elapsed():.0f} s, git "
         f"{_git_rev()}\n"
     )
     path.write_text(report.markdown(header))

@@ -11,10 +11,13 @@
 //      gpurpo/tree/_random.py, ported bit for bit), blockDim positions at a
 //      time: each thread tests one position for a constant feature, then the
 //      first n_candidates non-constant ones (in position order) are kept;
-//   3. for each kept feature: counts samples per bin (shared memory), orders
-//      the samples by bin with a stable counting sort, and evaluates every
-//      candidate bin in parallel (one thread per occupied bin), each thread
-//      recomputing its left sums in exactly the CPU kernel's summation order
+//   3. for each kept feature: counts samples per bin (shared memory), scans
+//      the counts in parallel (a span of bins per thread, then a scan over the
+//      threads), orders the samples by bin with a stable counting sort done
+//      a chunk of blockDim samples at a time (no thread works alone over the
+//      bins or the samples), and evaluates every candidate bin in parallel
+//      (one thread per occupied bin), each thread recomputing its left weight
+//      and left sums in exactly the CPU kernel's summation order
 //      (sorted order for nodes of at most ``sort_limit`` samples, per-bin sums
 //      in sample order otherwise, including the CPU's "LS += MS; LS -= MS"
 //      round trip when the missing-left side is scored), so gains are
@@ -125,15 +128,18 @@ extern "C" __global__ void tree_split_small(
     __shared__ int cnt[SPLIT_MAX_BINS];
     __shared__ int run_start[SPLIT_MAX_BINS];
     __shared__ int nl_at[SPLIT_MAX_BINS];
-    __shared__ double wl_at[SPLIT_MAX_BINS];
     __shared__ int pos_feature[SPLIT_MAX_THREADS];
     __shared__ int pos_nonconst[SPLIT_MAX_THREADS];
     __shared__ int sel_feature[SPLIT_MAX_THREADS];
     __shared__ int sel_pos[SPLIT_MAX_THREADS];
     __shared__ double red_g[SPLIT_MAX_THREADS];
     __shared__ int red_key[SPLIT_MAX_THREADS];
-    __shared__ double sh_W, sh_Q, sh_parent, sh_Wm;
-    __shared__ int sh_n_sel, sh_bmin, sh_bmax, sh_n_miss, sh_et_bin, sh_cut;
+    __shared__ double sh_W, sh_Q, sh_parent;
+    __shared__ int sh_n_sel, sh_et_bin, sh_cut;
+    // the bin scan of step 3a reuses arrays that are idle at that point
+    int* scan_cnt = red_key;
+    int* scan_min = pos_feature;
+    int* scan_max = pos_nonconst;
 
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
@@ -276,43 +282,72 @@ extern "C" __global__ void tree_split_small(
                     atomicAdd(&cnt[code], 1);
                 }
                 __syncthreads();
-                if (tid == 0) {
-                    int bmin = missing_bin, bmax = -1;
-                    int acc = 0;
-                    for (int b = 0; b < SPLIT_MAX_BINS; ++b) {
-                        run_start[b] = acc;
-                        acc += cnt[b];
+                // 3a. exclusive prefix sums of the bin counts (run_start) and the
+                // occupied range [bmin, bmax] of the non-missing bins: each thread
+                // takes a span of bins, then an inclusive scan over the threads
+                // (Hillis-Steele, in the shared arrays scan_*; exact integers)
+                {
+                    const int span = (SPLIT_MAX_BINS + nthreads - 1) / nthreads;
+                    const int b_lo = min(tid * span, SPLIT_MAX_BINS);
+                    const int b_hi = min(b_lo + span, SPLIT_MAX_BINS);
+                    int local = 0, lmin = missing_bin, lmax = -1;
+                    for (int b = b_lo; b < b_hi; ++b) {
+                        local += cnt[b];
                         if (cnt[b] > 0 && b != missing_bin) {
-                            if (b < bmin) bmin = b;
-                            if (b > bmax) bmax = b;
+                            lmin = min(lmin, b);
+                            lmax = max(lmax, b);
                         }
                     }
-                    // stable counting sort of the node's samples by code (nl_at as cursor);
-                    // the sorted list holds sample ids
-                    for (int b = 0; b < SPLIT_MAX_BINS; ++b) nl_at[b] = run_start[b];
-                    for (long long a = 0; a < ns; ++a) sorted[nl_at[ccode[a]]++] = samples[a];
-                    const bool use_sort = ns <= sort_limit;
-                    double WL = 0.0;
-                    int nL = 0;
-                    for (int b = bmin; b <= bmax; ++b) {
-                        if (cnt[b] == 0) continue;
-                        const int r0 = run_start[b], r1 = r0 + cnt[b];
-                        if (use_sort) {
-                            for (int r = r0; r < r1; ++r) WL = __dadd_rn(WL, (double)wrow[sorted[r]]);
-                        } else {
-                            double h = 0.0;
-                            for (int r = r0; r < r1; ++r) h = __dadd_rn(h, (double)wrow[sorted[r]]);
-                            WL = __dadd_rn(WL, h);
+                    scan_cnt[tid] = local;
+                    scan_min[tid] = lmin;
+                    scan_max[tid] = lmax;
+                    __syncthreads();
+                    for (int off = 1; off < nthreads; off <<= 1) {
+                        int vc = 0, vmin = missing_bin, vmax = -1;
+                        if (tid >= off) {
+                            vc = scan_cnt[tid - off];
+                            vmin = scan_min[tid - off];
+                            vmax = scan_max[tid - off];
                         }
-                        nL += cnt[b];
-                        wl_at[b] = WL;
-                        nl_at[b] = nL;
+                        __syncthreads();
+                        scan_cnt[tid] += vc;
+                        scan_min[tid] = min(scan_min[tid], vmin);
+                        scan_max[tid] = max(scan_max[tid], vmax);
+                        __syncthreads();
                     }
-                    double Wm = 0.0;
-                    {
-                        const int r0 = run_start[missing_bin], r1 = r0 + cnt[missing_bin];
-                        for (int r = r0; r < r1; ++r) Wm = __dadd_rn(Wm, (double)wrow[sorted[r]]);
+                    int acc = scan_cnt[tid] - local;
+                    for (int b = b_lo; b < b_hi; ++b) {
+                        run_start[b] = acc;
+                        nl_at[b] = acc;  // the sort's cursor; ends at run_start[b] + cnt[b]
+                        acc += cnt[b];
                     }
+                }
+                __syncthreads();
+                const int bmin = scan_min[nthreads - 1];
+                const int bmax = scan_max[nthreads - 1];
+                // 3b. stable counting sort of the node's samples by code, nthreads
+                // samples at a time: a sample's place in its bin's run is the bin's
+                // cursor plus the number of earlier samples of the chunk in that bin
+                for (long long c0 = 0; c0 < ns; c0 += nthreads) {
+                    const long long a = c0 + tid;
+                    const long long c1 = min(ns, c0 + (long long)nthreads);
+                    int code = 0, rank = 0;
+                    bool last = true;
+                    if (a < ns) {
+                        code = ccode[a];
+                        for (long long a2 = c0; a2 < c1; ++a2) {
+                            if (a2 != a && ccode[a2] == code) {
+                                if (a2 < a) ++rank;
+                                else last = false;
+                            }
+                        }
+                        sorted[nl_at[code] + rank] = samples[a];
+                    }
+                    __syncthreads();
+                    if (a < ns && last) nl_at[code] += rank + 1;
+                    __syncthreads();
+                }
+                if (tid == 0) {
                     int cut = -1, et_bin = -1;
                     if (random_split) {
                         cut = split_random_cut(thresholds, n_thr, fq, bmin, bmax,
@@ -320,16 +355,11 @@ extern "C" __global__ void tree_split_small(
                         for (int b = bmin; b <= bmax && b <= cut; ++b)
                             if (cnt[b] > 0) et_bin = b;
                     }
-                    sh_bmin = bmin;
-                    sh_bmax = bmax;
-                    sh_n_miss = cnt[missing_bin];
-                    sh_Wm = Wm;
                     sh_cut = cut;
                     sh_et_bin = et_bin;
                 }
                 __syncthreads();
-                const int bmin = sh_bmin, bmax = sh_bmax, n_miss = sh_n_miss;
-                const double Wm = sh_Wm;
+                const int n_miss = cnt[missing_bin];
                 const bool use_sort = ns <= sort_limit;
                 const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
                 double my_g = NEG_INF;
@@ -341,12 +371,26 @@ extern "C" __global__ void tree_split_small(
                     const bool at_end = bin_used >= bmax;
                     if (at_end && n_miss == 0) continue;
                     const int nL = nl_at[b];
-                    const double WL = wl_at[b];
                     const bool eval_mr = nL >= min_samples_leaf && ns - nL >= min_samples_leaf;
                     const int nLm = nL + n_miss;
                     const bool eval_ml =
                         n_miss > 0 && !at_end && nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf;
                     if (!eval_mr && !eval_ml) continue;
+                    // left weight and missing weight, in the CPU kernel's summation order
+                    double WL = 0.0;
+                    for (int b2 = bmin; b2 <= b; ++b2) {
+                        if (cnt[b2] == 0) continue;
+                        const int r0 = run_start[b2], r1 = r0 + cnt[b2];
+                        if (use_sort) {
+                            for (int r = r0; r < r1; ++r) WL = __dadd_rn(WL, (double)wrow[sorted[r]]);
+                        } else {
+                            double h = 0.0;
+                            for (int r = r0; r < r1; ++r) h = __dadd_rn(h, (double)wrow[sorted[r]]);
+                            WL = __dadd_rn(WL, h);
+                        }
+                    }
+                    double Wm = 0.0;
+                    for (int r = mr0; r < mr1; ++r) Wm = __dadd_rn(Wm, (double)wrow[sorted[r]]);
                     double left = 0.0, right = 0.0, left_m = 0.0, right_m = 0.0;
                     for (int c = 0; c < m; ++c) {
                         double MS = 0.0;

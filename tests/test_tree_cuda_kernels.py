@@ -243,6 +243,21 @@ def test_split_small_matches_numba(msl, random_split, k, integer):
         assert f_gpu[i] != 3 and present.min() <= b_gpu[i] <= present.max()
 
 
+@pytest.mark.parametrize("random_split", [False, True])
+def test_split_small_matches_numba_with_256_bins(random_split):
+    # the bin scan spans all 256 bins (the missing bin last) and several sort chunks
+    rng = np.random.default_rng(77 + random_split)
+    n_bins = 256
+    problem = _split_problem(rng, SIZES, n_bins=n_bins)
+    args = problem + (5, 1, random_split, n_bins - 1, 1e-5)
+    got = kernels.split_small(EMULATED, *args)
+    want = kernels.split_small(NUMPY, *args)
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
+    assert (got[0] >= 0).sum() >= len(SIZES) - 4
+
+
 @pytest.mark.parametrize("msl", [1, 3])
 def test_split_small_matches_brute_force(msl):
     rng = np.random.default_rng(20 + msl)

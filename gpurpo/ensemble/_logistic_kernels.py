@@ -236,14 +236,35 @@ def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
     curv += accumulate_leaves_dense(backend, leaf32, w, P * (1.0 - P), n_leaves)
 
 
+def _column_sums(xp, A, weights=None):
+    """``sum_i weights_i A[i, :]`` as a matrix-vector product.
+
+    A product is bandwidth-bound on every backend, whereas CuPy's
+    ``sum(axis=0)`` of a C-ordered (n, d) array reduces each column with
+    strided loads (measured on an H200: 7.6 ms for n = 248,000, d = 101).
+    """
+    if weights is None:
+        weights = xp.ones(A.shape[0], dtype=A.dtype)
+    return weights @ A
+
+
 def _derivatives_xp(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
     xp = backend.xp
-    H = values[leaf]
     P = 1.0 / (1.0 + E * T[leaf])
-    WH = w[:, None] * H
     keep = columns != 0
-    first += xp.where(keep, xp.sum(WH * (P - (Y > 0)), axis=0), 0.0)
-    second += xp.where(keep, xp.sum(WH * H * (P * (1.0 - P)), axis=0), 0.0)
+    if values.shape[1] == 1:
+        # one tree output for all labels: the leaf values become the weights
+        h = values[leaf, 0]
+        wh = w * h
+        d1 = _column_sums(xp, P - (Y > 0), wh)
+        d2 = _column_sums(xp, P * (1.0 - P), wh * h)
+    else:
+        H = values[leaf]
+        WH = w[:, None] * H
+        d1 = _column_sums(xp, WH * (P - (Y > 0)))
+        d2 = _column_sums(xp, WH * H * (P * (1.0 - P)))
+    first += xp.where(keep, d1, 0.0)
+    second += xp.where(keep, d2, 0.0)
 
 
 register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_xp)
@@ -349,6 +370,19 @@ class LogisticLine:
         self.leaf = xp.ascontiguousarray(xp.reshape(leaf, (-1,)), dtype=xp.int64)
         self.values = _f64(xp, values)
         self.d = self.E.shape[1]
+
+    def max_abs_step_direction(self) -> Any:
+        """``max_i |h_ij|`` over the samples of positive weight, per output (d,).
+
+        Computed on the (L, d) leaf values of the leaves that hold such a
+        sample, not on the (n, d) predictions: the same maximum.
+        """
+        xp = self.backend.xp
+        n_leaves = self.values.shape[0]
+        held = xp.zeros(n_leaves, dtype=xp.float64)
+        held[self.leaf[self.w > 0]] = 1.0
+        hmax = xp.max(xp.where(held[:, None] > 0, xp.abs(self.values), 0.0), axis=0)
+        return xp.broadcast_to(hmax, (self.d,))
 
     def derivatives(self, rho: Any, columns: Any = None) -> tuple[Any, Any]:
         """First and second derivatives of every ``phi_j`` at ``rho`` (d,).

@@ -193,9 +193,7 @@ def logistic_step(
     H = xp.ascontiguousarray(H, dtype=xp.float64)
     w = xp.ascontiguousarray(w, dtype=xp.float64)
     line = LogisticLine(backend, Y, F, H, w, leaf, values)
-    used = (w > 0)[:, None]
-    hmax = xp.max(xp.where(used, xp.abs(H), 0.0), axis=0)
-    hmax = xp.broadcast_to(hmax, (d,))
+    hmax = line.max_abs_step_direction()
     active = hmax > 0
     cap = xp.where(active, max_logit_step / xp.where(active, hmax, 1.0), 0.0)
     zero = xp.zeros(d, dtype=xp.float64)

@@ -386,12 +386,17 @@ class _Grower:
         return self._split_large_sampled(ids, seeds, tie_tol)
 
     def _score(
-        self, hist: Any, feats: Any, seeds_dev: Any, positions: Any
+        self, hist: Any, feats: Any, seeds: np.ndarray, positions: np.ndarray
     ) -> Any:
+        """Score the histograms; Extra-Trees cut draws for (node seed, position) pairs.
+
+        ``seeds`` (n_nodes,) and ``positions`` (broadcastable to (n_nodes, k))
+        are host arrays: the draws are made on the host and copied once.
+        """
         xp = self.xp
         uniforms = None
         if self.random_split:
-            uniforms = uniform_at(seeds_dev[:, None], positions, xp)
+            uniforms = self._dev(uniform_at(seeds[:, None], positions, np), xp.float64)
         return score_histograms(
             self.backend,
             hist,
@@ -472,9 +477,8 @@ class _Grower:
                 h = xp.stack([hists[int(g)] for g in part])
             else:
                 h = self._hist(part, feats)
-            seeds_dev = self._dev(seeds[c0 : c0 + chunk], xp.uint64)
-            positions = xp.arange(p, dtype=xp.int64)[None, :]
-            slots = self._score(h, feats, seeds_dev, positions)
+            positions = np.arange(p, dtype=np.int64)[None, :]
+            slots = self._score(h, feats, seeds[c0 : c0 + chunk], positions)
             tol = self._dev(tie_tol[c0 : c0 + chunk], xp.float64)
             f, b, ml, g = best_slot_per_node(
                 xp, slots.gain, slots.bin, slots.missing_left, feats, tol
@@ -511,19 +515,19 @@ class _Grower:
             for c0 in range(0, len(active), chunk):
                 rows = active[c0 : c0 + chunk]
                 tk = take[c0 : c0 + chunk]
-                seeds_dev = self._dev(seeds[rows], xp.uint64)
                 slot = np.arange(width)[None, :]
-                positions = self._dev(pos[rows][:, None] + slot, xp.int64)
-                used = self._dev(slot < tk[:, None], bool)
-                feats = feature_at(seeds_dev[:, None], positions, p, xp)
-                feats = xp.where(used, feats, -1).astype(xp.int32)
+                positions = pos[rows][:, None] + slot
+                # the visiting order on the host: a few small arrays, where a device
+                # evaluation would be dozens of tiny kernel launches per round
+                feats_h = feature_at(seeds[rows][:, None], positions, p, np)
+                feats_h = np.where(slot < tk[:, None], feats_h, -1).astype(np.int32)
+                feats = self._dev(feats_h, xp.int32)
                 h = self._hist(ids[rows], feats)
-                slots = self._score(h, feats, seeds_dev, positions)
+                slots = self._score(h, feats, seeds[rows], positions)
                 nonconst = self.backend.to_host(slots.nonconstant)
                 gains = self.backend.to_host(slots.gain)
                 bins = self.backend.to_host(slots.bin)
                 mls = self.backend.to_host(slots.missing_left)
-                feats_h = self.backend.to_host(feats)
                 # keep the non-constant slots, in visiting order, after those found so far
                 rank = np.cumsum(nonconst, axis=1) - 1 + found[rows][:, None]
                 r_idx, s_idx = np.nonzero(nonconst)

@@ -315,6 +315,22 @@ class _Grower:
         )
         return self.backend.to_host(impure).astype(bool), self.backend.to_host(q)
 
+    def drop_cached(self, ids: np.ndarray) -> None:
+        """Forget the cached histograms of the nodes ``ids`` (most have none).
+
+        Deep levels hold millions of nodes and the cache a few large ones:
+        the cheaper side of the two is iterated.
+        """
+        if not self.cache or len(ids) == 0:
+            return
+        if len(ids) > len(self.cache):
+            keys = np.fromiter(self.cache.keys(), dtype=np.int64, count=len(self.cache))
+            for g in keys[np.isin(keys, ids)].tolist():
+                del self.cache[g]
+        else:
+            for g in np.asarray(ids).tolist():
+                self.cache.pop(g, None)
+
     # ------------------------------------------------------------ evaluation
 
     def evaluate(self, ids: np.ndarray) -> None:
@@ -800,16 +816,14 @@ def grow_trees(
         small = (nodes.stop[frontier] - nodes.start[frontier]) <= grower.subtree
         if small.any():
             grower.grow_subtrees(frontier[small])
-            for g in frontier[small]:
-                grower.cache.pop(int(g), None)
+            grower.drop_cached(frontier[small])
             frontier = frontier[~small]
             if not len(frontier):
                 break
         grower.evaluate(frontier)
         splitting = frontier[grower.nodes.feature[frontier] >= 0]
         # Histograms of parents that are not split are never used again.
-        for g in frontier[grower.nodes.feature[frontier] < 0]:
-            grower.cache.pop(int(g), None)
+        grower.drop_cached(frontier[grower.nodes.feature[frontier] < 0])
         if len(splitting) == 0:
             break
         left, right = grower.split(splitting)

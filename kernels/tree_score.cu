@@ -3,18 +3,24 @@
 // ``score_histograms`` in gpurpo/tree/_kernels_cpu.py; equations in
 // gpurpo/tree/splitting.py).
 //
-// One thread per (node, slot), grid-stride loop. A thread makes one pass
-// over its slot's value bins to get the per-channel totals and the occupied
-// range, then one scan in increasing bin order with running left sums,
-// scoring "missing right" and "missing left" at every occupied bin. Sums
-// follow the CPU kernel's order exactly (bins in increasing order per
-// channel, channels 1..m in order for squared norms) and every product and
-// sum is rounded separately (__dmul_rn/__dadd_rn: no fused multiply-add), so
-// gains, and therefore the chosen bins, are bit-identical to the numba
-// kernel. The per-thread running sums (3 vectors of C doubles) live in
-// global scratch laid out channel-major, ``scratch[(v * C + c) * n_threads +
-// thread]``, so that the threads of a warp touch consecutive addresses; the
-// launcher caps the number of threads to bound that scratch.
+// One block per (node, slot), blocks looping over the slots:
+//   A. one thread per channel runs through the value bins in increasing
+//      order, writing the running left sums of every bin (the CPU kernel's
+//      running sums, value for value) to the block's scratch, then the
+//      channel total (+ the missing bin); the count channel's thread also
+//      finds the occupied range and the number of occupied bins;
+//   B. one thread per bin scores "missing right" and "missing left" at its
+//      bin from those sums (channels summed in order 1..m, as the CPU), and
+//      a block reduction keeps the first maximum of the CPU's visiting
+//      order (bin ascending, missing right before missing left), i.e. the
+//      largest gain with the smallest key 2 * bin + missing_left;
+//   Extra-Trees (random_split): thread 0 scores the drawn cut alone.
+// Every product and sum is rounded separately (__dmul_rn/__dadd_rn: no fused
+// multiply-add), so gains, and therefore the chosen bins, are bit-identical
+// to the numba kernel. Scratch per block: n_channels totals, then
+// (n_bins - 1) x n_channels running sums, bin-major.
+
+#define SCORE_THREADS 128
 
 __device__ __forceinline__ double score_sq_norm(const double* a, long long stride, int m)
 {
@@ -40,94 +46,135 @@ __device__ __forceinline__ double score_gain(const double* L, const double* T, l
     return __dadd_rn(__dadd_rn(sl / (wl > 0 ? wl : 1.0), sr / (wr > 0 ? wr : 1.0)), -parent);
 }
 
+// score_gain with the missing bin added to the left sums: left_m = L + hm
+__device__ __forceinline__ double score_gain_missing(const double* L, const float* hm,
+                                                     const double* T, int m, double parent)
+{
+    const double wl = __dadd_rn(L[0], (double)hm[0]);
+    const double wr = __dadd_rn(T[0], -wl);
+    const double l1 = __dadd_rn(L[1], (double)hm[1]);
+    double sl = __dmul_rn(l1, l1);
+    double r = __dadd_rn(T[1], -l1);
+    double sr = __dmul_rn(r, r);
+    for (int c = 2; c <= m; ++c) {
+        const double lc = __dadd_rn(L[c], (double)hm[c]);
+        sl = __dadd_rn(sl, __dmul_rn(lc, lc));
+        r = __dadd_rn(T[c], -lc);
+        sr = __dadd_rn(sr, __dmul_rn(r, r));
+    }
+    return __dadd_rn(__dadd_rn(sl / (wl > 0 ? wl : 1.0), sr / (wr > 0 ? wr : 1.0)), -parent);
+}
+
+// Is (g, key) better than (g2, key2)? Larger gain; equal gains: smaller key.
+__device__ __forceinline__ bool score_better(double g, int key, double g2, int key2)
+{
+    return g > g2 || (g == g2 && key < key2);
+}
+
 extern "C" __global__ void tree_score_histograms(
     const float* __restrict__ hist, const int* __restrict__ node_features,
     const double* __restrict__ uniforms, const double* __restrict__ thresholds,
     long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
-    double* __restrict__ scratch, long long n_threads,
+    double* __restrict__ scratch,
     double* __restrict__ out_gain, int* __restrict__ out_bin,
     unsigned char* __restrict__ out_missing_left, unsigned char* __restrict__ out_nonconstant)
 {
-    const long long thread = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (thread >= n_threads) return;
+    __shared__ double red_g[SCORE_THREADS];
+    __shared__ int red_key[SCORE_THREADS];
+    __shared__ int sh_bmin, sh_bmax, sh_occupied;
+    const int tid = threadIdx.x;
+    const int nthreads = blockDim.x;
+    // the launcher never does this: at most SCORE_THREADS, a power of two (reduction)
+    if (nthreads > SCORE_THREADS || (nthreads & (nthreads - 1)) != 0) __trap();
     const int nvb = n_bins - 1;
-    const int cnt = n_channels == m + 2 ? n_channels - 1 : 0;
-    const long long stride = n_threads;
-    double* tot = scratch + thread;
-    double* left = scratch + (long long)n_channels * stride + thread;
-    double* left_m = scratch + 2LL * n_channels * stride + thread;
+    const int C = n_channels;
+    const int cnt = C == m + 2 ? C - 1 : 0;
+    double* tot = scratch + (long long)blockIdx.x * (long long)(C + (long long)nvb * C);
+    double* L = tot + C;  // L[b * C + c]: sum of channel c over bins 0..b
     const double neg_inf = -__longlong_as_double(0x7FF0000000000000LL);
     const double msl = (double)min_samples_leaf;
 
-    for (long long task = thread; task < n_tasks; task += n_threads) {
-        const float* h = hist + task * (long long)n_bins * n_channels;
+    for (long long task = blockIdx.x; task < n_tasks; task += gridDim.x) {
+        const float* h = hist + task * (long long)n_bins * C;
+        const float* hm = h + (long long)nvb * C;
         const int f = node_features[task];
-        for (int c = 0; c < n_channels; ++c) tot[c * stride] = 0.0;
-        int bmin = -1, bmax = -1, n_occupied = 0;
-        for (int b = 0; b < nvb; ++b) {
-            const float* hb = h + (long long)b * n_channels;
-            for (int c = 0; c < n_channels; ++c)
-                tot[c * stride] = __dadd_rn(tot[c * stride], (double)hb[c]);
-            if (hb[cnt] > 0.0f) {
-                if (bmin < 0) bmin = b;
-                bmax = b;
-                ++n_occupied;
+        // ---- A. running sums per channel, in bin order
+        for (int c = tid; c < C; c += nthreads) {
+            double acc = 0.0;
+            int bmin = -1, bmax = -1, occupied = 0;
+            for (int b = 0; b < nvb; ++b) {
+                const float v = h[(long long)b * C + c];
+                acc = __dadd_rn(acc, (double)v);
+                L[(long long)b * C + c] = acc;
+                if (c == cnt && v > 0.0f) {
+                    if (bmin < 0) bmin = b;
+                    bmax = b;
+                    ++occupied;
+                }
+            }
+            tot[c] = __dadd_rn(acc, (double)hm[c]);
+            if (c == cnt) {
+                sh_bmin = bmin;
+                sh_bmax = bmax;
+                sh_occupied = occupied;
             }
         }
-        const bool any_value = bmin >= 0;
-        if (!any_value) {
-            bmin = 0;
-            bmax = nvb - 1;
-        }
-        const float* hm = h + (long long)nvb * n_channels;
+        __syncthreads();
+        const bool any_value = sh_bmin >= 0;
+        const int bmin = any_value ? sh_bmin : 0;
+        const int bmax = any_value ? sh_bmax : nvb - 1;
         const double n_miss = (double)hm[cnt];
         const bool has_miss = n_miss > 0.0;
-        for (int c = 0; c < n_channels; ++c)
-            tot[c * stride] = __dadd_rn(tot[c * stride], (double)hm[c]);
-        const double n_total = tot[cnt * stride];
-        const bool nonconstant = f >= 0 && n_occupied + (has_miss ? 1 : 0) >= 2;
+        const double n_total = tot[cnt];
+        const bool nonconstant = f >= 0 && sh_occupied + (has_miss ? 1 : 0) >= 2;
         const double w_total = tot[0];
-        const double parent = score_sq_norm(tot, stride, m) / (w_total > 0 ? w_total : 1.0);
-        for (int c = 0; c < n_channels; ++c) left[c * stride] = 0.0;
-        double gain, w_left;
-        int best_bin, direction;
+        const double parent = score_sq_norm(tot, 1, m) / (w_total > 0 ? w_total : 1.0);
+        double gain = neg_inf, w_left = (double)h[0];
+        int best_bin = 0, direction = 0;
         if (!random_split) {
-            gain = neg_inf;
-            best_bin = 0;
-            direction = 0;
-            w_left = (double)h[0];
-            for (int b = 0; b < nvb; ++b) {
-                const float* hb = h + (long long)b * n_channels;
-                for (int c = 0; c < n_channels; ++c)
-                    left[c * stride] = __dadd_rn(left[c * stride], (double)hb[c]);
-                if (!(hb[cnt] > 0.0f)) continue;
-                const double n_left = left[cnt * stride];
+            // ---- B. one thread per bin, then the first maximum over the block
+            double my_g = neg_inf;
+            int my_key = 0x7FFFFFFF;
+            for (int b = tid; b < nvb; b += nthreads) {
+                if (!(h[(long long)b * C + cnt] > 0.0f)) continue;
+                const double* Lb = L + (long long)b * C;
+                const double n_left = Lb[cnt];
                 const bool below_max = b < bmax;
                 if ((below_max || has_miss) && n_left >= msl && __dadd_rn(n_total, -n_left) >= msl) {
-                    const double g = score_gain(left, tot, stride, m, parent);
-                    if (g > gain) {
-                        gain = g;
-                        best_bin = b;
-                        direction = 0;
-                        w_left = left[0];
+                    const double g = score_gain(Lb, tot, 1, m, parent);
+                    if (g > my_g) {
+                        my_g = g;
+                        my_key = 2 * b;
                     }
                 }
                 if (has_miss && below_max) {
                     const double n_left_m = __dadd_rn(n_left, n_miss);
                     if (n_left_m >= msl && __dadd_rn(n_total, -n_left_m) >= msl) {
-                        for (int c = 0; c < n_channels; ++c)
-                            left_m[c * stride] = __dadd_rn(left[c * stride], (double)hm[c]);
-                        const double g = score_gain(left_m, tot, stride, m, parent);
-                        if (g > gain) {
-                            gain = g;
-                            best_bin = b;
-                            direction = 1;
-                            w_left = left[0];
+                        const double g = score_gain_missing(Lb, hm, tot, m, parent);
+                        if (g > my_g) {
+                            my_g = g;
+                            my_key = 2 * b + 1;
                         }
                     }
                 }
             }
-        } else {
+            red_g[tid] = my_g;
+            red_key[tid] = my_key;
+            __syncthreads();
+            for (int half = nthreads / 2; half > 0; half >>= 1) {
+                if (tid < half && score_better(red_g[tid + half], red_key[tid + half], red_g[tid], red_key[tid])) {
+                    red_g[tid] = red_g[tid + half];
+                    red_key[tid] = red_key[tid + half];
+                }
+                __syncthreads();
+            }
+            if (red_g[0] > neg_inf) {
+                gain = red_g[0];
+                best_bin = red_key[0] / 2;
+                direction = red_key[0] % 2;
+                w_left = L[(long long)best_bin * C];
+            }
+        } else if (tid == 0) {
             const double* thr = thresholds + (long long)(f >= 0 ? f : 0) * nvb;
             double lo = 0.0, hi = 0.0;
             if (bmax > bmin) {
@@ -143,31 +190,27 @@ extern "C" __global__ void tree_score_histograms(
             } else {
                 best_bin = bmax;
             }
-            for (int b = 0; b <= best_bin; ++b) {
-                const float* hb = h + (long long)b * n_channels;
-                for (int c = 0; c < n_channels; ++c)
-                    left[c * stride] = __dadd_rn(left[c * stride], (double)hb[c]);
-            }
-            const double n_left = left[cnt * stride];
+            const double* Lb = L + (long long)best_bin * C;
+            const double n_left = Lb[cnt];
             const bool below_max = best_bin < bmax;
             double gain_right = neg_inf, gain_left = neg_inf;
             if ((below_max || has_miss) && n_left >= msl && __dadd_rn(n_total, -n_left) >= msl)
-                gain_right = score_gain(left, tot, stride, m, parent);
+                gain_right = score_gain(Lb, tot, 1, m, parent);
             const double n_left_m = __dadd_rn(n_left, n_miss);
-            if (has_miss && below_max && n_left_m >= msl && __dadd_rn(n_total, -n_left_m) >= msl) {
-                for (int c = 0; c < n_channels; ++c)
-                    left_m[c * stride] = __dadd_rn(left[c * stride], (double)hm[c]);
-                gain_left = score_gain(left_m, tot, stride, m, parent);
-            }
+            if (has_miss && below_max && n_left_m >= msl && __dadd_rn(n_total, -n_left_m) >= msl)
+                gain_left = score_gain_missing(Lb, hm, tot, m, parent);
             direction = gain_left > gain_right ? 1 : 0;
             gain = gain_left > gain_right ? gain_left : gain_right;
-            w_left = left[0];
+            w_left = Lb[0];
         }
-        if (!(nonconstant && any_value)) gain = neg_inf;
-        out_gain[task] = gain;
-        out_bin[task] = best_bin;
-        out_missing_left[task] = has_miss ? (unsigned char)direction
-                                          : (unsigned char)(w_left >= __dadd_rn(w_total, -w_left) ? 1 : 0);
-        out_nonconstant[task] = nonconstant ? 1 : 0;
+        if (tid == 0) {
+            if (!(nonconstant && any_value)) gain = neg_inf;
+            out_gain[task] = gain;
+            out_bin[task] = best_bin;
+            out_missing_left[task] = has_miss ? (unsigned char)direction
+                                              : (unsigned char)(w_left >= __dadd_rn(w_total, -w_left) ? 1 : 0);
+            out_nonconstant[task] = nonconstant ? 1 : 0;
+        }
+        __syncthreads();  // the scratch and the reduction arrays are reused by the next slot
     }
 }

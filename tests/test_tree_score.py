@@ -274,14 +274,30 @@ def test_cuda_kernel_equals_numba(random_split, with_count):
 
 
 @needs_gxx
-def test_cuda_kernel_with_fewer_threads_than_slots(monkeypatch):
-    """The grid-stride loop: a scratch budget of a few threads still scores every slot."""
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("with_count", [True, False])
+def test_cuda_kernel_equals_numba_with_256_bins_and_ties(random_split, with_count):
+    # more bins than threads per block; integer targets make equal gains (the tie rule)
+    rng = np.random.default_rng(41 + random_split + 2 * with_count)
+    m = 2
+    hist, feats, thr, u, _ = sample_problem(rng, n_nodes=8, k=4, n_bins=256, m=m,
+                                            with_count=with_count, integer_targets=True)
+    want = run_kernel(NUMPY, hist, feats, m, 1, random_split, u, thr)
+    got = run_kernel(EMULATED, hist, feats, m, 1, random_split, u, thr)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_gxx
+def test_cuda_kernel_with_fewer_blocks_than_slots(monkeypatch):
+    """Blocks loop over the slots: a scratch budget of a few blocks still scores every slot."""
     from gpurpo.tree import _kernels_cuda
 
     rng = np.random.default_rng(5)
     m = 2
     hist, feats, thr, u, _ = sample_problem(rng, n_nodes=10, k=5, m=m)
-    monkeypatch.setattr(_kernels_cuda, "SCORE_SCRATCH_BYTES", 3 * 8 * (m + 2) * 7)
+    n_bins = hist.shape[2]
+    monkeypatch.setattr(_kernels_cuda, "SCORE_SCRATCH_BYTES", 8 * (m + 2) * n_bins * 7)
     got = run_kernel(EMULATED, hist, feats, m, 1, False, u, thr)
     assert_same(got, reference_scores(hist, feats, m, 1, False, u, thr))
 

@@ -23,9 +23,10 @@ size), not from constants tuned for one card:
   ``GRID_WAVES`` blocks per multiprocessor;
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
   node, blocks looping over nodes;
-* histogram scoring uses one thread per (node, slot), at most
-  ``THREADS_PER_SM`` per multiprocessor and at most as many as fit their
-  running sums in ``SCORE_SCRATCH_BYTES`` of scratch.
+* histogram scoring uses one block of ``SCORE_BLOCK`` threads per (node,
+  slot), blocks looping over the slots: at most ``SCORE_BLOCKS_PER_SM`` per
+  multiprocessor and at most as many as fit their running sums in
+  ``SCORE_SCRATCH_BYTES`` of scratch.
 
 Scalars are passed as NumPy scalars of exactly the parameter type.
 """
@@ -62,7 +63,8 @@ SPLIT_MAX_THREADS = 256  # SPLIT_MAX_THREADS of tree_split_small.cu
 SPLIT_BLOCKS_PER_SM = 16
 SPLIT_SCRATCH_BYTES = 256 * 1024**2
 THREADS_PER_SM = 2048
-SCORE_BLOCK = 128
+SCORE_BLOCK = 128  # SCORE_THREADS of tree_score.cu
+SCORE_BLOCKS_PER_SM = 16
 SCORE_SCRATCH_BYTES = 256 * 1024**2
 
 _i32, _i64, _f64 = np.int32, np.int64, np.float64
@@ -72,6 +74,12 @@ def _block_size(attrs: dict[str, int], preferred: int) -> int:
     warp = int(attrs["warp_size"])
     size = min(preferred, int(attrs["max_threads_per_block"]))
     return max(warp, size // warp * warp)
+
+
+def _power_of_two_block(attrs: dict[str, int], preferred: int) -> int:
+    """Largest power of two <= ``preferred`` and the device's threads per block."""
+    limit = min(preferred, int(attrs["max_threads_per_block"]))
+    return 1 << (max(1, limit).bit_length() - 1)
 
 
 def _grid(items: int, block: int, attrs: dict[str, int], waves: int = GRID_WAVES) -> int:
@@ -296,26 +304,26 @@ def score_histograms(
     out_missing_left: Any,
     out_nonconstant: Any,
 ) -> None:
-    """``tree_score_histograms``: one thread per (node, slot), bit-compatible with numba."""
+    """``tree_score_histograms``: one block per (node, slot), bit-compatible with numba."""
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
     n_tasks = n_nodes * k
     if n_tasks == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, SCORE_BLOCK)
-    cap_scratch = max(1, SCORE_SCRATCH_BYTES // (3 * 8 * n_channels))
-    cap_device = int(attrs["multiprocessor_count"]) * THREADS_PER_SM
-    n_threads = max(1, min(n_tasks, cap_scratch, cap_device))
-    scratch = xp.empty(3 * n_channels * n_threads, dtype=xp.float64)
+    block = _power_of_two_block(attrs, SCORE_BLOCK)
+    per_block = 8 * n_channels * n_bins  # totals + (n_bins - 1) bins of running sums
+    n_blocks = max(1, min(n_tasks, int(attrs["multiprocessor_count"]) * SCORE_BLOCKS_PER_SM,
+                          SCORE_SCRATCH_BYTES // per_block))
+    scratch = xp.empty(n_blocks * n_channels * n_bins, dtype=xp.float64)
     kernel = backend.load_module("tree_score.cu").get_function("tree_score_histograms")
     kernel(
-        (math.ceil(n_threads / block),),
+        (n_blocks,),
         (block,),
         (
             hist, node_features, uniforms, thresholds, _i64(n_tasks), _i32(n_bins),
             _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
-            _i32(1 if random_split else 0), scratch, _i64(n_threads),
+            _i32(1 if random_split else 0), scratch,
             out_gain, out_bin, out_missing_left, out_nonconstant,
         ),
     )

@@ -3,6 +3,7 @@
 Run on a machine with an NVIDIA GPU, from the source tree::
 
     python bench/gpu_profile.py --out bench/results/profile      # about 2 minutes
+    python bench/gpu_profile.py --sections forest,boosting        # the fits only
 
 For each fit (a random forest on the data of ``bench/gpu_check.py``'s forest
 section, and multi-label boosting on mediamill-shaped data), after a warm-up
@@ -295,12 +296,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--forest-trees", type=int, default=4)
     parser.add_argument("--boosting-n", type=int, default=310_000)
     parser.add_argument("--boosting-rounds", type=int, default=20)
+    parser.add_argument("--sections", default="histograms,forest,boosting",
+                        help="comma-separated subset of histograms, forest, boosting")
     args = parser.parse_args(argv)
+    available = {
+        "histograms": ("Histogram kernel variants", histogram_variants),
+        "forest": ("Forest fit", lambda: profile_forest(args.forest_n, args.forest_trees)),
+        "boosting": ("Boosting fit", lambda: profile_boosting(args.boosting_n,
+                                                              args.boosting_rounds)),
+    }
+    chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(available))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {sorted(available)}")
     sections = []
-    for title, fn in (("Histogram kernel variants", histogram_variants),
-                      ("Forest fit", lambda: profile_forest(args.forest_n, args.forest_trees)),
-                      ("Boosting fit", lambda: profile_boosting(args.boosting_n,
-                                                                args.boosting_rounds))):
+    for title, fn in (available[name] for name in chosen):
         t0 = time.perf_counter()
         try:
             body = fn()

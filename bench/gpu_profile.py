@@ -117,7 +117,7 @@ def _guarded(profiler: Callable[[Callable[[], Any]], str], fit: Callable[[], Any
         return "FAILED:\n\n```\n" + traceback.format_exc()[-3000:] + "```\n"
 
 
-def profile_forest(n: int, trees: int) -> str:
+def profile_forest(n: int, trees: int, cpu_trees: int = 0) -> str:
     import numpy as np
     import scipy.sparse as sp
 
@@ -132,9 +132,9 @@ def profile_forest(n: int, trees: int) -> str:
     Y = sp.csr_matrix((np.ones(rows * per_row), ind.ravel(),
                        np.arange(0, rows * per_row + 1, per_row)), shape=(rows, d))
 
-    def forest() -> Any:
-        return RandomForestClassifier(n_estimators=trees, projection="gaussian", n_components=7,
-                                      max_features="sqrt", random_state=0, device="cuda")
+    def forest(n_trees: int = trees, device: str = "cuda") -> Any:
+        return RandomForestClassifier(n_estimators=n_trees, projection="gaussian", n_components=7,
+                                      max_features="sqrt", random_state=0, device=device)
 
     forest().fit(X[:2000], Y[:2000])
     _sync()
@@ -148,14 +148,22 @@ def profile_forest(n: int, trees: int) -> str:
         depths = [f"unknown ({exc.__class__.__name__})"]
     wall, host = host_profile(lambda: forest().fit(X, Y))
     device = _guarded(device_profile, lambda: forest().fit(X, Y))
+    cpu = ""
+    if cpu_trees > 0:
+        forest(cpu_trees, "cpu").fit(X[:2000], Y[:2000])
+        t0 = time.perf_counter()
+        forest(cpu_trees, "cpu").fit(X, Y)
+        per_tree = (time.perf_counter() - t0) / cpu_trees
+        cpu = (f"- CPU path on this machine, {cpu_trees} trees: {per_tree:.3f} s per tree; "
+               f"**GPU speed-up per tree {per_tree / (plain / trees):.1f}x**\n")
     return (f"RandomForestClassifier(n_estimators={trees}, gaussian m = 7, max_features='sqrt', "
             f"device='cuda') on n = {n}, p = 100, d = 1000 (5 labels per row)\n\n"
             f"- fit {plain:.2f} s ({plain / trees:.3f} s per tree); under cProfile {wall:.2f} s\n"
-            f"- tree depths: {depths[:8]}\n\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
+            f"- tree depths: {depths[:8]}\n{cpu}\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
             f"### device profile\n\n{device}")
 
 
-def profile_boosting(n: int, rounds: int) -> str:
+def profile_boosting(n: int, rounds: int, cpu_rounds: int = 0) -> str:
     from gpurpo.datasets import make_mediamill_like
     from gpurpo.ensemble import GradientBoostingClassifier
 
@@ -166,8 +174,10 @@ def profile_boosting(n: int, rounds: int) -> str:
     GradientBoostingClassifier(**{**params, "n_estimators": 2}).fit(X[:500], Y[:500])
     _sync()
 
-    def fit() -> Any:
-        return GradientBoostingClassifier(**{**params, "n_estimators": rounds}).fit(X, Y)
+    def fit(n_rounds: int = rounds, device: str = "cuda") -> Any:
+        return GradientBoostingClassifier(
+            **{**params, "n_estimators": n_rounds, "device": device}
+        ).fit(X, Y)
 
     t0 = time.perf_counter()
     fit()
@@ -175,10 +185,20 @@ def profile_boosting(n: int, rounds: int) -> str:
     plain = time.perf_counter() - t0
     wall, host = host_profile(fit)
     device = _guarded(device_profile, fit)
+    cpu = ""
+    if cpu_rounds > 0:
+        GradientBoostingClassifier(**{**params, "n_estimators": 2, "device": "cpu"}).fit(
+            X[:500], Y[:500]
+        )
+        t0 = time.perf_counter()
+        fit(cpu_rounds, "cpu")
+        per_round = (time.perf_counter() - t0) / cpu_rounds
+        cpu = (f"- CPU path on this machine, {cpu_rounds} rounds: {per_round:.3f} s per round; "
+               f"**GPU speed-up per round {per_round / (plain / rounds):.1f}x**\n")
     return (f"GradientBoostingClassifier(relabel_rpo, gaussian q = 20, max_leaf_nodes=31, "
             f"{rounds} rounds, device='cuda') on mediamill-shaped n = {n}\n\n"
             f"- fit {plain:.2f} s ({plain / rounds:.3f} s per round); under cProfile "
-            f"{wall:.2f} s\n\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
+            f"{wall:.2f} s\n{cpu}\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
             f"### device profile\n\n{device}")
 
 
@@ -296,14 +316,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--forest-trees", type=int, default=4)
     parser.add_argument("--boosting-n", type=int, default=310_000)
     parser.add_argument("--boosting-rounds", type=int, default=20)
+    parser.add_argument("--cpu-trees", type=int, default=2,
+                        help="trees of a CPU-path forest timed for the ratio (0: none)")
+    parser.add_argument("--cpu-rounds", type=int, default=3,
+                        help="rounds of CPU-path boosting timed for the ratio (0: none)")
     parser.add_argument("--sections", default="histograms,forest,boosting",
                         help="comma-separated subset of histograms, forest, boosting")
     args = parser.parse_args(argv)
     available = {
         "histograms": ("Histogram kernel variants", histogram_variants),
-        "forest": ("Forest fit", lambda: profile_forest(args.forest_n, args.forest_trees)),
+        "forest": ("Forest fit", lambda: profile_forest(args.forest_n, args.forest_trees,
+                                                         args.cpu_trees)),
         "boosting": ("Boosting fit", lambda: profile_boosting(args.boosting_n,
-                                                              args.boosting_rounds)),
+                                                              args.boosting_rounds,
+                                                              args.cpu_rounds)),
     }
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(available))

@@ -10,26 +10,31 @@
 //      (feature_at, the counter-based Feistel permutation of
 //      gpurpo/tree/_random.py, ported bit for bit), blockDim positions at a
 //      time: each thread tests one position for a constant feature, then the
-//      first n_candidates non-constant ones (in position order) are kept;
+//      first n_candidates non-constant ones (in position order) are kept
+//      (one for two-sample nodes, as in the CPU kernel);
 //   3. for each kept feature: counts samples per bin (shared memory), scans
 //      the counts in parallel (a span of bins per thread, then a scan over the
 //      threads), orders the samples by bin with a stable counting sort done
 //      a chunk of blockDim samples at a time (no thread works alone over the
-//      bins or the samples), and evaluates every candidate bin in parallel
-//      (one thread per occupied bin), each thread recomputing its left weight
-//      and left sums in exactly the CPU kernel's summation order
-//      (sorted order for nodes of at most ``sort_limit`` samples, per-bin sums
-//      in sample order otherwise, including the CPU's "LS += MS; LS -= MS"
-//      round trip when the missing-left side is scored), so gains are
-//      bit-identical; products and sums use __dmul_rn/__dadd_rn so that no
-//      fused multiply-add changes the rounding;
+//      bins or the samples), computes the running left sums of every
+//      occupied bin in exactly the CPU kernel's summation order with one
+//      pass over the sorted samples per channel (threads = channels, plus
+//      one for the weights; sorted order for nodes of at most ``sort_limit``
+//      samples, per-bin sums otherwise, including the CPU's "LS += MS;
+//      LS -= MS" round trip after bins whose missing-left side is scored),
+//      then evaluates every candidate bin in parallel (one thread per
+//      occupied bin) from those sums, so gains are bit-identical; products
+//      and sums use __dmul_rn/__dadd_rn so that no fused multiply-add
+//      changes the rounding;
 //   4. reduces the best (gain, bin, missing side) of the feature over the
 //      block (ties: lowest bin, then missing right), and finally applies the
 //      cross-feature tie rule (gains within tie_rtol * Q of the best: the
 //      first feature in the visiting order wins).
 // Scratch (per block, allocated by the launcher): the node's sample ids sorted
 // by the current feature's code and those codes (max_ns each), S (m doubles),
-// and the per-feature candidates (cand_stride entries).
+// the running left sums ((SPLIT_MAX_BINS + 1) x m doubles: one row per bin,
+// the last for the missing run) and the per-feature candidates (cand_stride
+// entries).
 
 #define SPLIT_MAX_THREADS 256
 #define SPLIT_MAX_BINS 256
@@ -116,6 +121,7 @@ extern "C" __global__ void tree_split_small(
     int* order_buf,
     unsigned char* code_buf,
     double* s_buf,
+    double* ls_buf,
     int* cand_f,
     double* cand_g,
     int* cand_b,
@@ -134,7 +140,8 @@ extern "C" __global__ void tree_split_small(
     __shared__ int sel_pos[SPLIT_MAX_THREADS];
     __shared__ double red_g[SPLIT_MAX_THREADS];
     __shared__ int red_key[SPLIT_MAX_THREADS];
-    __shared__ double sh_W, sh_Q, sh_parent;
+    __shared__ double wl_at[SPLIT_MAX_BINS];
+    __shared__ double sh_W, sh_Q, sh_parent, sh_Wm;
     __shared__ int sh_n_sel, sh_et_bin, sh_cut;
     // the bin scan of step 3a reuses arrays that are idle at that point
     int* scan_cnt = red_key;
@@ -143,7 +150,8 @@ extern "C" __global__ void tree_split_small(
 
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
-    if (nthreads > SPLIT_MAX_THREADS) __trap();  // the launcher never does this
+    // the launcher never does this: at most SPLIT_MAX_THREADS, a power of two (reduction)
+    if (nthreads > SPLIT_MAX_THREADS || (nthreads & (nthreads - 1)) != 0) __trap();
     const double NEG_INF = split_neg_inf();
     const int n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
     int half = 1;
@@ -158,6 +166,7 @@ extern "C" __global__ void tree_split_small(
     int* sorted = order_buf + (long long)blockIdx.x * max_ns;
     unsigned char* ccode = code_buf + (long long)blockIdx.x * max_ns;
     double* S = s_buf + (long long)blockIdx.x * m;
+    double* ls = ls_buf + (long long)blockIdx.x * (SPLIT_MAX_BINS + 1) * m;
     int* c_f = cand_f + (long long)blockIdx.x * cand_stride;
     double* c_g = cand_g + (long long)blockIdx.x * cand_stride;
     int* c_b = cand_b + (long long)blockIdx.x * cand_stride;
@@ -241,7 +250,11 @@ extern "C" __global__ void tree_split_small(
 
         // ---- 2. visit positions, blockDim at a time
         int found = 0;
-        for (long long base = 0; found < n_candidates && base < p; base += nthreads) {
+        // two samples: every split that separates them has the same gain (up to
+        // rounding far below the tie tolerance), so, as the CPU kernel, stop at
+        // the first separating (non-constant) feature visited
+        const int need = ns == 2 ? 1 : n_candidates;
+        for (long long base = 0; found < need && base < p; base += nthreads) {
             const long long pos = base + tid;
             int f = -1, nonconst = 0;
             if (pos < p) {
@@ -261,7 +274,7 @@ extern "C" __global__ void tree_split_small(
             if (tid == 0) {
                 int n_sel = 0;
                 for (int j = 0; j < nthreads && base + j < p; ++j) {
-                    if (pos_nonconst[j] && found + n_sel < n_candidates) {
+                    if (pos_nonconst[j] && found + n_sel < need) {
                         sel_feature[n_sel] = pos_feature[j];
                         sel_pos[n_sel] = (int)(base + j);
                         ++n_sel;
@@ -362,6 +375,49 @@ extern "C" __global__ void tree_split_small(
                 const int n_miss = cnt[missing_bin];
                 const bool use_sort = ns <= sort_limit;
                 const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
+                // 3c. running left sums in the CPU kernel's order, one pass over the
+                // sorted samples per channel (thread c < m: sums of w y_c, with the
+                // CPU's "LS += MS; LS -= MS" round trip after every bin whose
+                // missing-left side is scored; thread m: the weights). LS of bin b
+                // goes to ls[b * m + c] (weights: wl_at[b]); the missing run's
+                // sums to ls[SPLIT_MAX_BINS * m + c] (weights: sh_Wm).
+                for (int c = tid; c <= m; c += nthreads) {
+                    const bool is_w = c == m;
+                    double MS = 0.0;
+                    for (int r = mr0; r < mr1; ++r) {
+                        const long long s = sorted[r];
+                        const double w = (double)wrow[s];
+                        MS = __dadd_rn(MS, is_w ? w : __dmul_rn(w, (double)ybase[s * ystride + c]));
+                    }
+                    double LS = 0.0;
+                    for (int b = bmin; b <= bmax; ++b) {
+                        if (cnt[b] == 0) continue;
+                        const int r0 = run_start[b], r1 = r0 + cnt[b];
+                        double h = 0.0;
+                        for (int r = r0; r < r1; ++r) {
+                            const long long s = sorted[r];
+                            const double w = (double)wrow[s];
+                            const double v = is_w ? w : __dmul_rn(w, (double)ybase[s * ystride + c]);
+                            if (use_sort) LS = __dadd_rn(LS, v);
+                            else h = __dadd_rn(h, v);
+                        }
+                        if (!use_sort) LS = __dadd_rn(LS, h);
+                        if (is_w) {
+                            wl_at[b] = LS;
+                        } else {
+                            ls[(long long)b * m + c] = LS;
+                            if (!random_split && n_miss > 0) {
+                                const int nLm = nl_at[b] + n_miss;
+                                if (nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf)
+                                    LS = __dadd_rn(__dadd_rn(LS, MS), -MS);
+                            }
+                        }
+                    }
+                    if (is_w) sh_Wm = MS;
+                    else ls[(long long)SPLIT_MAX_BINS * m + c] = MS;
+                }
+                __syncthreads();
+                const double Wm = sh_Wm;
                 double my_g = NEG_INF;
                 int my_key = 0x7FFFFFFF;
                 for (int b = bmin + tid; b <= bmax; b += nthreads) {
@@ -376,52 +432,11 @@ extern "C" __global__ void tree_split_small(
                     const bool eval_ml =
                         n_miss > 0 && !at_end && nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf;
                     if (!eval_mr && !eval_ml) continue;
-                    // left weight and missing weight, in the CPU kernel's summation order
-                    double WL = 0.0;
-                    for (int b2 = bmin; b2 <= b; ++b2) {
-                        if (cnt[b2] == 0) continue;
-                        const int r0 = run_start[b2], r1 = r0 + cnt[b2];
-                        if (use_sort) {
-                            for (int r = r0; r < r1; ++r) WL = __dadd_rn(WL, (double)wrow[sorted[r]]);
-                        } else {
-                            double h = 0.0;
-                            for (int r = r0; r < r1; ++r) h = __dadd_rn(h, (double)wrow[sorted[r]]);
-                            WL = __dadd_rn(WL, h);
-                        }
-                    }
-                    double Wm = 0.0;
-                    for (int r = mr0; r < mr1; ++r) Wm = __dadd_rn(Wm, (double)wrow[sorted[r]]);
+                    const double WL = wl_at[b];
                     double left = 0.0, right = 0.0, left_m = 0.0, right_m = 0.0;
                     for (int c = 0; c < m; ++c) {
-                        double MS = 0.0;
-                        for (int r = mr0; r < mr1; ++r) {
-                            const long long s = sorted[r];
-                            MS = __dadd_rn(MS, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
-                        }
-                        // replay the CPU kernel's running left sum up to bin b
-                        double LS = 0.0;
-                        for (int b2 = bmin; b2 <= b; ++b2) {
-                            if (cnt[b2] == 0) continue;
-                            const int r0 = run_start[b2], r1 = r0 + cnt[b2];
-                            if (use_sort) {
-                                for (int r = r0; r < r1; ++r) {
-                                    const long long s = sorted[r];
-                                    LS = __dadd_rn(LS, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
-                                }
-                            } else {
-                                double h = 0.0;
-                                for (int r = r0; r < r1; ++r) {
-                                    const long long s = sorted[r];
-                                    h = __dadd_rn(h, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
-                                }
-                                LS = __dadd_rn(LS, h);
-                            }
-                            if (!random_split && b2 < b && n_miss > 0) {
-                                const int nLm2 = nl_at[b2] + n_miss;
-                                if (nLm2 >= min_samples_leaf && ns - nLm2 >= min_samples_leaf)
-                                    LS = __dadd_rn(__dadd_rn(LS, MS), -MS);
-                            }
-                        }
+                        const double LS = ls[(long long)b * m + c];
+                        const double MS = ls[(long long)SPLIT_MAX_BINS * m + c];
                         const double Sc = S[c];
                         if (eval_mr) {
                             const double r = __dadd_rn(Sc, -LS);
@@ -464,15 +479,18 @@ extern "C" __global__ void tree_split_small(
                 __syncthreads();
                 // cnt is no longer read: clear it for the next feature
                 for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
-                if (tid == 0) {
-                    double g = red_g[0];
-                    int key = red_key[0];
-                    for (int j = 1; j < nthreads; ++j) {
-                        if (split_better(red_g[j], red_key[j], g, key)) {
-                            g = red_g[j];
-                            key = red_key[j];
-                        }
+                // tree reduction: (larger gain, then smaller key) is a total order
+                for (int half = nthreads / 2; half > 0; half >>= 1) {
+                    if (tid < half && split_better(red_g[tid + half], red_key[tid + half],
+                                                   red_g[tid], red_key[tid])) {
+                        red_g[tid] = red_g[tid + half];
+                        red_key[tid] = red_key[tid + half];
                     }
+                    __syncthreads();
+                }
+                if (tid == 0) {
+                    const double g = red_g[0];
+                    const int key = red_key[0];
                     const int slot = found + q;
                     c_f[slot] = fq;
                     c_g[slot] = g;

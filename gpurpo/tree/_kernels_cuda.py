@@ -60,6 +60,7 @@ GRID_WAVES = 32
 MIN_SAMPLES_PER_BLOCK = 1024
 SPLIT_BLOCK_WARPS = 1
 SPLIT_MAX_THREADS = 256  # SPLIT_MAX_THREADS of tree_split_small.cu
+SPLIT_MAX_BINS = 256  # SPLIT_MAX_BINS of tree_split_small.cu
 SPLIT_BLOCKS_PER_SM = 16
 SPLIT_SCRATCH_BYTES = 256 * 1024**2
 THREADS_PER_SM = 2048
@@ -257,15 +258,18 @@ def split_small_nodes(
     if m < 1:
         raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
     attrs = backend.device_attributes()
-    block = min(SPLIT_MAX_THREADS, _block_size(attrs, SPLIT_BLOCK_WARPS * int(attrs["warp_size"])))
+    block = _power_of_two_block(attrs, min(SPLIT_MAX_THREADS,
+                                           SPLIT_BLOCK_WARPS * int(attrs["warp_size"])))
     sizes = node_ranges[:, 1] - node_ranges[:, 0]
     max_ns = max(1, int(backend.to_host(sizes.max())))
     n_blocks = min(n_nodes, int(attrs["multiprocessor_count"]) * SPLIT_BLOCKS_PER_SM)
-    n_blocks = max(1, min(n_blocks, SPLIT_SCRATCH_BYTES // (5 * max_ns)))
+    per_block = 5 * max_ns + 8 * (SPLIT_MAX_BINS + 1) * m
+    n_blocks = max(1, min(n_blocks, SPLIT_SCRATCH_BYTES // per_block))
     cand_stride = max(1, min(int(n_candidates), p))
     order_buf = xp.empty(n_blocks * max_ns, dtype=xp.int32)
     code_buf = xp.empty(n_blocks * max_ns, dtype=xp.uint8)
     s_buf = xp.empty(n_blocks * m, dtype=xp.float64)
+    ls_buf = xp.empty(n_blocks * (SPLIT_MAX_BINS + 1) * m, dtype=xp.float64)
     cand_f = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
     cand_g = xp.empty(n_blocks * cand_stride, dtype=xp.float64)
     cand_b = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
@@ -279,7 +283,7 @@ def split_small_nodes(
             _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
             _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(1 if random_split else 0),
             _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
-            order_buf, code_buf, s_buf, cand_f, cand_g, cand_b, cand_ml,
+            order_buf, code_buf, s_buf, ls_buf, cand_f, cand_g, cand_b, cand_ml,
             out_feature, out_bin, out_missing_left, out_gain,
         ),
     )

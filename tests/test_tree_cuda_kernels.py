@@ -31,6 +31,7 @@ pytestmark = pytest.mark.skipif(
 
 CUDA_KERNELS = (
     "tree_histograms",
+    "tree_node_stats",
     "tree_split_small",
     "tree_score_histograms",
     "tree_accumulate_leaves_dense",

@@ -19,6 +19,8 @@ size), not from constants tuned for one card:
   has about two waves of resident blocks, but no chunk is smaller than
   ``MIN_SAMPLES_PER_BLOCK`` samples (merging a block's shared histogram into
   global memory costs one pass over its cells);
+* node statistics use one block of ``NODE_STATS_BLOCK`` threads per node,
+  at most ``NODE_STATS_BLOCKS_PER_SM`` blocks per multiprocessor;
 * elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
   ``GRID_WAVES`` blocks per multiprocessor;
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
@@ -43,6 +45,7 @@ from gpurpo.tree._kernels_cpu import SORT_LIMIT
 
 __all__ = [
     "histograms",
+    "node_stats",
     "split_small_nodes",
     "score_histograms",
     "accumulate_leaves_dense",
@@ -64,6 +67,8 @@ SPLIT_MAX_BINS = 256  # SPLIT_MAX_BINS of tree_split_small.cu
 SPLIT_BLOCKS_PER_SM = 16
 SPLIT_SCRATCH_BYTES = 256 * 1024**2
 THREADS_PER_SM = 2048
+NODE_STATS_BLOCK = 256  # NODE_STATS_THREADS of tree_node_stats.cu
+NODE_STATS_BLOCKS_PER_SM = 8
 SCORE_BLOCK = 128  # SCORE_THREADS of tree_score.cu
 SCORE_BLOCKS_PER_SM = 16
 SCORE_SCRATCH_BYTES = 256 * 1024**2
@@ -219,6 +224,40 @@ def histograms(
     else:
         kernel = module.get_function("tree_histograms_global")
         kernel((plan["grid"],), (plan["block"],), common + (_i32(plan["chunks"]),))
+
+
+# --------------------------------------------------------------------------
+# node statistics
+# --------------------------------------------------------------------------
+
+
+def node_stats(
+    backend: Backend,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    out_impure: Any,
+    out_q: Any,
+) -> None:
+    """``tree_node_stats``: one block per node (purity by barrier-OR, Q by a tree reduction)."""
+    n_nodes = int(node_ranges.shape[0])
+    if n_nodes == 0:
+        return
+    n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+    attrs = backend.device_attributes()
+    block = _power_of_two_block(attrs, NODE_STATS_BLOCK)
+    grid = max(1, min(n_nodes, int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM))
+    kernel = backend.load_module("tree_node_stats.cu").get_function("tree_node_stats")
+    kernel(
+        (grid,),
+        (block,),
+        (
+            sample_indices, node_ranges, node_tree, weights, targets, _i64(weights.shape[1]),
+            _i32(n_trees), _i32(m), _i64(n_nodes), out_impure, out_q,
+        ),
+    )
 
 
 # --------------------------------------------------------------------------

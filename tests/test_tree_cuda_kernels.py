@@ -137,6 +137,23 @@ def test_histograms_match_reference_and_numba(plan_name, with_count):
     assert not out[0].any() and not out[4].any() and not out[1, 2].any()
 
 
+def test_histograms_with_more_channels_than_threads(monkeypatch):
+    # the shared-memory kernel's fallback: threads take channels, not samples
+    monkeypatch.setattr(kcuda, "HIST_BLOCK", 32)
+    rng = np.random.default_rng(3)
+    batch = _batch(rng, m=40, k=3, n_bins=5)
+    channels = 42
+    plan = kcuda.histogram_launch_plan(EMULATED.device_attributes(), len(batch[2]), 3, 5,
+                                       channels, len(batch[1]))
+    assert plan["variant"] == "shared" and plan["block"] == 32 and plan["chan_tile"] > 32
+    out = np.zeros((len(batch[2]), 3, 5, channels), dtype=np.float32)
+    kcuda.histograms(EMULATED, *batch, out)
+    ref = _histogram_reference(*batch, 5, channels)
+    np.testing.assert_array_equal(out[..., 0], ref[..., 0])
+    np.testing.assert_array_equal(out[..., -1], ref[..., -1])
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-5)
+
+
 def test_histograms_through_the_dispatch():
     rng = np.random.default_rng(2)
     batch = _batch(rng, n_bins=256, m=2, k=3)
@@ -500,3 +517,38 @@ def test_ensembles_on_emulated_cuda_equal_cpu(make):
         got[device] = pred.toarray() if sp.issparse(pred) else np.asarray(pred)
     assert got["cpu"].std() > 0
     np.testing.assert_allclose(got["cuda-emulated"], got["cpu"], rtol=1e-12, atol=1e-12)
+
+
+def test_bench_histogram_variants_match_the_library_kernel():
+    """bench/experiments/hist_variants.cu (timed on GPUs by bench/gpu_profile.py) computes
+    the library's histograms: the exact variant equal to float32 rounding, the integer
+    ceiling variant within its fixed-point step."""
+    from pathlib import Path
+
+    from gpurpo.cuda_emulator import EmulatedModule
+
+    source = Path(__file__).resolve().parents[1] / "bench" / "experiments" / "hist_variants.cu"
+    module = EmulatedModule(path=source)
+    rng = np.random.default_rng(4)
+    codes, sample_indices, node_ranges, node_features, node_tree, weights, targets = _batch(
+        rng, n_trees=1, k=4, n_bins=16
+    )
+    n_bins, k, m = 16, 4, targets.shape[2]
+    channels = m + 2
+    kwargs = {"shared_mem_bytes": 4 * (2 * n_bins * channels + 2), "samples_per_block": 20}
+    ref = np.zeros((len(node_tree), k, n_bins, channels), dtype=np.float32)
+    kcuda.histograms(EMULATED, codes, sample_indices, node_ranges, node_features, node_tree,
+                     weights, targets, ref, **kwargs)
+    plan = kcuda.histogram_launch_plan(EMULATED.device_attributes(), len(node_tree), k, n_bins,
+                                       channels, len(sample_indices), **kwargs)
+    assert plan["chunks"] > 1 and plan["n_slot_tiles"] > 1
+    for name, atol in (("hist_sample_major", 2e-5), ("hist_lanes_int_ceiling", 0.05)):
+        out = np.zeros_like(ref)
+        args = (codes, sample_indices, node_ranges, node_features, node_tree, weights, targets,
+                out, np.int64(codes.shape[1]), np.int32(k), np.int32(n_bins), np.int32(channels),
+                np.int32(m), np.int32(1), np.int32(plan["slot_tile"]), np.int32(plan["chan_tile"]),
+                np.int32(plan["n_slot_tiles"]), np.int32(plan["n_chan_tiles"]),
+                np.int32(plan["chunks"]))
+        module.get_function(name)((plan["grid"],), (plan["block"],), args,
+                                  shared_mem=plan["shared_mem"])
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=atol, err_msg=name)

@@ -6,13 +6,12 @@
 // node x sample chunk x slot tile x channel tile; n_chan_tiles must be 1 and
 // the channel tile at most blockDim.x here).
 //
-// hist_lanes: the library's layout and work split (consecutive threads take
-//   consecutive channels of one sample), but each thread keeps ONE channel and
-//   strides over samples: no 64-bit division per work item.
+// (hist_lanes, one channel per thread striding over the samples, won on all
+// three batches on an H200 and is now the library kernel's loop.)
 // hist_sample_major: one thread per sample, looping over slots and channels;
 //   shared histogram channel-major ([slot][channel][bin]) so the threads of a
 //   warp (different samples) spread over banks by bin.
-// hist_lanes_int_ceiling: hist_lanes with INTEGER shared atomics on a
+// hist_lanes_int_ceiling: the library's loop with INTEGER shared atomics on a
 //   fixed-point value; its sums are not exact: it only measures how fast the
 //   shared atomics could be if they were native integer adds.
 
@@ -65,47 +64,6 @@ __device__ __forceinline__ Tile variant_tile(const long long* __restrict__ node_
         const float* __restrict__ targets, float* out, long long n, int k, int n_bins,    \
         int n_channels, int m, int n_trees, int slot_tile, int chan_tile,                 \
         int n_slot_tiles, int n_chan_tiles, int n_chunks
-
-extern "C" __global__ void hist_lanes(VARIANT_PARAMS)
-{
-    extern __shared__ float smem[];
-    const Tile tl = variant_tile(node_ranges, node_tree, k, n_bins, n_channels, slot_tile,
-                                 chan_tile, n_slot_tiles, n_chan_tiles, n_chunks);
-    float* hist = smem;
-    int* tile_f = (int*)(smem + (long long)slot_tile * n_bins * chan_tile);
-    for (long long q = threadIdx.x; q < tl.cells; q += blockDim.x) hist[q] = 0.0f;
-    for (int jj = threadIdx.x; jj < tl.nj; jj += blockDim.x)
-        tile_f[jj] = node_features[tl.node * k + tl.j0 + jj];
-    __syncthreads();
-    const int lanes = blockDim.x / tl.nc;
-    const int lane = threadIdx.x / tl.nc;
-    const int cc = threadIdx.x - lane * tl.nc;
-    const int c = tl.c0 + cc;
-    const float* wrow = weights + (long long)tl.t * n;
-    if (lane < lanes) {
-        for (long long a = tl.a0 + lane; a < tl.a1; a += lanes) {
-            const long long s = sample_indices[a];
-            const float v = variant_value(c, m, wrow[s], targets + (s * n_trees + tl.t) * m);
-            if (v == 0.0f) continue;
-            for (int jj = 0; jj < tl.nj; ++jj) {
-                const int f = tile_f[jj];
-                if (f < 0) continue;
-                const int b = codes[(long long)f * n + s];
-                atomicAdd(&hist[(jj * n_bins + b) * tl.nc + cc], v);
-            }
-        }
-    }
-    __syncthreads();
-    for (long long q = threadIdx.x; q < tl.cells; q += blockDim.x) {
-        const float v = hist[q];
-        if (v == 0.0f) continue;
-        const int qc = (int)(q % tl.nc);
-        const long long rest = q / tl.nc;
-        const int b = (int)(rest % n_bins);
-        const int jj = (int)(rest / n_bins);
-        atomicAdd(out + (((tl.node * k + tl.j0 + jj) * n_bins + b) * n_channels + tl.c0 + qc), v);
-    }
-}
 
 extern "C" __global__ void hist_sample_major(VARIANT_PARAMS)
 {

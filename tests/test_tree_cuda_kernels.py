@@ -32,6 +32,7 @@ pytestmark = pytest.mark.skipif(
 CUDA_KERNELS = (
     "tree_histograms",
     "tree_node_stats",
+    "tree_partition",
     "tree_split_small",
     "tree_score_histograms",
     "tree_accumulate_leaves_dense",
@@ -552,3 +553,18 @@ def test_bench_histogram_variants_match_the_library_kernel():
         module.get_function(name)((plan["grid"],), (plan["block"],), args,
                                   shared_mem=plan["shared_mem"])
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=atol, err_msg=name)
+
+
+@pytest.mark.parametrize("block", [256, 64])
+def test_partition_matches_numba(monkeypatch, block):
+    # nodes of 0 to 700 samples: partial warps, several steps of a block, idle blocks
+    from test_tree_kernels import partition_problem
+
+    monkeypatch.setattr(kcuda, "PARTITION_BLOCK", block)
+    rng = np.random.default_rng(23 + block)
+    problem = partition_problem(rng, [0, 1, 31, 32, 33, 255, 256, 257, 700, 5])
+    cpu_buffer, dev_buffer = problem[1].copy(), problem[1].copy()
+    cpu_left = kernels.partition(NUMPY, problem[0], cpu_buffer, *problem[2:])
+    dev_left = kernels.partition(EMULATED, problem[0], dev_buffer, *problem[2:])
+    np.testing.assert_array_equal(dev_buffer, cpu_buffer)
+    np.testing.assert_array_equal(dev_left, cpu_left)

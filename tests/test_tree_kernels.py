@@ -243,6 +243,54 @@ def test_node_stats_match_a_loop_over_samples(impl):
     assert list(impure) == [1, 0, 1, 0, 0, 1]
 
 
+# --------------------------------------------------------------------------
+# partition of splitting nodes
+# --------------------------------------------------------------------------
+
+
+def partition_problem(rng, sizes, p=5, n_bins=12):
+    """Nodes over a shuffled buffer with a gap (untouched) between two of them."""
+    n = int(np.sum(sizes)) + 7
+    codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)  # includes missing
+    buffer = rng.permutation(n).astype(np.int32)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]) + 7 * (np.arange(len(sizes)) >= 2)
+    ranges = np.stack([starts, starts + np.asarray(sizes)], axis=1).astype(np.int64)
+    feature = rng.integers(0, p, size=len(sizes)).astype(np.int32)
+    bins = rng.integers(0, n_bins - 1, size=len(sizes)).astype(np.int32)
+    missing_left = rng.integers(0, 2, size=len(sizes)).astype(np.uint8)
+    return codes, buffer, ranges, feature, bins, missing_left, n_bins - 1
+
+
+def partition_reference(codes, buffer, ranges, feature, bins, missing_left, missing_bin):
+    out = buffer.copy()
+    n_left = np.zeros(len(ranges), dtype=np.int64)
+    for i, (start, stop) in enumerate(ranges):
+        s = buffer[start:stop]
+        c = codes[feature[i], s]
+        left = np.where(c == missing_bin, bool(missing_left[i]), c <= bins[i])
+        out[start:stop] = np.concatenate([s[left], s[~left]])
+        n_left[i] = left.sum()
+    return out, n_left
+
+
+def test_partition_is_a_stable_split_of_each_node():
+    rng = np.random.default_rng(21)
+    problem = partition_problem(rng, [0, 1, 9, 40, 3, 130])
+    want, want_left = partition_reference(*problem)
+    buffer = problem[1].copy()
+    got_left = kernels.partition(NUMPY, problem[0], buffer, *problem[2:])
+    np.testing.assert_array_equal(buffer, want)
+    np.testing.assert_array_equal(got_left, want_left)
+    assert 0 < want_left[3] < 40
+
+
+def test_partition_needs_an_int32_buffer():
+    rng = np.random.default_rng(22)
+    codes, buffer, *rest = partition_problem(rng, [5, 5])
+    with pytest.raises(TypeError, match="sample_indices"):
+        kernels.partition(NUMPY, codes, buffer.astype(np.int64), *rest)
+
+
 # sizes: two samples (first separating feature), insertion sort, counting sort, bin table
 @pytest.mark.parametrize("n_per_node", [2, 5, 20, 60, 200])
 @pytest.mark.parametrize("msl", [1, 3])

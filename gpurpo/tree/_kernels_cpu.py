@@ -72,6 +72,32 @@ def histograms(codes, sample_indices, node_ranges, node_features, node_tree, wei
 
 
 @njit(parallel=True, cache=True)
+def partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left,
+              missing_bin, out_n_left):
+    for i in prange(node_ranges.shape[0]):
+        start = node_ranges[i, 0]
+        stop = node_ranges[i, 1]
+        f = node_feature[i]
+        b = node_bin[i]
+        miss_left = node_missing_left[i] != 0
+        right = np.empty(stop - start, dtype=sample_indices.dtype)
+        w = start
+        r = 0
+        for a in range(start, stop):
+            s = sample_indices[a]
+            code = codes[f, s]
+            if (miss_left if code == missing_bin else code <= b):
+                sample_indices[w] = s  # w <= a: not read again
+                w += 1
+            else:
+                right[r] = s
+                r += 1
+        for j in range(r):
+            sample_indices[w + j] = right[j]
+        out_n_left[i] = w - start
+
+
+@njit(parallel=True, cache=True)
 def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q):
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]

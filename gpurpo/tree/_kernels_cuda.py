@@ -19,8 +19,10 @@ size), not from constants tuned for one card:
   has about two waves of resident blocks, but no chunk is smaller than
   ``MIN_SAMPLES_PER_BLOCK`` samples (merging a block's shared histogram into
   global memory costs one pass over its cells);
-* node statistics use one block of ``NODE_STATS_BLOCK`` threads per node,
-  at most ``NODE_STATS_BLOCKS_PER_SM`` blocks per multiprocessor;
+* node statistics and the partition of splitting nodes use one block of
+  ``NODE_STATS_BLOCK`` / ``PARTITION_BLOCK`` threads per node, at most
+  ``NODE_STATS_BLOCKS_PER_SM`` / ``PARTITION_BLOCKS_PER_SM`` blocks per
+  multiprocessor;
 * elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
   ``GRID_WAVES`` blocks per multiprocessor;
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
@@ -46,6 +48,7 @@ from gpurpo.tree._kernels_cpu import SORT_LIMIT
 __all__ = [
     "histograms",
     "node_stats",
+    "partition",
     "split_small_nodes",
     "score_histograms",
     "accumulate_leaves_dense",
@@ -68,6 +71,8 @@ SPLIT_BLOCKS_PER_SM = 16
 SPLIT_SCRATCH_BYTES = 256 * 1024**2
 THREADS_PER_SM = 2048
 NODE_STATS_BLOCK = 256  # NODE_STATS_THREADS of tree_node_stats.cu
+PARTITION_BLOCK = 256  # PARTITION_THREADS of tree_partition.cu
+PARTITION_BLOCKS_PER_SM = 8
 NODE_STATS_BLOCKS_PER_SM = 8
 SCORE_BLOCK = 128  # SCORE_THREADS of tree_score.cu
 SCORE_BLOCKS_PER_SM = 16
@@ -256,6 +261,47 @@ def node_stats(
         (
             sample_indices, node_ranges, node_tree, weights, targets, _i64(weights.shape[1]),
             _i32(n_trees), _i32(m), _i64(n_nodes), out_impure, out_q,
+        ),
+    )
+
+
+# --------------------------------------------------------------------------
+# partition
+# --------------------------------------------------------------------------
+
+
+def partition(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_feature: Any,
+    node_bin: Any,
+    node_missing_left: Any,
+    missing_bin: int,
+    out_n_left: Any,
+) -> None:
+    """``tree_partition``: one block per node, warp ballots for the ranks.
+
+    The samples are read from a copy of ``sample_indices`` (one device copy)
+    and written back in place.
+    """
+    n_nodes = int(node_ranges.shape[0])
+    if n_nodes == 0:
+        return
+    attrs = backend.device_attributes()
+    if int(attrs["warp_size"]) != 32:
+        raise RuntimeError(f"tree_partition assumes 32-thread warps, got {attrs['warp_size']}")
+    block = _block_size(attrs, PARTITION_BLOCK)
+    grid = max(1, min(n_nodes, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
+    src = sample_indices.copy()
+    kernel = backend.load_module("tree_partition.cu").get_function("tree_partition")
+    kernel(
+        (grid,),
+        (block,),
+        (
+            codes, src, sample_indices, node_ranges, node_feature, node_bin, node_missing_left,
+            _i64(codes.shape[1]), _i32(missing_bin), _i64(n_nodes), out_n_left,
         ),
     )
 

@@ -566,29 +566,16 @@ class _Grower:
         xp = self.xp
         nodes = self.nodes
         starts, stops = nodes.start[ids], nodes.stop[ids]
-        pos, node_of, offsets = self._segments(starts, stops)
-        samples = self.sample_indices[pos]
-        feat = self._dev(nodes.feature[ids], xp.int64)[node_of]
-        codes = self.binned.codes[feat, samples]
-        bins = self._dev(nodes.bin[ids], xp.int64)[node_of]
-        miss_left = self._dev(nodes.missing_left[ids], bool)[node_of]
-        go_left = xp.where(
-            codes == self.binned.missing_bin, miss_left, codes.astype(xp.int64) <= bins
+        n_left_dev = kernels.partition(
+            self.backend,
+            self.binned.codes,
+            self.sample_indices,
+            self._dev(np.stack([starts, stops], axis=1), xp.int64),
+            self._dev(nodes.feature[ids], xp.int32),
+            self._dev(nodes.bin[ids], xp.int32),
+            self._dev(nodes.missing_left[ids], xp.uint8),
+            self.binned.missing_bin,
         )
-        gl = go_left.astype(xp.int64)
-        before = xp.cumsum(gl) - gl
-        offsets_dev = self._dev(offsets, xp.int64)
-        lengths_dev = self._dev(stops - starts, xp.int64)
-        seg_before = before[offsets_dev]
-        last = offsets_dev + lengths_dev - 1
-        n_left_dev = before[last] + gl[last] - seg_before
-        left_rank = before - seg_before[node_of]
-        local = xp.arange(pos.shape[0], dtype=xp.int64) - offsets_dev[node_of]
-        start_of = self._dev(starts, xp.int64)[node_of]
-        dest = xp.where(
-            go_left, start_of + left_rank, start_of + n_left_dev[node_of] + (local - left_rank)
-        )
-        self.sample_indices[dest] = samples
         n_left = self.backend.to_host(n_left_dev).astype(np.int64)
         mid = starts + n_left
         count = len(ids)

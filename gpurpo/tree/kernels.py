@@ -50,6 +50,18 @@ Kernel contracts
                                        float64 (the base of the tie tolerance only:
                                        summation order free)
 
+``tree_partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left, missing_bin, out_n_left)``
+    Splits nodes: reorders each node's samples IN PLACE.
+    codes, sample_indices, node_ranges: as above (ranges of the splitting nodes)
+    node_feature int32   (N,)          split feature of each node
+    node_bin     int32   (N,)          samples with ``codes[f, s] <= bin`` go left
+    node_missing_left uint8 (N,)       side of the samples with code ``missing_bin``
+    missing_bin  int
+    out_n_left   int64   (N,)          number of samples going left
+    ``sample_indices[start:stop]`` of node i becomes its left-going samples then
+    its right-going ones, each in their previous order (a stable partition);
+    entries outside the nodes' ranges are untouched.
+
 ``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
@@ -208,6 +220,7 @@ KERNEL_NAMES = (
     "tree_bin_codes",
     "tree_histograms",
     "tree_node_stats",
+    "tree_partition",
     "tree_split_small",
     "tree_score_histograms",
     "tree_grow_subtrees",
@@ -234,6 +247,7 @@ def _bin_codes_xp(
 
 register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_cuda.node_stats)
+register_kernel("tree_partition", cpu=_cpu.partition, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=_cpu.score_histograms, cuda=_cuda.score_histograms)
@@ -290,6 +304,40 @@ def node_stats(
             out_q,
         )
     return out_impure, out_q
+
+
+def partition(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_feature: Any,
+    node_bin: Any,
+    node_missing_left: Any,
+    missing_bin: int,
+) -> Any:
+    """Stable in-place partition of the nodes' samples; returns n_left int64 (N,).
+
+    See ``tree_partition`` in the module docstring.
+    """
+    xp = backend.xp
+    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
+        raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
+                        f"in place), got {sample_indices.dtype}")
+    ranges = _c(backend, node_ranges, xp.int64)
+    out_n_left = xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+    if ranges.shape[0]:
+        backend.kernel("tree_partition")(
+            _c(backend, codes, xp.uint8),
+            sample_indices,
+            ranges,
+            _c(backend, node_feature, xp.int32),
+            _c(backend, node_bin, xp.int32),
+            _c(backend, node_missing_left, xp.uint8),
+            int(missing_bin),
+            out_n_left,
+        )
+    return out_n_left
 
 
 def build_histograms(

@@ -94,6 +94,8 @@ __all__ = [
 
 _EPSILON = np.finfo(np.float64).eps
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
+# node x slot scores up to which the best slot per node is chosen on the host
+_HOST_REDUCTION_SLOTS = 1 << 16
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
@@ -507,14 +509,27 @@ class _Grower:
                 h = self._hist(part, feats)
             positions = np.arange(p, dtype=np.int64)[None, :]
             slots = self._score(h, feats, seeds[c0 : c0 + chunk], positions)
-            tol = self._dev(tie_tol[c0 : c0 + chunk], xp.float64)
-            f, b, ml, g = best_slot_per_node(
-                xp, slots.gain, slots.bin, slots.missing_left, feats, tol
-            )
-            out_f[c0 : c0 + chunk] = self.backend.to_host(f)
-            out_b[c0 : c0 + chunk] = self.backend.to_host(b)
-            out_m[c0 : c0 + chunk] = self.backend.to_host(ml)
-            out_g[c0 : c0 + chunk] = self.backend.to_host(g)
+            if len(part) * p <= _HOST_REDUCTION_SLOTS:
+                # few slots (best-first growth): three copies, then NumPy, rather than a
+                # dozen tiny device operations
+                host = self.backend.to_host
+                f, b, ml, g = best_slot_per_node(
+                    np, host(slots.gain), host(slots.bin), host(slots.missing_left),
+                    np.broadcast_to(np.arange(p, dtype=np.int32), (len(part), p)),
+                    tie_tol[c0 : c0 + chunk],
+                )
+            else:
+                tol = self._dev(tie_tol[c0 : c0 + chunk], xp.float64)
+                f, b, ml, g = (
+                    self.backend.to_host(a)
+                    for a in best_slot_per_node(
+                        xp, slots.gain, slots.bin, slots.missing_left, feats, tol
+                    )
+                )
+            out_f[c0 : c0 + chunk] = f
+            out_b[c0 : c0 + chunk] = b
+            out_m[c0 : c0 + chunk] = ml
+            out_g[c0 : c0 + chunk] = g
         if fits:
             for r, g in enumerate(ids):
                 if out_f[r] >= 0:

@@ -621,13 +621,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="report folder")
     parser.add_argument("--budget", type=float, default=TOTAL_BUDGET_S,
                         help=f"seconds for the whole run (default {TOTAL_BUDGET_S}); the tests "
-                             "get at most 30 %% of it, the boosting section 25 %%")
+                             "get at most 40 %% of it, the boosting section 25 %%")
     args = parser.parse_args(argv)
     if args.budget < 60:
         parser.error(f"--budget must be at least 60 seconds, got {args.budget}")
     report = Report()
     deadline = time.perf_counter() + args.budget
-    tests_timeout = min(180.0 if args.quick else 240.0, 0.3 * args.budget)
+    # the GPU suite took 133 s on an H200 (kernel compilation included)
+    tests_timeout = min(180.0 if args.quick else 240.0, 0.4 * args.budget)
     state: dict[str, Any] = {}
     report.run("Environment", lambda: section_environment(state))
     if not state.get("gpu"):

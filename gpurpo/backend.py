@@ -55,6 +55,7 @@ __all__ = [
     "register_kernel",
     "registered_kernels",
     "serial_cpu_kernels",
+    "cpu_helper",
     "kernel_dir",
     "kernel_source",
 ]
@@ -604,6 +605,19 @@ def serial_cpu_kernels() -> Iterator[None]:
         yield
     finally:
         _serial_state.on = previous
+
+
+def cpu_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A numba host helper as this thread may call it.
+
+    Inside :func:`serial_cpu_kernels`, the single-threaded, GIL-free twin of
+    a ``parallel=True`` function (as :meth:`Backend.kernel` does for the
+    registered kernels); else ``fn`` itself. For numba functions the grower
+    calls directly, outside the kernel registry.
+    """
+    if getattr(_serial_state, "on", False):
+        return _serial_twin(fn)
+    return fn
 
 
 def _serial_twin(impl: Callable[..., Any]) -> Callable[..., Any]:

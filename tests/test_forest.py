@@ -292,6 +292,17 @@ def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
     assert twin.py_func.__code__ is parallel.py_func.__code__
 
 
+def test_grower_host_helpers_follow_serial_mode():
+    from gpurpo import backend as B
+    from gpurpo.tree._kernels_cpu import gather_tree_arrays
+
+    assert B.cpu_helper(gather_tree_arrays) is gather_tree_arrays
+    with B.serial_cpu_kernels():
+        twin = B.cpu_helper(gather_tree_arrays)
+    assert twin is not gather_tree_arrays and not twin.targetoptions.get("parallel")
+    assert twin.targetoptions.get("nogil")
+
+
 def test_per_tree_projections_differ_and_are_redrawn_from_their_seeds():
     X, Y = _multilabel(seed=7)
     forest = RandomForestClassifier(

@@ -76,8 +76,9 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, registered_kernels, segment_positions
+from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
+from gpurpo.tree._kernels_cpu import gather_tree_arrays
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import child_seed, feature_at, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
@@ -746,31 +747,29 @@ class _Grower:
         tree_counts = np.bincount(tree, minlength=self.n_trees)
         tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
         local_id[node_order] = np.arange(size) - np.repeat(tree_first, tree_counts)
-        thresholds = self.binned.thresholds_host
+        arrays = {
+            "children_left": np.empty(size, dtype=np.int32),
+            "children_right": np.empty(size, dtype=np.int32),
+            "feature": np.empty(size, dtype=np.int32),
+            "threshold": np.empty(size, dtype=np.float64),
+            "bin": np.empty(size, dtype=np.int32),
+            "missing_go_left": np.empty(size, dtype=np.uint8),
+            "leaf_index": np.empty(size, dtype=np.int32),
+            "n_node_samples": np.empty(size, dtype=np.int64),
+            "weighted_n_node_samples": np.empty(size, dtype=np.float64),
+            "gain": np.empty(size, dtype=np.float64),
+            "depth": np.empty(size, dtype=np.int32),
+        }
+        thresholds = np.ascontiguousarray(self.binned.thresholds_host, dtype=np.float64)
+        cpu_helper(gather_tree_arrays)(
+            node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
+            nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
+            leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
+            nodes.depth[:size], thresholds, *arrays.values(),
+        )
         for t in range(self.n_trees):
-            g = node_order[tree_first[t] : tree_first[t] + tree_counts[t]]
-            internal = ~is_leaf[g]
-            feat = nodes.feature[g].astype(np.int32)
-            b = nodes.bin[g].astype(np.int32)
-            thr = np.full(len(g), np.nan)
-            thr[internal] = thresholds[feat[internal], b[internal]]
-            left = np.where(internal, local_id[np.maximum(nodes.left[g], 0)], -1)
-            right = np.where(internal, local_id[np.maximum(nodes.right[g], 0)], -1)
-            structures.append(
-                TreeStructure(
-                    children_left=left.astype(np.int32),
-                    children_right=right.astype(np.int32),
-                    feature=np.where(internal, feat, -1).astype(np.int32),
-                    threshold=thr,
-                    bin=np.where(internal, b, 0).astype(np.int32),
-                    missing_go_left=np.where(internal, nodes.missing_left[g], 0).astype(np.uint8),
-                    leaf_index=leaf_index[g].astype(np.int32),
-                    n_node_samples=(nodes.stop[g] - nodes.start[g]).astype(np.int64),
-                    weighted_n_node_samples=weighted[g],
-                    gain=np.where(internal, nodes.gain[g], 0.0),
-                    depth=nodes.depth[g].astype(np.int32),
-                )
-            )
+            part = slice(tree_first[t], tree_first[t] + tree_counts[t])
+            structures.append(TreeStructure(**{k: v[part] for k, v in arrays.items()}))
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
 
 

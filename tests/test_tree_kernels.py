@@ -453,3 +453,13 @@ def test_sum_leaves_dense_and_csr():
     out = np.zeros((n, d))
     kernels.sum_leaves_csr(NUMPY, rows, sp.csr_matrix(values), out)
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+
+
+def test_feature_table_equals_the_vectorised_visiting_order():
+    rng = np.random.default_rng(31)
+    for p in (1, 2, 7, 64, 500):
+        seeds = rng.integers(0, 2**64 - 1, size=6, dtype=np.uint64, endpoint=True)
+        positions = rng.integers(0, p, size=(6, 9)).astype(np.int64)
+        out = np.empty(positions.shape, dtype=np.int32)
+        _random.feature_table(seeds, positions, p, *_random.feistel_params(p), out)
+        np.testing.assert_array_equal(out, _random.feature_at(seeds[:, None], positions, p))

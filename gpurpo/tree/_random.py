@@ -75,6 +75,7 @@ __all__ = [
     "child_seed_nb",
     "round_keys_nb",
     "feature_at_nb",
+    "feature_table",
     "uniform_at_nb",
 ]
 
@@ -219,3 +220,20 @@ def child_seed_nb(seed: np.uint64, side: int) -> np.uint64:
     if side == 0:
         return hash64_nb(np.uint64(seed) ^ np.uint64(_LEFT))
     return hash64_nb(np.uint64(seed) ^ np.uint64(_RIGHT))
+
+
+@numba.njit(cache=True)
+def feature_table(
+    seeds: np.ndarray, positions: np.ndarray, p: int, half: int, mask: int, out: np.ndarray
+) -> None:
+    """``out[i, j] = feature_at(seeds[i], positions[i, j], p)`` (host helper).
+
+    The loop form of :func:`feature_at` for the grower's host side: one key
+    schedule per node instead of array passes per Feistel round;
+    ``(half, mask) = feistel_params(p)``.
+    """
+    keys = np.empty(_N_ROUNDS, dtype=np.uint64)
+    for i in range(positions.shape[0]):
+        round_keys_nb(seeds[i], keys)
+        for j in range(positions.shape[1]):
+            out[i, j] = feature_at_nb(keys, positions[i, j], p, half, mask)

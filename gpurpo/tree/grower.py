@@ -80,7 +80,7 @@ from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_posi
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._kernels_cpu import gather_tree_arrays
 from gpurpo.tree._params import GrowthParams
-from gpurpo.tree._random import child_seed, feature_at, uniform_at
+from gpurpo.tree._random import child_seed, feistel_params, feature_table, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
@@ -563,8 +563,13 @@ class _Grower:
                 positions = pos[rows][:, None] + slot
                 # the visiting order on the host: a few small arrays, where a device
                 # evaluation would be dozens of tiny kernel launches per round
-                feats_h = feature_at(seeds[rows][:, None], positions, p, np)
-                feats_h = np.where(slot < tk[:, None], feats_h, -1).astype(np.int32)
+                feats_h = np.empty(positions.shape, dtype=np.int32)
+                feature_table(
+                    np.ascontiguousarray(seeds[rows], dtype=np.uint64),
+                    np.ascontiguousarray(positions, dtype=np.int64), p, *feistel_params(p),
+                    feats_h,
+                )
+                feats_h[slot >= tk[:, None]] = -1
                 feats = self._dev(feats_h, xp.int32)
                 h = self._hist(ids[rows], feats)
                 slots = self._score(h, feats, seeds[rows], positions)

@@ -175,11 +175,16 @@ class _Nodes:
             setattr(self, name, np.full(0, fill, dtype=dtype))
 
     def reserve(self, capacity: int) -> None:
-        """Make room for ``capacity`` nodes in all (so that growth never copies)."""
+        """Make room for ``capacity`` nodes in all (so that growth never copies).
+
+        The room is left uninitialised (an upper bound on the nodes of fully
+        grown trees is several times what they use); :meth:`add` writes every
+        field of the nodes it creates.
+        """
         if capacity <= self.capacity:
             return
-        for name, dtype, fill in self._FIELDS:
-            arr = np.full(capacity, fill, dtype=dtype)
+        for name, dtype, _ in self._FIELDS:
+            arr = np.empty(capacity, dtype=dtype)
             arr[: self.size] = getattr(self, name)[: self.size]
             setattr(self, name, arr)
         self.capacity = capacity
@@ -191,15 +196,17 @@ class _Nodes:
         needed = self.size + count
         if needed > self.capacity:
             self.reserve(max(needed, 2 * self.capacity, 64))
-        ids = np.arange(self.size, needed, dtype=np.int64)
-        self.tree[ids] = tree
-        self.parent[ids] = parent
-        self.depth[ids] = depth
-        self.start[ids] = start
-        self.stop[ids] = stop
-        self.seed[ids] = seed
+        new = slice(self.size, needed)
+        for name, _, fill in self._FIELDS:
+            getattr(self, name)[new] = fill
+        self.tree[new] = tree
+        self.parent[new] = parent
+        self.depth[new] = depth
+        self.start[new] = start
+        self.stop[new] = stop
+        self.seed[new] = seed
         self.size = needed
-        return ids
+        return np.arange(self.size - count, needed, dtype=np.int64)
 
 
 class _Grower:

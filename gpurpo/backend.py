@@ -493,8 +493,9 @@ def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:
     """Segment of every position when segments of ``lengths`` are laid end to end.
 
     The same as ``xp.repeat(xp.arange(len(lengths)), lengths)``, which CuPy
-    before 14.1 does not accept with an array of repeats: a ``searchsorted``
-    of the positions in the segments' ends, on the device.
+    before 14.1 does not accept with an array of repeats: on CuPy, a
+    ``searchsorted`` of the positions in the segments' ends, on the device;
+    on NumPy, the repeat itself.
 
     Parameters
     ----------
@@ -509,6 +510,14 @@ def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:
     -------
     int64 array of shape (total,)
     """
+    if xp is np:
+        # NumPy repeats in one linear pass (the search is O(total log S))
+        return np.repeat(np.arange(len(lengths), dtype=np.int64), np.asarray(lengths, np.int64))
+    return _segment_ids_by_search(xp, lengths, total)
+
+
+def _segment_ids_by_search(xp: ModuleType, lengths: Any, total: int) -> Any:
+    """:func:`segment_ids` as a search of the positions in the segments' ends."""
     ends = xp.cumsum(xp.asarray(lengths, dtype=xp.int64))
     return xp.searchsorted(ends, xp.arange(int(total), dtype=xp.int64), side="right").astype(
         xp.int64

@@ -166,10 +166,12 @@ def test_segment_ids_equal_numpy_repeat(seed):
     lengths[0] = 0  # empty segments anywhere, including first and last
     lengths[-1] = 0
     expected = np.repeat(np.arange(len(lengths)), lengths)
-    got = B.segment_ids(np, lengths, int(lengths.sum()))
-    assert got.dtype == np.int64
-    np.testing.assert_array_equal(got, expected)
-    assert B.segment_ids(np, np.zeros(3, dtype=int), 0).shape == (0,)
+    # the NumPy path, and the search used on CuPy (run here on NumPy arrays)
+    for fn in (B.segment_ids, B._segment_ids_by_search):
+        got = fn(np, lengths, int(lengths.sum()))
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, expected)
+        assert fn(np, np.zeros(3, dtype=int), 0).shape == (0,)
 
 
 def test_segment_positions_equal_a_loop_over_ranges():

@@ -777,7 +777,10 @@ class _Grower:
             node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
             nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
             leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
-            nodes.depth[:size], thresholds, *arrays.values(),
+            nodes.depth[:size], thresholds,
+            *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
+                                  "bin", "missing_go_left", "leaf_index", "n_node_samples",
+                                  "weighted_n_node_samples", "gain", "depth")),
         )
         for t in range(self.n_trees):
             part = slice(tree_first[t], tree_first[t] + tree_counts[t])

@@ -33,7 +33,6 @@ import io
 import pstats
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_check import _make_forest_data  # noqa: E402
+from gpu_check import _make_forest_data, _time_gpu  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "experiments" / "hist_variants.cu"
 
@@ -117,6 +116,17 @@ def _guarded(profiler: Callable[[Callable[[], Any]], str], fit: Callable[[], Any
         return "FAILED:\n\n```\n" + traceback.format_exc()[-3000:] + "```\n"
 
 
+def _cpu_speedup(warm_up: Callable[[], Any], fit: Callable[[], Any], units: int,
+                 gpu_per_unit: float, unit: str) -> str:
+    """Report line: the CPU path's time per ``unit`` (after a warm-up) and the GPU speed-up."""
+    warm_up()
+    t0 = time.perf_counter()
+    fit()
+    per_unit = (time.perf_counter() - t0) / units
+    return (f"- CPU path on this machine, {units} {unit}s: {per_unit:.3f} s per {unit}; "
+            f"**GPU speed-up per {unit} {per_unit / gpu_per_unit:.1f}x**\n")
+
+
 def profile_forest(n: int, trees: int, cpu_trees: int = 0) -> str:
     import numpy as np
     import scipy.sparse as sp
@@ -150,12 +160,9 @@ def profile_forest(n: int, trees: int, cpu_trees: int = 0) -> str:
     device = _guarded(device_profile, lambda: forest().fit(X, Y))
     cpu = ""
     if cpu_trees > 0:
-        forest(cpu_trees, "cpu").fit(X[:2000], Y[:2000])
-        t0 = time.perf_counter()
-        forest(cpu_trees, "cpu").fit(X, Y)
-        per_tree = (time.perf_counter() - t0) / cpu_trees
-        cpu = (f"- CPU path on this machine, {cpu_trees} trees: {per_tree:.3f} s per tree; "
-               f"**GPU speed-up per tree {per_tree / (plain / trees):.1f}x**\n")
+        cpu = _cpu_speedup(lambda: forest(cpu_trees, "cpu").fit(X[:2000], Y[:2000]),
+                           lambda: forest(cpu_trees, "cpu").fit(X, Y), cpu_trees,
+                           plain / trees, "tree")
     return (f"RandomForestClassifier(n_estimators={trees}, gaussian m = 7, max_features='sqrt', "
             f"device='cuda') on n = {n}, p = 100, d = 1000 (5 labels per row)\n\n"
             f"- fit {plain:.2f} s ({plain / trees:.3f} s per tree); under cProfile {wall:.2f} s\n"
@@ -187,35 +194,16 @@ def profile_boosting(n: int, rounds: int, cpu_rounds: int = 0) -> str:
     device = _guarded(device_profile, fit)
     cpu = ""
     if cpu_rounds > 0:
-        GradientBoostingClassifier(**{**params, "n_estimators": 2, "device": "cpu"}).fit(
-            X[:500], Y[:500]
+        cpu = _cpu_speedup(
+            lambda: GradientBoostingClassifier(**{**params, "n_estimators": 2, "device": "cpu"})
+            .fit(X[:500], Y[:500]),
+            lambda: fit(cpu_rounds, "cpu"), cpu_rounds, plain / rounds, "round",
         )
-        t0 = time.perf_counter()
-        fit(cpu_rounds, "cpu")
-        per_round = (time.perf_counter() - t0) / cpu_rounds
-        cpu = (f"- CPU path on this machine, {cpu_rounds} rounds: {per_round:.3f} s per round; "
-               f"**GPU speed-up per round {per_round / (plain / rounds):.1f}x**\n")
     return (f"GradientBoostingClassifier(relabel_rpo, gaussian q = 20, max_leaf_nodes=31, "
             f"{rounds} rounds, device='cuda') on mediamill-shaped n = {n}\n\n"
             f"- fit {plain:.2f} s ({plain / rounds:.3f} s per round); under cProfile "
             f"{wall:.2f} s\n{cpu}\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
             f"### device profile\n\n{device}")
-
-
-def _time_kernel(fn: Callable[[], Any], reps: int = 7) -> float:
-    import cupy
-
-    fn()
-    _sync()
-    times = []
-    for _ in range(reps):
-        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(times)
 
 
 def histogram_variants() -> str:
@@ -254,8 +242,8 @@ def histogram_variants() -> str:
             kcuda.histograms(CUPY, data, sample_indices, node_ranges, node_features, node_tree,
                              weights, targets, ref)
 
-        zero_t = _time_kernel(lambda: ref.fill(0))
-        t_lib = _time_kernel(library) - zero_t
+        zero_t = _time_gpu(lambda: ref.fill(0), reps=7)
+        t_lib = _time_gpu(library, reps=7) - zero_t
         row: dict[str, Any] = {"batch": label, "library ms": 1e3 * t_lib}
         plan = kcuda.histogram_launch_plan(attrs, n_nodes, k, n_bins, C, n)
         for name in ("hist_sample_major", "hist_lanes_int_ceiling"):
@@ -271,7 +259,7 @@ def histogram_variants() -> str:
                 out.fill(0)
                 kernel((plan["grid"],), (plan["block"],), args, shared_mem=plan["shared_mem"])
 
-            t = _time_kernel(run) - zero_t
+            t = _time_gpu(run, reps=7) - zero_t
             if name.endswith("ceiling"):
                 row[f"{name} ms (sums not exact)"] = 1e3 * t
             else:

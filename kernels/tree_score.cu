@@ -15,7 +15,9 @@
 //      order (bin ascending, missing right before missing left), i.e. the
 //      largest gain with the smallest key 2 * bin + missing_left;
 //   Extra-Trees (random_split): thread 0 scores the drawn cut alone.
-// Every product and sum is rounded separately (__dmul_rn/__dadd_rn: no fused
+// Second-order gain (newton != 0; channels 1..m/2 gradient sums, m/2+1..m hessian
+// sums): score_newton_gain instead of score_gain, same candidates and rules.
+// Every product and sum is rounded separately (__dmul_rn/__dadd_rn/__ddiv_rn: no fused
 // multiply-add), so gains, and therefore the chosen bins, are bit-identical
 // to the numba kernel. Scratch per block: n_channels totals, then
 // (n_bins - 1) x n_channels running sums, bin-major.
@@ -65,6 +67,43 @@ __device__ __forceinline__ double score_gain_missing(const double* L, const floa
     return __dadd_rn(__dadd_rn(sl / (wl > 0 ? wl : 1.0), sr / (wr > 0 ? wr : 1.0)), -parent);
 }
 
+// Second-order score of one side: sum over outputs j = 1..q of G_j^2 / (H_j + lambda),
+// G_j at a[j * stride], H_j at a[(q + j) * stride], for H_j >= mcw and a positive
+// denominator; the numba kernel's order and roundings.
+__device__ __forceinline__ double score_newton(const double* a, long long stride, int q,
+                                               double lam, double mcw)
+{
+    double s = 0.0;
+    for (int j = 1; j <= q; ++j) {
+        const double hj = a[(q + j) * stride];
+        const double den = __dadd_rn(hj, lam);
+        if (hj >= mcw && den > 0.0) s = __dadd_rn(s, __ddiv_rn(__dmul_rn(a[j * stride], a[j * stride]), den));
+    }
+    return s;
+}
+
+// Second-order gain of the left sums L (plus the missing bin hm when hm != nullptr)
+// against the totals T: score(left) + score(T - left) - parent.
+__device__ __forceinline__ double score_newton_gain(const double* L, const float* hm,
+                                                    const double* T, int q, double lam,
+                                                    double mcw, double parent)
+{
+    double sl = 0.0, sr = 0.0;
+    for (int j = 1; j <= q; ++j) {
+        const double gl = hm ? __dadd_rn(L[j], (double)hm[j]) : L[j];
+        const double hl = hm ? __dadd_rn(L[q + j], (double)hm[q + j]) : L[q + j];
+        double den = __dadd_rn(hl, lam);
+        if (hl >= mcw && den > 0.0) sl = __dadd_rn(sl, __ddiv_rn(__dmul_rn(gl, gl), den));
+        const double hr = __dadd_rn(T[q + j], -hl);
+        den = __dadd_rn(hr, lam);
+        if (hr >= mcw && den > 0.0) {
+            const double r = __dadd_rn(T[j], -gl);
+            sr = __dadd_rn(sr, __ddiv_rn(__dmul_rn(r, r), den));
+        }
+    }
+    return __dadd_rn(__dadd_rn(sl, sr), -parent);
+}
+
 // Is (g, key) better than (g2, key2)? Larger gain; equal gains: smaller key.
 __device__ __forceinline__ bool score_better(double g, int key, double g2, int key2)
 {
@@ -75,7 +114,7 @@ extern "C" __global__ void tree_score_histograms(
     const float* __restrict__ hist, const int* __restrict__ node_features,
     const double* __restrict__ uniforms, const double* __restrict__ thresholds,
     long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
-    double* __restrict__ scratch,
+    int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
     double* __restrict__ out_gain, int* __restrict__ out_bin,
     unsigned char* __restrict__ out_missing_left, unsigned char* __restrict__ out_nonconstant)
 {
@@ -128,7 +167,10 @@ extern "C" __global__ void tree_score_histograms(
         const double n_total = tot[cnt];
         const bool nonconstant = f >= 0 && sh_occupied + (has_miss ? 1 : 0) >= 2;
         const double w_total = tot[0];
-        const double parent = score_sq_norm(tot, 1, m) / (w_total > 0 ? w_total : 1.0);
+        const int q = m / 2;
+        const double parent = newton
+            ? score_newton(tot, 1, q, reg_lambda, min_child_weight)
+            : score_sq_norm(tot, 1, m) / (w_total > 0 ? w_total : 1.0);
         double gain = neg_inf, w_left = (double)h[0];
         int best_bin = 0, direction = 0;
         if (!random_split) {
@@ -141,7 +183,7 @@ extern "C" __global__ void tree_score_histograms(
                 const double n_left = Lb[cnt];
                 const bool below_max = b < bmax;
                 if ((below_max || has_miss) && n_left >= msl && __dadd_rn(n_total, -n_left) >= msl) {
-                    const double g = score_gain(Lb, tot, 1, m, parent);
+                    const double g = (newton ? score_newton_gain(Lb, nullptr, tot, q, reg_lambda, min_child_weight, parent) : score_gain(Lb, tot, 1, m, parent));
                     if (g > my_g) {
                         my_g = g;
                         my_key = 2 * b;
@@ -150,7 +192,7 @@ extern "C" __global__ void tree_score_histograms(
                 if (has_miss && below_max) {
                     const double n_left_m = __dadd_rn(n_left, n_miss);
                     if (n_left_m >= msl && __dadd_rn(n_total, -n_left_m) >= msl) {
-                        const double g = score_gain_missing(Lb, hm, tot, m, parent);
+                        const double g = (newton ? score_newton_gain(Lb, hm, tot, q, reg_lambda, min_child_weight, parent) : score_gain_missing(Lb, hm, tot, m, parent));
                         if (g > my_g) {
                             my_g = g;
                             my_key = 2 * b + 1;
@@ -195,10 +237,10 @@ extern "C" __global__ void tree_score_histograms(
             const bool below_max = best_bin < bmax;
             double gain_right = neg_inf, gain_left = neg_inf;
             if ((below_max || has_miss) && n_left >= msl && __dadd_rn(n_total, -n_left) >= msl)
-                gain_right = score_gain(Lb, tot, 1, m, parent);
+                gain_right = (newton ? score_newton_gain(Lb, nullptr, tot, q, reg_lambda, min_child_weight, parent) : score_gain(Lb, tot, 1, m, parent));
             const double n_left_m = __dadd_rn(n_left, n_miss);
             if (has_miss && below_max && n_left_m >= msl && __dadd_rn(n_total, -n_left_m) >= msl)
-                gain_left = score_gain_missing(Lb, hm, tot, m, parent);
+                gain_left = (newton ? score_newton_gain(Lb, hm, tot, q, reg_lambda, min_child_weight, parent) : score_gain_missing(Lb, hm, tot, m, parent));
             direction = gain_left > gain_right ? 1 : 0;
             gain = gain_left > gain_right ? gain_left : gain_right;
             w_left = Lb[0];

@@ -438,7 +438,8 @@ def test_pickle_round_trip():
     [(GradientBoostingRegressor, "rpo", "global", "gradient"),
      (GradientBoostingClassifier, "relabel_rpo", "global", "gradient"),
      (GradientBoostingClassifier, "rpo", "per_leaf", "gradient"),
-     (GradientBoostingClassifier, "relabel_rpo", "global", "newton")],
+     (GradientBoostingClassifier, "relabel_rpo", "global", "newton"),
+     (GradientBoostingClassifier, "multi_output", "global", "newton")],
 )
 def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, criterion):
     """The CUDA path (kernels run by the CPU emulation of CUDA) equals the numba path."""
@@ -478,8 +479,8 @@ def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, cr
         ({"split_criterion": "newton", "reg_lambda": -1.0}, "reg_lambda must be >= 0.0"),
         ({"split_criterion": "newton", "loss": "absolute_error"},
          "needs the second derivative of the loss; loss='absolute_error'"),
-        ({"split_criterion": "newton", "strategy": "single_target"},
-         "got strategy='single_target'"),
+        ({"split_criterion": "newton", "min_child_weight": -1.0},
+         "min_child_weight must be >= 0.0"),
     ],
 )
 def test_bad_parameters(params, match):
@@ -608,79 +609,91 @@ def test_log_loss_hessian_is_the_derivative_of_the_negative_gradient():
     assert get_loss("squared_error").hessian(backend, F) is None
 
 
-@pytest.mark.parametrize("reg_lambda", [0.0, 2.0])
-def test_newton_targets_give_the_second_order_gain_of_a_rank_one_hessian(reg_lambda):
-    """Weighted-variance gain of (z, a) == sum_j G_j^2 / (H_j + lambda) where exact."""
-    from gpurpo.ensemble._newton import newton_split_targets
-
-    rng = np.random.default_rng(1)
-    n, d = 40, 5
-    G = rng.normal(size=(n, d)).astype(np.float32)
-    a_true, b_true = rng.uniform(0.05, 0.25, n), rng.uniform(0.2, 3.0, d)
-    hess = (a_true[:, None] * b_true[None, :]).astype(np.float32)
-    w = rng.integers(1, 3, size=n).astype(np.float64)
-    Z, a = newton_split_targets(np, G, hess, w, reg_lambda, n_leaves=1)
-    assert Z.dtype == np.float32 and a.shape == (n,)
-
-    def engine(rows):
-        S = (w[rows] * a[rows]) @ Z[rows].astype(np.float64)
-        return S @ S / np.sum(w[rows] * a[rows])
-
-    def second_order(rows, lam):
-        Gs = w[rows] @ G[rows].astype(np.float64)
-        Hs = w[rows] @ hess[rows].astype(np.float64)
-        return np.sum(Gs**2 / (Hs + lam))
-
-    everyone = np.ones(n, dtype=bool)
-    # lambda is exact at the node whose hessian mass is A_ref (here the root, n_leaves=1)
-    np.testing.assert_allclose(engine(everyone), second_order(everyone, reg_lambda), rtol=1e-5)
-    if reg_lambda == 0.0:
-        X = rng.integers(0, 8, size=(n, 2)).astype(float)
-        for _, _, left in _partitions(X):
-            for rows in (left, ~left):
-                np.testing.assert_allclose(engine(rows), second_order(rows, 0.0), rtol=1e-5)
-
-
-def test_newton_split_is_the_brute_force_argmax_of_the_second_order_gain():
-    """Identical label columns share their hessian: the Newton gain is exact (lambda = 0)."""
-    rng = np.random.default_rng(4)
-    n = 160
+def _second_split_data(seed=5, n=160, d=3):
+    """Labels whose logits differ per output, so their hessians differ per output."""
+    rng = np.random.default_rng(seed)
     X = rng.integers(0, 12, size=(n, 3)).astype(float)
-    logit = np.where(X[:, 0] > 6, 4.0, -1.0) + 0.4 * X[:, 1] - 2.0 + 0.5 * X[:, 2] * (X[:, 0] < 3)
-    y = (rng.random(n) < scipy.special.expit(logit)).astype(int)
-    Y = np.repeat(y[:, None], 3, axis=1)
-    params = dict(strategy="multi_output", max_leaf_nodes=2, learning_rate=1.0,
-                  reg_lambda=0.0, random_state=0)
+    base = np.where(X[:, 0] > 6, 4.0, -1.0) + 0.4 * X[:, 1] - 2.0 + 0.5 * X[:, 2] * (X[:, 0] < 3)
+    shift = np.linspace(-1.5, 1.5, d)
+    logit = base[:, None] * np.linspace(0.5, 1.5, d)[None, :] + shift[None, :]
+    Y = (rng.random((n, d)) < scipy.special.expit(logit)).astype(int)
+    return X, Y
+
+
+@pytest.mark.parametrize(
+    "strategy, projection, newton",
+    [("multi_output", None, (0.0, 0.0)), ("multi_output", None, (1.0, 1.0)),
+     ("relabel_rpo", "gaussian", (1.0, 0.0)), ("relabel_rpo", "subsample", (0.5, 0.5)),
+     ("rpo", "gaussian", (1.0, 0.0))],
+)
+def test_newton_split_is_the_brute_force_argmax_of_the_second_order_gain(
+    strategy, projection, newton
+):
+    """The second split of a boosting run maximises sum_k G_k^2 / (H_k + lambda).
+
+    ``G_k = sum_i phi_k . g_i`` and ``H_k = sum_i sum_j phi_kj^2 h_ij`` over the
+    projection rows phi_k (the identity for multi_output), counted where
+    ``H_k >= min_child_weight``: XGBoost's vector-leaf gain, checked by trying
+    every partition of the rows.
+    """
+    X, Y = _second_split_data()
+    lam, mcw = newton
+    params = dict(strategy=strategy, max_leaf_nodes=2, learning_rate=1.0, reg_lambda=lam,
+                  min_child_weight=mcw, random_state=0, n_components=2)
+    if projection is not None:
+        params["projection"] = projection
     # one gradient tree gives rows different scores, hence different hessians
     first = GradientBoostingClassifier(n_estimators=1, **params).fit(X, Y)
     P = scipy.special.expit(first.decision_function(X))
     g, h = Y - P, P * (1.0 - P)
 
-    def brute_force(criterion):
-        best, arg = -np.inf, None
-        for f, v, left in _partitions(X):
-            if criterion == "newton":
-                gain = sum(g[s].sum(0) @ g[s].sum(0) / h[s, 0].sum() for s in (left, ~left))
-            else:
-                gain = sum(g[s].sum(0) @ g[s].sum(0) / s.sum() for s in (left, ~left))
-            if gain > best:
-                best, arg = gain, left
-        return arg
+    second = GradientBoostingClassifier(n_estimators=1, warm_start=True, **params).fit(X, Y)
+    second.set_params(n_estimators=2, split_criterion="newton").fit(X, Y)
+    np.testing.assert_array_equal(second.apply(X)[:, 0], first.apply(X)[:, 0])
+    if projection is None:
+        phi = np.eye(Y.shape[1])
+    else:
+        phi = second.projections_[1]
+        phi = np.asarray(phi.toarray() if sp.issparse(phi) else phi)
+    gp, hp = g @ phi.T, h @ (phi**2).T
 
-    found = {}
-    for criterion in ("gradient", "newton"):
-        second = GradientBoostingClassifier(n_estimators=1, warm_start=True, **params).fit(X, Y)
-        second.set_params(n_estimators=2, split_criterion=criterion).fit(X, Y)
-        np.testing.assert_array_equal(second.apply(X)[:, 0], first.apply(X)[:, 0])
-        leaf = second.apply(X)[:, 1]
-        expected = brute_force(criterion)
-        found[criterion] = leaf == leaf[np.flatnonzero(expected)[0]]
-        assert np.array_equal(found[criterion], expected) or np.array_equal(
-            found[criterion], ~expected
-        )
-    # the data is such that the two criteria choose different splits
-    assert not np.array_equal(found["gradient"], found["newton"])
-    assert not np.array_equal(found["gradient"], ~found["newton"])
+    def score(rows):
+        G, H = gp[rows].sum(0), hp[rows].sum(0)
+        ok = H >= mcw
+        return np.sum(np.where(ok, G**2 / (H + lam), 0.0))
+
+    gains = [(score(left) + score(~left), left) for _, _, left in _partitions(X)]
+    best = max(gain for gain, _ in gains)
+    leaf = second.apply(X)[:, 1]
+    chosen = leaf == leaf[0]
+    chosen_gain = score(chosen) + score(~chosen)
+    np.testing.assert_allclose(chosen_gain, best, rtol=1e-5)
+    # and the gradient criterion chooses another split on this data
+    if strategy == "multi_output" and newton == (0.0, 0.0):
+        grad = GradientBoostingClassifier(n_estimators=2, **params).fit(X, Y)
+        other = grad.apply(X)[:, 1]
+        other_left = other == other[0]
+        assert score(other_left) + score(~other_left) < best - 1e-6
+
+
+def test_newton_relabel_rpo_without_projection_equals_multi_output():
+    X, Y = _second_split_data(seed=7, n=200, d=4)
+    params = dict(n_estimators=5, max_leaf_nodes=6, split_criterion="newton", random_state=0)
+    multi = GradientBoostingClassifier(strategy="multi_output", **params).fit(X, Y)
+    relabel = GradientBoostingClassifier(strategy="relabel_rpo", projection=None, **params).fit(X, Y)
+    np.testing.assert_array_equal(relabel.apply(X), multi.apply(X))
+    np.testing.assert_allclose(relabel.decision_function(X), multi.decision_function(X))
+
+
+def test_newton_single_target_splits_on_its_output_alone():
+    X, Y = _second_split_data(seed=6, n=200, d=3)
+    params = dict(strategy="single_target", n_estimators=6, max_leaf_nodes=4,
+                  split_criterion="newton", random_state=0)
+    model = GradientBoostingClassifier(**params).fit(X, Y)
+    assert np.all(np.diff(model.train_loss_) <= 1e-12)
+    # output 1's trees equal those of the same boosting run on output 1 alone
+    alone = GradientBoostingClassifier(**{**params, "n_estimators": 2}).fit(X, Y[:, 1:2])
+    np.testing.assert_array_equal(model.apply(X)[:, 1], alone.apply(X)[:, 0])
 
 
 @pytest.mark.parametrize("strategy", ["multi_output", "rpo", "relabel_rpo"])

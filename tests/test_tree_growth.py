@@ -477,3 +477,61 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     transpose_to_float32(X, out)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(out, np.array(X.T, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------
+# criterion="newton": the second-order gain on gradient + hessian channels
+# --------------------------------------------------------------------------
+
+
+def _newton_score(g, h, lam):
+    G, H = g.sum(axis=0), h.sum(axis=0)
+    return float(np.sum(G**2 / (H + lam)))
+
+
+def test_newton_level_wise_tree_splits_every_node_at_the_brute_force_optimum():
+    """Each split maximises sum_j G_Lj^2/(H_Lj+l) + G_Rj^2/(H_Rj+l) over the node's splits."""
+    rng = np.random.default_rng(3)
+    n, p, q, lam = 300, 3, 2, 0.5
+    X = rng.integers(0, 10, size=(n, p)).astype(float)
+    g = rng.normal(size=(n, q)) + (X[:, :1] > 4) * np.array([1.0, -0.5])
+    h = rng.uniform(0.05, 1.0, size=(n, q)) * (1.0 + (X[:, 1:2] > 6))
+    result = _grow(X, np.hstack([g, h]), max_depth=2, criterion="newton", reg_lambda=lam)
+    tree = result.structures[0]
+    checked = 0
+    stack = [(0, np.ones(n, dtype=bool))]
+    while stack:
+        node, rows = stack.pop()
+        f = tree.feature[node]
+        if f < 0:
+            continue
+        best = max(
+            _newton_score(g[rows & left], h[rows & left], lam)
+            + _newton_score(g[rows & ~left], h[rows & ~left], lam)
+            for feat in range(p)
+            for v in np.unique(X[rows, feat])[:-1]
+            for left in [X[:, feat] <= v]
+        )
+        go_left = X[:, f] <= tree.threshold[node]
+        got = (_newton_score(g[rows & go_left], h[rows & go_left], lam)
+               + _newton_score(g[rows & ~go_left], h[rows & ~go_left], lam))
+        np.testing.assert_allclose(got, best, rtol=1e-5)
+        stack += [(tree.children_left[node], rows & go_left),
+                  (tree.children_right[node], rows & ~go_left)]
+        checked += 1
+    assert checked == 3
+    # the variance criterion grows a different tree on the same columns
+    variance = _grow(X, np.hstack([g, h]), max_depth=2).structures[0]
+    assert not np.array_equal(variance.threshold, tree.threshold) or not np.array_equal(
+        variance.feature, tree.feature
+    )
+
+
+def test_newton_criterion_validation():
+    X, Y = _integer_data(0, n=40, d=3)
+    with pytest.raises(ValueError, match="even n_outputs"):
+        _grow(X, Y, max_depth=2, criterion="newton")
+    with pytest.raises(ValueError, match="criterion must be"):
+        _grow(X, Y, max_depth=2, criterion="hessian")
+    with pytest.raises(ValueError, match="reg_lambda"):
+        _grow(X, Y[:, :2], max_depth=2, criterion="newton", reg_lambda=-1.0)

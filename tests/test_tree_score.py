@@ -50,8 +50,31 @@ def _gain(left, total, m, parent):
     )
 
 
-def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresholds):
+def _newton_side(a, q, lam, mcw):
+    """sum_j G_j^2 / (H_j + lam) over outputs with H_j >= mcw, in output order."""
+    out = np.zeros(a.shape[:-1])
+    for j in range(1, q + 1):
+        h = a[..., q + j]
+        den = h + lam
+        ok = (h >= mcw) & (den > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = out + np.where(ok, (a[..., j] * a[..., j]) / np.where(ok, den, 1.0), 0.0)
+    return out
+
+
+def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresholds,
+                     newton=None):
+    """NumPy scores; ``newton=(lam, mcw)``: the second-order gain, m = 2q channels."""
     n_nodes, k, n_bins, channels = hist.shape
+    if newton is None:
+        gain_fn = _gain
+    else:
+        lam, mcw = newton
+
+        def gain_fn(left, total, m, parent):
+            # the right side's sums are T - L, as in the kernels
+            return (_newton_side(left, m // 2, lam, mcw)
+                    + _newton_side(total - left, m // 2, lam, mcw) - parent)
     cnt = channels - 1 if channels == m + 2 else 0
     h = hist.astype(np.float64)
     values, miss = h[:, :, : n_bins - 1, :], h[:, :, n_bins - 1, :]
@@ -66,7 +89,10 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
     bmax = (nvb - 1) - np.argmax(occupied[:, :, ::-1], axis=2)
     nonconstant = (occupied.sum(axis=2) + has_miss >= 2) & (node_features >= 0)
     w_total = total[..., 0]
-    parent = _sq_norm(total, m) / np.where(w_total > 0, w_total, 1.0)
+    if newton is None:
+        parent = _sq_norm(total, m) / np.where(w_total > 0, w_total, 1.0)
+    else:
+        parent = _newton_side(total, m // 2, *newton)
     if not random_split:
         n_left = cum[..., cnt]
         below_max = np.arange(nvb)[None, None, :] < bmax[:, :, None]
@@ -74,14 +100,14 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
             occupied & (below_max | has_miss[:, :, None]) & (n_left >= msl)
             & (n_total[:, :, None] - n_left >= msl)
         )
-        g_right = np.where(ok_right, _gain(cum, total[:, :, None], m, parent[:, :, None]), -np.inf)
+        g_right = np.where(ok_right, gain_fn(cum, total[:, :, None], m, parent[:, :, None]), -np.inf)
         left_m = cum + miss[:, :, None, :]
         n_left_m = n_left + n_miss[:, :, None]
         ok_left = (
             occupied & has_miss[:, :, None] & below_max & (n_left_m >= msl)
             & (n_total[:, :, None] - n_left_m >= msl)
         )
-        g_left = np.where(ok_left, _gain(left_m, total[:, :, None], m, parent[:, :, None]), -np.inf)
+        g_left = np.where(ok_left, gain_fn(left_m, total[:, :, None], m, parent[:, :, None]), -np.inf)
         both = np.stack([g_right, g_left], axis=3).reshape(n_nodes, k, 2 * nvb)
         flat = np.argmax(both, axis=2)
         gain = np.take_along_axis(both, flat[:, :, None], axis=2)[:, :, 0]
@@ -103,11 +129,11 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
         n_left = left[..., cnt]
         below_max = best_bin < bmax
         ok_right = (below_max | has_miss) & (n_left >= msl) & (n_total - n_left >= msl)
-        g_right = np.where(ok_right, _gain(left, total, m, parent), -np.inf)
+        g_right = np.where(ok_right, gain_fn(left, total, m, parent), -np.inf)
         left_m = left + miss
         n_left_m = n_left + n_miss
         ok_left = has_miss & below_max & (n_left_m >= msl) & (n_total - n_left_m >= msl)
-        g_left = np.where(ok_left, _gain(left_m, total, m, parent), -np.inf)
+        g_left = np.where(ok_left, gain_fn(left_m, total, m, parent), -np.inf)
         direction = (g_left > g_right).astype(np.int64)
         gain = np.maximum(g_right, g_left)
         w_left = left[..., 0]
@@ -121,8 +147,13 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
 # --------------------------------------------------------------------------
 
 
-def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, integer_targets=False):
-    """Histograms built from samples (NumPy), with unused slots, constant and empty features."""
+def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, integer_targets=False,
+                   hessian=False):
+    """Histograms built from samples (NumPy), with unused slots, constant and empty features.
+
+    ``hessian=True``: the last m / 2 targets are non-negative (hessians of
+    the first m / 2), as the second-order gain expects.
+    """
     nvb = n_bins - 1
     channels = m + 2 if with_count else m + 1
     hist = np.zeros((n_nodes, k, n_bins, channels), dtype=np.float32)
@@ -138,6 +169,8 @@ def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, in
             codes[codes == nvb] = 0  # no missing values in this node
         w = rng.integers(0, 3, size=ns).astype(np.float64) if with_count else np.ones(ns)
         y = (rng.integers(-3, 4, size=(ns, m)) if integer_targets else rng.normal(size=(ns, m)))
+        if hessian:
+            y[:, m // 2 :] = np.abs(y[:, m // 2 :]) * rng.uniform(0.0, 0.5, size=(ns, 1))
         for j in range(k):
             if feats[i, j] < 0:
                 continue
@@ -154,10 +187,13 @@ def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, in
     return hist, feats, thresholds, uniforms, samples
 
 
-def run_kernel(backend, hist, feats, m, msl, random_split, uniforms, thresholds):
+def run_kernel(backend, hist, feats, m, msl, random_split, uniforms, thresholds, newton=None):
+    extra = {} if newton is None else dict(
+        newton=True, reg_lambda=newton[0], min_child_weight=newton[1]
+    )
     out = kernels.score_histograms(
         backend, backend.asarray(hist), backend.asarray(feats), m, msl, random_split,
-        backend.asarray(uniforms), backend.asarray(thresholds),
+        backend.asarray(uniforms), backend.asarray(thresholds), **extra,
     )
     return tuple(backend.to_host(a) for a in out)
 
@@ -300,6 +336,116 @@ def test_cuda_kernel_with_fewer_blocks_than_slots(monkeypatch):
     monkeypatch.setattr(_kernels_cuda, "SCORE_SCRATCH_BYTES", 8 * (m + 2) * n_bins * 7)
     got = run_kernel(EMULATED, hist, feats, m, 1, False, u, thr)
     assert_same(got, reference_scores(hist, feats, m, 1, False, u, thr))
+
+
+# --------------------------------------------------------------------------
+# Second-order (Newton) gain: channels 1..q gradients, q+1..2q hessians
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("with_count", [True, False])
+@pytest.mark.parametrize("newton", [(1.0, 0.0), (0.0, 0.0), (0.5, 2.0)])
+def test_newton_numba_kernel_equals_numpy_reference(random_split, with_count, newton):
+    rng = np.random.default_rng(int(10 * newton[0] + 3 * newton[1]) + 2 * with_count + random_split)
+    m = 6
+    hist, feats, thr, u, _ = sample_problem(rng, m=m, with_count=with_count, hessian=True)
+    got = run_kernel(NUMPY, hist, feats, m, 1, random_split, u, thr, newton)
+    assert_same(got, reference_scores(hist, feats, m, 1, random_split, u, thr, newton))
+    assert np.isfinite(got[0]).any()
+    # the variance gain of the same histograms chooses differently somewhere
+    variance = run_kernel(NUMPY, hist, feats, m, 1, random_split, u, thr)
+    assert not np.array_equal(got[0], variance[0])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    q=st.integers(1, 4),
+    n_bins=st.integers(2, 20),
+    msl=st.integers(1, 4),
+    random_split=st.booleans(),
+    lam=st.sampled_from([0.0, 0.3, 1.0]),
+    mcw=st.sampled_from([0.0, 0.5, 3.0]),
+)
+def test_newton_numba_kernel_equals_reference_fuzzed(seed, q, n_bins, msl, random_split, lam, mcw):
+    rng = np.random.default_rng(seed)
+    hist, feats, thr, u, _ = sample_problem(
+        rng, n_nodes=4, k=3, n_bins=n_bins, m=2 * q, with_count=True, hessian=True
+    )
+    got = run_kernel(NUMPY, hist, feats, 2 * q, msl, random_split, u, thr, (lam, mcw))
+    assert_same(got, reference_scores(hist, feats, 2 * q, msl, random_split, u, thr, (lam, mcw)))
+
+
+def _newton_brute_force(codes, w, y, nvb, lam, mcw):
+    """Best second-order gain of one feature, every split tried on the samples."""
+    q = y.shape[1] // 2
+
+    def score(mask):
+        G = (w[mask, None] * y[mask, :q]).sum(axis=0)
+        H = (w[mask, None] * y[mask, q:]).sum(axis=0)
+        ok = (H >= mcw) & (H + lam > 0)
+        return float(np.sum(np.where(ok, G**2 / np.where(ok, H + lam, 1.0), 0.0)))
+
+    everyone = np.ones(len(w), dtype=bool)
+    best = -np.inf
+    missing = codes == nvb
+    for b in range(nvb):
+        for miss_left in (False, True):
+            if miss_left and not missing.any():
+                continue
+            go_left = ((codes <= b) & ~missing) | (missing & miss_left)
+            if go_left.all() or not go_left.any():
+                continue
+            best = max(best, score(go_left) + score(~go_left) - score(everyone))
+    return best
+
+
+@pytest.mark.parametrize("newton", [(1.0, 0.0), (0.0, 0.0), (1.0, 0.4)])
+def test_newton_best_gain_is_the_brute_force_optimum(newton):
+    rng = np.random.default_rng(17)
+    m = 4
+    hist, feats, thr, u, samples = sample_problem(rng, n_nodes=12, k=4, m=m, hessian=True)
+    gain, _, _, _ = run_kernel(NUMPY, hist, feats, m, 1, False, u, thr, newton)
+    nvb = hist.shape[2] - 1
+    checked = 0
+    for i, (codes, w, y) in enumerate(samples):
+        for j in range(hist.shape[1]):
+            want = _newton_brute_force(codes[j], w, y, nvb, *newton)
+            if feats[i, j] < 0 or not np.isfinite(want):
+                continue
+            np.testing.assert_allclose(gain[i, j], want, rtol=1e-4, atol=1e-4)
+            checked += 1
+    assert checked > 10
+
+
+@needs_gxx
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("n_bins", [12, 256])
+def test_newton_cuda_kernel_equals_numba(random_split, n_bins):
+    rng = np.random.default_rng(51 + random_split + n_bins)
+    m = 4
+    hist, feats, thr, u, _ = sample_problem(rng, n_nodes=8, k=4, n_bins=n_bins, m=m, hessian=True)
+    newton = (1.0, 0.3)
+    want = run_kernel(NUMPY, hist, feats, m, 1, random_split, u, thr, newton)
+    got = run_kernel(EMULATED, hist, feats, m, 1, random_split, u, thr, newton)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert np.isfinite(got[0]).any()
+
+
+def test_newton_score_validates_its_arguments():
+    rng = np.random.default_rng(0)
+    hist, feats, thr, u, _ = sample_problem(rng, m=3)
+    with pytest.raises(ValueError, match="even"):
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr, newton=True)
+    hist, feats, thr, u, _ = sample_problem(rng, m=4, hessian=True)
+    with pytest.raises(ValueError, match="reg_lambda"):
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, thr, newton=True,
+                                 reg_lambda=-1.0)
+    with pytest.raises(ValueError, match="min_child_weight"):
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, thr, newton=True,
+                                 min_child_weight=-0.5)
 
 
 def test_score_histograms_validates_shapes():

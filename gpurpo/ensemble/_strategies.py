@@ -26,6 +26,7 @@ traversal), so that the loop can fit ``rho_m`` and update the scores.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,10 @@ from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
 
-__all__ = ["STRATEGIES", "StageTreeFitter", "draw_projection", "project_gradient", "leaves_of"]
+__all__ = [
+    "STRATEGIES", "StageTreeFitter", "draw_projection", "project_gradient", "squared_projection",
+    "leaves_of",
+]
 
 STRATEGIES = ("multi_output", "rpo", "relabel_rpo", "single_target")
 
@@ -72,6 +76,13 @@ def project_gradient(backend: Backend, G: Any, projection: Any) -> Any:
     return xp.ascontiguousarray(G @ P.T, dtype=xp.float32)
 
 
+def squared_projection(projection: Any) -> Any:
+    """The projection with every entry squared (dense array or sparse matrix)."""
+    if hasattr(projection, "multiply") and hasattr(projection, "tocsr"):
+        return projection.multiply(projection).tocsr()
+    return projection * projection
+
+
 def leaves_of(structure: TreeStructure, X: Any, backend: Backend) -> Any:
     """Leaf index (row of the tree's leaf values) reached by each row of raw ``X``."""
     xp = backend.xp
@@ -94,6 +105,8 @@ class StageTreeFitter:
         One of :data:`STRATEGIES`.
     params : GrowthParams
         Growth parameters (best-first when ``max_leaf_nodes`` is set).
+    reg_lambda, min_child_weight : float
+        Of the second-order gain, for the iterations given a hessian.
     """
 
     def __init__(
@@ -103,26 +116,52 @@ class StageTreeFitter:
         X: Any,
         strategy: str,
         params: GrowthParams,
+        reg_lambda: float = 1.0,
+        min_child_weight: float = 0.0,
     ) -> None:
         self.backend = backend
         self.binned = binned
         self.X = X
         self.strategy = strategy
         self.params = params
+        self.newton_params = replace(
+            params, criterion="newton", reg_lambda=float(reg_lambda),
+            min_child_weight=float(min_child_weight),
+        ).validated()
 
     def split_targets(
-        self, G: Any, projection: Any, output: int | None, Z: Any = None
+        self, G: Any, projection: Any, output: int | None, hessian: Any = None
     ) -> tuple[Any, Any]:
-        """(targets the tree is grown on, targets its leaves are labelled with)."""
-        S = G if Z is None else Z
+        """(targets the tree is grown on, targets its leaves are labelled with).
+
+        With a ``hessian`` (second-order split), the targets grown on are the
+        (projected) gradient columns followed by the matching hessian
+        columns: the curvature of the loss along a projection row ``phi``
+        is ``sum_j phi_j^2 h_ij``, so the hessian is projected by the
+        squared projection (for a subsampling projection, the sampled
+        outputs' own hessians; for the identity, ``h`` itself).
+        """
+        xp = self.backend.xp
         if self.strategy == "single_target":
-            return S[:, output : output + 1], S[:, output : output + 1]
-        if projection is None:
-            return S, G
-        T = project_gradient(self.backend, S, projection)
-        if self.strategy == "rpo":
-            return T, T
-        return T, G
+            S = G[:, output : output + 1]
+            label_with = S
+            curvature = None if hessian is None else hessian[:, output : output + 1]
+        elif projection is None:
+            S, label_with = G, G
+            curvature = hessian
+        else:
+            S = project_gradient(self.backend, G, projection)
+            label_with = S if self.strategy == "rpo" else G
+            curvature = (
+                None if hessian is None
+                else project_gradient(self.backend, hessian, squared_projection(projection))
+            )
+        if curvature is None:
+            return S, label_with
+        split_on = xp.concatenate(
+            [xp.asarray(S, dtype=xp.float32), xp.asarray(curvature, dtype=xp.float32)], axis=1
+        )
+        return split_on, label_with
 
     def fit(
         self,
@@ -132,7 +171,7 @@ class StageTreeFitter:
         projection: Any,
         output: int | None,
         rng: np.random.Generator,
-        newton: tuple[Any, Any] | None = None,
+        hessian: Any = None,
     ) -> tuple[TreeStructure, Any, Any]:
         """Grow the tree on the gradient ``G`` and label its leaves.
 
@@ -150,13 +189,12 @@ class StageTreeFitter:
             The output of a single-target iteration.
         rng : numpy Generator
             Per-node seeds of the grower.
-        newton : (Z, a) or None
-            Second-order split (:func:`gpurpo.ensemble._newton.newton_split_targets`):
-            the tree is grown on ``Z`` (float32 (n, d), projected like ``G``)
-            with row weights ``weights * a``; ``"multi_output"`` and
-            ``"relabel_rpo"`` leaves keep the mean of ``G``, ``"rpo"`` leaves
-            get the ``weights * a``-weighted mean of the projected ``Z`` (the
-            Newton step along the projection). None: grown on ``G``.
+        hessian : float32 backend array (n, d) or None
+            Second derivatives of the loss: the tree is grown with the
+            second-order gain (``newton_params``) on the (projected)
+            gradient and hessian (:meth:`split_targets`). None: the
+            variance of the (projected) gradient. The leaves are labelled
+            the same way in both cases.
 
         Returns
         -------
@@ -167,23 +205,17 @@ class StageTreeFitter:
             Leaf of every training row.
         """
         xp = self.backend.xp
-        Z, row_hess = (None, None) if newton is None else newton
-        split_on, label_with = self.split_targets(G, projection, output, Z)
+        split_on, label_with = self.split_targets(G, projection, output, hessian)
         targets = xp.ascontiguousarray(split_on, dtype=xp.float32)[:, None, :]
-        if row_hess is not None:
-            grow_w = weights * row_hess
-            grower_weights = grow_w.astype(xp.float32)[None, :]
-        else:
-            grow_w = weights
-            grower_weights = None if unit_weights else weights.astype(xp.float32)[None, :]
+        grower_weights = None if unit_weights else weights.astype(xp.float32)[None, :]
+        params = self.params if hessian is None else self.newton_params
         grow = grow_tree_best_first if self.params.max_leaf_nodes is not None else grow_trees
-        result = grow(self.binned, targets, grower_weights, self.params, rng, self.backend)
+        result = grow(self.binned, targets, grower_weights, params, rng, self.backend)
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
         n_leaves = structure.n_leaves
         inside = leaf >= 0
-        label_w = grow_w if label_with is not G else weights
-        w_in = xp.where(inside, label_w, 0.0)
+        w_in = xp.where(inside, weights, 0.0)
         safe_leaf = xp.where(inside, leaf, 0)
         w_leaf = xp.bincount(safe_leaf, weights=w_in, minlength=n_leaves)
         inv = 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0)

@@ -57,7 +57,6 @@ from gpurpo.backend import (
     to_host,
 )
 from gpurpo.ensemble._early_stopping import EarlyStopping, validation_split
-from gpurpo.ensemble._newton import newton_split_targets
 from gpurpo.ensemble._stages import Stage, StagedModel
 from gpurpo.ensemble._strategies import (
     STRATEGIES,
@@ -126,12 +125,8 @@ class _BaseGradientBoosting(BaseEstimator):
         check_choice(self.leaf_step, "leaf_step", LEAF_STEPS)
         check_choice(self.split_criterion, "split_criterion", SPLIT_CRITERIA)
         check_float(self.reg_lambda, "reg_lambda", low=0.0)
+        check_float(self.min_child_weight, "min_child_weight", low=0.0)
         if self.split_criterion == "newton":
-            if self.strategy == "single_target":
-                raise ValueError(
-                    "split_criterion='newton' is defined for the multi-output strategies "
-                    "('multi_output', 'rpo', 'relabel_rpo'), got strategy='single_target'"
-                )
             if not loss.twice_differentiable:
                 raise ValueError(
                     f"split_criterion='newton' needs the second derivative of the loss; "
@@ -305,7 +300,10 @@ class _BaseGradientBoosting(BaseEstimator):
         if X_val is not None:
             F_val = model.raw_predict(X_val)
 
-        fitter = StageTreeFitter(backend, binned, X, self.strategy, cfg["growth"])
+        fitter = StageTreeFitter(
+            backend, binned, X, self.strategy, cfg["growth"], float(self.reg_lambda),
+            float(self.min_child_weight),
+        )
         stopper = EarlyStopping(self.n_iter_no_change, self.tol)
         if F_val is not None:
             stopper.start(len(model), float(loss.loss(backend, Y_val, F_val)))
@@ -434,15 +432,11 @@ class _BaseGradientBoosting(BaseEstimator):
                 w_iter, unit_iter, rows = w, unit, None
         output = m % d if self.strategy == "single_target" else None
         projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d, rng)
-        newton = None
-        if self.split_criterion == "newton":
-            hessian = loss.hessian(backend, G)
-            if hessian is not None:
-                newton = newton_split_targets(
-                    xp, G, hessian, w_iter, float(self.reg_lambda), cfg["n_leaves"]
-                )
+        # second-order split: the loss's hessian (None for the squared error, whose
+        # constant hessian makes the gain the variance criterion's)
+        hessian = loss.hessian(backend, G) if self.split_criterion == "newton" else None
         structure, values, leaf = fitter.fit(
-            G, w_iter, unit_iter, projection, output, rng, newton
+            G, w_iter, unit_iter, projection, output, rng, hessian
         )
         lr = float(self.learning_rate)
         if self.leaf_step == "per_leaf":
@@ -571,24 +565,28 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
     split_criterion : {"gradient", "newton"}, default="gradient"
         Split gain of the trees. ``"gradient"``: the paper's reduction of the
         variance of the (projected) negative gradients ``g_ij``, sample
-        weighted. ``"newton"``: the second-order gain of XGBoost (Chen &
-        Guestrin 2016, eq. 7; the Newton step of LogitBoost, Friedman, Hastie
-        & Tibshirani 2000), ``sum_j G_Lj^2 / (H_Lj + lambda) + G_Rj^2 / (H_Rj
-        + lambda) - G_j^2 / (H_j + lambda)`` with ``G``, ``H`` the sums of
-        ``g_ij`` and of the hessians ``h_ij`` in a node, obtained from the
-        same tree engine: the tree is grown with row weights ``a_i = mean_j
-        h_ij`` on the targets ``z_ij = c_j g_ij / a_i`` (then projected by
-        ``"rpo"`` and ``"relabel_rpo"``), ``c_j = 1 / sqrt(b_j + lambda /
-        A_ref)``, ``b_j = sum_i h_ij / sum_i a_i``; exact (``lambda = 0``)
-        when ``h_ij = a_i b_j``, e.g. a hessian shared by all outputs, with
-        ``lambda`` taken at the mean hessian mass of a leaf ``A_ref`` (see
-        :mod:`gpurpo.ensemble._newton`). For the squared error (``h = 1``) it
-        gives the same trees as ``"gradient"``; the absolute error and
-        ``strategy="single_target"`` do not accept it. Leaf values and steps
-        are unchanged (``leaf_step``).
+        weighted. ``"newton"``: the second-order gain of XGBoost's
+        vector-leaf trees (Chen & Guestrin 2016, eq. 7; the Newton step of
+        LogitBoost, Friedman, Hastie & Tibshirani 2000), ``sum_j G_Lj^2 /
+        (H_Lj + lambda) + G_Rj^2 / (H_Rj + lambda) - G_j^2 / (H_j + lambda)``
+        with ``G_j``, ``H_j`` the sample-weighted sums of ``g_ij`` and of the
+        hessians ``h_ij`` in a node, over the tree's outputs. ``"rpo"`` and
+        ``"relabel_rpo"`` score the directions of their projection rows
+        ``phi``: ``G = sum_i phi . g_i`` and ``H = sum_i sum_j phi_j^2 h_ij``
+        (the curvature of the loss along ``phi``), which for
+        ``projection="subsample"`` is the gain of the sampled outputs and for
+        the identity that of all outputs. The trees carry one hessian
+        histogram channel per gradient channel, and every node is split from
+        histograms. For the squared error (constant hessian) it gives the
+        same trees as ``"gradient"``; the absolute error does not accept it.
+        Leaf values and steps are unchanged (``leaf_step``).
     reg_lambda : float >= 0, default=1.0
         ``lambda`` of the ``"newton"`` split gain (XGBoost's default); unused
         by ``"gradient"``.
+    min_child_weight : float >= 0, default=1.0
+        ``"newton"`` only: an output (or projection row) counts in the score
+        of a side only where that side's hessian sum ``H_j`` reaches this
+        value, as in XGBoost's vector leaves (same default).
     learning_rate : float, default=0.1
         Shrinkage ``mu`` applied to every step.
     n_estimators : int, default=100
@@ -652,6 +650,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         leaf_step: str = "global",
         split_criterion: str = "gradient",
         reg_lambda: float = 1.0,
+        min_child_weight: float = 1.0,
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -675,6 +674,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.leaf_step = leaf_step
         self.split_criterion = split_criterion
         self.reg_lambda = reg_lambda
+        self.min_child_weight = min_child_weight
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes
@@ -742,7 +742,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
     Parameters
     ----------
     strategy, projection, n_components, leaf_step, split_criterion, reg_lambda,
-    learning_rate, n_estimators,
+    min_child_weight, learning_rate, n_estimators,
     max_leaf_nodes, max_depth, max_features, min_samples_leaf, subsample,
     max_bins, validation_fraction, n_iter_no_change, tol, warm_start,
     random_state, device, verbose
@@ -771,6 +771,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         leaf_step: str = "global",
         split_criterion: str = "gradient",
         reg_lambda: float = 1.0,
+        min_child_weight: float = 1.0,
         learning_rate: float = 0.1,
         n_estimators: int = 100,
         max_leaf_nodes: int | None = 31,
@@ -794,6 +795,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.leaf_step = leaf_step
         self.split_criterion = split_criterion
         self.reg_lambda = reg_lambda
+        self.min_child_weight = min_child_weight
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
         self.max_leaf_nodes = max_leaf_nodes

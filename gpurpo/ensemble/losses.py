@@ -141,8 +141,8 @@ class Loss:
     def hessian(self, backend: Backend, G: Any) -> Any:
         """Second derivative ``d^2 l / dF^2`` of every entry, from the negative gradient ``G``.
 
-        Used by the Newton split criterion
-        (:func:`gpurpo.ensemble._newton.newton_split_targets`). Returns a
+        Used by the Newton split criterion (``split_criterion="newton"``,
+        :class:`gpurpo.ensemble._strategies.StageTreeFitter`). Returns a
         float32 ``(n, d)`` array, or None when it is the constant 1 (then the
         Newton split is the gradient split).
         """

@@ -443,8 +443,47 @@ def _gain_from_sums(L, T, m, parent):
     return sl / (wl if wl > 0 else 1.0) + sr / (wr if wr > 0 else 1.0) - parent
 
 
+@njit(inline="always", cache=True)
+def _newton_score(a, q, lam, mcw):
+    # sum over j = 1..q of G_j^2 / (H_j + lam), G_j = a[j], H_j = a[q + j], for the
+    # outputs with H_j >= mcw (and a positive denominator), in output order
+    s = 0.0
+    for j in range(1, q + 1):
+        hj = a[q + j]
+        den = hj + lam
+        if hj >= mcw and den > 0:
+            s += (a[j] * a[j]) / den
+    return s
+
+
+@njit(inline="always", cache=True)
+def _newton_gain_from_sums(L, T, q, lam, mcw, parent):
+    # Newton score of L plus that of T - L, minus the parent's, in output order
+    sl = 0.0
+    sr = 0.0
+    for j in range(1, q + 1):
+        hl = L[q + j]
+        den = hl + lam
+        if hl >= mcw and den > 0:
+            sl += (L[j] * L[j]) / den
+        hr = T[q + j] - hl
+        den = hr + lam
+        if hr >= mcw and den > 0:
+            r = T[j] - L[j]
+            sr += (r * r) / den
+    return sl + sr - parent
+
+
+@njit(inline="always", cache=True)
+def _slot_gain(L, T, m, parent, newton, lam, mcw):
+    if newton:
+        return _newton_gain_from_sums(L, T, m // 2, lam, mcw, parent)
+    return _gain_from_sums(L, T, m, parent)
+
+
 @njit(cache=True)
-def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_m):
+def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_m,
+                newton, lam, mcw):
     # One (node, slot): returns (gain, bin, missing_left, nonconstant); see tree_score_histograms.
     n_channels = h.shape[1]
     nvb = h.shape[0] - 1
@@ -472,7 +511,10 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
     n_total = tot[cnt]
     nonconstant = f >= 0 and n_occupied + (1 if has_miss else 0) >= 2
     w_total = tot[0]
-    parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
+    if newton:
+        parent = _newton_score(tot, m // 2, lam, mcw)
+    else:
+        parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
     neg_inf = -np.inf
     for c in range(n_channels):
         left[c] = 0.0
@@ -489,7 +531,7 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
             n_left = left[cnt]
             below_max = b < bmax
             if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
-                g = _gain_from_sums(left, tot, m, parent)
+                g = _slot_gain(left, tot, m, parent, newton, lam, mcw)
                 if g > best:
                     best = g
                     best_bin = b
@@ -500,7 +542,7 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
                 if n_left_m >= msl and n_total - n_left_m >= msl:
                     for c in range(n_channels):
                         left_m[c] = left[c] + np.float64(h[nvb, c])
-                    g = _gain_from_sums(left_m, tot, m, parent)
+                    g = _slot_gain(left_m, tot, m, parent, newton, lam, mcw)
                     if g > best:
                         best = g
                         best_bin = b
@@ -530,13 +572,13 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
         below_max = best_bin < bmax
         gain_right = neg_inf
         if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
-            gain_right = _gain_from_sums(left, tot, m, parent)
+            gain_right = _slot_gain(left, tot, m, parent, newton, lam, mcw)
         gain_left = neg_inf
         n_left_m = n_left + n_miss
         if has_miss and below_max and n_left_m >= msl and n_total - n_left_m >= msl:
             for c in range(n_channels):
                 left_m[c] = left[c] + np.float64(h[nvb, c])
-            gain_left = _gain_from_sums(left_m, tot, m, parent)
+            gain_left = _slot_gain(left_m, tot, m, parent, newton, lam, mcw)
         direction = 1 if gain_left > gain_right else 0
         gain = max(gain_right, gain_left)
         w_left = left[0]
@@ -552,7 +594,7 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
 @njit(parallel=True, cache=True)
 def score_histograms(
     hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds,
-    out_gain, out_bin, out_missing_left, out_nonconstant,
+    newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant,
 ):
     n_nodes = hist.shape[0]
     k = hist.shape[1]
@@ -570,7 +612,8 @@ def score_histograms(
             j = task - i * k
             g, b, ml, nc = _score_slot(
                 hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, random_split,
-                uniforms[i, j], thresholds, tot, left, left_m,
+                uniforms[i, j], thresholds, tot, left, left_m, newton != 0, reg_lambda,
+                min_child_weight,
             )
             out_gain[i, j] = g
             out_bin[i, j] = b

@@ -388,6 +388,9 @@ def score_histograms(
     random_split: int,
     uniforms: Any,
     thresholds: Any,
+    newton: int,
+    reg_lambda: float,
+    min_child_weight: float,
     out_gain: Any,
     out_bin: Any,
     out_missing_left: Any,
@@ -412,7 +415,8 @@ def score_histograms(
         (
             hist, node_features, uniforms, thresholds, _i64(n_tasks), _i32(n_bins),
             _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
-            _i32(1 if random_split else 0), scratch,
+            _i32(1 if random_split else 0), _i32(1 if newton else 0), _f64(reg_lambda),
+            _f64(min_child_weight), scratch,
             out_gain, out_bin, out_missing_left, out_nonconstant,
         ),
     )

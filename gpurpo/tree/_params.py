@@ -98,6 +98,21 @@ class GrowthParams:
         Memory budget of the histograms (and their float64 scoring
         temporaries) held at once; the frontier is processed in chunks that
         fit, and histogram subtraction is used only when parents fit too.
+    criterion : {"variance", "newton"}
+        ``"variance"``: the reduction of summed variance of the m targets
+        (Joly et al. 2014, eq. 1-2). ``"newton"``: the second-order gain of
+        XGBoost's vector-leaf trees (Chen & Guestrin 2016, eq. 7, summed over
+        outputs), ``sum_j G_Lj^2 / (H_Lj + lambda) + G_Rj^2 / (H_Rj + lambda)
+        - G_j^2 / (H_j + lambda)``; the targets then hold m / 2 gradient
+        columns followed by the m / 2 matching hessian columns. Every node is
+        split from histograms (the exact small-node and subtree kernels score
+        variance only), and the targets are not centred.
+    reg_lambda : float >= 0
+        ``lambda`` of the ``"newton"`` gain.
+    min_child_weight : float >= 0
+        ``"newton"`` only: an output contributes to a side's score only where
+        that side's hessian sum ``H_j`` is at least this value (XGBoost's
+        per-output rule for vector leaves).
 
     Counting samples
     ----------------
@@ -117,6 +132,9 @@ class GrowthParams:
     small_node_size: int | None = None
     subtree_size: int | None = None
     max_histogram_bytes: int = DEFAULT_MAX_HISTOGRAM_BYTES
+    criterion: str = "variance"
+    reg_lambda: float = 1.0
+    min_child_weight: float = 0.0
 
     def validated(self) -> "GrowthParams":
         """Check every field; return self (raises ValueError/TypeError naming it)."""
@@ -136,4 +154,10 @@ class GrowthParams:
         if self.subtree_size is not None:
             check_int(self.subtree_size, "subtree_size", low=0)
         check_int(self.max_histogram_bytes, "max_histogram_bytes", low=1)
+        if self.criterion not in ("variance", "newton"):
+            raise ValueError(
+                f"criterion must be 'variance' or 'newton', got {self.criterion!r}"
+            )
+        check_float(self.reg_lambda, "reg_lambda", low=0.0)
+        check_float(self.min_child_weight, "min_child_weight", low=0.0)
         return self

@@ -66,6 +66,12 @@ samples on each side, or its best split decreases the impurity by less than
 ``min_impurity_decrease`` (see :class:`~gpurpo.tree._params.GrowthParams`).
 Targets are centred per tree (weighted mean) before growth, which leaves the
 gains unchanged and keeps float32 sums accurate.
+
+With ``params.criterion == "newton"`` the targets are m / 2 gradient columns
+followed by their hessian columns, the split gain is the second-order gain
+(see :class:`~gpurpo.tree._params.GrowthParams`), every node is split from
+histograms and the targets are not centred (the gain is not invariant to a
+shift of the gradients).
 """
 
 from __future__ import annotations
@@ -97,6 +103,8 @@ _EPSILON = np.finfo(np.float64).eps
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
 # node x slot scores up to which the best slot per node is chosen on the host
 _HOST_REDUCTION_SLOTS = 1 << 16
+# frontiers of at most this many nodes have their cached histograms scored one by one
+_UNSTACKED_NODES = 4
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
@@ -237,6 +245,12 @@ class _Grower:
             )
         n_trees = int(targets.shape[1])
         self.m = int(targets.shape[2])
+        self.newton = self.params.criterion == "newton"
+        if self.newton and self.m % 2:
+            raise ValueError(
+                "targets must hold as many hessian as gradient columns with "
+                f"criterion='newton' (an even n_outputs), got shape {targets.shape}"
+            )
         if weights is None:
             weights = xp.ones((n_trees, n), dtype=xp.float32)
             unit = True
@@ -268,16 +282,27 @@ class _Grower:
             if params.subtree_size is None
             else int(params.subtree_size)
         )
+        if self.newton:
+            # the exact small-node and subtree kernels score variance only
+            self.small = self.subtree = 0
         self.msl = int(params.min_samples_leaf)
 
-        # Centre the targets of every tree on its weighted mean.
         targets = xp.asarray(targets, dtype=xp.float32)
         w_sum = weights.sum(axis=1, dtype=xp.float64)
         self.w_root = backend.to_host(w_sum).astype(np.float64)
-        safe = xp.where(w_sum > 0, w_sum, 1.0)
-        mean = xp.einsum("tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64))
-        mean = mean / safe[:, None]
-        self.targets = xp.ascontiguousarray((targets - mean[None, :, :].astype(xp.float32)))
+        if self.newton:
+            # gradient and hessian sums enter the gain as they are
+            self.targets = xp.ascontiguousarray(targets)
+        else:
+            # Centre the targets of every tree on its weighted mean.
+            safe = xp.where(w_sum > 0, w_sum, 1.0)
+            mean = xp.einsum(
+                "tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64)
+            )
+            mean = mean / safe[:, None]
+            self.targets = xp.ascontiguousarray(
+                (targets - mean[None, :, :].astype(xp.float32))
+            )
 
         # Root sample lists: samples with a positive weight, tree by tree.
         tree_idx, sample_idx = xp.nonzero(weights > 0)
@@ -382,7 +407,8 @@ class _Grower:
                 out = self._split_large(ids[sel], seeds[sel], TIE_RTOL * q)
                 feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         # min_impurity_decrease, scikit-learn's normalisation (per output, over the root weight)
-        improvement = gain / (self.m * self.w_root[nodes.tree[ids]])
+        n_scored = self.m // 2 if self.newton else self.m
+        improvement = gain / (n_scored * self.w_root[nodes.tree[ids]])
         keep = (feature >= 0) & (improvement + _EPSILON >= params.min_impurity_decrease)
         feature[~keep] = -1
         nodes.feature[ids] = feature
@@ -444,6 +470,9 @@ class _Grower:
             self.binned.thresholds,
             random_split=self.random_split,
             uniforms=uniforms,
+            newton=self.newton,
+            reg_lambda=self.params.reg_lambda,
+            min_child_weight=self.params.min_child_weight,
         )
 
     def _hist(self, ids: np.ndarray, feats: Any) -> Any:
@@ -505,17 +534,34 @@ class _Grower:
                 for r, g in enumerate(part):
                     hists[int(g)] = h[r]
             for g, parent, sibling in derive:
-                hists[g] = histogram.subtract(self.cache[parent], hists[sibling])
+                # the parent's histogram is dropped below: overwrite it
+                hists[g] = histogram.subtract(self.cache[parent], hists[sibling], in_place=True)
         for parent in seen_parent:
             self.cache.pop(parent, None)
-        for c0 in range(0, len(ids), chunk):
+        positions = np.arange(p, dtype=np.int64)[None, :]
+        if fits and len(ids) <= _UNSTACKED_NODES:
+            # a few nodes (best-first growth): each histogram scored where it lies
+            # rather than copied into one stacked array
+            for r, g in enumerate(ids):
+                slots = self._score(hists[int(g)][None], feats_one, seeds[r : r + 1], positions)
+                host = self.backend.to_host
+                out_f[r], out_b[r], out_m[r], out_g[r] = (
+                    a[0]
+                    for a in best_slot_per_node(
+                        np, host(slots.gain), host(slots.bin), host(slots.missing_left),
+                        np.arange(p, dtype=np.int32)[None, :], tie_tol[r : r + 1],
+                    )
+                )
+            chunk_starts: range = range(0)
+        else:
+            chunk_starts = range(0, len(ids), chunk)
+        for c0 in chunk_starts:
             part = ids[c0 : c0 + chunk]
             feats = xp.broadcast_to(feats_one, (len(part), p))
             if fits:
                 h = xp.stack([hists[int(g)] for g in part])
             else:
                 h = self._hist(part, feats)
-            positions = np.arange(p, dtype=np.int64)[None, :]
             slots = self._score(h, feats, seeds[c0 : c0 + chunk], positions)
             if len(part) * p <= _HOST_REDUCTION_SLOTS:
                 # few slots (best-first growth): three copies, then NumPy, rather than a

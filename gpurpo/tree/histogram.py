@@ -97,6 +97,13 @@ def node_histograms(
     raise TypeError(f"no histogram builder for binned inputs of type {type(binned).__name__}")
 
 
-def subtract(parent: Any, child: Any) -> Any:
-    """Histogram of a node's other child: ``parent - child`` (same features)."""
+def subtract(parent: Any, child: Any, in_place: bool = False) -> Any:
+    """Histogram of a node's other child: ``parent - child`` (same features).
+
+    ``in_place=True`` writes the result over ``parent`` (whose histogram is
+    no longer needed once both children have theirs) instead of allocating.
+    """
+    if in_place:
+        parent -= child
+        return parent
     return parent - child

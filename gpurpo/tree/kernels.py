@@ -101,7 +101,7 @@ Kernel contracts
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
-``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds, out_gain, out_bin, out_missing_left, out_nonconstant)``
+``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant)``
     Best split of every (node, slot) from its histogram (the large-node path;
     the equations are in :mod:`gpurpo.tree.splitting`).
     hist         float32 (N, k, B, C)  histograms of ``tree_histograms``; channel C - 1
@@ -113,6 +113,12 @@ Kernel contracts
     random_split int (0 or 1)          Extra-Trees mode
     uniforms     float64 (N, k)        Extra-Trees draw of each slot in [0, 1) (unused otherwise)
     thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
+    newton       int (0 or 1)          1: second-order gain; channels 1..m/2 hold the
+                                       gradient sums G_j, channels m/2+1..m the hessian
+                                       sums H_j (m even)
+    reg_lambda   float64               lambda of the second-order gain (>= 0)
+    min_child_weight float64           an output counts in a side's second-order score
+                                       only where that side's H_j >= min_child_weight
     out_gain     float64 (N, k)        best gain, ``-inf`` when the slot has no valid split
     out_bin      int32   (N, k)        split "code <= bin"
     out_missing_left uint8 (N, k)      1: missing values go left
@@ -120,6 +126,11 @@ Kernel contracts
     Sums in float64 from the float32 cells: per channel, bins added in
     increasing order; squared norms add channels 1..m in order; so the
     result is bitwise that of the NumPy formulation of gpurpo.tree.splitting.
+    Second-order gain (``newton``; Chen & Guestrin 2016, eq. 7 without the
+    factor 1/2, summed over outputs as in vector-leaf trees): a side's score
+    is ``sum_j G_j^2 / (H_j + reg_lambda)`` over the outputs j = 1..m/2, in
+    order, with ``H_j >= min_child_weight`` and ``H_j + reg_lambda > 0``
+    (each quotient rounded, then added); the gain is left + right - parent.
     Candidate splits, validity and tie rules: "code <= b" for each occupied
     value bin b (count > 0) below the largest occupied one, missing values
     right and (when the node has missing values) left, plus "all values
@@ -196,6 +207,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpurpo._validation import check_float
 from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
@@ -438,11 +450,15 @@ def score_histograms(
     random_split: bool,
     uniforms: Any,
     thresholds: Any,
+    newton: bool = False,
+    reg_lambda: float = 1.0,
+    min_child_weight: float = 0.0,
 ) -> tuple[Any, Any, Any, Any]:
     """Best split of every (node, slot); returns (gain, bin, missing_left, nonconstant).
 
     See ``tree_score_histograms`` in the module docstring. ``uniforms`` may be
-    ``None`` when ``random_split`` is false.
+    ``None`` when ``random_split`` is false; ``newton`` selects the
+    second-order gain (gradient then hessian channels).
     """
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
@@ -451,6 +467,14 @@ def score_histograms(
         raise ValueError(
             f"hist must have m + 1 or m + 2 channels for n_outputs={m}, got shape {hist.shape}"
         )
+    if newton:
+        if m % 2:
+            raise ValueError(
+                f"n_outputs must be even with newton=True (gradient then hessian channels), "
+                f"got {m}"
+            )
+        check_float(reg_lambda, "reg_lambda", low=0.0)
+        check_float(min_child_weight, "min_child_weight", low=0.0)
     if n_bins < 2 or thresholds.shape[1] != n_bins - 1:
         raise ValueError(
             f"thresholds must have n_bins - 1 = {n_bins - 1} columns, got shape {thresholds.shape}"
@@ -479,6 +503,9 @@ def score_histograms(
         int(bool(random_split)),
         uniforms,
         _c(backend, thresholds, xp.float64),
+        int(bool(newton)),
+        float(reg_lambda),
+        float(min_child_weight),
         out_gain,
         out_bin,
         out_missing_left,

@@ -66,6 +66,9 @@ def score_histograms(
     thresholds: Any,
     random_split: bool = False,
     uniforms: Any = None,
+    newton: bool = False,
+    reg_lambda: float = 1.0,
+    min_child_weight: float = 0.0,
 ) -> SlotSplits:
     """Best split of each (node, feature slot) from histograms.
 
@@ -90,6 +93,12 @@ def score_histograms(
         Raw upper edge of each value bin (Extra-Trees cuts).
     random_split : bool
         Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1).
+    newton : bool
+        Second-order gain (Chen & Guestrin 2016, eq. 7): channels 1..m/2
+        are gradient sums, m/2+1..m the matching hessian sums.
+    reg_lambda, min_child_weight : float
+        ``lambda`` of the second-order gain; outputs whose hessian sum on a
+        side is below ``min_child_weight`` do not count on that side.
 
     Returns
     -------
@@ -97,7 +106,7 @@ def score_histograms(
     """
     gain, best_bin, missing_left, nonconstant = kernels.score_histograms(
         backend, hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
-        thresholds,
+        thresholds, newton, reg_lambda, min_child_weight,
     )
     return SlotSplits(
         gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.astype(bool)

@@ -337,8 +337,22 @@ def test_explicit_transfers_are_bounded_per_level(cp):
         assert len(calls) <= 16 * levels
 
 
-@pytest.mark.parametrize("leaf_step", ["global", "per_leaf"])
-def test_logistic_boosting_parity(cp, leaf_step):
+def test_newton_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
+    from test_tree_score import run_kernel, sample_problem
+
+    for n_bins in (12, 256):
+        rng = np.random.default_rng(70 + n_bins)
+        hist, feats, thr, u, _ = sample_problem(rng, n_nodes=200, k=7, n_bins=n_bins, m=8,
+                                                hessian=True)
+        want = run_kernel(NUMPY, hist, feats, 8, 1, False, u, thr, (1.0, 0.3))
+        got = run_kernel(gpu, hist, feats, 8, 1, False, u, thr, (1.0, 0.3))
+        for name, a, b in zip(("gain", "bin", "missing_left", "nonconstant"), got, want):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.parametrize("leaf_step, criterion",
+                         [("global", "gradient"), ("per_leaf", "gradient"), ("global", "newton")])
+def test_logistic_boosting_parity(cp, leaf_step, criterion):
     from gpurpo.datasets import make_multilabel
     from gpurpo.ensemble import GradientBoostingClassifier
     from gpurpo.metrics import label_ranking_average_precision
@@ -347,7 +361,8 @@ def test_logistic_boosting_parity(cp, leaf_step):
                            random_state=8)
     Y = Y.toarray() if sp.issparse(Y) else np.asarray(Y)
     params = dict(strategy="relabel_rpo", projection="gaussian", n_components=8,
-                  leaf_step=leaf_step, n_estimators=25, random_state=0)
+                  leaf_step=leaf_step, split_criterion=criterion, n_estimators=25,
+                  random_state=0)
     cpu = GradientBoostingClassifier(**params).fit(X[:1200], Y[:1200])
     dev = GradientBoostingClassifier(**params).fit(cp.asarray(X[:1200]), cp.asarray(Y[:1200]))
     proba = dev.predict_proba(cp.asarray(X[1200:]))

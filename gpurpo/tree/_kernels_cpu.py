@@ -482,6 +482,167 @@ def _slot_gain(L, T, m, parent, newton, lam, mcw):
 
 
 @njit(cache=True)
+def _prefix_at_occupied(h, cnt, tot, Lt, occ):
+    # Running sums of every channel over the value bins in increasing order (float64),
+    # stored channel-major at each occupied bin: Lt[c, i] = sum of h[0..occ[i], c].
+    # tot gets the sums over all value bins (the missing bin is added by the caller).
+    # Returns the number of occupied bins.
+    n_channels = h.shape[1]
+    nvb = h.shape[0] - 1
+    for c in range(n_channels):
+        tot[c] = 0.0
+    n_occ = 0
+    for b in range(nvb):
+        for c in range(n_channels):
+            tot[c] += np.float64(h[b, c])
+        if h[b, cnt] > 0:
+            for c in range(n_channels):
+                Lt[c, n_occ] = tot[c]
+            occ[n_occ] = b
+            n_occ += 1
+    return n_occ
+
+
+@njit(cache=True)
+def _variance_sides(Lt, tot, hm, with_missing, n_occ, m, sl, sr):
+    # sl[i] = ||L_i||^2, sr[i] = ||T - L_i||^2 over channels 1..m in order, vectorised
+    # over the occupied bins i; L_i gets the missing bin hm added when with_missing
+    for i in range(n_occ):
+        sl[i] = 0.0
+        sr[i] = 0.0
+    for c in range(1, m + 1):
+        t = tot[c]
+        row = Lt[c]
+        if with_missing:
+            extra = np.float64(hm[c])
+            for i in range(n_occ):
+                lv = row[i] + extra
+                r = t - lv
+                sl[i] += lv * lv
+                sr[i] += r * r
+        else:
+            for i in range(n_occ):
+                lv = row[i]
+                r = t - lv
+                sl[i] += lv * lv
+                sr[i] += r * r
+
+
+@njit(inline="always", cache=True)
+def _newton_terms(gl, hl, tg, th, lam, mcw):
+    # the two sides' terms G^2 / (H + lam) of one output, 0 where the output does not
+    # count (0 / 1 then): the selects act on the operands, so that the loop has no
+    # branch around a division and vectorises
+    den = hl + lam
+    ok = (hl >= mcw) & (den > 0)
+    tl = (gl * gl if ok else 0.0) / (den if ok else 1.0)
+    hr = th - hl
+    den_r = hr + lam
+    r = tg - gl
+    ok_r = (hr >= mcw) & (den_r > 0)
+    tr = (r * r if ok_r else 0.0) / (den_r if ok_r else 1.0)
+    return tl, tr
+
+
+@njit(cache=True)
+def _newton_sides(Lt, tot, hm, with_missing, n_occ, q, lam, mcw, sl, sr):
+    # sl[i], sr[i]: second-order scores (_newton_score) of L_i and T - L_i, outputs in
+    # order, vectorised over the occupied bins i; an output that does not count adds 0
+    for i in range(n_occ):
+        sl[i] = 0.0
+        sr[i] = 0.0
+    for j in range(1, q + 1):
+        tg = tot[j]
+        th = tot[q + j]
+        rg = Lt[j]
+        rh = Lt[q + j]
+        if with_missing:
+            eg = np.float64(hm[j])
+            eh = np.float64(hm[q + j])
+            for i in range(n_occ):
+                a, b = _newton_terms(rg[i] + eg, rh[i] + eh, tg, th, lam, mcw)
+                sl[i] += a
+                sr[i] += b
+        else:
+            for i in range(n_occ):
+                a, b = _newton_terms(rg[i], rh[i], tg, th, lam, mcw)
+                sl[i] += a
+                sr[i] += b
+
+
+@njit(cache=True)
+def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, lam, mcw):
+    # The best split of one (node, slot) over all bins ("best" splitter): the rules of
+    # _score_slot, with the side scores of all occupied bins computed in vector loops
+    # (the same operations per bin, hence the same gains bit for bit).
+    nvb = h.shape[0] - 1
+    n_channels = h.shape[1]
+    n_occ = _prefix_at_occupied(h, cnt, tot, Lt, occ)
+    hm = h[nvb]
+    for c in range(n_channels):
+        tot[c] += np.float64(hm[c])
+    any_value = n_occ > 0
+    bmax = occ[n_occ - 1] if any_value else nvb - 1
+    n_miss = np.float64(hm[cnt])
+    has_miss = n_miss > 0
+    n_total = tot[cnt]
+    nonconstant = f >= 0 and n_occ + (1 if has_miss else 0) >= 2
+    w_total = tot[0]
+    q = m // 2
+    if newton:
+        parent = _newton_score(tot, q, lam, mcw)
+        _newton_sides(Lt, tot, hm, False, n_occ, q, lam, mcw, sl, sr)
+        if has_miss:
+            _newton_sides(Lt, tot, hm, True, n_occ, q, lam, mcw, slm, srm)
+    else:
+        parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
+        _variance_sides(Lt, tot, hm, False, n_occ, m, sl, sr)
+        if has_miss:
+            _variance_sides(Lt, tot, hm, True, n_occ, m, slm, srm)
+    best = -np.inf
+    best_bin = 0
+    direction = 0
+    w_left = np.float64(h[0, 0])
+    for i in range(n_occ):
+        b = occ[i]
+        n_left = Lt[cnt, i]
+        wl = Lt[0, i]
+        below_max = b < bmax
+        if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
+            if newton:
+                g = sl[i] + sr[i] - parent
+            else:
+                wr = w_total - wl
+                g = sl[i] / (wl if wl > 0 else 1.0) + sr[i] / (wr if wr > 0 else 1.0) - parent
+            if g > best:
+                best = g
+                best_bin = b
+                direction = 0
+                w_left = wl
+        if has_miss and below_max:
+            n_left_m = n_left + n_miss
+            if n_left_m >= msl and n_total - n_left_m >= msl:
+                if newton:
+                    g = slm[i] + srm[i] - parent
+                else:
+                    wlm = wl + np.float64(hm[0])
+                    wrm = w_total - wlm
+                    g = (slm[i] / (wlm if wlm > 0 else 1.0) + srm[i] / (wrm if wrm > 0 else 1.0)
+                         - parent)
+                if g > best:
+                    best = g
+                    best_bin = b
+                    direction = 1
+                    w_left = wl
+    gain = best if (nonconstant and any_value) else -np.inf
+    if has_miss:
+        missing_left = direction
+    else:
+        missing_left = 1 if w_left >= w_total - w_left else 0
+    return gain, best_bin, missing_left, nonconstant
+
+
+@njit(cache=True)
 def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_m,
                 newton, lam, mcw):
     # One (node, slot): returns (gain, bin, missing_left, nonconstant); see tree_score_histograms.
@@ -603,18 +764,29 @@ def score_histograms(
     cnt = n_channels - 1 if n_channels == m + 2 else 0
     n_tasks = n_nodes * k
     n_chunks = min(n_tasks, N_CHUNKS)
+    nvb = hist.shape[2] - 1
     for ch in prange(n_chunks):
         tot = np.empty(n_channels, dtype=np.float64)
         left = np.empty(n_channels, dtype=np.float64)
         left_m = np.empty(n_channels, dtype=np.float64)
+        Lt = np.empty((n_channels, nvb), dtype=np.float64)
+        occ = np.empty(nvb, dtype=np.int64)
+        sides = np.empty((4, nvb), dtype=np.float64)
         for task in range(ch, n_tasks, n_chunks):
             i = task // k
             j = task - i * k
-            g, b, ml, nc = _score_slot(
-                hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, random_split,
-                uniforms[i, j], thresholds, tot, left, left_m, newton != 0, reg_lambda,
-                min_child_weight,
-            )
+            if random_split:
+                g, b, ml, nc = _score_slot(
+                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, random_split,
+                    uniforms[i, j], thresholds, tot, left, left_m, newton != 0, reg_lambda,
+                    min_child_weight,
+                )
+            else:
+                g, b, ml, nc = _score_slot_best(
+                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, tot, Lt, occ,
+                    sides[0], sides[1], sides[2], sides[3], newton != 0, reg_lambda,
+                    min_child_weight,
+                )
             out_gain[i, j] = g
             out_bin[i, j] = b
             out_missing_left[i, j] = ml

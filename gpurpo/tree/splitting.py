@@ -20,6 +20,13 @@ the upper edge of the bin below the largest occupied bin; the split is
 "code <= cut" for the largest bin whose upper edge is below the drawn real
 value, so every threshold lies within the node's range of values.
 
+Second-order gain (``newton=True``; boosting's ``split_criterion="newton"``):
+XGBoost's vector-leaf gain (Chen & Guestrin 2016, eq. 7, without the factor
+1/2), ``sum_j G_Lj^2 / (H_Lj + lambda) + G_Rj^2 / (H_Rj + lambda) - G_j^2 /
+(H_j + lambda)``, read from histograms whose channels hold the gradient sums
+``G_j`` followed by the hessian sums ``H_j``; an output counts on a side only
+where that side's ``H_j >= min_child_weight``.
+
 The per-slot scores are one kernel, ``tree_score_histograms`` (see
 :mod:`gpurpo.tree.kernels`), computed in float64 from the float32
 histograms; the reduction across slots is ``xp`` code (NumPy or CuPy).

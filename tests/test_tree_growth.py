@@ -320,9 +320,12 @@ def test_gaussian_projection_of_large_m_gives_the_unprojected_tree():
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("max_leaf_nodes", [None, 12])
 @pytest.mark.parametrize("splitter", ["best", "random"])
 @pytest.mark.parametrize("k", [None, 3])
-def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k):
+def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k, max_leaf_nodes):
+    """Level-wise and best-first (nodes two at a time: cached histograms scored in
+    place, sibling subtraction in place, buffers reused) give the same trees on every path."""
     rng = np.random.default_rng(8)
     X = rng.normal(size=(250, 6))
     X[rng.random(X.shape) < 0.05] = np.nan
@@ -338,7 +341,7 @@ def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k):
     ]
     for small, subtree, budget in variants:
         res = _grow(X, Y, seed=4, small_node_size=small, subtree_size=subtree, n_candidates=k,
-                    splitter=splitter, max_histogram_bytes=budget)
+                    splitter=splitter, max_histogram_bytes=budget, max_leaf_nodes=max_leaf_nodes)
         trees.append(res.structures[0])
     for t in trees[1:]:
         assert preorder(t) == preorder(trees[0])

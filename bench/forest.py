@@ -29,6 +29,12 @@ compiles gpurpo's numba kernels.
 
 Run ``python bench/forest.py`` (or ``--quick`` for a quarter of the rows,
 fewer trees). Results are also written as JSON (``--output``).
+
+On a GPU machine (issue 5: the same benchmarks at 10x the rows, GPU vs CPU
+path), ``--rows-factor 10 --devices cuda,cpu --cpu-trees 10 --skip-proj
+--skip-full`` fits gpurpo's forest on the GPU (``device="cuda"``) and on the
+CPU path of the same machine, the latter with fewer trees, and compares the
+time per tree (trees are independent, so the time is linear in their number).
 """
 
 from __future__ import annotations
@@ -113,6 +119,27 @@ def _sk_proj_predict(trees, X):
     return total / len(trees)
 
 
+def _fit_synchronized(forest, X, Y, device):
+    """Fit; on the GPU, wait for the device to finish before the clock stops."""
+    forest.fit(X, Y)
+    if device == "cuda":
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+    return forest
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a
+
+
+def _to_cpu_model(forest):
+    """A GPU-fitted forest as a CPU model (pickling moves its arrays to the host)."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(forest))
+
+
 def run_dataset(name, X, Y, n_test, args):
     from sklearn.ensemble import RandomForestRegressor as SkForest
 
@@ -126,20 +153,37 @@ def run_dataset(name, X, Y, n_test, args):
     row = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]),
                p=int(Xtr.shape[1]), d=int(d), m=m, trees=T, n_jobs=args.n_jobs)
 
-    def gpurpo_forest(n_trees, seed):
+    def gpurpo_forest(n_trees, seed, device="cpu"):
         return RandomForestRegressor(
             n_estimators=n_trees, max_features="sqrt", projection="gaussian", n_components=m,
-            random_state=seed, n_jobs=args.n_jobs,
+            random_state=seed, n_jobs=args.n_jobs, device=device,
         )
 
-    gpurpo_forest(4, 123).fit(Xtr[:1000], Ytr[:1000])  # warm-up: numba compilation
-    forest = gpurpo_forest(T, 0)
-    t_gp, _ = _timed(lambda: forest.fit(Xtr, Ytr))
-    lrap_gp = _lrap(Yte, forest.predict(Xte))
-    row.update(gpurpo_fit_s=t_gp, gpurpo_lrap=lrap_gp, gpurpo_batch_size=forest.batch_size_,
-               gpurpo_mean_leaves=float(np.mean([t.n_leaves for t in forest.estimators_])))
-    print(f"gpurpo   fit {t_gp:9.2f} s   test LRAP {lrap_gp:.4f}   "
-          f"(batch of {forest.batch_size_} trees)", flush=True)
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    per_tree = {}
+    for index, device in enumerate(devices):
+        n_dev = T if index == 0 else min(T, args.cpu_trees)
+        gpurpo_forest(4, 123, device).fit(Xtr[:1000], Ytr[:1000])  # warm-up: compilation
+        candidate = gpurpo_forest(n_dev, 0, device)
+        t_dev, _ = _timed(lambda: _fit_synchronized(candidate, Xtr, Ytr, device))
+        lrap_dev = _lrap(Yte, _host(candidate.predict(Xte)))
+        per_tree[index] = t_dev / n_dev
+        key = "gpurpo" if index == 0 else f"gpurpo_{index}_{device}"
+        row.update({f"{key}_device": device, f"{key}_trees": n_dev, f"{key}_fit_s": t_dev,
+                    f"{key}_lrap": lrap_dev, f"{key}_batch_size": candidate.batch_size_})
+        print(f"gpurpo   fit {t_dev:9.2f} s   test LRAP {lrap_dev:.4f}   ({device}, {n_dev} trees, "
+              f"{t_dev / n_dev:.3f} s per tree, batch of {candidate.batch_size_} trees)",
+              flush=True)
+        if index == 0:
+            forest, t_gp, lrap_gp = candidate, t_dev, lrap_dev
+    row.update(gpurpo_mean_leaves=float(np.mean([t.n_leaves for t in forest.estimators_])))
+    for index, device in enumerate(devices[1:], start=1):
+        ratio = per_tree[index] / per_tree[0]
+        row[f"per_tree_speedup_vs_{index}_{device}"] = ratio
+        print(f"gpurpo on {devices[0]} is {ratio:.1f}x faster per tree than on {device}",
+              flush=True)
+    if devices[0] != "cpu":
+        forest = _to_cpu_model(forest)
 
     if not args.skip_proj:
         t_sp, trees = _timed(lambda: _sk_proj_fit(Xtr, Ytr, forest, args.n_jobs))
@@ -182,6 +226,13 @@ def main(argv=None):
     parser.add_argument("--skip-proj", action="store_true",
                         help="skip sklearn on projected outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    parser.add_argument("--rows-factor", type=int, default=1,
+                        help="multiply the training and test rows (10: issue 5's GPU sizes)")
+    parser.add_argument("--devices", default="cpu",
+                        help="gpurpo's devices, e.g. 'cuda,cpu': the first fits --trees trees "
+                             "(and is compared with scikit-learn), the others --cpu-trees")
+    parser.add_argument("--cpu-trees", type=int, default=10,
+                        help="trees of the devices after the first (per-tree times compared)")
     parser.add_argument("--output", type=Path,
                         default=Path(__file__).parent / "out" / "forest.json")
     args = parser.parse_args(argv)
@@ -195,15 +246,17 @@ def main(argv=None):
           f"{sklearn.__version__}, numba {numba.__version__}, "
           f"{platform.processor() or platform.machine()}, {numba.config.NUMBA_NUM_THREADS} "
           f"cores visible; n_jobs={args.n_jobs}")
+    if args.rows_factor < 1 or args.cpu_trees < 1:
+        parser.error("--rows-factor and --cpu-trees must be >= 1")
     scale = 4 if args.quick else 1
     rows = []
     # training/test sizes of MULAN's delicious (12,920 + 3,185) and mediamill (30,993 + 12,914)
     if args.dataset in ("delicious", "both"):
-        n_tr, n_te = 12920 // scale, 3185 // scale
+        n_tr, n_te = 12920 * args.rows_factor // scale, 3185 * args.rows_factor // scale
         X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
         rows.append(run_dataset("delicious-like", X, Y, n_te, args))
     if args.dataset in ("mediamill", "both"):
-        n_tr, n_te = 30993 // scale, 12914 // scale
+        n_tr, n_te = 30993 * args.rows_factor // scale, 12914 * args.rows_factor // scale
         X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
         rows.append(run_dataset("mediamill-like", X, Y, n_te, args))
     if args.output is not None:

@@ -4,6 +4,7 @@ Run on a machine with an NVIDIA GPU, from the source tree::
 
     python bench/gpu_profile.py --out bench/results/profile      # about 2 minutes
     python bench/gpu_profile.py --sections forest,boosting        # the fits only
+    python bench/gpu_profile.py --sections boosting-newton        # second-order splits
 
 For each fit (a random forest on the data of ``bench/gpu_check.py``'s forest
 section, and multi-label boosting on mediamill-shaped data), after a warm-up
@@ -170,14 +171,23 @@ def profile_forest(n: int, trees: int, cpu_trees: int = 0) -> str:
             f"### device profile\n\n{device}")
 
 
-def profile_boosting(n: int, rounds: int, cpu_rounds: int = 0) -> str:
+#: boosting configurations of the profile: the paper's Gaussian relabel_rpo, and the
+#: exact second-order splits on 50 subsampled outputs
+BOOSTING_CONFIGS = {
+    "boosting": {"projection": "gaussian", "n_components": 20},
+    "boosting-newton": {"projection": "subsample", "n_components": 50,
+                        "split_criterion": "newton"},
+}
+
+
+def profile_boosting(n: int, rounds: int, cpu_rounds: int = 0, config: str = "boosting") -> str:
     from gpurpo.datasets import make_mediamill_like
     from gpurpo.ensemble import GradientBoostingClassifier
 
     X, Y = make_mediamill_like(random_state=0, n_samples=n)
     Y = Y.toarray()
-    params = dict(strategy="relabel_rpo", projection="gaussian", n_components=20,
-                  max_leaf_nodes=31, learning_rate=0.1, random_state=0, device="cuda")
+    params = dict(strategy="relabel_rpo", max_leaf_nodes=31, learning_rate=0.1,
+                  random_state=0, device="cuda", **BOOSTING_CONFIGS[config])
     GradientBoostingClassifier(**{**params, "n_estimators": 2}).fit(X[:500], Y[:500])
     _sync()
 
@@ -199,7 +209,8 @@ def profile_boosting(n: int, rounds: int, cpu_rounds: int = 0) -> str:
             .fit(X[:500], Y[:500]),
             lambda: fit(cpu_rounds, "cpu"), cpu_rounds, plain / rounds, "round",
         )
-    return (f"GradientBoostingClassifier(relabel_rpo, gaussian q = 20, max_leaf_nodes=31, "
+    label = ", ".join(f"{k}={v}" for k, v in BOOSTING_CONFIGS[config].items())
+    return (f"GradientBoostingClassifier(relabel_rpo, {label}, max_leaf_nodes=31, "
             f"{rounds} rounds, device='cuda') on mediamill-shaped n = {n}\n\n"
             f"- fit {plain:.2f} s ({plain / rounds:.3f} s per round); under cProfile "
             f"{wall:.2f} s\n{cpu}\n### host profile\n\n```\n{host[-12000:]}\n```\n\n"
@@ -309,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-rounds", type=int, default=3,
                         help="rounds of CPU-path boosting timed for the ratio (0: none)")
     parser.add_argument("--sections", default="histograms,forest,boosting",
-                        help="comma-separated subset of histograms, forest, boosting")
+                        help="comma-separated subset of histograms, forest, boosting, "
+                             "boosting-newton")
     args = parser.parse_args(argv)
     available = {
         "histograms": ("Histogram kernel variants", histogram_variants),
@@ -318,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         "boosting": ("Boosting fit", lambda: profile_boosting(args.boosting_n,
                                                               args.boosting_rounds,
                                                               args.cpu_rounds)),
+        "boosting-newton": ("Boosting fit, second-order splits",
+                            lambda: profile_boosting(args.boosting_n, args.boosting_rounds,
+                                                     args.cpu_rounds, "boosting-newton")),
     }
     chosen = [name.strip() for name in args.sections.split(",") if name.strip()]
     unknown = sorted(set(chosen) - set(available))

@@ -267,9 +267,31 @@ def _time_gpu(fn: Callable[[], Any], reps: int = 5) -> float:
     return statistics.median(times)
 
 
+def histogram_batch(xp: Any, rng: Any, n: int, p: int, m: int, n_nodes: int, k: int,
+                    unit: bool) -> tuple[Any, ...]:
+    """Inputs of a ``tree_histograms`` call on ``n`` samples split evenly into ``n_nodes``.
+
+    ``xp`` is CuPy (NumPy in the tests) and ``rng`` its generator. Each node
+    gets ``k`` distinct features out of ``p``; targets are standard normal,
+    weights ones (``unit``) or Poisson(1) bootstrap counts. Returns
+    (weights, targets, sample_indices, node_ranges, node_features, node_tree).
+    """
+    import numpy as np
+
+    weights = (xp.ones((1, n), dtype=xp.float32) if unit
+               else rng.poisson(1.0, size=(1, n)).astype(xp.float32))
+    targets = rng.standard_normal((n, 1, m), dtype=xp.float32)
+    sample_indices = xp.arange(n, dtype=xp.int32)
+    bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
+    node_ranges = xp.asarray(np.stack([bounds[:-1], bounds[1:]], axis=1))
+    feats = np.stack([np.random.default_rng(i).choice(p, size=k, replace=False)
+                      for i in range(n_nodes)]).astype(np.int32)
+    node_tree = xp.zeros(n_nodes, dtype=xp.int32)
+    return weights, targets, sample_indices, node_ranges, xp.asarray(feats), node_tree
+
+
 def section_histograms(state: dict[str, Any], quick: bool) -> str:
     import cupy
-    import numpy as np
 
     from gpurpo.backend import CUPY
     from gpurpo.tree import _kernels_cuda as kcuda
@@ -285,16 +307,9 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
     for label, n_nodes, k, unit in (("1 root node, k=32, unit weights", 1, 32, True),
                                     ("1 root node, k=10, bootstrap weights", 1, 10, False),
                                     ("64 nodes (one level), k=8, bootstrap weights", 64, 8, False)):
-        weights = (cupy.ones((1, n), dtype=cupy.float32) if unit
-                   else rng.poisson(1.0, size=(1, n)).astype(cupy.float32))
-        targets = rng.standard_normal((n, 1, m), dtype=cupy.float32)
-        sample_indices = cupy.arange(n, dtype=cupy.int32)
-        bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
-        node_ranges = cupy.asarray(np.stack([bounds[:-1], bounds[1:]], axis=1))
-        feats = np.stack([np.random.default_rng(i).choice(p, size=k, replace=False)
-                          for i in range(n_nodes)]).astype(np.int32)
-        node_features = cupy.asarray(feats)
-        node_tree = cupy.zeros(n_nodes, dtype=cupy.int32)
+        weights, targets, sample_indices, node_ranges, node_features, node_tree = (
+            histogram_batch(cupy, rng, n, p, m, n_nodes, k, unit)
+        )
         channels = m + 1 if unit else m + 2
         out = cupy.zeros((n_nodes, k, n_bins, channels), dtype=cupy.float32)
 

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_check import _make_forest_data, _time_gpu  # noqa: E402
+from gpu_check import _make_forest_data, _table, _time_gpu, histogram_batch  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "experiments" / "hist_variants.cu"
 
@@ -236,15 +236,9 @@ def histogram_variants() -> str:
     for label, data, n_nodes, k in (("1 node, k=32, uniform bins", codes, 1, 32),
                                     ("1 node, k=32, skewed bins", skewed, 1, 32),
                                     ("64 nodes, k=8, uniform bins", codes, 64, 8)):
-        weights = rng.poisson(1.0, size=(1, n)).astype(cupy.float32)
-        targets = rng.standard_normal((n, 1, m), dtype=cupy.float32)
-        sample_indices = cupy.arange(n, dtype=cupy.int32)
-        bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
-        node_ranges = cupy.asarray(np.stack([bounds[:-1], bounds[1:]], axis=1))
-        feats = np.stack([np.random.default_rng(i).choice(p, size=k, replace=False)
-                          for i in range(n_nodes)]).astype(np.int32)
-        node_features = cupy.asarray(feats)
-        node_tree = cupy.zeros(n_nodes, dtype=cupy.int32)
+        weights, targets, sample_indices, node_ranges, node_features, node_tree = (
+            histogram_batch(cupy, rng, n, p, m, n_nodes, k, unit=False)
+        )
         C = m + 2
         ref = cupy.zeros((n_nodes, k, n_bins, C), dtype=cupy.float32)
 
@@ -280,14 +274,9 @@ def histogram_variants() -> str:
         rows.append(row)
         del weights, targets, ref
     cupy.get_default_memory_pool().free_all_blocks()
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])
-                                       for c in cols) + " |")
     return (f"n = {n} samples, m = {m}, bootstrap weights (C = m + 2 channels), launch plan of "
             f"the library kernel for every variant; times are kernel times (zeroing subtracted)."
-            f"\n\n" + "\n".join(lines) + "\n\n" + shared_atomic_sass())
+            f"\n\n" + _table(rows) + "\n" + shared_atomic_sass())
 
 
 def shared_atomic_sass() -> str:

@@ -67,18 +67,22 @@ __device__ __forceinline__ double score_gain_missing(const double* L, const floa
     return __dadd_rn(__dadd_rn(sl / (wl > 0 ? wl : 1.0), sr / (wr > 0 ? wr : 1.0)), -parent);
 }
 
-// Second-order score of one side: sum over outputs j = 1..q of G_j^2 / (H_j + lambda),
-// G_j at a[j * stride], H_j at a[(q + j) * stride], for H_j >= mcw and a positive
-// denominator; the numba kernel's order and roundings.
+// G^2 / (H + lambda) of one output on one side, 0 where the output does not count
+// (H < mcw or no positive denominator); the numba kernel's _newton_term.
+__device__ __forceinline__ double score_newton_term(double g, double h, double lam, double mcw)
+{
+    const double den = __dadd_rn(h, lam);
+    return (h >= mcw && den > 0.0) ? __ddiv_rn(__dmul_rn(g, g), den) : 0.0;
+}
+
+// Second-order score of one side: sum over outputs j = 1..q of the terms of
+// G_j = a[j * stride], H_j = a[(q + j) * stride], in output order.
 __device__ __forceinline__ double score_newton(const double* a, long long stride, int q,
                                                double lam, double mcw)
 {
     double s = 0.0;
-    for (int j = 1; j <= q; ++j) {
-        const double hj = a[(q + j) * stride];
-        const double den = __dadd_rn(hj, lam);
-        if (hj >= mcw && den > 0.0) s = __dadd_rn(s, __ddiv_rn(__dmul_rn(a[j * stride], a[j * stride]), den));
-    }
+    for (int j = 1; j <= q; ++j)
+        s = __dadd_rn(s, score_newton_term(a[j * stride], a[(q + j) * stride], lam, mcw));
     return s;
 }
 
@@ -92,14 +96,9 @@ __device__ __forceinline__ double score_newton_gain(const double* L, const float
     for (int j = 1; j <= q; ++j) {
         const double gl = hm ? __dadd_rn(L[j], (double)hm[j]) : L[j];
         const double hl = hm ? __dadd_rn(L[q + j], (double)hm[q + j]) : L[q + j];
-        double den = __dadd_rn(hl, lam);
-        if (hl >= mcw && den > 0.0) sl = __dadd_rn(sl, __ddiv_rn(__dmul_rn(gl, gl), den));
-        const double hr = __dadd_rn(T[q + j], -hl);
-        den = __dadd_rn(hr, lam);
-        if (hr >= mcw && den > 0.0) {
-            const double r = __dadd_rn(T[j], -gl);
-            sr = __dadd_rn(sr, __ddiv_rn(__dmul_rn(r, r), den));
-        }
+        sl = __dadd_rn(sl, score_newton_term(gl, hl, lam, mcw));
+        sr = __dadd_rn(sr, score_newton_term(__dadd_rn(T[j], -gl), __dadd_rn(T[q + j], -hl),
+                                             lam, mcw));
     }
     return __dadd_rn(__dadd_rn(sl, sr), -parent);
 }

@@ -444,15 +444,21 @@ def _gain_from_sums(L, T, m, parent):
 
 
 @njit(inline="always", cache=True)
+def _newton_term(g, h, lam, mcw):
+    # G^2 / (H + lam) of one output on one side, 0 where the output does not count
+    # (H < mcw or no positive denominator: 0 / 1); the selects act on the operands, so
+    # that loops over bins have no branch around the division and vectorise
+    den = h + lam
+    ok = (h >= mcw) & (den > 0)
+    return (g * g if ok else 0.0) / (den if ok else 1.0)
+
+
+@njit(inline="always", cache=True)
 def _newton_score(a, q, lam, mcw):
-    # sum over j = 1..q of G_j^2 / (H_j + lam), G_j = a[j], H_j = a[q + j], for the
-    # outputs with H_j >= mcw (and a positive denominator), in output order
+    # sum over j = 1..q of the terms of G_j = a[j], H_j = a[q + j], in output order
     s = 0.0
     for j in range(1, q + 1):
-        hj = a[q + j]
-        den = hj + lam
-        if hj >= mcw and den > 0:
-            s += (a[j] * a[j]) / den
+        s += _newton_term(a[j], a[q + j], lam, mcw)
     return s
 
 
@@ -462,16 +468,18 @@ def _newton_gain_from_sums(L, T, q, lam, mcw, parent):
     sl = 0.0
     sr = 0.0
     for j in range(1, q + 1):
-        hl = L[q + j]
-        den = hl + lam
-        if hl >= mcw and den > 0:
-            sl += (L[j] * L[j]) / den
-        hr = T[q + j] - hl
-        den = hr + lam
-        if hr >= mcw and den > 0:
-            r = T[j] - L[j]
-            sr += (r * r) / den
+        sl += _newton_term(L[j], L[q + j], lam, mcw)
+        sr += _newton_term(T[j] - L[j], T[q + j] - L[q + j], lam, mcw)
     return sl + sr - parent
+
+
+@njit(inline="always", cache=True)
+def _parent_score(tot, m, newton, lam, mcw):
+    # the node's own score, subtracted from every gain
+    if newton:
+        return _newton_score(tot, m // 2, lam, mcw)
+    w_total = tot[0]
+    return _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
 
 
 @njit(inline="always", cache=True)
@@ -528,26 +536,11 @@ def _variance_sides(Lt, tot, hm, with_missing, n_occ, m, sl, sr):
                 sr[i] += r * r
 
 
-@njit(inline="always", cache=True)
-def _newton_terms(gl, hl, tg, th, lam, mcw):
-    # the two sides' terms G^2 / (H + lam) of one output, 0 where the output does not
-    # count (0 / 1 then): the selects act on the operands, so that the loop has no
-    # branch around a division and vectorises
-    den = hl + lam
-    ok = (hl >= mcw) & (den > 0)
-    tl = (gl * gl if ok else 0.0) / (den if ok else 1.0)
-    hr = th - hl
-    den_r = hr + lam
-    r = tg - gl
-    ok_r = (hr >= mcw) & (den_r > 0)
-    tr = (r * r if ok_r else 0.0) / (den_r if ok_r else 1.0)
-    return tl, tr
-
-
 @njit(cache=True)
 def _newton_sides(Lt, tot, hm, with_missing, n_occ, q, lam, mcw, sl, sr):
     # sl[i], sr[i]: second-order scores (_newton_score) of L_i and T - L_i, outputs in
-    # order, vectorised over the occupied bins i; an output that does not count adds 0
+    # order, vectorised over the occupied bins i; L_i gets the missing bin hm added when
+    # with_missing
     for i in range(n_occ):
         sl[i] = 0.0
         sr[i] = 0.0
@@ -560,20 +553,22 @@ def _newton_sides(Lt, tot, hm, with_missing, n_occ, q, lam, mcw, sl, sr):
             eg = np.float64(hm[j])
             eh = np.float64(hm[q + j])
             for i in range(n_occ):
-                a, b = _newton_terms(rg[i] + eg, rh[i] + eh, tg, th, lam, mcw)
-                sl[i] += a
-                sr[i] += b
+                gl = rg[i] + eg
+                hl = rh[i] + eh
+                sl[i] += _newton_term(gl, hl, lam, mcw)
+                sr[i] += _newton_term(tg - gl, th - hl, lam, mcw)
         else:
             for i in range(n_occ):
-                a, b = _newton_terms(rg[i], rh[i], tg, th, lam, mcw)
-                sl[i] += a
-                sr[i] += b
+                gl = rg[i]
+                hl = rh[i]
+                sl[i] += _newton_term(gl, hl, lam, mcw)
+                sr[i] += _newton_term(tg - gl, th - hl, lam, mcw)
 
 
 @njit(cache=True)
 def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, lam, mcw):
-    # The best split of one (node, slot) over all bins ("best" splitter): the rules of
-    # _score_slot, with the side scores of all occupied bins computed in vector loops
+    # The best split of one (node, slot) over all bins ("best" splitter; the rules of
+    # tree_score_histograms), with the side scores of all occupied bins computed in vector loops
     # (the same operations per bin, hence the same gains bit for bit).
     nvb = h.shape[0] - 1
     n_channels = h.shape[1]
@@ -589,13 +584,12 @@ def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, 
     nonconstant = f >= 0 and n_occ + (1 if has_miss else 0) >= 2
     w_total = tot[0]
     q = m // 2
+    parent = _parent_score(tot, m, newton, lam, mcw)
     if newton:
-        parent = _newton_score(tot, q, lam, mcw)
         _newton_sides(Lt, tot, hm, False, n_occ, q, lam, mcw, sl, sr)
         if has_miss:
             _newton_sides(Lt, tot, hm, True, n_occ, q, lam, mcw, slm, srm)
     else:
-        parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
         _variance_sides(Lt, tot, hm, False, n_occ, m, sl, sr)
         if has_miss:
             _variance_sides(Lt, tot, hm, True, n_occ, m, slm, srm)
@@ -643,9 +637,10 @@ def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, 
 
 
 @njit(cache=True)
-def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_m,
-                newton, lam, mcw):
-    # One (node, slot): returns (gain, bin, missing_left, nonconstant); see tree_score_histograms.
+def _score_slot_random(h, f, m, cnt, msl, u, thresholds, tot, left, left_m, newton, lam, mcw):
+    # One (node, slot) of the Extra-Trees splitter: the cut drawn from u, scored with
+    # missing values on either side; returns (gain, bin, missing_left, nonconstant), see
+    # tree_score_histograms (the "best" splitter is _score_slot_best).
     n_channels = h.shape[1]
     nvb = h.shape[0] - 1
     for c in range(n_channels):
@@ -672,77 +667,42 @@ def _score_slot(h, f, m, cnt, msl, random_split, u, thresholds, tot, left, left_
     n_total = tot[cnt]
     nonconstant = f >= 0 and n_occupied + (1 if has_miss else 0) >= 2
     w_total = tot[0]
-    if newton:
-        parent = _newton_score(tot, m // 2, lam, mcw)
-    else:
-        parent = _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
+    parent = _parent_score(tot, m, newton, lam, mcw)
     neg_inf = -np.inf
     for c in range(n_channels):
         left[c] = 0.0
-    if not random_split:
-        best = neg_inf
-        best_bin = 0
-        direction = 0
-        w_left = np.float64(h[0, 0])
-        for b in range(nvb):
-            for c in range(n_channels):
-                left[c] += np.float64(h[b, c])
-            if not h[b, cnt] > 0:
-                continue
-            n_left = left[cnt]
-            below_max = b < bmax
-            if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
-                g = _slot_gain(left, tot, m, parent, newton, lam, mcw)
-                if g > best:
-                    best = g
-                    best_bin = b
-                    direction = 0
-                    w_left = left[0]
-            if has_miss and below_max:
-                n_left_m = n_left + n_miss
-                if n_left_m >= msl and n_total - n_left_m >= msl:
-                    for c in range(n_channels):
-                        left_m[c] = left[c] + np.float64(h[nvb, c])
-                    g = _slot_gain(left_m, tot, m, parent, newton, lam, mcw)
-                    if g > best:
-                        best = g
-                        best_bin = b
-                        direction = 1
-                        w_left = left[0]
-        gain = best
+    row = f if f >= 0 else 0
+    lo = 0.0
+    hi = 0.0
+    if bmax > bmin:
+        lo = thresholds[row, bmin]
+        hi = thresholds[row, max(bmax - 1, 0)]
+    cut_value = lo + u * (hi - lo)
+    if bmax > bmin:
+        steps = 0
+        for b in range(bmin + 1, bmax):
+            if thresholds[row, b] <= cut_value:
+                steps += 1
+        best_bin = bmin + steps
     else:
-        row = f if f >= 0 else 0
-        lo = 0.0
-        hi = 0.0
-        if bmax > bmin:
-            lo = thresholds[row, bmin]
-            hi = thresholds[row, max(bmax - 1, 0)]
-        cut_value = lo + u * (hi - lo)
-        if bmax > bmin:
-            steps = 0
-            for b in range(bmin + 1, bmax):
-                if thresholds[row, b] <= cut_value:
-                    steps += 1
-            best_bin = bmin + steps
-        else:
-            best_bin = bmax
-        for b in range(best_bin + 1):
-            for c in range(n_channels):
-                left[c] += np.float64(h[b, c])
-        n_left = left[cnt]
-        below_max = best_bin < bmax
-        gain_right = neg_inf
-        if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
-            gain_right = _slot_gain(left, tot, m, parent, newton, lam, mcw)
-        gain_left = neg_inf
-        n_left_m = n_left + n_miss
-        if has_miss and below_max and n_left_m >= msl and n_total - n_left_m >= msl:
-            for c in range(n_channels):
-                left_m[c] = left[c] + np.float64(h[nvb, c])
-            gain_left = _slot_gain(left_m, tot, m, parent, newton, lam, mcw)
-        direction = 1 if gain_left > gain_right else 0
-        gain = max(gain_right, gain_left)
-        w_left = left[0]
+        best_bin = bmax
+    for b in range(best_bin + 1):
+        for c in range(n_channels):
+            left[c] += np.float64(h[b, c])
+    n_left = left[cnt]
+    below_max = best_bin < bmax
+    gain_right = neg_inf
+    if (below_max or has_miss) and n_left >= msl and n_total - n_left >= msl:
+        gain_right = _slot_gain(left, tot, m, parent, newton, lam, mcw)
+    gain_left = neg_inf
+    n_left_m = n_left + n_miss
+    if has_miss and below_max and n_left_m >= msl and n_total - n_left_m >= msl:
+        for c in range(n_channels):
+            left_m[c] = left[c] + np.float64(h[nvb, c])
+        gain_left = _slot_gain(left_m, tot, m, parent, newton, lam, mcw)
+    direction = 1 if gain_left > gain_right else 0
+    gain = max(gain_right, gain_left)
+    w_left = left[0]
     if not (nonconstant and any_value):
         gain = neg_inf
     if has_miss:
@@ -776,10 +736,9 @@ def score_histograms(
             i = task // k
             j = task - i * k
             if random_split:
-                g, b, ml, nc = _score_slot(
-                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, random_split,
-                    uniforms[i, j], thresholds, tot, left, left_m, newton != 0, reg_lambda,
-                    min_child_weight,
+                g, b, ml, nc = _score_slot_random(
+                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, uniforms[i, j],
+                    thresholds, tot, left, left_m, newton != 0, reg_lambda, min_child_weight,
                 )
             else:
                 g, b, ml, nc = _score_slot_best(

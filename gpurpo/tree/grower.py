@@ -540,25 +540,15 @@ class _Grower:
             self.cache.pop(parent, None)
         positions = np.arange(p, dtype=np.int64)[None, :]
         if fits and len(ids) <= _UNSTACKED_NODES:
-            # a few nodes (best-first growth): each histogram scored where it lies
-            # rather than copied into one stacked array
-            for r, g in enumerate(ids):
-                slots = self._score(hists[int(g)][None], feats_one, seeds[r : r + 1], positions)
-                host = self.backend.to_host
-                out_f[r], out_b[r], out_m[r], out_g[r] = (
-                    a[0]
-                    for a in best_slot_per_node(
-                        np, host(slots.gain), host(slots.bin), host(slots.missing_left),
-                        np.arange(p, dtype=np.int32)[None, :], tie_tol[r : r + 1],
-                    )
-                )
-            chunk_starts: range = range(0)
-        else:
-            chunk_starts = range(0, len(ids), chunk)
-        for c0 in chunk_starts:
+            # a few nodes (best-first growth): each cached histogram is scored where it
+            # lies rather than copied into one stacked array
+            chunk = 1
+        for c0 in range(0, len(ids), chunk):
             part = ids[c0 : c0 + chunk]
             feats = xp.broadcast_to(feats_one, (len(part), p))
-            if fits:
+            if fits and len(part) == 1:
+                h = hists[int(part[0])][None]
+            elif fits:
                 h = xp.stack([hists[int(g)] for g in part])
             else:
                 h = self._hist(part, feats)

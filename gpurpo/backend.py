@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -698,12 +699,33 @@ def kernel_dir() -> Path:
     )
 
 
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([A-Za-z0-9_]+\.cuh)"[ \t]*$', re.MULTILINE)
+
+
 def kernel_source(filename: str) -> str:
-    """The text of ``kernels/<filename>``."""
+    """The text of ``kernels/<filename>``, its local headers inlined.
+
+    A line ``#include "name.cuh"`` is replaced by the text of
+    ``kernels/name.cuh`` (once per source, headers may include headers), so
+    that NVRTC, CuPy and the CUDA emulator compile one self-contained text
+    without include paths.
+    """
+    return _expand_includes(filename, set())
+
+
+def _expand_includes(filename: str, seen: set[str]) -> str:
     path = kernel_dir() / filename
     if not path.is_file():
         raise FileNotFoundError(f"no CUDA source {filename!r} in {kernel_dir()}")
-    return path.read_text()
+    seen.add(filename)
+
+    def inline(match: re.Match[str]) -> str:
+        header = match.group(1)
+        if header in seen:
+            return f"// {header}: already included"
+        return f"{_expand_includes(header, seen)}\n// end of {header}"
+
+    return _LOCAL_INCLUDE.sub(inline, path.read_text())
 
 
 #: NVRTC options every ``kernels/*.cu`` is compiled with (also by the NVRTC CI check).

@@ -1,11 +1,17 @@
-// Exact best split of small nodes from their samples (contract:
-// ``tree_split_small`` in gpurpo/tree/kernels.py; CPU twin:
-// ``split_small_nodes`` in gpurpo/tree/_kernels_cpu.py).
+// Exact best split of small nodes from their samples, node by node
+// (``tree_split_small``) or whole subtrees grown depth first
+// (``tree_grow_subtrees``); contracts in gpurpo/tree/kernels.py, CPU twins
+// ``split_small_nodes`` and ``grow_subtrees`` in gpurpo/tree/_kernels_cpu.py.
 //
-// One block per node (the launcher uses one warp; blocks loop over nodes;
-// at most SPLIT_MAX_THREADS threads). The block
+// ``split_node`` is the block-level evaluation of one node, called by every
+// thread of the block (the launchers use one warp; at most
+// SPLIT_MAX_THREADS threads). The node's samples are seen through a
+// ``SplitView``: position a of the node is column ``col[a]`` of the codes
+// rows, the weights and the targets, so that the level-wise kernel reads the
+// training data in place (columns = sample ids) and the subtree kernel its
+// private copy (columns = positions in the copy). The block
 //   1. sums the node's weights W, weighted targets S and Q = sum w ||y||^2
-//      (float64, in sample order like the CPU kernel) and detects pure nodes;
+//      (float64, in position order like the CPU kernel) and detects pure nodes;
 //   2. visits candidate features in the node's pseudo-random order
 //      (feature_at, the counter-based Feistel permutation of
 //      gpurpo/tree/_random.py, ported bit for bit), blockDim positions at a
@@ -30,11 +36,22 @@
 //      block (ties: lowest bin, then missing right), and finally applies the
 //      cross-feature tie rule (gains within tie_rtol * Q of the best: the
 //      first feature in the visiting order wins).
-// Scratch (per block, allocated by the launcher): the node's sample ids sorted
+// Scratch (per block, allocated by the launchers): the node's columns sorted
 // by the current feature's code and those codes (max_ns each), S (m doubles),
 // the running left sums ((SPLIT_MAX_BINS + 1) x m doubles: one row per bin,
 // the last for the missing run) and the per-feature candidates (cand_stride
 // entries).
+//
+// ``tree_grow_subtrees``: one block per subtree root (blocks loop over the
+// roots). The block copies the root's samples into its scratch (the codes of
+// every feature, feature-major, ``max_ns`` bytes per feature; weights;
+// targets), then grows the subtree depth first exactly as the CPU kernel:
+// thread 0 keeps the stack of nodes to visit (left child on top) and numbers
+// the children when a node splits; every node is evaluated by
+// ``split_node``; a split partitions the node's positions stably, left
+// first (``block_stable_partition`` of block_partition.cuh).
+
+#include "block_partition.cuh"
 
 #define SPLIT_MAX_THREADS 256
 #define SPLIT_MAX_BINS 256
@@ -96,6 +113,460 @@ __device__ __forceinline__ bool split_better(double g, int key, double g2, int k
     return g > g2 || (g == g2 && key < key2);
 }
 
+struct SplitView {
+    const unsigned char* codes;  // feature f's codes: codes + f * code_stride, indexed by column
+    long long code_stride;
+    const int* col;              // column of each position of the node
+    const float* w;              // weight of a column
+    const float* y;              // targets of a column: y + column * y_stride
+    long long y_stride;
+    long long ns;                // positions 0 .. ns - 1
+    unsigned long long seed;
+};
+
+struct SplitRules {
+    const double* thresholds;  // (p, n_thr) raw upper bin edges
+    int n_thr;
+    int p;
+    int m;
+    int n_candidates;
+    int min_samples_leaf;
+    int random_split;
+    int missing_bin;
+    int sort_limit;
+    int half;                  // Feistel half width and mask of p
+    unsigned long long mask;
+    double tie_rtol;
+};
+
+struct SplitScratch {  // one block's
+    int* sorted;
+    unsigned char* ccode;
+    double* S;
+    double* ls;
+    int* c_f;
+    double* c_g;
+    int* c_b;
+    unsigned char* c_ml;
+};
+
+struct SplitChoice {
+    int feature;  // -1: no valid split
+    int bin;
+    int missing_left;
+    double gain;
+};
+
+__device__ __forceinline__ void split_feistel_params(int p, int* half, unsigned long long* mask)
+{
+    int bits = 2;
+    while ((1LL << bits) < (long long)p) ++bits;
+    if (bits % 2 == 1) ++bits;
+    *half = bits / 2;
+    *mask = (1ULL << (bits / 2)) - 1ULL;
+}
+
+__device__ __forceinline__ double split_wy(const SplitView& v, long long col, int c)
+{
+    return __dmul_rn((double)v.w[col], (double)v.y[col * v.y_stride + c]);
+}
+
+// Best split of the node seen through ``v``; called by all threads of the
+// block, returns the same choice to each of them.
+__device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const SplitScratch& sc)
+{
+    __shared__ int cnt[SPLIT_MAX_BINS];
+    __shared__ int run_start[SPLIT_MAX_BINS];
+    __shared__ int nl_at[SPLIT_MAX_BINS];
+    __shared__ int pos_feature[SPLIT_MAX_THREADS];
+    __shared__ int pos_nonconst[SPLIT_MAX_THREADS];
+    __shared__ int sel_feature[SPLIT_MAX_THREADS];
+    __shared__ int sel_pos[SPLIT_MAX_THREADS];
+    __shared__ double red_g[SPLIT_MAX_THREADS];
+    __shared__ int red_key[SPLIT_MAX_THREADS];
+    __shared__ double wl_at[SPLIT_MAX_BINS];
+    __shared__ double sh_W, sh_Q, sh_parent, sh_Wm, sh_gain;
+    __shared__ int sh_n_sel, sh_et_bin, sh_cut, sh_feature, sh_bin, sh_ml;
+    // the bin scan of step 3a reuses arrays that are idle at that point
+    int* scan_cnt = red_key;
+    int* scan_min = pos_feature;
+    int* scan_max = pos_nonconst;
+
+    const int tid = threadIdx.x;
+    const int nthreads = blockDim.x;
+    // the launchers never do this: at most SPLIT_MAX_THREADS, a power of two (reduction)
+    if (nthreads > SPLIT_MAX_THREADS || (nthreads & (nthreads - 1)) != 0) __trap();
+    const double NEG_INF = split_neg_inf();
+    const SplitChoice none = {-1, 0, 0, NEG_INF};
+    const long long ns = v.ns;
+    const int m = r.m;
+    const int missing_bin = r.missing_bin;
+    const int min_samples_leaf = r.min_samples_leaf;
+    const int random_split = r.random_split;
+    if (ns < 2 || ns < 2LL * min_samples_leaf) return none;  // uniform over the block
+    const unsigned long long seed = v.seed;
+    const int* col = v.col;
+    int* sorted = sc.sorted;
+    unsigned char* ccode = sc.ccode;
+    double* S = sc.S;
+    double* ls = sc.ls;
+    __syncthreads();  // the shared state of the previous call has been read
+
+    // ---- 1. totals (position order, as the CPU kernel) and purity
+    for (int c = tid; c < m; c += nthreads) {
+        double acc = 0.0;
+        for (long long a = 0; a < ns; ++a) acc = __dadd_rn(acc, split_wy(v, col[a], c));
+        S[c] = acc;
+    }
+    if (tid == 0) {
+        double W = 0.0, Q = 0.0;
+        for (long long a = 0; a < ns; ++a) {
+            const long long s = col[a];
+            const double wa = (double)v.w[s];
+            W = __dadd_rn(W, wa);
+            for (int c = 0; c < m; ++c) {
+                const double y = (double)v.y[s * v.y_stride + c];
+                Q = __dadd_rn(Q, __dmul_rn(__dmul_rn(wa, y), y));
+            }
+        }
+        sh_W = W;
+        sh_Q = Q;
+    }
+    for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
+    int differs = 0;
+    {
+        const float* y0 = v.y + (long long)col[0] * v.y_stride;
+        const long long total = ns * m;
+        for (long long q = tid; q < total && !differs; q += nthreads) {
+            const long long a = q / m;
+            const int c = (int)(q % m);
+            if (v.y[(long long)col[a] * v.y_stride + c] != y0[c]) differs = 1;
+        }
+    }
+    const int impure = __syncthreads_or(differs);  // also publishes S, W, Q
+    if (!impure) return none;
+    if (tid == 0) {
+        double parent = 0.0;
+        for (int c = 0; c < m; ++c) parent = __dadd_rn(parent, __dmul_rn(S[c], S[c]));
+        sh_parent = parent / sh_W;
+    }
+    __syncthreads();
+    const double W = sh_W;
+    const double parent = sh_parent;
+
+    unsigned long long keys[4];
+    for (int k = 0; k < 4; ++k) keys[k] = split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(k + 1)));
+
+    // ---- 2. visit positions, blockDim at a time
+    const int p = r.p;
+    const int n_candidates = r.n_candidates;
+    int found = 0;
+    // two samples: every split that separates them has the same gain (up to
+    // rounding far below the tie tolerance), so, as the CPU kernel, stop at
+    // the first separating (non-constant) feature visited
+    const int need = ns == 2 ? 1 : n_candidates;
+    for (long long base = 0; found < need && base < p; base += nthreads) {
+        const long long pos = base + tid;
+        int f = -1, nonconst = 0;
+        if (pos < p) {
+            f = n_candidates >= p ? (int)pos : split_feature_at(keys, pos, p, r.half, r.mask);
+            const unsigned char* row = v.codes + (long long)f * v.code_stride;
+            const unsigned char first = row[col[0]];
+            for (long long a = 1; a < ns; ++a) {
+                if (row[col[a]] != first) {
+                    nonconst = 1;
+                    break;
+                }
+            }
+        }
+        pos_feature[tid] = f;
+        pos_nonconst[tid] = nonconst;
+        __syncthreads();
+        if (tid == 0) {
+            int n_sel = 0;
+            for (int j = 0; j < nthreads && base + j < p; ++j) {
+                if (pos_nonconst[j] && found + n_sel < need) {
+                    sel_feature[n_sel] = pos_feature[j];
+                    sel_pos[n_sel] = (int)(base + j);
+                    ++n_sel;
+                }
+            }
+            sh_n_sel = n_sel;
+        }
+        __syncthreads();
+        const int n_sel = sh_n_sel;
+
+        // ---- 3. evaluate the selected features in order (cnt is zero here)
+        for (int q = 0; q < n_sel; ++q) {
+            const int fq = sel_feature[q];
+            const unsigned char* row = v.codes + (long long)fq * v.code_stride;
+            for (long long a = tid; a < ns; a += nthreads) {
+                const unsigned char code = row[col[a]];
+                ccode[a] = code;
+                atomicAdd(&cnt[code], 1);
+            }
+            __syncthreads();
+            // 3a. exclusive prefix sums of the bin counts (run_start) and the
+            // occupied range [bmin, bmax] of the non-missing bins: each thread
+            // takes a span of bins, then an inclusive scan over the threads
+            // (Hillis-Steele, in the shared arrays scan_*; exact integers)
+            {
+                const int span = (SPLIT_MAX_BINS + nthreads - 1) / nthreads;
+                const int b_lo = min(tid * span, SPLIT_MAX_BINS);
+                const int b_hi = min(b_lo + span, SPLIT_MAX_BINS);
+                int local = 0, lmin = missing_bin, lmax = -1;
+                for (int b = b_lo; b < b_hi; ++b) {
+                    local += cnt[b];
+                    if (cnt[b] > 0 && b != missing_bin) {
+                        lmin = min(lmin, b);
+                        lmax = max(lmax, b);
+                    }
+                }
+                scan_cnt[tid] = local;
+                scan_min[tid] = lmin;
+                scan_max[tid] = lmax;
+                __syncthreads();
+                for (int off = 1; off < nthreads; off <<= 1) {
+                    int vc = 0, vmin = missing_bin, vmax = -1;
+                    if (tid >= off) {
+                        vc = scan_cnt[tid - off];
+                        vmin = scan_min[tid - off];
+                        vmax = scan_max[tid - off];
+                    }
+                    __syncthreads();
+                    scan_cnt[tid] += vc;
+                    scan_min[tid] = min(scan_min[tid], vmin);
+                    scan_max[tid] = max(scan_max[tid], vmax);
+                    __syncthreads();
+                }
+                int acc = scan_cnt[tid] - local;
+                for (int b = b_lo; b < b_hi; ++b) {
+                    run_start[b] = acc;
+                    nl_at[b] = acc;  // the sort's cursor; ends at run_start[b] + cnt[b]
+                    acc += cnt[b];
+                }
+            }
+            __syncthreads();
+            const int bmin = scan_min[nthreads - 1];
+            const int bmax = scan_max[nthreads - 1];
+            // 3b. stable counting sort of the node's columns by code, nthreads
+            // samples at a time: a sample's place in its bin's run is the bin's
+            // cursor plus the number of earlier samples of the chunk in that bin
+            for (long long c0 = 0; c0 < ns; c0 += nthreads) {
+                const long long a = c0 + tid;
+                const long long c1 = min(ns, c0 + (long long)nthreads);
+                int code = 0, rank = 0;
+                bool last = true;
+                if (a < ns) {
+                    code = ccode[a];
+                    for (long long a2 = c0; a2 < c1; ++a2) {
+                        if (a2 != a && ccode[a2] == code) {
+                            if (a2 < a) ++rank;
+                            else last = false;
+                        }
+                    }
+                    sorted[nl_at[code] + rank] = col[a];
+                }
+                __syncthreads();
+                if (a < ns && last) nl_at[code] += rank + 1;
+                __syncthreads();
+            }
+            if (tid == 0) {
+                int cut = -1, et_bin = -1;
+                if (random_split) {
+                    cut = split_random_cut(r.thresholds, r.n_thr, fq, bmin, bmax,
+                                           split_uniform_at(seed, sel_pos[q]));
+                    for (int b = bmin; b <= bmax && b <= cut; ++b)
+                        if (cnt[b] > 0) et_bin = b;
+                }
+                sh_cut = cut;
+                sh_et_bin = et_bin;
+            }
+            __syncthreads();
+            const int n_miss = cnt[missing_bin];
+            const bool use_sort = ns <= r.sort_limit;
+            const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
+            // 3c. running left sums in the CPU kernel's order, one pass over the
+            // sorted samples per channel (thread c < m: sums of w y_c, with the
+            // CPU's "LS += MS; LS -= MS" round trip after every bin whose
+            // missing-left side is scored; thread m: the weights). LS of bin b
+            // goes to ls[b * m + c] (weights: wl_at[b]); the missing run's
+            // sums to ls[SPLIT_MAX_BINS * m + c] (weights: sh_Wm).
+            for (int c = tid; c <= m; c += nthreads) {
+                const bool is_w = c == m;
+                double MS = 0.0;
+                for (int k = mr0; k < mr1; ++k) {
+                    const long long s = sorted[k];
+                    MS = __dadd_rn(MS, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                }
+                double LS = 0.0;
+                for (int b = bmin; b <= bmax; ++b) {
+                    if (cnt[b] == 0) continue;
+                    const int r0 = run_start[b], r1 = r0 + cnt[b];
+                    double h = 0.0;
+                    for (int k = r0; k < r1; ++k) {
+                        const long long s = sorted[k];
+                        const double val = is_w ? (double)v.w[s] : split_wy(v, s, c);
+                        if (use_sort) LS = __dadd_rn(LS, val);
+                        else h = __dadd_rn(h, val);
+                    }
+                    if (!use_sort) LS = __dadd_rn(LS, h);
+                    if (is_w) {
+                        wl_at[b] = LS;
+                    } else {
+                        ls[(long long)b * m + c] = LS;
+                        if (!random_split && n_miss > 0) {
+                            const int nLm = nl_at[b] + n_miss;
+                            if (nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf)
+                                LS = __dadd_rn(__dadd_rn(LS, MS), -MS);
+                        }
+                    }
+                }
+                if (is_w) sh_Wm = MS;
+                else ls[(long long)SPLIT_MAX_BINS * m + c] = MS;
+            }
+            __syncthreads();
+            const double Wm = sh_Wm;
+            double my_g = NEG_INF;
+            int my_key = 0x7FFFFFFF;
+            for (int b = bmin + tid; b <= bmax; b += nthreads) {
+                if (cnt[b] == 0) continue;
+                if (random_split && b != sh_et_bin) continue;
+                const int bin_used = random_split ? sh_cut : b;
+                const bool at_end = bin_used >= bmax;
+                if (at_end && n_miss == 0) continue;
+                const int nL = nl_at[b];
+                const bool eval_mr = nL >= min_samples_leaf && ns - nL >= min_samples_leaf;
+                const int nLm = nL + n_miss;
+                const bool eval_ml =
+                    n_miss > 0 && !at_end && nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf;
+                if (!eval_mr && !eval_ml) continue;
+                const double WL = wl_at[b];
+                double left = 0.0, right = 0.0, left_m = 0.0, right_m = 0.0;
+                for (int c = 0; c < m; ++c) {
+                    const double LS = ls[(long long)b * m + c];
+                    const double MS = ls[(long long)SPLIT_MAX_BINS * m + c];
+                    const double Sc = S[c];
+                    if (eval_mr) {
+                        const double rr = __dadd_rn(Sc, -LS);
+                        left = __dadd_rn(left, __dmul_rn(LS, LS));
+                        right = __dadd_rn(right, __dmul_rn(rr, rr));
+                    }
+                    if (eval_ml) {
+                        const double lm = __dadd_rn(LS, MS);
+                        const double rm = __dadd_rn(Sc, -lm);
+                        left_m = __dadd_rn(left_m, __dmul_rn(lm, lm));
+                        right_m = __dadd_rn(right_m, __dmul_rn(rm, rm));
+                    }
+                }
+                double best = NEG_INF;
+                int best_key = 0x7FFFFFFF;
+                if (eval_mr) {
+                    const double g = left / WL + right / (W - WL) - parent;
+                    if (g > best) {
+                        best = g;
+                        const int ml = n_miss == 0 ? (WL >= W - WL ? 1 : 0) : 0;
+                        best_key = 2 * bin_used + ml;
+                    }
+                }
+                if (eval_ml) {
+                    const double WLm = WL + Wm;
+                    const double g = left_m / WLm + right_m / (W - WLm) - parent;
+                    if (g > best) {
+                        best = g;
+                        best_key = 2 * bin_used + 1;
+                    }
+                }
+                // keys of one thread increase with b: keep the first maximum
+                if (best > my_g) {
+                    my_g = best;
+                    my_key = best_key;
+                }
+            }
+            red_g[tid] = my_g;
+            red_key[tid] = my_key;
+            __syncthreads();
+            // cnt is no longer read: clear it for the next feature
+            for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
+            // tree reduction: (larger gain, then smaller key) is a total order
+            for (int half = nthreads / 2; half > 0; half >>= 1) {
+                if (tid < half && split_better(red_g[tid + half], red_key[tid + half],
+                                               red_g[tid], red_key[tid])) {
+                    red_g[tid] = red_g[tid + half];
+                    red_key[tid] = red_key[tid + half];
+                }
+                __syncthreads();
+            }
+            if (tid == 0) {
+                const double g = red_g[0];
+                const int key = red_key[0];
+                const int slot = found + q;
+                sc.c_f[slot] = fq;
+                sc.c_g[slot] = g;
+                sc.c_b[slot] = g > NEG_INF ? key / 2 : 0;
+                sc.c_ml[slot] = g > NEG_INF ? (unsigned char)(key % 2) : (unsigned char)0;
+            }
+            __syncthreads();
+        }
+        found += n_sel;
+    }
+
+    // ---- 4. cross-feature tie rule
+    if (tid == 0) {
+        double gmax = NEG_INF;
+        for (int j = 0; j < found; ++j)
+            if (sc.c_g[j] > gmax) gmax = sc.c_g[j];
+        int pick = -1;
+        if (gmax > NEG_INF) {
+            const double floor_g = __dadd_rn(gmax, -__dmul_rn(r.tie_rtol, sh_Q));
+            for (int j = 0; j < found && pick < 0; ++j)
+                if (sc.c_g[j] >= floor_g) pick = j;
+        }
+        sh_feature = pick >= 0 ? sc.c_f[pick] : -1;
+        sh_bin = pick >= 0 ? sc.c_b[pick] : 0;
+        sh_ml = pick >= 0 ? (int)sc.c_ml[pick] : 0;
+        sh_gain = pick >= 0 ? sc.c_g[pick] : NEG_INF;
+    }
+    __syncthreads();
+    const SplitChoice choice = {sh_feature, sh_bin, sh_ml, sh_gain};
+    return choice;
+}
+
+__device__ __forceinline__ SplitScratch split_scratch(
+    long long blk, long long max_ns, int m, int cand_stride, int* order_buf, unsigned char* code_buf,
+    double* s_buf, double* ls_buf, int* cand_f, double* cand_g, int* cand_b, unsigned char* cand_ml)
+{
+    SplitScratch sc;
+    sc.sorted = order_buf + blk * max_ns;
+    sc.ccode = code_buf + blk * max_ns;
+    sc.S = s_buf + blk * m;
+    sc.ls = ls_buf + blk * (SPLIT_MAX_BINS + 1) * m;
+    sc.c_f = cand_f + blk * cand_stride;
+    sc.c_g = cand_g + blk * cand_stride;
+    sc.c_b = cand_b + blk * cand_stride;
+    sc.c_ml = cand_ml + blk * cand_stride;
+    return sc;
+}
+
+__device__ __forceinline__ SplitRules split_rules(
+    const double* thresholds, int p, int m, int n_candidates, int min_samples_leaf, int random_split,
+    int missing_bin, double tie_rtol, int sort_limit)
+{
+    SplitRules r;
+    r.thresholds = thresholds;
+    r.n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
+    r.p = p;
+    r.m = m;
+    r.n_candidates = n_candidates;
+    r.min_samples_leaf = min_samples_leaf;
+    r.random_split = random_split;
+    r.missing_bin = missing_bin;
+    r.sort_limit = sort_limit;
+    r.tie_rtol = tie_rtol;
+    split_feistel_params(p, &r.half, &r.mask);
+    return r;
+}
+
 extern "C" __global__ void tree_split_small(
     const unsigned char* __restrict__ codes,
     const int* __restrict__ sample_indices,
@@ -131,400 +602,208 @@ extern "C" __global__ void tree_split_small(
     unsigned char* out_missing_left,
     double* out_gain)
 {
-    __shared__ int cnt[SPLIT_MAX_BINS];
-    __shared__ int run_start[SPLIT_MAX_BINS];
-    __shared__ int nl_at[SPLIT_MAX_BINS];
-    __shared__ int pos_feature[SPLIT_MAX_THREADS];
-    __shared__ int pos_nonconst[SPLIT_MAX_THREADS];
-    __shared__ int sel_feature[SPLIT_MAX_THREADS];
-    __shared__ int sel_pos[SPLIT_MAX_THREADS];
-    __shared__ double red_g[SPLIT_MAX_THREADS];
-    __shared__ int red_key[SPLIT_MAX_THREADS];
-    __shared__ double wl_at[SPLIT_MAX_BINS];
-    __shared__ double sh_W, sh_Q, sh_parent, sh_Wm;
-    __shared__ int sh_n_sel, sh_et_bin, sh_cut;
-    // the bin scan of step 3a reuses arrays that are idle at that point
-    int* scan_cnt = red_key;
-    int* scan_min = pos_feature;
-    int* scan_max = pos_nonconst;
-
-    const int tid = threadIdx.x;
-    const int nthreads = blockDim.x;
-    // the launcher never does this: at most SPLIT_MAX_THREADS, a power of two (reduction)
-    if (nthreads > SPLIT_MAX_THREADS || (nthreads & (nthreads - 1)) != 0) __trap();
-    const double NEG_INF = split_neg_inf();
-    const int n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
-    int half = 1;
-    {
-        int bits = 2;
-        while ((1LL << bits) < (long long)p) ++bits;
-        if (bits % 2 == 1) ++bits;
-        half = bits / 2;
-    }
-    const unsigned long long mask = (1ULL << half) - 1ULL;
-
-    int* sorted = order_buf + (long long)blockIdx.x * max_ns;
-    unsigned char* ccode = code_buf + (long long)blockIdx.x * max_ns;
-    double* S = s_buf + (long long)blockIdx.x * m;
-    double* ls = ls_buf + (long long)blockIdx.x * (SPLIT_MAX_BINS + 1) * m;
-    int* c_f = cand_f + (long long)blockIdx.x * cand_stride;
-    double* c_g = cand_g + (long long)blockIdx.x * cand_stride;
-    int* c_b = cand_b + (long long)blockIdx.x * cand_stride;
-    unsigned char* c_ml = cand_ml + (long long)blockIdx.x * cand_stride;
-
+    const SplitRules rules = split_rules(thresholds, p, m, n_candidates, min_samples_leaf, random_split,
+                                         missing_bin, tie_rtol, sort_limit);
+    const SplitScratch sc = split_scratch(blockIdx.x, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
+                                          ls_buf, cand_f, cand_g, cand_b, cand_ml);
     for (long long node = blockIdx.x; node < n_nodes; node += gridDim.x) {
         const long long start = node_ranges[2 * node];
-        const long long ns = node_ranges[2 * node + 1] - start;
-        if (ns < 2 || ns < 2LL * min_samples_leaf) {  // uniform over the block
-            if (tid == 0) {
-                out_feature[node] = -1;
-                out_bin[node] = 0;
-                out_missing_left[node] = 0;
-                out_gain[node] = NEG_INF;
-            }
-            continue;
-        }
         const int t = node_tree[node];
-        const unsigned long long seed = node_seed[node];
-        const int* samples = sample_indices + start;
-        const float* wrow = weights + (long long)t * n;
-        const long long ystride = (long long)n_trees * m;
-        const float* ybase = targets + (long long)t * m;
+        SplitView v;
+        v.codes = codes;
+        v.code_stride = n;
+        v.col = sample_indices + start;
+        v.w = weights + (long long)t * n;
+        v.y = targets + (long long)t * m;
+        v.y_stride = (long long)n_trees * m;
+        v.ns = node_ranges[2 * node + 1] - start;
+        v.seed = node_seed[node];
+        const SplitChoice choice = split_node(v, rules, sc);
+        if (threadIdx.x == 0) {
+            out_feature[node] = choice.feature;
+            out_bin[node] = choice.bin;
+            out_missing_left[node] = (unsigned char)choice.missing_left;
+            out_gain[node] = choice.gain;
+        }
+    }
+}
 
-        // ---- 1. totals (sample order, as the CPU kernel) and purity
-        for (int c = tid; c < m; c += nthreads) {
-            double acc = 0.0;
-            for (long long a = 0; a < ns; ++a) {
-                const long long s = samples[a];
-                acc = __dadd_rn(acc, __dmul_rn((double)wrow[s], (double)ybase[s * ystride + c]));
-            }
-            S[c] = acc;
+extern "C" __global__ void tree_grow_subtrees(
+    const unsigned char* __restrict__ codes,
+    int* __restrict__ sample_indices,
+    const long long* __restrict__ node_ranges,
+    const int* __restrict__ node_tree,
+    const unsigned long long* __restrict__ node_seed,
+    const int* __restrict__ node_depth,
+    const float* __restrict__ weights,
+    const float* __restrict__ targets,
+    const double* __restrict__ thresholds,
+    long long n,
+    int p,
+    int n_trees,
+    int m,
+    long long n_roots,
+    int n_candidates,
+    int min_samples_leaf,
+    int min_samples_split,
+    int max_depth,
+    double min_impurity_decrease,
+    const double* __restrict__ root_weight,
+    int random_split,
+    int missing_bin,
+    double tie_rtol,
+    int sort_limit,
+    long long max_ns,
+    int cand_stride,
+    unsigned char* block_buf,
+    int* col_buf,
+    int* col2_buf,
+    int* gid_buf,
+    float* w_buf,
+    float* y_buf,
+    int* stack_buf,
+    unsigned long long* seed_buf,
+    int* order_buf,
+    unsigned char* code_buf,
+    double* s_buf,
+    double* ls_buf,
+    int* cand_f,
+    double* cand_g,
+    int* cand_b,
+    unsigned char* cand_ml,
+    const long long* __restrict__ out_offsets,
+    int* out_count,
+    int* out_feature,
+    int* out_bin,
+    unsigned char* out_missing_left,
+    double* out_gain,
+    int* out_left,
+    int* out_right,
+    int* out_depth,
+    long long* out_start,
+    long long* out_stop)
+{
+    __shared__ int sh_j, sh_eval, sh_sp, sh_count;
+    __shared__ long long sh_a0, sh_a1;
+    const int tid = threadIdx.x;
+    const int nthreads = blockDim.x;
+    const long long blk = blockIdx.x;
+    const SplitRules rules = split_rules(thresholds, p, m, n_candidates, min_samples_leaf, random_split,
+                                         missing_bin, tie_rtol, sort_limit);
+    const SplitScratch sc = split_scratch(blk, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
+                                          ls_buf, cand_f, cand_g, cand_b, cand_ml);
+    unsigned char* blk_codes = block_buf + blk * (long long)p * max_ns;
+    int* cols = col_buf + blk * max_ns;
+    int* cols2 = col2_buf + blk * max_ns;
+    int* gid = gid_buf + blk * max_ns;
+    float* wl = w_buf + blk * max_ns;
+    float* yl = y_buf + blk * max_ns * m;
+    int* stack = stack_buf + blk * (max_ns + 2);
+    unsigned long long* seeds = seed_buf + blk * 2 * max_ns;
+    const double eps = 0x1p-52;  // float64 machine epsilon
+
+    for (long long root = blockIdx.x; root < n_roots; root += gridDim.x) {
+        const long long start_r = node_ranges[2 * root];
+        const long long ns_r = node_ranges[2 * root + 1] - start_r;
+        const int t = node_tree[root];
+        const long long base = out_offsets[root];
+        const double scale = __dmul_rn((double)m, root_weight[t]);
+        // gather the subtree's samples: codes (feature-major), weights, targets
+        for (long long a = tid; a < ns_r; a += nthreads) {
+            const long long s = sample_indices[start_r + a];
+            gid[a] = (int)s;
+            cols[a] = (int)a;
+            wl[a] = weights[(long long)t * n + s];
+            for (int c = 0; c < m; ++c) yl[a * m + c] = targets[(s * n_trees + t) * m + c];
+        }
+        for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
+            const long long f = q / ns_r;
+            const long long a = q - f * ns_r;
+            blk_codes[f * max_ns + a] = codes[f * n + sample_indices[start_r + a]];
         }
         if (tid == 0) {
-            double W = 0.0, Q = 0.0;
-            for (long long a = 0; a < ns; ++a) {
-                const long long s = samples[a];
-                const double wa = (double)wrow[s];
-                W = __dadd_rn(W, wa);
-                for (int c = 0; c < m; ++c) {
-                    const double y = (double)ybase[s * ystride + c];
-                    Q = __dadd_rn(Q, __dmul_rn(__dmul_rn(wa, y), y));
-                }
-            }
-            sh_W = W;
-            sh_Q = Q;
-        }
-        for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
-        int differs = 0;
-        {
-            const long long s0 = samples[0];
-            const long long total = ns * m;
-            for (long long q = tid; q < total && !differs; q += nthreads) {
-                const long long a = q / m;
-                const int c = (int)(q % m);
-                if (ybase[(long long)samples[a] * ystride + c] != ybase[s0 * ystride + c]) differs = 1;
-            }
-        }
-        const int impure = __syncthreads_or(differs);  // also publishes S, W, Q
-        if (!impure) {
-            if (tid == 0) {
-                out_feature[node] = -1;
-                out_bin[node] = 0;
-                out_missing_left[node] = 0;
-                out_gain[node] = NEG_INF;
-            }
-            __syncthreads();  // S of this node is not read again before it is rewritten
-            continue;
-        }
-        if (tid == 0) {
-            double parent = 0.0;
-            for (int c = 0; c < m; ++c) parent = __dadd_rn(parent, __dmul_rn(S[c], S[c]));
-            sh_parent = parent / sh_W;
+            out_start[base] = 0;
+            out_stop[base] = ns_r;
+            out_depth[base] = node_depth[root];
+            seeds[0] = node_seed[root];
+            stack[0] = 0;
+            sh_sp = 1;
+            sh_count = 1;
         }
         __syncthreads();
-        const double W = sh_W;
-        const double parent = sh_parent;
-
-        unsigned long long keys[4];
-        for (int r = 0; r < 4; ++r) keys[r] = split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(r + 1)));
-
-        // ---- 2. visit positions, blockDim at a time
-        int found = 0;
-        // two samples: every split that separates them has the same gain (up to
-        // rounding far below the tie tolerance), so, as the CPU kernel, stop at
-        // the first separating (non-constant) feature visited
-        const int need = ns == 2 ? 1 : n_candidates;
-        for (long long base = 0; found < need && base < p; base += nthreads) {
-            const long long pos = base + tid;
-            int f = -1, nonconst = 0;
-            if (pos < p) {
-                f = n_candidates >= p ? (int)pos : split_feature_at(keys, pos, p, half, mask);
-                const unsigned char* row = codes + (long long)f * n;
-                const unsigned char first = row[samples[0]];
-                for (long long a = 1; a < ns; ++a) {
-                    if (row[samples[a]] != first) {
-                        nonconst = 1;
-                        break;
-                    }
-                }
-            }
-            pos_feature[tid] = f;
-            pos_nonconst[tid] = nonconst;
-            __syncthreads();
+        for (;;) {
             if (tid == 0) {
-                int n_sel = 0;
-                for (int j = 0; j < nthreads && base + j < p; ++j) {
-                    if (pos_nonconst[j] && found + n_sel < need) {
-                        sel_feature[n_sel] = pos_feature[j];
-                        sel_pos[n_sel] = (int)(base + j);
-                        ++n_sel;
-                    }
+                int j = -1, evaluate = 0;
+                if (sh_sp > 0) {
+                    j = stack[--sh_sp];
+                    const long long g = base + j;
+                    sh_a0 = out_start[g];
+                    sh_a1 = out_stop[g];
+                    const int depth = out_depth[g];
+                    out_feature[g] = -1;
+                    out_bin[g] = 0;
+                    out_missing_left[g] = 0;
+                    out_gain[g] = 0.0;
+                    out_left[g] = -1;
+                    out_right[g] = -1;
+                    evaluate = !((max_depth >= 0 && depth >= max_depth) ||
+                                 sh_a1 - sh_a0 < (long long)min_samples_split);
                 }
-                sh_n_sel = n_sel;
+                sh_j = j;
+                sh_eval = evaluate;
             }
             __syncthreads();
-            const int n_sel = sh_n_sel;
-
-            // ---- 3. evaluate the selected features in order (cnt is zero here)
-            for (int q = 0; q < n_sel; ++q) {
-                const int fq = sel_feature[q];
-                const unsigned char* row = codes + (long long)fq * n;
-                for (long long a = tid; a < ns; a += nthreads) {
-                    const unsigned char code = row[samples[a]];
-                    ccode[a] = code;
-                    atomicAdd(&cnt[code], 1);
-                }
-                __syncthreads();
-                // 3a. exclusive prefix sums of the bin counts (run_start) and the
-                // occupied range [bmin, bmax] of the non-missing bins: each thread
-                // takes a span of bins, then an inclusive scan over the threads
-                // (Hillis-Steele, in the shared arrays scan_*; exact integers)
-                {
-                    const int span = (SPLIT_MAX_BINS + nthreads - 1) / nthreads;
-                    const int b_lo = min(tid * span, SPLIT_MAX_BINS);
-                    const int b_hi = min(b_lo + span, SPLIT_MAX_BINS);
-                    int local = 0, lmin = missing_bin, lmax = -1;
-                    for (int b = b_lo; b < b_hi; ++b) {
-                        local += cnt[b];
-                        if (cnt[b] > 0 && b != missing_bin) {
-                            lmin = min(lmin, b);
-                            lmax = max(lmax, b);
-                        }
-                    }
-                    scan_cnt[tid] = local;
-                    scan_min[tid] = lmin;
-                    scan_max[tid] = lmax;
-                    __syncthreads();
-                    for (int off = 1; off < nthreads; off <<= 1) {
-                        int vc = 0, vmin = missing_bin, vmax = -1;
-                        if (tid >= off) {
-                            vc = scan_cnt[tid - off];
-                            vmin = scan_min[tid - off];
-                            vmax = scan_max[tid - off];
-                        }
-                        __syncthreads();
-                        scan_cnt[tid] += vc;
-                        scan_min[tid] = min(scan_min[tid], vmin);
-                        scan_max[tid] = max(scan_max[tid], vmax);
-                        __syncthreads();
-                    }
-                    int acc = scan_cnt[tid] - local;
-                    for (int b = b_lo; b < b_hi; ++b) {
-                        run_start[b] = acc;
-                        nl_at[b] = acc;  // the sort's cursor; ends at run_start[b] + cnt[b]
-                        acc += cnt[b];
-                    }
-                }
-                __syncthreads();
-                const int bmin = scan_min[nthreads - 1];
-                const int bmax = scan_max[nthreads - 1];
-                // 3b. stable counting sort of the node's samples by code, nthreads
-                // samples at a time: a sample's place in its bin's run is the bin's
-                // cursor plus the number of earlier samples of the chunk in that bin
-                for (long long c0 = 0; c0 < ns; c0 += nthreads) {
-                    const long long a = c0 + tid;
-                    const long long c1 = min(ns, c0 + (long long)nthreads);
-                    int code = 0, rank = 0;
-                    bool last = true;
-                    if (a < ns) {
-                        code = ccode[a];
-                        for (long long a2 = c0; a2 < c1; ++a2) {
-                            if (a2 != a && ccode[a2] == code) {
-                                if (a2 < a) ++rank;
-                                else last = false;
-                            }
-                        }
-                        sorted[nl_at[code] + rank] = samples[a];
-                    }
-                    __syncthreads();
-                    if (a < ns && last) nl_at[code] += rank + 1;
-                    __syncthreads();
-                }
-                if (tid == 0) {
-                    int cut = -1, et_bin = -1;
-                    if (random_split) {
-                        cut = split_random_cut(thresholds, n_thr, fq, bmin, bmax,
-                                               split_uniform_at(seed, sel_pos[q]));
-                        for (int b = bmin; b <= bmax && b <= cut; ++b)
-                            if (cnt[b] > 0) et_bin = b;
-                    }
-                    sh_cut = cut;
-                    sh_et_bin = et_bin;
-                }
-                __syncthreads();
-                const int n_miss = cnt[missing_bin];
-                const bool use_sort = ns <= sort_limit;
-                const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
-                // 3c. running left sums in the CPU kernel's order, one pass over the
-                // sorted samples per channel (thread c < m: sums of w y_c, with the
-                // CPU's "LS += MS; LS -= MS" round trip after every bin whose
-                // missing-left side is scored; thread m: the weights). LS of bin b
-                // goes to ls[b * m + c] (weights: wl_at[b]); the missing run's
-                // sums to ls[SPLIT_MAX_BINS * m + c] (weights: sh_Wm).
-                for (int c = tid; c <= m; c += nthreads) {
-                    const bool is_w = c == m;
-                    double MS = 0.0;
-                    for (int r = mr0; r < mr1; ++r) {
-                        const long long s = sorted[r];
-                        const double w = (double)wrow[s];
-                        MS = __dadd_rn(MS, is_w ? w : __dmul_rn(w, (double)ybase[s * ystride + c]));
-                    }
-                    double LS = 0.0;
-                    for (int b = bmin; b <= bmax; ++b) {
-                        if (cnt[b] == 0) continue;
-                        const int r0 = run_start[b], r1 = r0 + cnt[b];
-                        double h = 0.0;
-                        for (int r = r0; r < r1; ++r) {
-                            const long long s = sorted[r];
-                            const double w = (double)wrow[s];
-                            const double v = is_w ? w : __dmul_rn(w, (double)ybase[s * ystride + c]);
-                            if (use_sort) LS = __dadd_rn(LS, v);
-                            else h = __dadd_rn(h, v);
-                        }
-                        if (!use_sort) LS = __dadd_rn(LS, h);
-                        if (is_w) {
-                            wl_at[b] = LS;
-                        } else {
-                            ls[(long long)b * m + c] = LS;
-                            if (!random_split && n_miss > 0) {
-                                const int nLm = nl_at[b] + n_miss;
-                                if (nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf)
-                                    LS = __dadd_rn(__dadd_rn(LS, MS), -MS);
-                            }
-                        }
-                    }
-                    if (is_w) sh_Wm = MS;
-                    else ls[(long long)SPLIT_MAX_BINS * m + c] = MS;
-                }
-                __syncthreads();
-                const double Wm = sh_Wm;
-                double my_g = NEG_INF;
-                int my_key = 0x7FFFFFFF;
-                for (int b = bmin + tid; b <= bmax; b += nthreads) {
-                    if (cnt[b] == 0) continue;
-                    if (random_split && b != sh_et_bin) continue;
-                    const int bin_used = random_split ? sh_cut : b;
-                    const bool at_end = bin_used >= bmax;
-                    if (at_end && n_miss == 0) continue;
-                    const int nL = nl_at[b];
-                    const bool eval_mr = nL >= min_samples_leaf && ns - nL >= min_samples_leaf;
-                    const int nLm = nL + n_miss;
-                    const bool eval_ml =
-                        n_miss > 0 && !at_end && nLm >= min_samples_leaf && ns - nLm >= min_samples_leaf;
-                    if (!eval_mr && !eval_ml) continue;
-                    const double WL = wl_at[b];
-                    double left = 0.0, right = 0.0, left_m = 0.0, right_m = 0.0;
-                    for (int c = 0; c < m; ++c) {
-                        const double LS = ls[(long long)b * m + c];
-                        const double MS = ls[(long long)SPLIT_MAX_BINS * m + c];
-                        const double Sc = S[c];
-                        if (eval_mr) {
-                            const double r = __dadd_rn(Sc, -LS);
-                            left = __dadd_rn(left, __dmul_rn(LS, LS));
-                            right = __dadd_rn(right, __dmul_rn(r, r));
-                        }
-                        if (eval_ml) {
-                            const double lm = __dadd_rn(LS, MS);
-                            const double rm = __dadd_rn(Sc, -lm);
-                            left_m = __dadd_rn(left_m, __dmul_rn(lm, lm));
-                            right_m = __dadd_rn(right_m, __dmul_rn(rm, rm));
-                        }
-                    }
-                    double best = NEG_INF;
-                    int best_key = 0x7FFFFFFF;
-                    if (eval_mr) {
-                        const double g = left / WL + right / (W - WL) - parent;
-                        if (g > best) {
-                            best = g;
-                            const int ml = n_miss == 0 ? (WL >= W - WL ? 1 : 0) : 0;
-                            best_key = 2 * bin_used + ml;
-                        }
-                    }
-                    if (eval_ml) {
-                        const double WLm = WL + Wm;
-                        const double g = left_m / WLm + right_m / (W - WLm) - parent;
-                        if (g > best) {
-                            best = g;
-                            best_key = 2 * bin_used + 1;
-                        }
-                    }
-                    // keys of one thread increase with b: keep the first maximum
-                    if (best > my_g) {
-                        my_g = best;
-                        my_key = best_key;
-                    }
-                }
-                red_g[tid] = my_g;
-                red_key[tid] = my_key;
-                __syncthreads();
-                // cnt is no longer read: clear it for the next feature
-                for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
-                // tree reduction: (larger gain, then smaller key) is a total order
-                for (int half = nthreads / 2; half > 0; half >>= 1) {
-                    if (tid < half && split_better(red_g[tid + half], red_key[tid + half],
-                                                   red_g[tid], red_key[tid])) {
-                        red_g[tid] = red_g[tid + half];
-                        red_key[tid] = red_key[tid + half];
-                    }
-                    __syncthreads();
-                }
-                if (tid == 0) {
-                    const double g = red_g[0];
-                    const int key = red_key[0];
-                    const int slot = found + q;
-                    c_f[slot] = fq;
-                    c_g[slot] = g;
-                    c_b[slot] = g > NEG_INF ? key / 2 : 0;
-                    c_ml[slot] = g > NEG_INF ? (unsigned char)(key % 2) : (unsigned char)0;
-                }
-                __syncthreads();
+            const int j = sh_j;
+            const int evaluate = sh_eval;
+            const long long a0 = sh_a0, a1 = sh_a1;
+            __syncthreads();  // thread 0 rewrites them on the next turn
+            if (j < 0) break;
+            if (!evaluate) continue;
+            SplitView v;
+            v.codes = blk_codes;
+            v.code_stride = max_ns;
+            v.col = cols + a0;
+            v.w = wl;
+            v.y = yl;
+            v.y_stride = m;
+            v.ns = a1 - a0;
+            v.seed = seeds[j];
+            const SplitChoice choice = split_node(v, rules, sc);
+            if (choice.feature < 0 ||
+                __dadd_rn(__ddiv_rn(choice.gain, scale), eps) < min_impurity_decrease)
+                continue;
+            const long long nl = block_stable_partition(
+                blk_codes + (long long)choice.feature * max_ns, cols + a0, cols2 + a0, a1 - a0,
+                choice.bin, choice.missing_left, missing_bin);
+            for (long long a = a0 + tid; a < a1; a += nthreads) cols[a] = cols2[a];
+            if (tid == 0) {
+                const long long g = base + j;
+                const int left = sh_count;
+                const int right = left + 1;
+                sh_count = left + 2;
+                const int depth = out_depth[g];
+                out_feature[g] = choice.feature;
+                out_bin[g] = choice.bin;
+                out_missing_left[g] = (unsigned char)choice.missing_left;
+                out_gain[g] = choice.gain;
+                out_left[g] = left;
+                out_right[g] = right;
+                out_start[base + left] = a0;
+                out_stop[base + left] = a0 + nl;
+                out_start[base + right] = a0 + nl;
+                out_stop[base + right] = a1;
+                out_depth[base + left] = depth + 1;
+                out_depth[base + right] = depth + 1;
+                seeds[left] = split_hash64(seeds[j] ^ 0x8CB92BA72F3D8DD7ULL);
+                seeds[right] = split_hash64(seeds[j] ^ 0xE7037ED1A0B428DBULL);
+                stack[sh_sp] = right;
+                stack[sh_sp + 1] = left;
+                sh_sp += 2;
             }
-            found += n_sel;
+            __syncthreads();
         }
-
-        // ---- 4. cross-feature tie rule
-        if (tid == 0) {
-            double gmax = NEG_INF;
-            for (int j = 0; j < found; ++j)
-                if (c_g[j] > gmax) gmax = c_g[j];
-            int pick = -1;
-            if (gmax > NEG_INF) {
-                const double floor_g = __dadd_rn(gmax, -__dmul_rn(tie_rtol, sh_Q));
-                for (int j = 0; j < found && pick < 0; ++j)
-                    if (c_g[j] >= floor_g) pick = j;
-            }
-            if (pick >= 0) {
-                out_feature[node] = c_f[pick];
-                out_bin[node] = c_b[pick];
-                out_missing_left[node] = c_ml[pick];
-                out_gain[node] = c_g[pick];
-            } else {
-                out_feature[node] = -1;
-                out_bin[node] = 0;
-                out_missing_left[node] = 0;
-                out_gain[node] = NEG_INF;
-            }
-        }
+        if (tid == 0) out_count[root] = sh_count;
+        for (long long a = tid; a < ns_r; a += nthreads) sample_indices[start_r + a] = gid[cols[a]];
         __syncthreads();
     }
 }

@@ -159,6 +159,31 @@ def test_kernel_sources_are_found():
         B.kernel_source("does_not_exist.cu")
 
 
+def test_kernel_source_inlines_local_headers(monkeypatch, tmp_path):
+    (tmp_path / "a.cuh").write_text('#include "b.cuh"\nint a_value;\n')
+    (tmp_path / "b.cuh").write_text("int b_value;\n")
+    (tmp_path / "k.cu").write_text(
+        '#include "a.cuh"\n  #include "b.cuh"\n#include <cstdint>\nint k_value;\n'
+    )
+    monkeypatch.setattr(B, "kernel_dir", lambda: tmp_path)
+    text = B.kernel_source("k.cu")
+    # each header once, in place, nested ones first; system headers left alone
+    assert text.count("int b_value;") == 1 and text.count("int a_value;") == 1
+    assert text.index("int b_value;") < text.index("int a_value;") < text.index("int k_value;")
+    assert "#include <cstdint>" in text and '#include "' not in text
+    (tmp_path / "bad.cu").write_text('#include "missing.cuh"\n')
+    with pytest.raises(FileNotFoundError, match="missing.cuh"):
+        B.kernel_source("bad.cu")
+
+
+def test_shipped_headers_are_used_by_kernels():
+    folder = B.kernel_dir()
+    headers = sorted(p.name for p in folder.glob("*.cuh"))
+    sources = [p.read_text() for p in folder.glob("*.cu")]
+    for header in headers:
+        assert any(f'#include "{header}"' in text for text in sources), f"{header} is unused"
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_segment_ids_equal_numpy_repeat(seed):
     rng = np.random.default_rng(seed)

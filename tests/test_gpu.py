@@ -103,6 +103,34 @@ def test_split_small_on_device_matches_numba(cp, gpu):
         np.testing.assert_allclose(dev[3].get(), cpu[3], rtol=1e-12, atol=0)
 
 
+def test_grow_subtrees_on_device_matches_numba(cp, gpu):
+    from test_tree_cuda_kernels import SUBTREE_SIZES, _split_problem
+
+    from gpurpo.tree import kernels
+
+    for msl, max_depth, random_split, k in [(1, None, False, 7), (2, 4, True, 3)]:
+        rng = np.random.default_rng(msl + 10 * k)
+        problem = _split_problem(rng, SUBTREE_SIZES)
+        depth = np.zeros(len(SUBTREE_SIZES), dtype=np.int32)
+        root_weight = problem[5].sum(axis=1, dtype=np.float64)
+        outs = []
+        for backend, conv in ((NUMPY, np.asarray), (gpu, cp.asarray)):
+            arrays = [conv(a.copy()) for a in problem]  # sample_indices is updated in place
+            out = kernels.grow_subtrees(
+                backend, *arrays[:5], conv(depth), *arrays[5:], k, msl, 2, max_depth, 0.0,
+                conv(root_weight), random_split, 11, 1e-5,
+            )
+            host = {f: _host(getattr(out, f)) for f in ("count", "offsets", "feature",
+                                                              "bin", "gain", "left", "start")}
+            outs.append((_host(arrays[1]), host))
+        (si_c, c), (si_g, g) = outs
+        np.testing.assert_array_equal(si_g, si_c)
+        np.testing.assert_array_equal(g["count"], c["count"])
+        rows = np.concatenate([np.arange(o, o + n) for o, n in zip(c["offsets"], c["count"])])
+        for name in ("feature", "bin", "gain", "left", "start"):
+            np.testing.assert_array_equal(g[name][rows], c[name][rows], err_msg=name)
+
+
 def test_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
     from test_tree_score import run_kernel, sample_problem
 

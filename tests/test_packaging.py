@@ -28,6 +28,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_wheel_contains_every_kernel_source(wheel):
     sources = sorted(p.name for p in (ROOT / "kernels").glob("*.cu"))
     assert sources, "kernels/ holds no CUDA source"
+    sources += sorted(p.name for p in (ROOT / "kernels").glob("*.cuh"))  # inlined headers
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
     for name in sources:

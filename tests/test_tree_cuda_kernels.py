@@ -35,6 +35,7 @@ CUDA_KERNELS = (
     "tree_partition",
     "tree_split_small",
     "tree_score_histograms",
+    "tree_grow_subtrees",
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
     "tree_apply",
@@ -458,8 +459,15 @@ def test_decision_tree_on_emulated_cuda_equals_cpu(kwargs):
                                cpu.predict(X_test), rtol=1e-12, atol=1e-12)
 
 
-def test_batched_histogram_growth_on_emulated_cuda_equals_cpu():
-    # three bootstrap trees grown together, every node through histograms (no small-node path)
+# (small_node_size, subtree_size, max_depth): every node through histograms; level-wise
+# growth with the per-node exact kernel below 256 samples; histograms, then the
+# per-node kernel, then subtrees below 60 samples
+GROWTH_PATHS = [(0, 0, 4), (256, 0, None), (100, 60, None)]
+
+
+@pytest.mark.parametrize("small, subtree, max_depth", GROWTH_PATHS)
+def test_batched_growth_on_emulated_cuda_equals_cpu(small, subtree, max_depth):
+    # three bootstrap trees grown together through the given kernel paths
     rng = np.random.default_rng(7)
     n, p, m, T = 400, 6, 3, 3
     X = rng.normal(size=(n, p))
@@ -467,7 +475,8 @@ def test_batched_histogram_growth_on_emulated_cuda_equals_cpu():
     targets = rng.normal(size=(n, T, m)).astype(np.float32)
     weights = rng.multinomial(n, np.full(n, 1.0 / n), size=T).astype(np.float32)
     mapper = BinMapper(max_bins=32).fit(X)
-    params = GrowthParams(n_candidates=3, max_depth=4, small_node_size=0, subtree_size=0)
+    params = GrowthParams(n_candidates=3, max_depth=max_depth, small_node_size=small,
+                          subtree_size=subtree)
     out = {}
     for backend in (NUMPY, EMULATED):
         binned = mapper.transform(X, backend)
@@ -568,3 +577,72 @@ def test_partition_matches_numba(monkeypatch, block):
     dev_left = kernels.partition(EMULATED, problem[0], dev_buffer, *problem[2:])
     np.testing.assert_array_equal(dev_buffer, cpu_buffer)
     np.testing.assert_array_equal(dev_left, cpu_left)
+
+
+# --------------------------------------------------------------------------
+# subtrees grown in one launch
+# --------------------------------------------------------------------------
+
+
+SUBTREE_SIZES = (1, 2, 3, 9, INSERTION_LIMIT + 3, SORT_LIMIT + 5, 200, 40)
+
+
+@pytest.mark.parametrize(
+    "msl, mss, max_depth, mid, random_split, k",
+    [(1, 2, -1, 0.0, False, 7), (2, 5, -1, 0.0, False, 3), (1, 2, 3, 0.0, False, 7),
+     (1, 2, -1, 1e-3, False, 7), (1, 2, -1, 0.0, True, 4), (3, 8, 5, 0.0, True, 7)],
+)
+def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
+    rng = np.random.default_rng(31 * msl + mss + 7 * max_depth + 100 * random_split + k)
+    n_bins = 12
+    problem = _split_problem(rng, SUBTREE_SIZES, n_bins=n_bins)
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    depth = rng.integers(0, 4, size=len(SUBTREE_SIZES)).astype(np.int32)
+    root_weight = weights.sum(axis=1, dtype=np.float64) / 4
+    got = {}
+    for backend in (EMULATED, NUMPY):
+        si = sample_indices.copy()
+        out = kernels.grow_subtrees(
+            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
+            thresholds, k, msl, mss, None if max_depth < 0 else max_depth, mid, root_weight,
+            random_split, n_bins - 1, 1e-5,
+        )
+        got[backend.name] = (si, {f: np.asarray(getattr(out, f)) for f in out.__dataclass_fields__})
+    (si_e, e), (si_c, c) = got["emulated"], got["numpy"]
+    np.testing.assert_array_equal(si_e, si_c)
+    np.testing.assert_array_equal(e["count"], c["count"])
+    assert (c["count"] > 1).sum() >= 4  # most subtrees split, some deeply
+    for r in range(len(SUBTREE_SIZES)):
+        rows = slice(int(c["offsets"][r]), int(c["offsets"][r]) + int(c["count"][r]))
+        for name in ("feature", "bin", "missing_left", "left", "right", "depth", "start", "stop"):
+            np.testing.assert_array_equal(e[name][rows], c[name][rows], err_msg=f"{name} of root {r}")
+        np.testing.assert_array_equal(e["gain"][rows], c["gain"][rows])
+    # each root's samples are a permutation of what it held
+    for r0, r1 in node_ranges:
+        assert sorted(si_e[r0:r1]) == sorted(sample_indices[r0:r1])
+
+
+def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):
+    # the bin scan spans 256 bins; two warps share the partition's ballots
+    monkeypatch.setattr(kcuda, "SPLIT_BLOCK_WARPS", 2)
+    rng = np.random.default_rng(91)
+    n_bins = 256
+    problem = _split_problem(rng, (150, 70, 33), n_bins=n_bins, m=2)
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    depth = np.zeros(3, dtype=np.int32)
+    root_weight = weights.sum(axis=1, dtype=np.float64)
+    got = {}
+    for backend in (EMULATED, NUMPY):
+        si = sample_indices.copy()
+        out = kernels.grow_subtrees(
+            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
+            thresholds, 5, 1, 2, None, 0.0, root_weight, False, n_bins - 1, 1e-5,
+        )
+        count = np.asarray(out.count)
+        # the rows of the grown nodes (the others are left unwritten)
+        rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
+        got[backend.name] = (si, count, np.asarray(out.feature)[rows], np.asarray(out.bin)[rows],
+                             np.asarray(out.gain)[rows])
+    for a, b in zip(got["emulated"], got["numpy"]):
+        np.testing.assert_array_equal(a, b)
+    assert got["numpy"][1][:2].min() > 20 and got["numpy"][1][2] == 1  # the last root is pure

@@ -50,6 +50,7 @@ __all__ = [
     "node_stats",
     "partition",
     "split_small_nodes",
+    "grow_subtrees",
     "score_histograms",
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
@@ -311,6 +312,56 @@ def partition(
 # --------------------------------------------------------------------------
 
 
+def _split_block(backend: Backend) -> int:
+    """Threads per block of the split kernels: SPLIT_BLOCK_WARPS warps, a power of two."""
+    attrs = backend.device_attributes()
+    if int(attrs["warp_size"]) != 32:
+        raise RuntimeError(f"the split kernels assume 32-thread warps, got {attrs['warp_size']}")
+    return _power_of_two_block(attrs, min(SPLIT_MAX_THREADS, SPLIT_BLOCK_WARPS * 32))
+
+
+def _split_scratch(xp: Any, n_blocks: int, max_ns: int, m: int, cand_stride: int) -> tuple[Any, ...]:
+    """Per-block scratch of ``split_node`` (see tree_split_small.cu), in argument order."""
+    return (
+        xp.empty(n_blocks * max_ns, dtype=xp.int32),
+        xp.empty(n_blocks * max_ns, dtype=xp.uint8),
+        xp.empty(n_blocks * m, dtype=xp.float64),
+        xp.empty(n_blocks * (SPLIT_MAX_BINS + 1) * m, dtype=xp.float64),
+        xp.empty(n_blocks * cand_stride, dtype=xp.int32),
+        xp.empty(n_blocks * cand_stride, dtype=xp.float64),
+        xp.empty(n_blocks * cand_stride, dtype=xp.int32),
+        xp.empty(n_blocks * cand_stride, dtype=xp.uint8),
+    )
+
+
+def _split_scratch_bytes(max_ns: int, m: int, cand_stride: int) -> int:
+    return 5 * max_ns + 8 * m + 8 * (SPLIT_MAX_BINS + 1) * m + 17 * cand_stride
+
+
+def _split_blocks(backend: Backend, n_items: int, scratch_per_block: int) -> int:
+    """Blocks of a split kernel: SPLIT_BLOCKS_PER_SM per SM, within SPLIT_SCRATCH_BYTES."""
+    attrs = backend.device_attributes()
+    n_blocks = min(n_items, int(attrs["multiprocessor_count"]) * SPLIT_BLOCKS_PER_SM)
+    return max(1, min(n_blocks, SPLIT_SCRATCH_BYTES // scratch_per_block))
+
+
+def _split_launch(
+    backend: Backend, codes: Any, node_ranges: Any, targets: Any, n_candidates: int,
+    missing_bin: int,
+) -> tuple[int, int, int, int, int, int, int]:
+    """Checked sizes of a split-kernel launch: (p, n, n_trees, m, block, max_ns, cand_stride)."""
+    if not 1 <= int(missing_bin) <= 255:
+        raise ValueError(f"missing_bin must be in [1, 255] for uint8 codes, got {missing_bin}")
+    if int(targets.shape[2]) < 1:
+        raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
+    p, n = (int(s) for s in codes.shape)
+    sizes = node_ranges[:, 1] - node_ranges[:, 0]
+    max_ns = max(1, int(backend.to_host(sizes.max())))
+    cand_stride = max(1, min(int(n_candidates), p))
+    n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+    return p, n, n_trees, m, _split_block(backend), max_ns, cand_stride
+
+
 def split_small_nodes(
     backend: Backend,
     codes: Any,
@@ -336,29 +387,10 @@ def split_small_nodes(
     n_nodes = int(node_ranges.shape[0])
     if n_nodes == 0:
         return
-    p, n = (int(s) for s in codes.shape)
-    n_trees, m = int(targets.shape[1]), int(targets.shape[2])
-    if not 1 <= int(missing_bin) <= 255:
-        raise ValueError(f"missing_bin must be in [1, 255] for uint8 codes, got {missing_bin}")
-    if m < 1:
-        raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
-    attrs = backend.device_attributes()
-    block = _power_of_two_block(attrs, min(SPLIT_MAX_THREADS,
-                                           SPLIT_BLOCK_WARPS * int(attrs["warp_size"])))
-    sizes = node_ranges[:, 1] - node_ranges[:, 0]
-    max_ns = max(1, int(backend.to_host(sizes.max())))
-    n_blocks = min(n_nodes, int(attrs["multiprocessor_count"]) * SPLIT_BLOCKS_PER_SM)
-    per_block = 5 * max_ns + 8 * (SPLIT_MAX_BINS + 1) * m
-    n_blocks = max(1, min(n_blocks, SPLIT_SCRATCH_BYTES // per_block))
-    cand_stride = max(1, min(int(n_candidates), p))
-    order_buf = xp.empty(n_blocks * max_ns, dtype=xp.int32)
-    code_buf = xp.empty(n_blocks * max_ns, dtype=xp.uint8)
-    s_buf = xp.empty(n_blocks * m, dtype=xp.float64)
-    ls_buf = xp.empty(n_blocks * (SPLIT_MAX_BINS + 1) * m, dtype=xp.float64)
-    cand_f = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
-    cand_g = xp.empty(n_blocks * cand_stride, dtype=xp.float64)
-    cand_b = xp.empty(n_blocks * cand_stride, dtype=xp.int32)
-    cand_ml = xp.empty(n_blocks * cand_stride, dtype=xp.uint8)
+    p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
+        backend, codes, node_ranges, targets, n_candidates, missing_bin
+    )
+    n_blocks = _split_blocks(backend, n_nodes, _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_split_small")
     kernel(
         (n_blocks,),
@@ -368,8 +400,86 @@ def split_small_nodes(
             _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
             _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(1 if random_split else 0),
             _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
-            order_buf, code_buf, s_buf, ls_buf, cand_f, cand_g, cand_b, cand_ml,
+            *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
             out_feature, out_bin, out_missing_left, out_gain,
+        ),
+    )
+
+
+def grow_subtrees(
+    backend: Backend,
+    codes: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_tree: Any,
+    node_seed: Any,
+    node_depth: Any,
+    weights: Any,
+    targets: Any,
+    thresholds: Any,
+    n_candidates: int,
+    min_samples_leaf: int,
+    min_samples_split: int,
+    max_depth: int,
+    min_impurity_decrease: float,
+    root_weight: Any,
+    random_split: int,
+    missing_bin: int,
+    tie_rtol: float,
+    out_offsets: Any,
+    out_count: Any,
+    out_feature: Any,
+    out_bin: Any,
+    out_missing_left: Any,
+    out_gain: Any,
+    out_left: Any,
+    out_right: Any,
+    out_depth: Any,
+    out_start: Any,
+    out_stop: Any,
+) -> None:
+    """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel.
+
+    Each block copies its root's samples (codes of every feature, weights,
+    targets) into its own scratch and grows the subtree depth first there;
+    the number of blocks follows the device (SM count) and the scratch budget
+    ``SPLIT_SCRATCH_BYTES``.
+    """
+    xp = backend.xp
+    n_roots = int(node_ranges.shape[0])
+    if n_roots == 0:
+        return
+    if int(min_samples_split) < 2:
+        raise ValueError(f"min_samples_split must be >= 2, got {min_samples_split}")
+    p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
+        backend, codes, node_ranges, targets, n_candidates, missing_bin
+    )
+    if max_ns >= 2**30:
+        raise ValueError(f"a subtree root holds {max_ns} samples; the subtree kernel takes < 2**30")
+    # codes block, columns (3 int arrays), weights, targets, stack, seeds
+    per_block = (p + 12 + 4 + 4 * m + 4 + 16) * max_ns + 8
+    n_blocks = _split_blocks(backend, n_roots, per_block + _split_scratch_bytes(max_ns, m, cand_stride))
+    kernel = backend.load_module("tree_split_small.cu").get_function("tree_grow_subtrees")
+    kernel(
+        (n_blocks,),
+        (block,),
+        (
+            codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+            thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_roots),
+            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(min_samples_split),
+            _i32(max_depth), _f64(min_impurity_decrease), root_weight, _i32(1 if random_split else 0),
+            _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
+            xp.empty(n_blocks * p * max_ns, dtype=xp.uint8),
+            xp.empty(n_blocks * max_ns, dtype=xp.int32),
+            xp.empty(n_blocks * max_ns, dtype=xp.int32),
+            xp.empty(n_blocks * max_ns, dtype=xp.int32),
+            xp.empty(n_blocks * max_ns, dtype=xp.float32),
+            xp.empty(n_blocks * max_ns * m, dtype=xp.float32),
+            xp.empty(n_blocks * (max_ns + 2), dtype=xp.int32),
+            xp.empty(n_blocks * 2 * max_ns, dtype=xp.uint64),
+            *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
+            out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+            out_right, out_depth, out_start, out_stop,
         ),
     )
 

@@ -42,8 +42,10 @@ rounding in near-ties, see the tie rule in :mod:`gpurpo.tree.kernels`):
   does not scan ``n_bins x k`` bins);
 * in level-wise growth, a node with at most ``subtree_size`` samples is
   grown to completion, depth first, by one ``tree_grow_subtrees`` call that
-  works on a cache-resident copy of its samples' codes; this is where a
-  fully grown tree spends most of its nodes.
+  works on a cache-resident copy of its samples' codes (on CUDA, one block
+  per subtree, in the block's scratch); this is where a fully grown tree
+  spends most of its nodes, and on a GPU it replaces one round of host
+  bookkeeping and kernel launches per remaining level by one launch.
 
 With ``k < p`` a node visits the features in a pseudo-random order
 (:mod:`gpurpo.tree._random`) until ``k`` features that are not constant in
@@ -141,13 +143,16 @@ def default_subtree_size(backend: Backend, n_features: int) -> int:
     """Largest node whose subtree is grown in one ``tree_grow_subtrees`` call by default.
 
     On the CPU the subtree's codes block (``n_features x size`` bytes) should
-    stay cache resident: about 512 KiB.
+    stay cache resident: about 512 KiB. On CUDA each block copies its root's
+    codes into its scratch: at most 256 KiB per block keeps about a thousand
+    blocks within the kernel's scratch budget, and 1024 samples leave tens of
+    thousands of nodes per level to the subtree kernel on large data.
     """
     if not _has_kernel(backend, "tree_grow_subtrees"):
         return 0
     if backend.name == "numpy":
         return int(min(4096, max(64, (1 << 19) // max(n_features, 1))))
-    return 0
+    return int(min(1024, max(64, (1 << 18) // max(n_features, 1))))
 
 
 @dataclass

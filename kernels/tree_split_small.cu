@@ -26,7 +26,8 @@
 //      occupied bin in exactly the CPU kernel's summation order with one
 //      pass over the sorted samples per channel (threads = channels, plus
 //      one for the weights; sorted order for nodes of at most ``sort_limit``
-//      samples, per-bin sums otherwise, including the CPU's "LS += MS;
+//      samples, O(ns) whatever the codes' range, per-bin sums otherwise,
+//      including the CPU's "LS += MS;
 //      LS -= MS" round trip after bins whose missing-left side is scored),
 //      then evaluates every candidate bin in parallel (one thread per
 //      occupied bin) from those sums, so gains are bit-identical; products
@@ -37,7 +38,8 @@
 //      cross-feature tie rule (gains within tie_rtol * Q of the best: the
 //      first feature in the visiting order wins).
 // Scratch (per block, allocated by the launchers): the node's columns sorted
-// by the current feature's code and those codes (max_ns each), S (m doubles),
+// by the current feature's code, the codes by position and in sorted order
+// (max_ns each), S (m doubles),
 // the running left sums ((SPLIT_MAX_BINS + 1) x m doubles: one row per bin,
 // the last for the missing run) and the per-feature candidates (cand_stride
 // entries).
@@ -141,7 +143,8 @@ struct SplitRules {
 
 struct SplitScratch {  // one block's
     int* sorted;
-    unsigned char* ccode;
+    unsigned char* ccode;  // codes of the current feature by position
+    unsigned char* scode;  // the same codes in sorted order
     double* S;
     double* ls;
     int* c_f;
@@ -208,6 +211,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     const int* col = v.col;
     int* sorted = sc.sorted;
     unsigned char* ccode = sc.ccode;
+    unsigned char* scode = sc.scode;
     double* S = sc.S;
     double* ls = sc.ls;
     __syncthreads();  // the shared state of the previous call has been read
@@ -366,6 +370,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
                         }
                     }
                     sorted[nl_at[code] + rank] = col[a];
+                    scode[nl_at[code] + rank] = (unsigned char)code;
                 }
                 __syncthreads();
                 if (a < ns && last) nl_at[code] += rank + 1;
@@ -400,17 +405,28 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
                     MS = __dadd_rn(MS, is_w ? (double)v.w[s] : split_wy(v, s, c));
                 }
                 double LS = 0.0;
-                for (int b = bmin; b <= bmax; ++b) {
-                    if (cnt[b] == 0) continue;
-                    const int r0 = run_start[b], r1 = r0 + cnt[b];
-                    double h = 0.0;
-                    for (int k = r0; k < r1; ++k) {
+                // sorted order: one pass over the non-missing samples (the missing
+                // run is last), a bin's sums stored at the end of its run; per-bin
+                // order: the occupied bins, each bin's sum added to LS
+                const int n_runs = use_sort ? mr0 : bmax - bmin + 1;
+                for (int k = 0; k < n_runs; ++k) {
+                    int b;
+                    if (use_sort) {
                         const long long s = sorted[k];
-                        const double val = is_w ? (double)v.w[s] : split_wy(v, s, c);
-                        if (use_sort) LS = __dadd_rn(LS, val);
-                        else h = __dadd_rn(h, val);
+                        LS = __dadd_rn(LS, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                        b = scode[k];
+                        if (k + 1 < mr0 && scode[k + 1] == b) continue;
+                    } else {
+                        b = bmin + k;
+                        if (cnt[b] == 0) continue;
+                        const int r0 = run_start[b], r1 = r0 + cnt[b];
+                        double h = 0.0;
+                        for (int z = r0; z < r1; ++z) {
+                            const long long s = sorted[z];
+                            h = __dadd_rn(h, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                        }
+                        LS = __dadd_rn(LS, h);
                     }
-                    if (!use_sort) LS = __dadd_rn(LS, h);
                     if (is_w) {
                         wl_at[b] = LS;
                     } else {
@@ -538,7 +554,8 @@ __device__ __forceinline__ SplitScratch split_scratch(
 {
     SplitScratch sc;
     sc.sorted = order_buf + blk * max_ns;
-    sc.ccode = code_buf + blk * max_ns;
+    sc.ccode = code_buf + 2 * blk * max_ns;
+    sc.scode = sc.ccode + max_ns;
     sc.S = s_buf + blk * m;
     sc.ls = ls_buf + blk * (SPLIT_MAX_BINS + 1) * m;
     sc.c_f = cand_f + blk * cand_stride;

@@ -324,7 +324,7 @@ def _split_scratch(xp: Any, n_blocks: int, max_ns: int, m: int, cand_stride: int
     """Per-block scratch of ``split_node`` (see tree_split_small.cu), in argument order."""
     return (
         xp.empty(n_blocks * max_ns, dtype=xp.int32),
-        xp.empty(n_blocks * max_ns, dtype=xp.uint8),
+        xp.empty(2 * n_blocks * max_ns, dtype=xp.uint8),
         xp.empty(n_blocks * m, dtype=xp.float64),
         xp.empty(n_blocks * (SPLIT_MAX_BINS + 1) * m, dtype=xp.float64),
         xp.empty(n_blocks * cand_stride, dtype=xp.int32),
@@ -335,7 +335,7 @@ def _split_scratch(xp: Any, n_blocks: int, max_ns: int, m: int, cand_stride: int
 
 
 def _split_scratch_bytes(max_ns: int, m: int, cand_stride: int) -> int:
-    return 5 * max_ns + 8 * m + 8 * (SPLIT_MAX_BINS + 1) * m + 17 * cand_stride
+    return 6 * max_ns + 8 * m + 8 * (SPLIT_MAX_BINS + 1) * m + 17 * cand_stride
 
 
 def _split_blocks(backend: Backend, n_items: int, scratch_per_block: int) -> int:

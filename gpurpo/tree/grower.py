@@ -87,6 +87,7 @@ import numpy as np
 from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._kernels_cpu import gather_tree_arrays
+from gpurpo.tree._node_tables import absorb_subtrees, number_nodes, sum_internal_weights
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import child_seed, feistel_params, feature_table, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
@@ -107,18 +108,6 @@ _SCORE_BYTES_PER_CELL = 4 + 8 * 6
 _HOST_REDUCTION_SLOTS = 1 << 16
 # frontiers of at most this many nodes have their cached histograms scored one by one
 _UNSTACKED_NODES = 4
-
-
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """Stable argsort of small non-negative integer keys (tree ids, depths).
-
-    NumPy sorts 16-bit integers stably with a radix sort, linear in the
-    number of keys; 64-bit keys go through a merge sort (4x slower on the
-    millions of nodes of a GPU-grown batch).
-    """
-    if len(keys) and keys.min() >= 0 and keys.max() < 2**15:
-        keys = keys.astype(np.int16)
-    return np.argsort(keys, kind="stable")
 
 
 def _has_kernel(backend: Backend, name: str) -> bool:
@@ -206,20 +195,22 @@ class _Nodes:
         self, tree: Any, parent: Any, depth: Any, start: Any, stop: Any, seed: Any = 0
     ) -> np.ndarray:
         count = len(tree)
-        needed = self.size + count
+        first = self.extend(count)
+        new = slice(first, first + count)
+        given = {"tree": tree, "parent": parent, "depth": depth, "start": start, "stop": stop,
+                 "seed": seed}
+        for name, _, fill in self._FIELDS:
+            getattr(self, name)[new] = given.get(name, fill)
+        return np.arange(first, first + count, dtype=np.int64)
+
+    def extend(self, count: int) -> int:
+        """Append ``count`` nodes whose fields the caller writes; returns the first new id."""
+        first = self.size
+        needed = first + count
         if needed > self.capacity:
             self.reserve(max(needed, 2 * self.capacity, 64))
-        new = slice(self.size, needed)
-        for name, _, fill in self._FIELDS:
-            getattr(self, name)[new] = fill
-        self.tree[new] = tree
-        self.parent[new] = parent
-        self.depth[new] = depth
-        self.start[new] = start
-        self.stop[new] = stop
-        self.seed[new] = seed
         self.size = needed
-        return np.arange(self.size - count, needed, dtype=np.int64)
+        return first
 
 
 class _Grower:
@@ -706,49 +697,17 @@ class _Grower:
         )
         host = self.backend.to_host
         count = host(out.count).astype(np.int64)
-        base = host(out.offsets)[:-1]
-        rows_root = np.repeat(np.arange(len(ids)), count)
-        local = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-        rows = base[rows_root] + local
-        feature = host(out.feature)[rows]
-        left_local = host(out.left)[rows].astype(np.int64)
-        right_local = host(out.right)[rows].astype(np.int64)
-        # global ids: the root keeps its id, the other nodes are new
-        is_new = local > 0
-        global_of = np.empty(len(rows), dtype=np.int64)
-        global_of[~is_new] = ids
-        # parent of each new node (row index of its parent)
-        parent_row = np.full(len(rows), -1, dtype=np.int64)
-        internal = np.flatnonzero(feature >= 0)
-        row_offset = np.repeat(np.cumsum(count) - count, count)
-        parent_row[row_offset[internal] + left_local[internal]] = internal
-        parent_row[row_offset[internal] + right_local[internal]] = internal
-        new_rows = np.flatnonzero(is_new)
-        root_start = nodes.start[ids][rows_root]
-        start = host(out.start)[rows] + root_start
-        stop = host(out.stop)[rows] + root_start
-        depth = host(out.depth)[rows]
-        new_ids = nodes.add(
-            nodes.tree[ids][rows_root[new_rows]],
-            np.zeros(len(new_rows)),
-            depth[new_rows],
-            start[new_rows],
-            stop[new_rows],
+        first = nodes.extend(int(count.sum()) - len(ids))
+        added = absorb_subtrees(
+            np.ascontiguousarray(ids, dtype=np.int64), host(out.offsets), count,
+            host(out.feature), host(out.bin), host(out.missing_left), host(out.gain),
+            host(out.left), host(out.right), host(out.depth), host(out.start), host(out.stop),
+            first, nodes.tree, nodes.parent, nodes.depth, nodes.start, nodes.stop, nodes.feature,
+            nodes.bin, nodes.missing_left, nodes.gain, nodes.left, nodes.right, nodes.seed,
         )
-        global_of[new_rows] = new_ids
-        nodes.parent[new_ids] = global_of[parent_row[new_rows]]
-        gids = global_of
-        nodes.feature[gids] = feature
-        nodes.bin[gids] = host(out.bin)[rows]
-        nodes.missing_left[gids] = host(out.missing_left)[rows]
-        gain = host(out.gain)[rows]
-        nodes.gain[gids] = np.where(feature >= 0, gain, -np.inf)
-        nodes.left[gids] = np.where(
-            feature >= 0, global_of[row_offset + np.maximum(left_local, 0)], -1
-        )
-        nodes.right[gids] = np.where(
-            feature >= 0, global_of[row_offset + np.maximum(right_local, 0)], -1
-        )
+        if added != nodes.size - first:
+            raise RuntimeError(f"tree_grow_subtrees reported {nodes.size - first} new nodes, "
+                               f"wrote {added}")
 
     # -------------------------------------------------------------- output
 
@@ -759,19 +718,14 @@ class _Grower:
         is_leaf = nodes.left[:size] < 0
         nodes.feature[:size][is_leaf] = -1
         tree = nodes.tree[:size]
-        # Leaf numbering per tree, in node order.
-        leaf_index = np.full(size, -1, dtype=np.int32)
+        # Leaf and node numbering per tree, in node order; nodes grouped by tree.
+        leaf_index = np.empty(size, dtype=np.int32)
         local_id = np.empty(size, dtype=np.int64)
+        node_order = np.empty(size, dtype=np.int64)
+        tree_counts = np.empty(self.n_trees, dtype=np.int64)
+        number_nodes(tree, is_leaf, leaf_index, local_id, node_order, tree_counts)
         structures: list[TreeStructure] = []
         leaf_ids = np.flatnonzero(is_leaf)
-        leaf_tree = tree[leaf_ids]
-        order = _stable_order(leaf_tree)
-        leaf_ids_sorted = leaf_ids[order]
-        counts = np.bincount(leaf_tree, minlength=self.n_trees)
-        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        leaf_index[leaf_ids_sorted] = (
-            np.arange(len(leaf_ids_sorted)) - np.repeat(first, counts)
-        ).astype(np.int32)
         # Per-sample leaves.
         leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
         if len(leaf_ids):
@@ -786,20 +740,10 @@ class _Grower:
             weighted[leaf_ids] = self.backend.to_host(
                 xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
             )
-        depth = nodes.depth[:size]
-        internal_ids = np.flatnonzero(~is_leaf)
-        # bottom-up, one depth at a time (children are one level deeper)
-        by_depth = internal_ids[_stable_order(depth[internal_ids])]
-        level_of = depth[by_depth]
-        n_levels = int(level_of.max()) + 1 if len(by_depth) else 0
-        bounds = np.searchsorted(level_of, np.arange(n_levels + 1))
-        for level in range(n_levels - 1, -1, -1):
-            at = by_depth[bounds[level] : bounds[level + 1]]
-            weighted[at] = weighted[nodes.left[at]] + weighted[nodes.right[at]]
-        node_order = _stable_order(tree)
-        tree_counts = np.bincount(tree, minlength=self.n_trees)
+        # internal nodes bottom-up (children's ids are above their parent's)
+        if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
+            raise RuntimeError("node table corrupted: a child's id is not above its parent's")
         tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
-        local_id[node_order] = np.arange(size) - np.repeat(tree_first, tree_counts)
         arrays = {
             "children_left": np.empty(size, dtype=np.int32),
             "children_right": np.empty(size, dtype=np.int32),

@@ -55,7 +55,11 @@
 
 #include "block_partition.cuh"
 
-#define SPLIT_MAX_THREADS 256
+// The launchers use one warp per block (a node's work is mostly serial
+// passes); per-thread shared arrays are sized for at most two warps, so that
+// a block's static shared memory (about 9 KB) leaves room for many blocks
+// per SM.
+#define SPLIT_MAX_THREADS 64
 #define SPLIT_MAX_BINS 256
 
 __device__ __forceinline__ unsigned long long split_hash64(unsigned long long x)

@@ -57,7 +57,7 @@
 
 // The launchers use one warp per block (a node's work is mostly serial
 // passes); per-thread shared arrays are sized for at most two warps, so that
-// a block's static shared memory (about 9 KB) leaves room for many blocks
+// a block's static shared memory (about 7 KB) leaves room for many blocks
 // per SM.
 #define SPLIT_MAX_THREADS 64
 #define SPLIT_MAX_BINS 256

@@ -646,3 +646,35 @@ def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):
     for a, b in zip(got["emulated"], got["numpy"]):
         np.testing.assert_array_equal(a, b)
     assert got["numpy"][1][:2].min() > 20 and got["numpy"][1][2] == 1  # the last root is pure
+
+
+@pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])
+def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
+    # one feature (the visiting order is trivial); roots at their depth limit; roots below
+    # min_samples_split: every root a leaf, its samples left in place
+    rng = np.random.default_rng(5 + p)
+    n_bins = 12
+    problem = _split_problem(rng, (60, 1, 2, 33), p=p if p > 3 else 7, n_bins=n_bins)
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    if p == 1:
+        codes = np.ascontiguousarray(codes[:1])
+        thresholds = np.ascontiguousarray(thresholds[:1])
+    depth = np.zeros(4, dtype=np.int32)
+    root_weight = weights.sum(axis=1, dtype=np.float64)
+    got = {}
+    for backend in (EMULATED, NUMPY):
+        si = sample_indices.copy()
+        out = kernels.grow_subtrees(
+            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
+            thresholds, 3, 1, mss, max_depth, 0.0, root_weight, False, n_bins - 1, 1e-5,
+        )
+        count = np.asarray(out.count)
+        rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
+        got[backend.name] = (si, count, np.asarray(out.feature)[rows], np.asarray(out.left)[rows])
+    for a, b in zip(got["emulated"], got["numpy"]):
+        np.testing.assert_array_equal(a, b)
+    si, count = got["numpy"][:2]
+    if p == 1:
+        assert count[0] > 3  # the 60-sample root splits on its only feature
+    else:
+        assert (count == 1).all() and np.array_equal(si, sample_indices)

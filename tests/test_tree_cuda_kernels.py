@@ -597,7 +597,7 @@ def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
     n_bins = 12
     problem = _split_problem(rng, SUBTREE_SIZES, n_bins=n_bins)
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
-    depth = rng.integers(0, 4, size=len(SUBTREE_SIZES)).astype(np.int32)
+    depth = rng.integers(0, 2, size=len(SUBTREE_SIZES)).astype(np.int32)
     root_weight = weights.sum(axis=1, dtype=np.float64) / 4
     got = {}
     for backend in (EMULATED, NUMPY):

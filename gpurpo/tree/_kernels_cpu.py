@@ -32,10 +32,12 @@ __all__ = [
 
 # Nodes with at most SORT_LIMIT samples sort their codes (an insertion sort up to
 # INSERTION_LIMIT samples, a stable counting sort above) and scan the samples in
-# that order, instead of filling and scanning a per-bin table: a node of 33 to 128
-# samples spreads over most of the 255 bins, and the table scan cost twice the sort
-# (subtree kernel: -8 % on the mediamill- and delicious-shaped forests).
-SORT_LIMIT = 128
+# that order, instead of filling and scanning a per-bin table: a node of 33 to 256
+# samples spreads over most of the 255 bins, and the table scan cost more than the
+# sort (subtree kernel: 32 -> 128, -8 % on the mediamill- and delicious-shaped
+# forests; 128 -> 256: 0 % to -10 % in in-process A/B runs of the subtree kernel,
+# bench/experiments/subtree_kernel_ab.py; 384 no better).
+SORT_LIMIT = 256
 INSERTION_LIMIT = 32
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256

@@ -1,0 +1,122 @@
+"""In-process A/B timing of the CPU subtree kernel under changed module constants.
+
+Process-to-process timings on a shared machine vary by 10 % or more, which
+hides the effect of a tuning constant. This script captures the arguments of
+every ``tree_grow_subtrees`` call of a batch of bootstrap trees, then times
+the kernel of ``gpurpo.tree._kernels_cpu`` and of variants compiled from the
+same source with other constants, interleaved in one process (best of
+``--repeats``)::
+
+    NUMBA_NUM_THREADS=1 python bench/experiments/subtree_kernel_ab.py mediamill \\
+        SORT_LIMIT=128 SORT_LIMIT=384
+
+"base" is the installed kernel; a variant naming the current value is a
+control (it differs from "base" only by being compiled in this process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import gpurpo.tree._kernels_cpu as base  # noqa: E402
+import gpurpo.tree.grower as grower  # noqa: E402
+from gpurpo.backend import NUMPY  # noqa: E402
+from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
+from gpurpo.tree import BinMapper, GrowthParams, grow_trees, n_candidate_features  # noqa: E402
+
+
+def variant(spec: str) -> types.ModuleType:
+    """A copy of the CPU kernel module with ``NAME=value`` applied (compiled here)."""
+    name, value = spec.split("=", 1)
+    source = Path(base.__file__).read_text()
+    source, found = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, flags=re.M)
+    if found != 1:
+        raise SystemExit(f"no module constant {name!r} in {base.__file__}")
+    module = types.ModuleType("subtree_variant_" + re.sub(r"\W", "_", spec))
+    module.__file__ = base.__file__
+    exec(compile(source.replace("cache=True", "cache=False"), base.__file__, "exec"),
+         module.__dict__)
+    return module
+
+
+def captured_calls(dataset: str, n_trees: int) -> list[tuple]:
+    """Arguments of the subtree kernel calls of one batch of bootstrap trees."""
+    make = make_delicious_like if dataset == "delicious" else make_mediamill_like
+    n = 12_920 if dataset == "delicious" else 30_993
+    X, Y = make(random_state=0)[:2]
+    X, Y = X[:n], Y[:n]
+    binned = BinMapper().fit(X).transform(X, NUMPY)
+    d = Y.shape[1]
+    m = int(round(np.log(d)))
+    rng = np.random.default_rng(0)
+    targets = np.stack([np.asarray(Y @ rng.normal(size=(d, m))) for _ in range(n_trees)],
+                       axis=1).astype(np.float32)
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=n_trees).astype(np.float32)
+    params = GrowthParams(n_candidates=n_candidate_features("sqrt", X.shape[1]))
+    calls = []
+    original = grower.kernels.grow_subtrees
+
+    def capture(backend, *args):
+        calls.append(args)
+        return original(backend, *args)
+
+    grower.kernels.grow_subtrees = capture
+    try:
+        grow_trees(binned, targets, weights, params, np.random.default_rng(1), NUMPY)
+    finally:
+        grower.kernels.grow_subtrees = original
+    return calls
+
+
+def run(module: types.ModuleType, calls: list[tuple]) -> float:
+    """Seconds for all captured calls (fresh outputs and sample buffers)."""
+    start = time.perf_counter()
+    for (codes, sample_indices, ranges, tree, seed, depth, w, targets, thresholds, k, msl,
+         mss, max_depth, mid, root_weight, random_split, missing_bin, tie) in calls:
+        sizes = ranges[:, 1] - ranges[:, 0]
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(2 * sizes - 1)
+        total = int(offsets[-1])
+        outs = [np.zeros(len(sizes), np.int32)] + [
+            np.empty(total, dt) for dt in (np.int32, np.int32, np.uint8, np.float64, np.int32,
+                                           np.int32, np.int32, np.int64, np.int64)
+        ]
+        module.grow_subtrees(
+            codes, sample_indices.copy(), ranges, tree, seed, depth, w, targets, thresholds, k,
+            msl, mss, -1 if max_depth is None else max_depth, mid, root_weight,
+            int(random_split), missing_bin, tie, offsets, *outs,
+        )
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dataset", choices=["mediamill", "delicious"])
+    parser.add_argument("variants", nargs="*", help="NAME=value module constants")
+    parser.add_argument("--trees", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args(argv)
+    calls = captured_calls(args.dataset, args.trees)
+    modules = {"base": base, **{spec: variant(spec) for spec in args.variants}}
+    for module in modules.values():
+        run(module, calls)  # compile
+    best = dict.fromkeys(modules, float("inf"))
+    for _ in range(args.repeats):
+        for name, module in modules.items():
+            best[name] = min(best[name], run(module, calls))
+    for name, seconds in best.items():
+        print(f"{name:>24}  {seconds:.4f} s  ({seconds / best['base']:.3f} of base)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

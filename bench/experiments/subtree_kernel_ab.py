@@ -9,9 +9,11 @@ same source with other constants, interleaved in one process (best of
 
     NUMBA_NUM_THREADS=1 python bench/experiments/subtree_kernel_ab.py mediamill \\
         SORT_LIMIT=128 SORT_LIMIT=384
+    git show HEAD:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
+    python bench/experiments/subtree_kernel_ab.py delicious file:/tmp/old.py
 
-"base" is the installed kernel; a variant naming the current value is a
-control (it differs from "base" only by being compiled in this process).
+"base" is the kernel of this source tree; a variant naming the current value
+is a control (it differs from "base" only by being compiled in this process).
 """
 
 from __future__ import annotations
@@ -35,12 +37,19 @@ from gpurpo.tree import BinMapper, GrowthParams, grow_trees, n_candidate_feature
 
 
 def variant(spec: str) -> types.ModuleType:
-    """A copy of the CPU kernel module with ``NAME=value`` applied (compiled here)."""
-    name, value = spec.split("=", 1)
-    source = Path(base.__file__).read_text()
-    source, found = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, flags=re.M)
-    if found != 1:
-        raise SystemExit(f"no module constant {name!r} in {base.__file__}")
+    """A copy of the CPU kernel module (compiled here).
+
+    ``NAME=value``: this module with a constant changed; ``file:PATH``:
+    another version of the module's source (e.g. ``git show REV:...``).
+    """
+    if spec.startswith("file:"):
+        source = Path(spec[5:]).read_text()
+    else:
+        name, value = spec.split("=", 1)
+        source = Path(base.__file__).read_text()
+        source, found = re.subn(rf"^{name} = .*$", f"{name} = {value}", source, flags=re.M)
+        if found != 1:
+            raise SystemExit(f"no module constant {name!r} in {base.__file__}")
     module = types.ModuleType("subtree_variant_" + re.sub(r"\W", "_", spec))
     module.__file__ = base.__file__
     exec(compile(source.replace("cache=True", "cache=False"), base.__file__, "exec"),

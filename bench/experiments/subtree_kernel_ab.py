@@ -12,8 +12,10 @@ same source with other constants, interleaved in one process (best of
     git show HEAD:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
     python bench/experiments/subtree_kernel_ab.py delicious file:/tmp/old.py
 
-"base" is the kernel of this source tree; a variant naming the current value
-is a control (it differs from "base" only by being compiled in this process).
+"base" is the kernel of this source tree (loaded from numba's cache); a
+variant naming the current value is a control, compiled in this process like
+the other variants. Base and control have differed by up to 10 % (code
+placement), so compare variants with each other and with the control.
 """
 
 from __future__ import annotations

@@ -585,41 +585,60 @@ def test_partition_matches_numba(monkeypatch, block):
 
 
 SUBTREE_SIZES = (1, 2, 3, 9, INSERTION_LIMIT + 3, SORT_LIMIT + 5, 200, 40)
+SUBTREE_FIELDS = ("feature", "bin", "missing_left", "gain", "left", "right", "depth", "start",
+                  "stop")
 
 
-@pytest.mark.parametrize(
-    "msl, mss, max_depth, mid, random_split, k",
-    [(1, 2, -1, 0.0, False, 7), (2, 5, -1, 0.0, False, 3), (1, 2, 3, 0.0, False, 7),
-     (1, 2, -1, 1e-3, False, 7), (1, 2, -1, 0.0, True, 4), (3, 8, 5, 0.0, True, 7)],
-)
-def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
-    rng = np.random.default_rng(31 * msl + mss + 7 * max_depth + 100 * random_split + k)
-    n_bins = 12
-    problem = _split_problem(rng, SUBTREE_SIZES, n_bins=n_bins)
+def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, random_split,
+                   missing_bin):
+    """Grow the subtrees on the emulated CUDA and the numba kernels.
+
+    Returns {backend name: (sample order after, node counts, {field: rows of the grown
+    nodes})}; the rows past each root's count are left unwritten by both kernels.
+    """
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
-    depth = rng.integers(0, 2, size=len(SUBTREE_SIZES)).astype(np.int32)
-    root_weight = weights.sum(axis=1, dtype=np.float64) / 4
     got = {}
     for backend in (EMULATED, NUMPY):
         si = sample_indices.copy()
         out = kernels.grow_subtrees(
             backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            thresholds, k, msl, mss, None if max_depth < 0 else max_depth, mid, root_weight,
-            random_split, n_bins - 1, 1e-5,
+            thresholds, k, msl, mss, max_depth, mid, root_weight, random_split, missing_bin,
+            1e-5,
         )
-        got[backend.name] = (si, {f: np.asarray(getattr(out, f)) for f in out.__dataclass_fields__})
-    (si_e, e), (si_c, c) = got["emulated"], got["numpy"]
+        count = np.asarray(out.count)
+        rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
+        got[backend.name] = (si, count, {f: np.asarray(getattr(out, f))[rows]
+                                         for f in SUBTREE_FIELDS})
+    return got
+
+
+def _assert_same_subtrees(got):
+    (si_e, count_e, e), (si_c, count_c, c) = got["emulated"], got["numpy"]
     np.testing.assert_array_equal(si_e, si_c)
-    np.testing.assert_array_equal(e["count"], c["count"])
-    assert (c["count"] > 1).sum() >= 4  # most subtrees split, some deeply
-    for r in range(len(SUBTREE_SIZES)):
-        rows = slice(int(c["offsets"][r]), int(c["offsets"][r]) + int(c["count"][r]))
-        for name in ("feature", "bin", "missing_left", "left", "right", "depth", "start", "stop"):
-            np.testing.assert_array_equal(e[name][rows], c[name][rows], err_msg=f"{name} of root {r}")
-        np.testing.assert_array_equal(e["gain"][rows], c["gain"][rows])
+    np.testing.assert_array_equal(count_e, count_c)
+    for name in SUBTREE_FIELDS:
+        np.testing.assert_array_equal(e[name], c[name], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    "msl, mss, max_depth, mid, random_split, k",
+    [(1, 2, None, 0.0, False, 7), (2, 5, None, 0.0, False, 3), (1, 2, 3, 0.0, False, 7),
+     (1, 2, None, 1e-3, False, 7), (1, 2, None, 0.0, True, 4), (3, 8, 5, 0.0, True, 7)],
+)
+def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
+    rng = np.random.default_rng(31 * msl + mss + 7 * (max_depth or -1) + 100 * random_split + k)
+    n_bins = 12
+    problem = _split_problem(rng, SUBTREE_SIZES, n_bins=n_bins)
+    sample_indices, node_ranges, weights = problem[1], problem[2], problem[5]
+    depth = rng.integers(0, 2, size=len(SUBTREE_SIZES)).astype(np.int32)
+    got = _subtrees_both(problem, depth, weights.sum(axis=1, dtype=np.float64) / 4, k, msl, mss,
+                         max_depth, mid, random_split, n_bins - 1)
+    _assert_same_subtrees(got)
+    si, count = got["numpy"][:2]
+    assert (count > 1).sum() >= 4  # most subtrees split, some deeply
     # each root's samples are a permutation of what it held
     for r0, r1 in node_ranges:
-        assert sorted(si_e[r0:r1]) == sorted(sample_indices[r0:r1])
+        assert sorted(si[r0:r1]) == sorted(sample_indices[r0:r1])
 
 
 def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):
@@ -628,24 +647,12 @@ def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):
     rng = np.random.default_rng(91)
     n_bins = 256
     problem = _split_problem(rng, (150, 70, 33), n_bins=n_bins, m=2)
-    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
-    depth = np.zeros(3, dtype=np.int32)
-    root_weight = weights.sum(axis=1, dtype=np.float64)
-    got = {}
-    for backend in (EMULATED, NUMPY):
-        si = sample_indices.copy()
-        out = kernels.grow_subtrees(
-            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            thresholds, 5, 1, 2, None, 0.0, root_weight, False, n_bins - 1, 1e-5,
-        )
-        count = np.asarray(out.count)
-        # the rows of the grown nodes (the others are left unwritten)
-        rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
-        got[backend.name] = (si, count, np.asarray(out.feature)[rows], np.asarray(out.bin)[rows],
-                             np.asarray(out.gain)[rows])
-    for a, b in zip(got["emulated"], got["numpy"]):
-        np.testing.assert_array_equal(a, b)
-    assert got["numpy"][1][:2].min() > 20 and got["numpy"][1][2] == 1  # the last root is pure
+    got = _subtrees_both(problem, np.zeros(3, dtype=np.int32),
+                         problem[5].sum(axis=1, dtype=np.float64), 5, 1, 2, None, 0.0, False,
+                         n_bins - 1)
+    _assert_same_subtrees(got)
+    count = got["numpy"][1]
+    assert count[:2].min() > 20 and count[2] == 1  # the last root is pure
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])
@@ -654,27 +661,16 @@ def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
     # min_samples_split: every root a leaf, its samples left in place
     rng = np.random.default_rng(5 + p)
     n_bins = 12
-    problem = _split_problem(rng, (60, 1, 2, 33), p=p if p > 3 else 7, n_bins=n_bins)
-    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    problem = list(_split_problem(rng, (60, 1, 2, 33), n_bins=n_bins))
     if p == 1:
-        codes = np.ascontiguousarray(codes[:1])
-        thresholds = np.ascontiguousarray(thresholds[:1])
-    depth = np.zeros(4, dtype=np.int32)
-    root_weight = weights.sum(axis=1, dtype=np.float64)
-    got = {}
-    for backend in (EMULATED, NUMPY):
-        si = sample_indices.copy()
-        out = kernels.grow_subtrees(
-            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            thresholds, 3, 1, mss, max_depth, 0.0, root_weight, False, n_bins - 1, 1e-5,
-        )
-        count = np.asarray(out.count)
-        rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
-        got[backend.name] = (si, count, np.asarray(out.feature)[rows], np.asarray(out.left)[rows])
-    for a, b in zip(got["emulated"], got["numpy"]):
-        np.testing.assert_array_equal(a, b)
+        problem[0] = np.ascontiguousarray(problem[0][:1])  # codes
+        problem[7] = np.ascontiguousarray(problem[7][:1])  # thresholds
+    got = _subtrees_both(problem, np.zeros(4, dtype=np.int32),
+                         problem[5].sum(axis=1, dtype=np.float64), 3, 1, mss, max_depth, 0.0,
+                         False, n_bins - 1)
+    _assert_same_subtrees(got)
     si, count = got["numpy"][:2]
     if p == 1:
         assert count[0] > 3  # the 60-sample root splits on its only feature
     else:
-        assert (count == 1).all() and np.array_equal(si, sample_indices)
+        assert (count == 1).all() and np.array_equal(si, problem[1])

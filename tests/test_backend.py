@@ -171,6 +171,12 @@ def test_kernel_source_inlines_local_headers(monkeypatch, tmp_path):
     assert text.count("int b_value;") == 1 and text.count("int a_value;") == 1
     assert text.index("int b_value;") < text.index("int a_value;") < text.index("int k_value;")
     assert "#include <cstdint>" in text and '#include "' not in text
+    # a cycle of headers: each one once
+    (tmp_path / "c.cuh").write_text('#include "d.cuh"\nint c_value;\n')
+    (tmp_path / "d.cuh").write_text('#include "c.cuh"\nint d_value;\n')
+    (tmp_path / "cycle.cu").write_text('#include "c.cuh"\n')
+    cycle = B.kernel_source("cycle.cu")
+    assert cycle.count("int c_value;") == 1 and cycle.count("int d_value;") == 1
     (tmp_path / "bad.cu").write_text('#include "missing.cuh"\n')
     with pytest.raises(FileNotFoundError, match="missing.cuh"):
         B.kernel_source("bad.cu")

@@ -674,3 +674,35 @@ def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
         assert count[0] > 3  # the 60-sample root splits on its only feature
     else:
         assert (count == 1).all() and np.array_equal(si, problem[1])
+
+
+def test_cuda_growth_uses_the_subtree_kernel_by_default(monkeypatch):
+    # on CUDA backends level-wise growth hands small nodes to tree_grow_subtrees (default
+    # size min(1024, 2^18 / p)); subtree_size=0 grows level-wise to the leaves, same trees
+    from gpurpo.tree import grower as grower_module
+    from gpurpo.tree.grower import default_subtree_size
+
+    assert default_subtree_size(EMULATED, 100) == 1024
+    assert default_subtree_size(EMULATED, 1000) == 262
+    assert default_subtree_size(EMULATED, 10**6) == 64
+    calls = []
+    original = grower_module._Grower.grow_subtrees
+
+    def spy(self, ids):
+        calls.append(len(ids))
+        return original(self, ids)
+
+    monkeypatch.setattr(grower_module._Grower, "grow_subtrees", spy)
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(300, 4))
+    targets = rng.normal(size=(300, 2, 2)).astype(np.float32)
+    weights = rng.integers(0, 3, size=(2, 300)).astype(np.float32)
+    binned = BinMapper(max_bins=16).fit(X).transform(X, EMULATED)
+    out = {}
+    for size in (None, 0):
+        params = GrowthParams(n_candidates=2, subtree_size=size)
+        out[size] = grow_trees(binned, targets, weights, params, np.random.default_rng(3), EMULATED)
+        assert (len(calls) > 0) == (size is None)
+        calls.clear()
+    for a, b in zip(out[None].structures, out[0].structures):
+        assert _canonical(a) == _canonical(b)

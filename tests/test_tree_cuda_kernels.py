@@ -706,3 +706,28 @@ def test_cuda_growth_uses_the_subtree_kernel_by_default(monkeypatch):
         calls.clear()
     for a, b in zip(out[None].structures, out[0].structures):
         assert _canonical(a) == _canonical(b)
+
+
+def test_transfers_per_level_on_emulated_cuda(monkeypatch):
+    # the growers' explicit device->host copies (Backend.to_host) on the CUDA code path,
+    # counted without a GPU; the subtree kernel's outputs come back in one copy
+    import gpurpo.backend as gb
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(7)
+    original = gb.Backend.to_host
+    calls = []
+
+    def counting(self, a):
+        calls.append(1)
+        return original(self, a)
+
+    monkeypatch.setattr(gb.Backend, "to_host", counting)
+    for n, depth in ((2000, 8), (6000, 8), (800, None)):
+        X = rng.normal(size=(n, 8))
+        Y = rng.normal(size=(n, 4))
+        calls.clear()
+        model = DecisionTreeRegressor(max_depth=depth, random_state=0,
+                                      device="cuda-emulated").fit(X, Y)
+        levels = model.tree_.max_depth + 1
+        assert 0 < len(calls) <= 16 * levels, (n, len(calls), levels)

@@ -695,15 +695,15 @@ class _Grower:
             self.binned.missing_bin,
             TIE_RTOL,
         )
-        host = self.backend.to_host
-        count = host(out.count).astype(np.int64)
+        out = out.to_host(self.backend)  # one device-to-host copy
+        count = out.count.astype(np.int64)
         first = nodes.extend(int(count.sum()) - len(ids))
         added = absorb_subtrees(
-            np.ascontiguousarray(ids, dtype=np.int64), host(out.offsets), count,
-            host(out.feature), host(out.bin), host(out.missing_left), host(out.gain),
-            host(out.left), host(out.right), host(out.depth), host(out.start), host(out.stop),
-            first, nodes.tree, nodes.parent, nodes.depth, nodes.start, nodes.stop, nodes.feature,
-            nodes.bin, nodes.missing_left, nodes.gain, nodes.left, nodes.right, nodes.seed,
+            np.ascontiguousarray(ids, dtype=np.int64), out.offsets, count, out.feature,
+            out.bin, out.missing_left, out.gain, out.left, out.right, out.depth, out.start,
+            out.stop, first, nodes.tree, nodes.parent, nodes.depth, nodes.start, nodes.stop,
+            nodes.feature, nodes.bin, nodes.missing_left, nodes.gain, nodes.left, nodes.right,
+            nodes.seed,
         )
         if added != nodes.size - first:
             raise RuntimeError(f"tree_grow_subtrees reported {nodes.size - first} new nodes, "

@@ -207,6 +207,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gpurpo._validation import check_float
 from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _kernels_cpu as _cpu
@@ -514,10 +516,31 @@ def score_histograms(
     return out_gain, out_bin, out_missing_left, out_nonconstant
 
 
+#: Fields of :class:`Subtrees`: (name, dtype name, rows: "roots" + 1, "roots" or "nodes").
+_SUBTREE_FIELDS = (
+    ("offsets", "int64", "roots+1"),
+    ("count", "int32", "roots"),
+    ("feature", "int32", "nodes"),
+    ("bin", "int32", "nodes"),
+    ("missing_left", "uint8", "nodes"),
+    ("gain", "float64", "nodes"),
+    ("left", "int32", "nodes"),
+    ("right", "int32", "nodes"),
+    ("depth", "int32", "nodes"),
+    ("start", "int64", "nodes"),
+    ("stop", "int64", "nodes"),
+)
+
+
 @dataclass
 class Subtrees:
-    """Outputs of ``tree_grow_subtrees`` (arrays on the backend)."""
+    """Outputs of ``tree_grow_subtrees`` (arrays on the backend).
 
+    Every field is a typed view of one byte buffer, so that the whole output
+    reaches the host in one copy (:meth:`to_host`).
+    """
+
+    buffer: Any
     offsets: Any
     count: Any
     feature: Any
@@ -529,6 +552,31 @@ class Subtrees:
     depth: Any
     start: Any
     stop: Any
+
+    @classmethod
+    def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> "Subtrees":
+        """Uninitialised outputs for ``n_roots`` roots and ``n_nodes`` node rows."""
+        rows = {"roots+1": n_roots + 1, "roots": n_roots, "nodes": n_nodes}
+        sizes = [rows[kind] * np.dtype(dtype).itemsize for _, dtype, kind in _SUBTREE_FIELDS]
+        starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])])
+        return cls._views(xp.empty(int(starts[-1]), dtype=xp.uint8), rows, starts)
+
+    @classmethod
+    def _views(cls, buffer: Any, rows: dict[str, int], starts: np.ndarray) -> "Subtrees":
+        fields = {
+            name: buffer[int(starts[i]) : int(starts[i]) + rows[kind] * np.dtype(dtype).itemsize]
+            .view(dtype)
+            for i, (name, dtype, kind) in enumerate(_SUBTREE_FIELDS)
+        }
+        return cls(buffer=buffer, **fields)
+
+    def to_host(self, backend: Backend) -> "Subtrees":
+        """The same outputs as NumPy arrays, from one device-to-host copy."""
+        rows = {"roots+1": int(self.offsets.shape[0]), "roots": int(self.count.shape[0]),
+                "nodes": int(self.feature.shape[0])}
+        sizes = [rows[kind] * np.dtype(dtype).itemsize for _, dtype, kind in _SUBTREE_FIELDS]
+        starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])])
+        return Subtrees._views(np.asarray(backend.to_host(self.buffer)), rows, starts)
 
 
 def grow_subtrees(
@@ -560,22 +608,12 @@ def grow_subtrees(
     ranges = _c(backend, node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
     sizes = ranges[:, 1] - ranges[:, 0]
-    offsets = xp.zeros(n_roots + 1, dtype=xp.int64)
-    offsets[1:] = xp.cumsum(2 * sizes - 1)
+    offsets = xp.cumsum(2 * sizes - 1)
     total = int(offsets[-1]) if n_roots else 0
-    out = Subtrees(
-        offsets=offsets,
-        count=xp.zeros(n_roots, dtype=xp.int32),
-        feature=xp.empty(total, dtype=xp.int32),
-        bin=xp.empty(total, dtype=xp.int32),
-        missing_left=xp.empty(total, dtype=xp.uint8),
-        gain=xp.empty(total, dtype=xp.float64),
-        left=xp.empty(total, dtype=xp.int32),
-        right=xp.empty(total, dtype=xp.int32),
-        depth=xp.empty(total, dtype=xp.int32),
-        start=xp.empty(total, dtype=xp.int64),
-        stop=xp.empty(total, dtype=xp.int64),
-    )
+    out = Subtrees.allocate(xp, n_roots, total)
+    out.offsets[0] = 0
+    out.offsets[1:] = offsets
+    out.count[:] = 0
     if n_roots == 0:
         return out
     if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
@@ -599,7 +637,7 @@ def grow_subtrees(
         int(bool(random_split)),
         int(missing_bin),
         float(tie_rtol),
-        offsets,
+        out.offsets,
         out.count,
         out.feature,
         out.bin,

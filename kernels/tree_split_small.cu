@@ -70,6 +70,12 @@ __device__ __forceinline__ unsigned long long split_hash64(unsigned long long x)
     return z ^ (z >> 31);
 }
 
+// child_seed of gpurpo/tree/_random.py: the seed of a node's left (side 0) or right child
+__device__ __forceinline__ unsigned long long split_child_seed(unsigned long long seed, int side)
+{
+    return split_hash64(seed ^ (side == 0 ? 0x8CB92BA72F3D8DD7ULL : 0xE7037ED1A0B428DBULL));
+}
+
 __device__ int split_feature_at(const unsigned long long* keys, long long pos, int p, int half,
                                 unsigned long long mask)
 {
@@ -815,8 +821,8 @@ extern "C" __global__ void tree_grow_subtrees(
                 out_stop[base + right] = a1;
                 out_depth[base + left] = depth + 1;
                 out_depth[base + right] = depth + 1;
-                seeds[left] = split_hash64(seeds[j] ^ 0x8CB92BA72F3D8DD7ULL);
-                seeds[right] = split_hash64(seeds[j] ^ 0xE7037ED1A0B428DBULL);
+                seeds[left] = split_child_seed(seeds[j], 0);
+                seeds[right] = split_child_seed(seeds[j], 1);
                 stack[sh_sp] = right;
                 stack[sh_sp + 1] = left;
                 sh_sp += 2;

@@ -449,8 +449,6 @@ def grow_subtrees(
     n_roots = int(node_ranges.shape[0])
     if n_roots == 0:
         return
-    if int(min_samples_split) < 2:
-        raise ValueError(f"min_samples_split must be >= 2, got {min_samples_split}")
     p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
         backend, codes, node_ranges, targets, n_candidates, missing_bin
     )

@@ -556,27 +556,31 @@ class Subtrees:
     @classmethod
     def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> "Subtrees":
         """Uninitialised outputs for ``n_roots`` roots and ``n_nodes`` node rows."""
-        rows = {"roots+1": n_roots + 1, "roots": n_roots, "nodes": n_nodes}
-        sizes = [rows[kind] * np.dtype(dtype).itemsize for _, dtype, kind in _SUBTREE_FIELDS]
-        starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])])
-        return cls._views(xp.empty(int(starts[-1]), dtype=xp.uint8), rows, starts)
+        layout, n_bytes = _subtree_layout(n_roots, n_nodes)
+        return cls._views(xp.empty(n_bytes, dtype=xp.uint8), layout)
 
     @classmethod
-    def _views(cls, buffer: Any, rows: dict[str, int], starts: np.ndarray) -> "Subtrees":
-        fields = {
-            name: buffer[int(starts[i]) : int(starts[i]) + rows[kind] * np.dtype(dtype).itemsize]
-            .view(dtype)
-            for i, (name, dtype, kind) in enumerate(_SUBTREE_FIELDS)
-        }
+    def _views(cls, buffer: Any, layout: list[tuple[str, str, int, int]]) -> "Subtrees":
+        fields = {name: buffer[start : start + size].view(dtype) for name, dtype, start, size in layout}
         return cls(buffer=buffer, **fields)
 
     def to_host(self, backend: Backend) -> "Subtrees":
         """The same outputs as NumPy arrays, from one device-to-host copy."""
-        rows = {"roots+1": int(self.offsets.shape[0]), "roots": int(self.count.shape[0]),
-                "nodes": int(self.feature.shape[0])}
-        sizes = [rows[kind] * np.dtype(dtype).itemsize for _, dtype, kind in _SUBTREE_FIELDS]
-        starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])])
-        return Subtrees._views(np.asarray(backend.to_host(self.buffer)), rows, starts)
+        layout, _ = _subtree_layout(int(self.count.shape[0]), int(self.feature.shape[0]))
+        return Subtrees._views(np.asarray(backend.to_host(self.buffer)), layout)
+
+
+def _subtree_layout(n_roots: int, n_nodes: int) -> tuple[list[tuple[str, str, int, int]], int]:
+    """(name, dtype, byte offset, bytes) of each :class:`Subtrees` field, 8-byte aligned,
+    and the buffer's size."""
+    rows = {"roots+1": n_roots + 1, "roots": n_roots, "nodes": n_nodes}
+    layout = []
+    start = 0
+    for name, dtype, kind in _SUBTREE_FIELDS:
+        size = rows[kind] * np.dtype(dtype).itemsize
+        layout.append((name, dtype, start, size))
+        start += -(-size // 8) * 8
+    return layout, start
 
 
 def grow_subtrees(

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import INSERTION_LIMIT, SORT_LIMIT
+from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
@@ -234,7 +234,7 @@ def _split_problem(rng, sizes, p=7, n_bins=12, n_trees=2, m=3, missing=0.15, int
     return codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds
 
 
-SIZES = (0, 1, 2, 3, 7, INSERTION_LIMIT, INSERTION_LIMIT + 1, SORT_LIMIT, SORT_LIMIT + 1, 90,
+SIZES = (0, 1, 2, 3, 7, RANK_LIMIT, RANK_LIMIT + 1, SORT_LIMIT, SORT_LIMIT + 1, 90,
          257, 12)
 
 
@@ -270,6 +270,21 @@ def test_split_small_matches_numba_with_256_bins(random_split):
     n_bins = 256
     problem = _split_problem(rng, SIZES, n_bins=n_bins)
     args = problem + (5, 1, random_split, n_bins - 1, 1e-5)
+    got = kernels.split_small(EMULATED, *args)
+    want = kernels.split_small(NUMPY, *args)
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
+    assert (got[0] >= 0).sum() >= len(SIZES) - 4
+
+
+@pytest.mark.parametrize("m, random_split", [(8, False), (11, False), (11, True)])
+def test_split_small_matches_numba_with_wide_targets(m, random_split):
+    # m = 8 fills the CPU's scalar scan of 8 channels; m = 11 pads to 16 channels and
+    # takes the CPU's array scan, both with missing values
+    rng = np.random.default_rng(300 + m + random_split)
+    problem = _split_problem(rng, SIZES, m=m)
+    args = problem + (5, 1, random_split, 11, 1e-5)
     got = kernels.split_small(EMULATED, *args)
     want = kernels.split_small(NUMPY, *args)
     for g, w in zip(got[:3], want[:3]):
@@ -584,7 +599,7 @@ def test_partition_matches_numba(monkeypatch, block):
 # --------------------------------------------------------------------------
 
 
-SUBTREE_SIZES = (1, 2, 3, 9, INSERTION_LIMIT + 3, SORT_LIMIT + 5, 200, 40)
+SUBTREE_SIZES = (1, 2, 3, 9, RANK_LIMIT + 3, SORT_LIMIT + 5, 200, 40)
 SUBTREE_FIELDS = ("feature", "bin", "missing_left", "gain", "left", "right", "depth", "start",
                   "stop")
 

@@ -27,18 +27,18 @@ __all__ = [
     "sum_leaves_dense",
     "sum_leaves_csr",
     "SORT_LIMIT",
-    "INSERTION_LIMIT",
+    "RANK_LIMIT",
 ]
 
-# Nodes with at most SORT_LIMIT samples sort their codes (an insertion sort up to
-# INSERTION_LIMIT samples, a stable counting sort above) and scan the samples in
+# Nodes with at most SORT_LIMIT samples sort their codes (by ranks up to
+# RANK_LIMIT samples, a stable counting sort above) and scan the samples in
 # that order, instead of filling and scanning a per-bin table: a node of 33 to 256
 # samples spreads over most of the 255 bins, and the table scan cost more than the
 # sort (subtree kernel: 32 -> 128, -8 % on the mediamill- and delicious-shaped
 # forests; 128 -> 256: 0 % to -10 % in in-process A/B runs of the subtree kernel,
 # bench/experiments/subtree_kernel_ab.py; 384 no better).
 SORT_LIMIT = 256
-INSERTION_LIMIT = 32
+RANK_LIMIT = 32
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256
 
@@ -163,6 +163,121 @@ def _random_cut(thresholds, f, bmin, bmax, u):
     return b
 
 
+@njit(inline="always", cache=True)
+def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
+    """``_gain`` with the left sums of the (at most 8) channels in scalars."""
+    WR = W - WL
+    left = l0 * l0
+    r = S[0] - l0
+    right = r * r
+    if m > 1:
+        left += l1 * l1
+        r = S[1] - l1
+        right += r * r
+    if m > 2:
+        left += l2 * l2
+        r = S[2] - l2
+        right += r * r
+    if m > 3:
+        left += l3 * l3
+        r = S[3] - l3
+        right += r * r
+    if m > 4:
+        left += l4 * l4
+        r = S[4] - l4
+        right += r * r
+    if m > 5:
+        left += l5 * l5
+        r = S[5] - l5
+        right += r * r
+    if m > 6:
+        left += l6 * l6
+        r = S[6] - l6
+        right += r * r
+    if m > 7:
+        left += l7 * l7
+        r = S[7] - l7
+        right += r * r
+    return left / WL + right / WR - parent
+
+
+@njit(inline="always", cache=True)
+def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+                  min_samples_leaf, random_split, cut):
+    """Best split point of one feature of a sorted node whose targets have 8 padded channels.
+
+    The scan of ``_eval_node`` over the samples in code order (``order``,
+    ``code_buf``; the first ``nn`` are not missing), with the running left
+    sums in eight scalars instead of an array, which the compiler must keep
+    in memory: the same additions in the same order, so the same bits
+    (including the ``LS += MS; LS -= MS`` round trip of the missing-left
+    side). Returns (gain, bin, missing_left).
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    for a in range(nn):
+        idx = d0 + order[a]
+        b = code_buf[a]
+        WL += w[idx]
+        nL += 1
+        l0 += wy[idx, 0]
+        l1 += wy[idx, 1]
+        l2 += wy[idx, 2]
+        l3 += wy[idx, 3]
+        l4 += wy[idx, 4]
+        l5 += wy[idx, 5]
+        l6 += wy[idx, 6]
+        l7 += wy[idx, 7]
+        next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
+        if next_code == b:
+            continue
+        if random_split:
+            if not (b <= cut and cut < next_code):
+                continue
+            b = cut
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+            g = _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+            if g > best_gain:
+                best_gain = g
+                best_b = b
+                if n_miss == 0:
+                    best_ml = 1 if WL >= W - WL else 0
+                else:
+                    best_ml = 0
+        if n_miss > 0 and not at_end:
+            nLm = nL + n_miss
+            if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+                l0 += MS[0]
+                l1 += MS[1]
+                l2 += MS[2]
+                l3 += MS[3]
+                l4 += MS[4]
+                l5 += MS[5]
+                l6 += MS[6]
+                l7 += MS[7]
+                g = _gain8(WL + Wm, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+                l0 -= MS[0]
+                l1 -= MS[1]
+                l2 -= MS[2]
+                l3 -= MS[3]
+                l4 -= MS[4]
+                l5 -= MS[5]
+                l6 -= MS[6]
+                l7 -= MS[7]
+                if g > best_gain:
+                    best_gain = g
+                    best_b = b
+                    best_ml = 1
+    return best_gain, best_b, best_ml
+
+
 @njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
@@ -227,9 +342,9 @@ def _eval_node(
     while found < need and pos < p:
         if sampled:
             # the visiting order in batches (independent hash chains overlap in the
-            # CPU), sized by the candidates still needed
+            # CPU) of the candidates still needed
             if slot == n_batch:
-                n_batch = min(n_perm, p - pos, max(2, 2 * (need - found)))
+                n_batch = min(n_perm, p - pos, need - found)
                 for q in range(n_batch):
                     perm[q] = feature_at_nb(keys, pos + q, p, half, mask)
                 slot = 0
@@ -254,15 +369,18 @@ def _eval_node(
                     break
             if constant:
                 continue
-            if ns <= INSERTION_LIMIT:
-                # sort (code, position) pairs packed in one integer: no indirection
+            if ns <= RANK_LIMIT:
+                # (code, position) pairs packed in one integer are distinct; each one's
+                # rank is the number of smaller keys (a branch-free loop that
+                # vectorises, where an insertion sort mispredicts once per sample)
                 for a in range(ns):
-                    key = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
-                    z = a - 1
-                    while z >= 0 and code_buf[z] > key:
-                        code_buf[z + 1] = code_buf[z]
-                        z -= 1
-                    code_buf[z + 1] = key
+                    order[a] = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
+                for a in range(ns):
+                    key = order[a]
+                    rank = 0
+                    for z in range(ns):
+                        rank += np.int64(order[z] < key)
+                    code_buf[rank] = key
                 for a in range(ns):
                     order[a] = code_buf[a] & 0xFFFFF
                     code_buf[a] = code_buf[a] >> 20
@@ -336,71 +454,77 @@ def _eval_node(
         if random_split:
             cut = _random_cut(thresholds, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
-        WL = 0.0
-        nL = 0
-        for c in range(mp):
-            LS[c] = 0.0
-        a_first = 0 if use_sort else bmin
-        a_last = nn - 1 if use_sort else bmax
-        for a in range(a_first, a_last + 1):
-            if use_sort:
-                idx = d0 + order[a]
-                b = code_buf[a]
-                WL += w[idx]
-                nL += 1
-                for c0 in range(0, mp, 8):
-                    for c in range(c0, c0 + 8):
-                        LS[c] += wy[idx, c]
-                next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
-                if next_code == b:
-                    continue
-                if random_split:
-                    if not (b <= cut and cut < next_code):
-                        continue
-                    b = cut
-            else:
-                b = a
-                cnt = np.int64(hist[b, cn])
-                if cnt > 0:
-                    WL += hist[b, cw]
-                    nL += cnt
+        if use_sort and mp == 8:
+            best_gain, best_b, best_ml = _scan_sorted8(
+                order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+                min_samples_leaf, random_split, cut,
+            )
+        else:
+            WL = 0.0
+            nL = 0
+            for c in range(mp):
+                LS[c] = 0.0
+            a_first = 0 if use_sort else bmin
+            a_last = nn - 1 if use_sort else bmax
+            for a in range(a_first, a_last + 1):
+                if use_sort:
+                    idx = d0 + order[a]
+                    b = code_buf[a]
+                    WL += w[idx]
+                    nL += 1
                     for c0 in range(0, mp, 8):
                         for c in range(c0, c0 + 8):
-                            LS[c] += hist[b, c]
-                            hist[b, c] = 0.0
-                    hist[b, cw] = 0.0
-                    hist[b, cn] = 0.0
-                if random_split:
-                    if b != cut:
+                            LS[c] += wy[idx, c]
+                    next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
+                    if next_code == b:
                         continue
-                elif cnt == 0:
+                    if random_split:
+                        if not (b <= cut and cut < next_code):
+                            continue
+                        b = cut
+                else:
+                    b = a
+                    cnt = np.int64(hist[b, cn])
+                    if cnt > 0:
+                        WL += hist[b, cw]
+                        nL += cnt
+                        for c0 in range(0, mp, 8):
+                            for c in range(c0, c0 + 8):
+                                LS[c] += hist[b, c]
+                                hist[b, c] = 0.0
+                        hist[b, cw] = 0.0
+                        hist[b, cn] = 0.0
+                    if random_split:
+                        if b != cut:
+                            continue
+                    elif cnt == 0:
+                        continue
+                at_end = b >= bmax
+                if at_end and n_miss == 0:
                     continue
-            at_end = b >= bmax
-            if at_end and n_miss == 0:
-                continue
-            # missing values to the right
-            if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
-                g = _gain(WL, LS, W, S, m, parent)
-                if g > best_gain:
-                    best_gain = g
-                    best_b = b
-                    if n_miss == 0:
-                        best_ml = 1 if WL >= W - WL else 0
-                    else:
-                        best_ml = 0
-            # missing values to the left
-            if n_miss > 0 and not at_end:
-                nLm = nL + n_miss
-                if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
-                    for c in range(mp):
-                        LS[c] += MS[c]
-                    g = _gain(WL + Wm, LS, W, S, m, parent)
-                    for c in range(mp):
-                        LS[c] -= MS[c]
+                # missing values to the right
+                if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+                    g = _gain(WL, LS, W, S, m, parent)
                     if g > best_gain:
                         best_gain = g
                         best_b = b
-                        best_ml = 1
+                        if n_miss == 0:
+                            best_ml = 1 if WL >= W - WL else 0
+                        else:
+                            best_ml = 0
+                # missing values to the left
+                if n_miss > 0 and not at_end:
+                    nLm = nL + n_miss
+                    if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+                        for c in range(mp):
+                            LS[c] += MS[c]
+                        g = _gain(WL + Wm, LS, W, S, m, parent)
+                        for c in range(mp):
+                            LS[c] -= MS[c]
+                        if g > best_gain:
+                            best_gain = g
+                            best_b = b
+                            best_ml = 1
         cand_f[found - 1] = f
         cand_g[found - 1] = best_gain
         cand_b[found - 1] = best_b

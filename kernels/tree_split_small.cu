@@ -13,8 +13,9 @@
 //   1. sums the node's weights W, weighted targets S and Q = sum w ||y||^2
 //      (float64, in position order like the CPU kernel) and detects pure nodes;
 //   2. visits candidate features in the node's pseudo-random order
-//      (feature_at, the counter-based Feistel permutation of
-//      gpurpo/tree/_random.py, ported bit for bit), blockDim positions at a
+//      (feature_at of gpurpo/tree/_random.py, ported bit for bit: a sort of
+//      per-feature hashes up to 32 features, a counter-based Feistel
+//      permutation above), blockDim positions at a
 //      time: each thread tests one position for a constant feature, then the
 //      first n_candidates non-constant ones (in position order) are kept
 //      (one for two-sample nodes, as in the CPU kernel);
@@ -61,6 +62,9 @@
 // per SM.
 #define SPLIT_MAX_THREADS 64
 #define SPLIT_MAX_BINS 256
+// feature_at of gpurpo/tree/_random.py: SMALL_P and N_ROUNDS
+#define SPLIT_SMALL_P 32
+#define SPLIT_N_ROUNDS 8
 
 __device__ __forceinline__ unsigned long long split_hash64(unsigned long long x)
 {
@@ -76,20 +80,22 @@ __device__ __forceinline__ unsigned long long split_child_seed(unsigned long lon
     return split_hash64(seed ^ (side == 0 ? 0x8CB92BA72F3D8DD7ULL : 0xE7037ED1A0B428DBULL));
 }
 
-__device__ int split_feature_at(const unsigned long long* keys, long long pos, int p, int half,
-                                unsigned long long mask)
+// feature_at for p > SPLIT_SMALL_P: the 8-round alternating Feistel network of
+// _random.py on lo + hi = ceil(log2 p) bits, cycle walking into [0, p)
+__device__ __forceinline__ int split_feature_at(const unsigned long long* keys, long long pos,
+                                                int p, int lo, int hi)
 {
-    if (p == 1) return 0;
+    const unsigned long long low_mask = (1ULL << lo) - 1ULL;
+    const unsigned long long high_mask = (1ULL << hi) - 1ULL;
     unsigned long long x = (unsigned long long)pos;
     for (;;) {
-        unsigned long long left = x >> half;
-        unsigned long long right = x & mask;
-        for (int r = 0; r < 4; ++r) {
-            const unsigned long long next_right = left ^ (split_hash64(keys[r] ^ right) & mask);
-            left = right;
-            right = next_right;
+        unsigned long long high = x >> lo;
+        unsigned long long low = x & low_mask;
+        for (int r = 0; r < SPLIT_N_ROUNDS; r += 2) {
+            high ^= split_hash64(keys[r] ^ low) & high_mask;
+            low ^= split_hash64(keys[r + 1] ^ high) & low_mask;
         }
-        x = (left << half) | right;
+        x = (high << lo) | low;
         if (x < (unsigned long long)p) return (int)x;
     }
 }
@@ -146,8 +152,8 @@ struct SplitRules {
     int random_split;
     int missing_bin;
     int sort_limit;
-    int half;                  // Feistel half width and mask of p
-    unsigned long long mask;
+    int feistel_lo;            // Feistel low and high part widths for p
+    int feistel_hi;
     double tie_rtol;
 };
 
@@ -170,13 +176,12 @@ struct SplitChoice {
     double gain;
 };
 
-__device__ __forceinline__ void split_feistel_params(int p, int* half, unsigned long long* mask)
+__device__ __forceinline__ void split_feistel_params(int p, int* lo, int* hi)
 {
     int bits = 2;
     while ((1LL << bits) < (long long)p) ++bits;
-    if (bits % 2 == 1) ++bits;
-    *half = bits / 2;
-    *mask = (1ULL << (bits / 2)) - 1ULL;
+    *lo = bits / 2;
+    *hi = bits - bits / 2;
 }
 
 __device__ __forceinline__ double split_wy(const SplitView& v, long long col, int c)
@@ -200,6 +205,8 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     __shared__ double wl_at[SPLIT_MAX_BINS];
     __shared__ double sh_W, sh_Q, sh_parent, sh_Wm, sh_gain;
     __shared__ int sh_n_sel, sh_et_bin, sh_cut, sh_feature, sh_bin, sh_ml;
+    __shared__ unsigned long long small_hash[SPLIT_SMALL_P];
+    __shared__ int small_order[SPLIT_SMALL_P];
     // the bin scan of step 3a reuses arrays that are idle at that point
     int* scan_cnt = red_key;
     int* scan_min = pos_feature;
@@ -268,12 +275,26 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     const double W = sh_W;
     const double parent = sh_parent;
 
-    unsigned long long keys[4];
-    for (int k = 0; k < 4; ++k) keys[k] = split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(k + 1)));
+    unsigned long long keys[SPLIT_N_ROUNDS];
+    for (int k = 0; k < SPLIT_N_ROUNDS; ++k)
+        keys[k] = split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(k + 1)));
 
     // ---- 2. visit positions, blockDim at a time
     const int p = r.p;
     const int n_candidates = r.n_candidates;
+    // up to SPLIT_SMALL_P features, the order sorts hash64(keys[0] ^ f): each
+    // feature's rank is the number of smaller hashes (all distinct)
+    const int small = n_candidates < p && p <= SPLIT_SMALL_P;
+    if (small) {
+        for (int f = tid; f < p; f += nthreads) small_hash[f] = split_hash64(keys[0] ^ (unsigned long long)f);
+        __syncthreads();
+        for (int f = tid; f < p; f += nthreads) {
+            int rank = 0;
+            for (int g = 0; g < p; ++g) rank += small_hash[g] < small_hash[f] ? 1 : 0;
+            small_order[rank] = f;
+        }
+        __syncthreads();
+    }
     int found = 0;
     // two samples: every split that separates them has the same gain (up to
     // rounding far below the tie tolerance), so, as the CPU kernel, stop at
@@ -283,7 +304,9 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
         const long long pos = base + tid;
         int f = -1, nonconst = 0;
         if (pos < p) {
-            f = n_candidates >= p ? (int)pos : split_feature_at(keys, pos, p, r.half, r.mask);
+            f = n_candidates >= p ? (int)pos
+                : small              ? small_order[pos]
+                                     : split_feature_at(keys, pos, p, r.feistel_lo, r.feistel_hi);
             const unsigned char* row = v.codes + (long long)f * v.code_stride;
             const unsigned char first = row[col[0]];
             for (long long a = 1; a < ns; ++a) {
@@ -590,7 +613,7 @@ __device__ __forceinline__ SplitRules split_rules(
     r.missing_bin = missing_bin;
     r.sort_limit = sort_limit;
     r.tie_rtol = tie_rtol;
-    split_feistel_params(p, &r.half, &r.mask);
+    split_feistel_params(p, &r.feistel_lo, &r.feistel_hi);
     return r;
 }
 

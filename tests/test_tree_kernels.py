@@ -14,6 +14,7 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy import stats
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import _random, kernels
@@ -26,17 +27,24 @@ RNG = np.random.default_rng(12345)
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 7, 64, 100, 513])
+@pytest.mark.parametrize("p", [1, 2, 3, 7, 32, 33, 64, 100, 513])
 def test_feature_order_is_a_permutation_and_numba_matches_numpy(p):
     seeds = np.array([0, 1, 2**63 + 11, 2**64 - 1], dtype=np.uint64)
     order = _random.feature_at(seeds[:, None], np.arange(p)[None, :], p)
     for row in order:
         assert sorted(row.tolist()) == list(range(p))
-    half, mask = _random.feistel_params(p)
-    keys = np.empty(4, dtype=np.uint64)
+    lo, hi = _random.feistel_params(p)
+    assert (2 ** (lo + hi) < 2 * p or lo + hi == 2) and hi - lo in (0, 1)
+    keys = np.empty(_random.N_ROUNDS, dtype=np.uint64)
+    small = np.empty(_random.SMALL_P, dtype=np.int64)
     for s, row in zip(seeds, order):
         _random.round_keys_nb(s, keys)
-        assert [_random.feature_at_nb(keys, i, p, half, mask) for i in range(p)] == row.tolist()
+        if p <= _random.SMALL_P:
+            _random.small_feature_order_nb(keys, p, small)
+            got = small[:p].tolist()
+        else:
+            got = [_random.feature_at_nb(keys, i, p, lo, hi) for i in range(p)]
+        assert got == row.tolist()
 
 
 def test_feature_order_is_roughly_uniform():
@@ -46,6 +54,27 @@ def test_feature_order_is_roughly_uniform():
     first = _random.feature_at(seeds, np.zeros_like(seeds), p)
     counts = np.bincount(first, minlength=p)
     assert counts.min() > 1700 and counts.max() < 2300
+
+
+def _chi_square_p_value(counts):
+    expected = counts.sum() / counts.size
+    return stats.chi2.sf(((counts - expected) ** 2 / expected).sum(), counts.size - 1)
+
+
+@pytest.mark.parametrize("p", [5, 10, 32, 33, 65, 120, 500])
+def test_sampled_feature_subsets_are_uniform(p):
+    # Over 100,000 node seeds: how often each feature is among the first k =
+    # ceil(sqrt(p)) visited, and the ordered pairs (first, second) are uniform
+    # (chi-square). The 4-round balanced Feistel network used before fails this test
+    # for p = 5, 10, 32, 33 and 120 (p-values from 3e-5 down to 1e-186).
+    k = int(np.ceil(np.sqrt(p)))
+    rng = np.random.default_rng(p)
+    seeds = rng.integers(0, 2**63, size=100_000, dtype=np.uint64)
+    order = _random.feature_at(seeds[:, None], np.arange(k)[None, :], p)
+    assert _chi_square_p_value(np.bincount(order.ravel(), minlength=p)) > 1e-4
+    pairs = np.bincount(order[:, 0] * p + order[:, 1], minlength=p * p).reshape(p, p)
+    assert (np.diag(pairs) == 0).all()
+    assert _chi_square_p_value(pairs[~np.eye(p, dtype=bool)]) > 1e-4
 
 
 def test_uniforms_numba_matches_numpy_and_range():

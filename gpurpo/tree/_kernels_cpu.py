@@ -13,7 +13,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.tree._random import child_seed_nb, feature_at_nb, round_keys_nb, uniform_at_nb
+from gpurpo.tree._random import (
+    N_ROUNDS,
+    SMALL_P,
+    child_seed_nb,
+    feature_at_nb,
+    round_keys_nb,
+    small_feature_order_nb,
+    uniform_at_nb,
+)
 
 __all__ = [
     "histograms",
@@ -125,13 +133,12 @@ def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_imp
 
 
 @njit(cache=True)
-def _feistel_half(p):
+def _feistel_bits(p):
+    # (lo, hi) of _random.feistel_params
     bits = 2
     while (1 << bits) < p:
         bits += 1
-    if bits % 2 == 1:
-        bits += 1
-    return bits // 2
+    return bits // 2, bits - bits // 2
 
 
 @njit(inline="always", cache=True)
@@ -282,7 +289,7 @@ def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
-    tie_rtol, thresholds, half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+    tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml, m,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
@@ -327,8 +334,11 @@ def _eval_node(
         parent += S[c] * S[c]
     parent /= W
     sampled = n_candidates < p
+    small = p <= SMALL_P
     if sampled:
         round_keys_nb(seed, keys)
+        if small:
+            small_feature_order_nb(keys, p, perm)
     n_perm = perm.shape[0]
     use_sort = ns <= SORT_LIMIT
     # Two samples: every split that separates them has the same gain (up to
@@ -340,13 +350,15 @@ def _eval_node(
     slot = 0
     n_batch = 0
     while found < need and pos < p:
-        if sampled:
+        if sampled and small:
+            f = perm[pos]
+        elif sampled:
             # the visiting order in batches (independent hash chains overlap in the
             # CPU) of the candidates still needed
             if slot == n_batch:
                 n_batch = min(n_perm, p - pos, need - found)
                 for q in range(n_batch):
-                    perm[q] = feature_at_nb(keys, pos + q, p, half, mask)
+                    perm[q] = feature_at_nb(keys, pos + q, p, lo_bits, hi_bits)
                 slot = 0
             f = perm[slot]
             slot += 1
@@ -878,7 +890,8 @@ def score_histograms(
             out_nonconstant[i, j] = 1 if nc else 0
 
 
-PERM_BATCH = 32
+# positions of the visiting order computed at once; holds a whole order of SMALL_P features
+PERM_BATCH = max(32, SMALL_P)
 
 
 @njit(cache=True)
@@ -901,7 +914,7 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
         np.zeros(n_bins, dtype=np.int64),
         np.empty(mp, dtype=np.float64),
         np.empty(mp, dtype=np.float64),
-        np.empty(4, dtype=np.uint64),
+        np.empty(N_ROUNDS, dtype=np.uint64),
         np.empty(PERM_BATCH, dtype=np.int64),
         np.empty(n_slots, dtype=np.int64),
         np.empty(n_slots, dtype=np.float64),
@@ -921,8 +934,7 @@ def _split_chunk(
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
-    half = _feistel_half(p)
-    mask = (1 << half) - 1
+    lo_bits, hi_bits = _feistel_bits(p)
     n_slots = max(1, min(n_candidates, p))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
@@ -942,7 +954,7 @@ def _split_chunk(
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
-            half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+            lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, m,
         )
         out_feature[i] = f
@@ -997,8 +1009,7 @@ def _subtree_chunk(
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
-    half = _feistel_half(p)
-    mask = (1 << half) - 1
+    lo_bits, hi_bits = _feistel_bits(p)
     eps = np.finfo(np.float64).eps
     n_slots = max(1, min(n_candidates, p))
     block = np.empty((p, max_ns), dtype=np.uint8)
@@ -1058,7 +1069,7 @@ def _subtree_chunk(
             f, b, ml, g = _eval_node(
                 block, cols, a0, nsj, w, wy, y, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-                thresholds, half, mask, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+                thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
                 cand_f, cand_g, cand_b, cand_ml, m,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:

@@ -15,11 +15,23 @@ So one 64-bit seed per node is drawn on the host from the estimator's
 
 * ``hash64`` is the SplitMix64 finaliser (Steele, Lea & Flood 2014);
 * the feature visited at position ``i`` of node ``seed`` is
-  ``feature_at(seed, i, p)``: a 4-round balanced Feistel network on
-  ``2 * half`` bits (``2^(2 half) >= p``) keyed by ``hash64`` of the seed,
-  restricted to ``[0, p)`` by cycle walking (Black & Rogaway 2002). It is a
-  bijection of ``[0, p)`` for every seed, i.e. a pseudo-random permutation
-  evaluated lazily, in O(1) memory;
+  ``feature_at(seed, i, p)``. For ``p <= SMALL_P`` (32) it is the feature of
+  rank ``i`` when the features are ordered by ``hash64(round_key(seed, 0) ^ f)``
+  (a bijection of 64-bit words, so there are no ties): a uniformly random
+  order, computed once per node in ``O(p)`` hashes. For larger ``p`` it is an
+  8-round alternating Feistel network on ``bits = ceil(log2 p)`` bits (split
+  into ``lo = floor(bits / 2)`` and ``hi = bits - lo``, as in the FFX mode of
+  format-preserving encryption, Bellare, Rogaway & Spies 2010) with
+  ``hash64`` round functions keyed by hashes of the seed, restricted to
+  ``[0, p)`` by cycle walking (Black & Rogaway 2002; fewer than 2 walks on
+  average since ``2^bits < 2 p``). Both are bijections of ``[0, p)`` for
+  every seed: pseudo-random permutations evaluated lazily, in O(1) memory.
+  (Four-round balanced networks, used before, are not uniform enough on
+  small domains: over 200,000 seeds, the frequency with which a feature was
+  among the first ``ceil(sqrt p)`` visited was off by up to 7 % for
+  ``p <= 10`` and 3 % for ``p = 100``, 10 to 20 standard errors; Feistel
+  networks stay biased on domains of 3 bits whatever the rounds, hence the
+  sorted order for small ``p``);
 * the uniform for position ``i`` is ``uniform_at(seed, i)``: the top 53 bits
   of a hash, times ``2^-53``, in ``[0, 1)``.
 
@@ -33,13 +45,16 @@ The exact recipe (the CUDA twin must follow it)::
                 z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
                 z = (z ^ (z >> 27)) * 0x94D049BB133111EB
                 return z ^ (z >> 31)
-    round_key(seed, r) = hash64(seed ^ (0xD6E8FEB86659FD93 * (r + 1)))   r = 0..3
-    bits = max(2, ceil(log2 p)) rounded up to even; half = bits / 2
-    mask = 2^half - 1
-    feistel(x): L = x >> half; R = x & mask
-                for r in 0..3: L, R = R, L ^ (hash64(round_key(seed, r) ^ R) & mask)
-                return (L << half) | R
-    feature_at(seed, i, p) = 0 if p == 1, else x = feistel(i) repeated while x >= p
+    round_key(seed, r) = hash64(seed ^ (0xD6E8FEB86659FD93 * (r + 1)))   r = 0..7
+    p <= 32: feature_at(seed, i, p) = the f in [0, p) whose hash64(round_key(seed, 0) ^ f)
+             is the i-th smallest (i = 0: the smallest)
+    p > 32:  bits = ceil(log2 p); lo = bits / 2 (rounded down); hi = bits - lo
+             feistel(x): H = x >> lo; L = x & (2^lo - 1)
+                         for r in 0, 2, 4, 6:
+                             H ^= hash64(round_key(seed, r) ^ L) & (2^hi - 1)
+                             L ^= hash64(round_key(seed, r + 1) ^ H) & (2^lo - 1)
+                         return (H << lo) | L
+             feature_at(seed, i, p) = x = feistel(i) repeated while x >= p
     uniform_at(seed, i) = (hash64(hash64(seed ^ 0xA0761D6478BD642F) + i) >> 11) * 2^-53
     child_seed(seed, 0) = hash64(seed ^ 0x8CB92BA72F3D8DD7)      (left child)
     child_seed(seed, 1) = hash64(seed ^ 0xE7037ED1A0B428DB)      (right child)
@@ -55,6 +70,9 @@ G. L. Steele, D. Lea, C. H. Flood. Fast splittable pseudorandom number
 generators. OOPSLA 2014.
 
 J. Black, P. Rogaway. Ciphers with arbitrary finite domains. CT-RSA 2002.
+
+M. Bellare, P. Rogaway, T. Spies. The FFX mode of operation for
+format-preserving encryption. NIST submission, 2010.
 """
 
 from __future__ import annotations
@@ -66,6 +84,8 @@ import numba
 import numpy as np
 
 __all__ = [
+    "SMALL_P",
+    "N_ROUNDS",
     "feistel_params",
     "hash64",
     "feature_at",
@@ -75,6 +95,7 @@ __all__ = [
     "child_seed_nb",
     "round_keys_nb",
     "feature_at_nb",
+    "small_feature_order_nb",
     "feature_table",
     "uniform_at_nb",
 ]
@@ -86,17 +107,21 @@ _ROUND = 0xD6E8FEB86659FD93
 _USALT = 0xA0761D6478BD642F
 _LEFT = 0x8CB92BA72F3D8DD7
 _RIGHT = 0xE7037ED1A0B428DB
-_N_ROUNDS = 4
+N_ROUNDS = 8
+# up to SMALL_P features, the visiting order is a sort of per-feature hashes
+SMALL_P = 32
 _MASK64 = (1 << 64) - 1
 
 
 def feistel_params(p: int) -> tuple[int, int]:
-    """``(half, mask)`` of the Feistel network used for ``p`` features."""
+    """``(lo, hi)``: widths in bits of the low and high parts of the Feistel network for ``p``.
+
+    ``lo + hi = max(2, ceil(log2 p))`` and ``hi - lo`` is 0 or 1, so that
+    ``2^(lo + hi) < 2 p`` when ``p > 2``: cycle walking takes fewer than 2
+    rounds on average.
+    """
     bits = max(2, int(p - 1).bit_length())
-    if bits % 2:
-        bits += 1
-    half = bits // 2
-    return half, (1 << half) - 1
+    return bits // 2, bits - bits // 2
 
 
 # --------------------------------------------------------------------------
@@ -138,16 +163,23 @@ def feature_at(seed: Any, pos: Any, p: int, xp: ModuleType = np) -> Any:
     seed, pos = xp.broadcast_arrays(seed, pos)
     if p == 1:
         return xp.zeros(pos.shape, dtype=xp.int32)
-    half, mask = feistel_params(p)
-    keys = [hash64(seed ^ u((_ROUND * (r + 1)) & _MASK64), xp) for r in range(_N_ROUNDS)]
+    keys = [hash64(seed ^ u((_ROUND * (r + 1)) & _MASK64), xp) for r in range(N_ROUNDS)]
+    if p <= SMALL_P:
+        hashes = hash64(keys[0][..., None] ^ xp.arange(p, dtype=u), xp)
+        order = xp.argsort(hashes, axis=-1)
+        return xp.take_along_axis(order, pos[..., None].astype(xp.int64), axis=-1)[..., 0].astype(
+            xp.int32
+        )
+    lo, hi = feistel_params(p)
     x = pos.copy()
     todo = xp.ones(x.shape, dtype=bool)
     while True:
-        left = x >> u(half)
-        right = x & u(mask)
-        for r in range(_N_ROUNDS):
-            left, right = right, left ^ (hash64(keys[r] ^ right, xp) & u(mask))
-        y = (left << u(half)) | right
+        high = x >> u(lo)
+        low = x & u((1 << lo) - 1)
+        for r in range(0, N_ROUNDS, 2):
+            high = high ^ (hash64(keys[r] ^ low, xp) & u((1 << hi) - 1))
+            low = low ^ (hash64(keys[r + 1] ^ high, xp) & u((1 << lo) - 1))
+        y = (high << u(lo)) | low
         x = xp.where(todo, y, x)
         todo = x >= u(p)
         if not bool(todo.any()):
@@ -186,27 +218,44 @@ def hash64_nb(x: np.uint64) -> np.uint64:
 
 @numba.njit(cache=True)
 def round_keys_nb(seed: np.uint64, keys: np.ndarray) -> None:
-    for r in range(_N_ROUNDS):
+    for r in range(N_ROUNDS):
         keys[r] = hash64_nb(np.uint64(seed) ^ (np.uint64(_ROUND) * np.uint64(r + 1)))
 
 
 @numba.njit(cache=True)
-def feature_at_nb(keys: np.ndarray, pos: int, p: int, half: int, mask: int) -> int:
-    if p == 1:
-        return 0
-    uh = np.uint64(half)
-    um = np.uint64(mask)
+def feature_at_nb(keys: np.ndarray, pos: int, p: int, lo: int, hi: int) -> int:
+    """``feature_at`` for ``p > SMALL_P`` (the Feistel network; ``(lo, hi) = feistel_params(p)``)."""
+    ulo = np.uint64(lo)
+    low_mask = (np.uint64(1) << ulo) - np.uint64(1)
+    high_mask = (np.uint64(1) << np.uint64(hi)) - np.uint64(1)
     x = np.uint64(pos)
     while True:
-        left = x >> uh
-        right = x & um
-        for r in range(_N_ROUNDS):
-            new_right = left ^ (hash64_nb(keys[r] ^ right) & um)
-            left = right
-            right = new_right
-        x = (left << uh) | right
+        high = x >> ulo
+        low = x & low_mask
+        for r in range(0, N_ROUNDS, 2):
+            high ^= hash64_nb(keys[r] ^ low) & high_mask
+            low ^= hash64_nb(keys[r + 1] ^ high) & low_mask
+        x = (high << ulo) | low
         if x < np.uint64(p):
             return np.int64(x)
+
+
+@numba.njit(cache=True)
+def small_feature_order_nb(keys: np.ndarray, p: int, out: np.ndarray) -> None:
+    """``out[i] = feature_at(seed, i, p)`` for all ``i < p <= SMALL_P`` (``keys`` of the seed).
+
+    An insertion sort of the features by ``hash64(keys[0] ^ f)``.
+    """
+    hashes = np.empty(SMALL_P, dtype=np.uint64)
+    for f in range(p):
+        h = hash64_nb(keys[0] ^ np.uint64(f))
+        z = f - 1
+        while z >= 0 and hashes[z] > h:
+            hashes[z + 1] = hashes[z]
+            out[z + 1] = out[z]
+            z -= 1
+        hashes[z + 1] = h
+        out[z + 1] = f
 
 
 @numba.njit(cache=True)
@@ -224,16 +273,22 @@ def child_seed_nb(seed: np.uint64, side: int) -> np.uint64:
 
 @numba.njit(cache=True)
 def feature_table(
-    seeds: np.ndarray, positions: np.ndarray, p: int, half: int, mask: int, out: np.ndarray
+    seeds: np.ndarray, positions: np.ndarray, p: int, lo: int, hi: int, out: np.ndarray
 ) -> None:
     """``out[i, j] = feature_at(seeds[i], positions[i, j], p)`` (host helper).
 
     The loop form of :func:`feature_at` for the grower's host side: one key
     schedule per node instead of array passes per Feistel round;
-    ``(half, mask) = feistel_params(p)``.
+    ``(lo, hi) = feistel_params(p)``.
     """
-    keys = np.empty(_N_ROUNDS, dtype=np.uint64)
+    keys = np.empty(N_ROUNDS, dtype=np.uint64)
+    order = np.empty(SMALL_P, dtype=np.int64)
     for i in range(positions.shape[0]):
         round_keys_nb(seeds[i], keys)
-        for j in range(positions.shape[1]):
-            out[i, j] = feature_at_nb(keys, positions[i, j], p, half, mask)
+        if p <= SMALL_P:
+            small_feature_order_nb(keys, p, order)
+            for j in range(positions.shape[1]):
+                out[i, j] = order[positions[i, j]]
+        else:
+            for j in range(positions.shape[1]):
+                out[i, j] = feature_at_nb(keys, positions[i, j], p, lo, hi)

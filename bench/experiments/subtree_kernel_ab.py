@@ -5,7 +5,8 @@ hides the effect of a tuning constant. This script captures the arguments of
 every ``tree_grow_subtrees`` call of a batch of bootstrap trees, then times
 the kernel of ``gpurpo.tree._kernels_cpu`` and of variants compiled from the
 same source with other constants, interleaved in one process (best of
-``--repeats``)::
+``--repeats``; with ``--copies N`` each variant is compiled N times and the
+mean of the copies' best times is reported)::
 
     NUMBA_NUM_THREADS=1 python bench/experiments/subtree_kernel_ab.py mediamill \\
         SORT_LIMIT=128 SORT_LIMIT=384
@@ -14,8 +15,9 @@ same source with other constants, interleaved in one process (best of
 
 "base" is the kernel of this source tree (loaded from numba's cache); a
 variant naming the current value is a control, compiled in this process like
-the other variants. Base and control have differed by up to 10 % (code
-placement), so compare variants with each other and with the control.
+the other variants. Base and control, or two copies of one variant, have
+differed by up to 10 % (code placement), so compare variants with each other
+and with the control, over several copies.
 """
 
 from __future__ import annotations
@@ -112,20 +114,30 @@ def run(module: types.ModuleType, calls: list[tuple]) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset", choices=["mediamill", "delicious"])
-    parser.add_argument("variants", nargs="*", help="NAME=value module constants")
+    parser.add_argument("variants", nargs="*", help="NAME=value module constants, or file:PATH")
     parser.add_argument("--trees", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--copies", type=int, default=1,
+                        help="compile each variant this many times (code placement varies "
+                             "between copies by up to 10 %%; compare the means)")
     args = parser.parse_args(argv)
     calls = captured_calls(args.dataset, args.trees)
-    modules = {"base": base, **{spec: variant(spec) for spec in args.variants}}
-    for module in modules.values():
-        run(module, calls)  # compile
-    best = dict.fromkeys(modules, float("inf"))
+    copies = {"base": [base]}
+    for spec in args.variants:
+        copies[spec] = [variant(spec) for _ in range(args.copies)]
+    for modules in copies.values():
+        for module in modules:
+            run(module, calls)  # compile
+    best = {name: [float("inf")] * len(modules) for name, modules in copies.items()}
     for _ in range(args.repeats):
-        for name, module in modules.items():
-            best[name] = min(best[name], run(module, calls))
+        for name, modules in copies.items():
+            for i, module in enumerate(modules):
+                best[name][i] = min(best[name][i], run(module, calls))
+    reference = best["base"][0]
     for name, seconds in best.items():
-        print(f"{name:>24}  {seconds:.4f} s  ({seconds / best['base']:.3f} of base)")
+        mean = sum(seconds) / len(seconds)
+        spread = "  ".join(f"{t:.4f}" for t in seconds) if len(seconds) > 1 else ""
+        print(f"{name:>24}  {mean:.4f} s  ({mean / reference:.3f} of base)  {spread}")
     return 0
 
 

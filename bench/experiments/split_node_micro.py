@@ -1,0 +1,110 @@
+"""Micro-benchmark of the CPU per-node exact split (``_eval_node``) by node size.
+
+Times one ``_eval_node`` call on nodes of a given number of samples with
+random 8-bit codes, 7 target channels (padded to 8) and ``k`` of ``p``
+candidate features (default: the delicious shape, p = 500, k = 22), for the
+kernel module of this source tree or another version of it::
+
+    NUMBA_NUM_THREADS=1 python bench/experiments/split_node_micro.py
+    git show HEAD~1:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
+    NUMBA_NUM_THREADS=1 python bench/experiments/split_node_micro.py --source /tmp/old.py
+
+(the source must use the feature order of this tree's ``_random`` module, i.e.
+date from commit b8538af or later). The module is compiled in this process (``cache=False``); the figure is the
+best of 3 runs, in microseconds per node and nanoseconds per (sample,
+candidate feature). Random codes put most samples in distinct bins, so every
+sample is a split point: an upper bound of the work per sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import types
+from pathlib import Path
+
+import numba
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def load(source: Path) -> types.ModuleType:
+    """The kernel module compiled from ``source`` (a version of ``_kernels_cpu.py``)."""
+    module = types.ModuleType("split_node_micro_kernels")
+    module.__file__ = str(ROOT / "gpurpo" / "tree" / "_kernels_cpu.py")
+    text = source.read_text().replace("cache=True", "cache=False")
+    exec(compile(text, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def make_bench(kernels: types.ModuleType, p: int, k: int, m: int, pool: int):
+    """A jitted loop evaluating ``reps`` nodes of ``ns`` samples taken from a pool."""
+    mp = ((m + 7) // 8) * 8
+    eval_node = kernels._eval_node
+    scratch = kernels._eval_scratch
+    if not hasattr(kernels, "_feistel_bits"):
+        # older sources pass other Feistel parameters to this tree's _random module
+        raise SystemExit("--source predates the feature order of gpurpo/tree/_random.py "
+                         "(commit b8538af); compare versions from b8538af on")
+    feistel = kernels._feistel_bits
+    @numba.njit
+    def bench(block, cols, thresholds, ns, reps):
+        (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+         cand_f, cand_g, cand_b, cand_ml) = scratch(pool, mp, 256, k)
+        for a in range(pool):
+            w[a] = 1.0 + (a % 3)
+            for c in range(m):
+                y[a, c] = np.float32(np.sin(a * 7.0 + c))
+                wy[a, c] = w[a] * y[a, c]
+        first, second = feistel(p)
+        total = 0.0
+        for r in range(reps):
+            a0 = (r * ns) % (pool - ns)
+            f, b, ml, g = eval_node(
+                block, cols, a0, ns, w, wy, y, a0, np.uint64(r), k, 1, 0, 255, 1e-9,
+                thresholds, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+                perm, cand_f, cand_g, cand_b, cand_ml, m,
+            )
+            total += g
+        return total
+
+    return bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=ROOT / "gpurpo" / "tree" / "_kernels_cpu.py",
+                        help="a version of gpurpo/tree/_kernels_cpu.py")
+    parser.add_argument("--features", type=int, default=500)
+    parser.add_argument("--candidates", type=int, default=22)
+    parser.add_argument("--channels", type=int, default=7)
+    parser.add_argument("--sizes", default="2,3,5,8,16,32,64,256")
+    args = parser.parse_args(argv)
+    pool = 1000
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if not sizes or min(sizes) < 2 or max(sizes) >= pool:
+        parser.error(f"--sizes must lie in [2, {pool - 1}]")
+    rng = np.random.default_rng(0)
+    block = rng.integers(0, 255, size=(args.features, pool)).astype(np.uint8)
+    cols = np.arange(pool, dtype=np.int32)
+    thresholds = np.zeros((args.features, 256))
+    bench = make_bench(load(args.source), args.features, args.candidates, args.channels, pool)
+    for ns in sizes:
+        reps = max(200, 200_000 // ns)
+        bench(block, cols, thresholds, ns, 10)
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            bench(block, cols, thresholds, ns, reps)
+            best = min(best, time.perf_counter() - start)
+        per_node = best / reps
+        print(f"{ns:5d} samples: {per_node * 1e6:8.2f} us/node  "
+              f"{per_node / args.candidates / ns * 1e9:6.1f} ns per sample and feature")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

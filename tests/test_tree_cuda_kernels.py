@@ -308,14 +308,16 @@ def test_split_small_matches_brute_force(msl):
         np.testing.assert_allclose(g[i], ref[3], rtol=1e-9)
 
 
-def test_split_small_visits_features_in_the_seed_order():
-    # k = 2 of 12 features, 6 of them constant in the nodes: the evaluated features are
-    # the first 2 non-constant ones of feature_at(seed, .)
-    rng = np.random.default_rng(5)
-    p, n_bins = 12, 8
+@pytest.mark.parametrize("p", [12, 32, 33, 70])
+def test_split_small_visits_features_in_the_seed_order(p):
+    # k = 2 of p features, half of them constant in the nodes: the evaluated features are
+    # the first 2 non-constant ones of feature_at(seed, .) (a sorted hash order up to 32
+    # features, a Feistel network above)
+    rng = np.random.default_rng(5 + p)
+    n_bins = 8
     problem = list(_split_problem(rng, (40, 40, 40, 5), p=p, n_bins=n_bins, missing=0.0))
     codes = problem[0]
-    codes[rng.choice(p, size=6, replace=False)] = 1
+    codes[rng.choice(p, size=p // 2, replace=False)] = 1
     f, b, ml, g = kernels.split_small(EMULATED, *problem, 2, 1, False, n_bins - 1, 1e-5)
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets = problem[:7]
     for i in range(3):
@@ -668,6 +670,20 @@ def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):
     _assert_same_subtrees(got)
     count = got["numpy"][1]
     assert count[:2].min() > 20 and count[2] == 1  # the last root is pure
+
+
+@pytest.mark.parametrize("p, k", [(32, 6), (33, 6), (300, 17)])
+def test_grow_subtrees_matches_numba_with_sampled_features(p, k):
+    # k < p on both sides of the feature-order switch (32 features) and a Feistel network
+    # with cycle walking (300 features: 9 bits)
+    rng = np.random.default_rng(400 + p)
+    n_bins = 12
+    problem = _split_problem(rng, (150, 60, 33), p=p, n_bins=n_bins)
+    got = _subtrees_both(problem, np.zeros(3, dtype=np.int32),
+                         problem[5].sum(axis=1, dtype=np.float64), k, 1, 2, None, 0.0, False,
+                         n_bins - 1)
+    _assert_same_subtrees(got)
+    assert got["numpy"][1][:2].min() > 10  # (the last root is pure)
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])

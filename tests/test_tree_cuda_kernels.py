@@ -268,14 +268,8 @@ def test_split_small_matches_numba_with_256_bins(random_split):
     # the bin scan spans all 256 bins (the missing bin last) and several sort chunks
     rng = np.random.default_rng(77 + random_split)
     n_bins = 256
-    problem = _split_problem(rng, SIZES, n_bins=n_bins)
-    args = problem + (5, 1, random_split, n_bins - 1, 1e-5)
-    got = kernels.split_small(EMULATED, *args)
-    want = kernels.split_small(NUMPY, *args)
-    for g, w in zip(got[:3], want[:3]):
-        np.testing.assert_array_equal(g, w)
-    np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
-    assert (got[0] >= 0).sum() >= len(SIZES) - 4
+    _assert_split_small_matches_numba(_split_problem(rng, SIZES, n_bins=n_bins), random_split,
+                                      n_bins - 1)
 
 
 @pytest.mark.parametrize("m, random_split", [(8, False), (11, False), (11, True)])
@@ -283,8 +277,12 @@ def test_split_small_matches_numba_with_wide_targets(m, random_split):
     # m = 8 fills the CPU's scalar scan of 8 channels; m = 11 pads to 16 channels and
     # takes the CPU's array scan, both with missing values
     rng = np.random.default_rng(300 + m + random_split)
-    problem = _split_problem(rng, SIZES, m=m)
-    args = problem + (5, 1, random_split, 11, 1e-5)
+    _assert_split_small_matches_numba(_split_problem(rng, SIZES, m=m), random_split, 11)
+
+
+def _assert_split_small_matches_numba(problem, random_split, missing_bin):
+    # k = 5 candidates, min_samples_leaf 1; most nodes of SIZES split
+    args = problem + (5, 1, random_split, missing_bin, 1e-5)
     got = kernels.split_small(EMULATED, *args)
     want = kernels.split_small(NUMPY, *args)
     for g, w in zip(got[:3], want[:3]):

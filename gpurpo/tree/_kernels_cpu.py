@@ -171,41 +171,31 @@ def _random_cut(thresholds, f, bmin, bmax, u):
 
 
 @njit(inline="always", cache=True)
+def _add_channel(left, right, total, partial):
+    # one channel's terms of _gain: the left sum squared, then the right one
+    r = total - partial
+    return left + partial * partial, right + r * r
+
+
+@njit(inline="always", cache=True)
 def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
     """``_gain`` with the left sums of the (at most 8) channels in scalars."""
-    WR = W - WL
-    left = l0 * l0
-    r = S[0] - l0
-    right = r * r
+    left, right = _add_channel(0.0, 0.0, S[0], l0)
     if m > 1:
-        left += l1 * l1
-        r = S[1] - l1
-        right += r * r
+        left, right = _add_channel(left, right, S[1], l1)
     if m > 2:
-        left += l2 * l2
-        r = S[2] - l2
-        right += r * r
+        left, right = _add_channel(left, right, S[2], l2)
     if m > 3:
-        left += l3 * l3
-        r = S[3] - l3
-        right += r * r
+        left, right = _add_channel(left, right, S[3], l3)
     if m > 4:
-        left += l4 * l4
-        r = S[4] - l4
-        right += r * r
+        left, right = _add_channel(left, right, S[4], l4)
     if m > 5:
-        left += l5 * l5
-        r = S[5] - l5
-        right += r * r
+        left, right = _add_channel(left, right, S[5], l5)
     if m > 6:
-        left += l6 * l6
-        r = S[6] - l6
-        right += r * r
+        left, right = _add_channel(left, right, S[6], l6)
     if m > 7:
-        left += l7 * l7
-        r = S[7] - l7
-        right += r * r
-    return left / WL + right / WR - parent
+        left, right = _add_channel(left, right, S[7], l7)
+    return left / WL + right / (W - WL) - parent
 
 
 @njit(inline="always", cache=True)

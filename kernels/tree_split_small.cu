@@ -80,6 +80,12 @@ __device__ __forceinline__ unsigned long long split_child_seed(unsigned long lon
     return split_hash64(seed ^ (side == 0 ? 0x8CB92BA72F3D8DD7ULL : 0xE7037ED1A0B428DBULL));
 }
 
+// round_key of gpurpo/tree/_random.py
+__device__ __forceinline__ unsigned long long split_round_key(unsigned long long seed, int r)
+{
+    return split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(r + 1)));
+}
+
 // feature_at for p > SPLIT_SMALL_P: the 8-round alternating Feistel network of
 // _random.py on lo + hi = ceil(log2 p) bits, cycle walking into [0, p)
 __device__ __forceinline__ int split_feature_at(const unsigned long long* keys, long long pos,
@@ -275,18 +281,19 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     const double W = sh_W;
     const double parent = sh_parent;
 
-    unsigned long long keys[SPLIT_N_ROUNDS];
-    for (int k = 0; k < SPLIT_N_ROUNDS; ++k)
-        keys[k] = split_hash64(seed ^ (0xD6E8FEB86659FD93ULL * (unsigned long long)(k + 1)));
-
     // ---- 2. visit positions, blockDim at a time
     const int p = r.p;
     const int n_candidates = r.n_candidates;
-    // up to SPLIT_SMALL_P features, the order sorts hash64(keys[0] ^ f): each
-    // feature's rank is the number of smaller hashes (all distinct)
+    // up to SPLIT_SMALL_P features, the order sorts hash64(round_key(seed, 0) ^ f):
+    // each feature's rank is the number of smaller hashes (all distinct); above,
+    // the Feistel network's round keys
     const int small = n_candidates < p && p <= SPLIT_SMALL_P;
+    unsigned long long keys[SPLIT_N_ROUNDS];
+    if (n_candidates < p && !small)
+        for (int k = 0; k < SPLIT_N_ROUNDS; ++k) keys[k] = split_round_key(seed, k);
     if (small) {
-        for (int f = tid; f < p; f += nthreads) small_hash[f] = split_hash64(keys[0] ^ (unsigned long long)f);
+        const unsigned long long key = split_round_key(seed, 0);
+        for (int f = tid; f < p; f += nthreads) small_hash[f] = split_hash64(key ^ (unsigned long long)f);
         __syncthreads();
         for (int f = tid; f < p; f += nthreads) {
             int rank = 0;

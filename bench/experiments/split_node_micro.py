@@ -9,10 +9,11 @@ kernel module of this source tree or another version of it::
     git show HEAD~1:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
     NUMBA_NUM_THREADS=1 python bench/experiments/split_node_micro.py --source /tmp/old.py
 
-(the source must use the feature order of this tree's ``_random`` module, i.e.
-date from commit b8538af or later). The module is compiled in this process (``cache=False``); the figure is the
-best of 3 runs, in microseconds per node and nanoseconds per (sample,
-candidate feature). Random codes put most samples in distinct bins, so every
+The source must call this tree's ``_random`` helpers as they are now
+(``feistel_params`` compiled, ``small_feature_order_nb`` taking the seed): older
+versions are refused. The module is compiled in this process
+(``cache=False``); the figure is the best of 3 runs, in microseconds per node
+and nanoseconds per (sample, candidate feature). Random codes put most samples in distinct bins, so every
 sample is a split point: an upper bound of the work per sample.
 """
 
@@ -45,11 +46,11 @@ def make_bench(kernels: types.ModuleType, p: int, k: int, m: int, pool: int):
     mp = ((m + 7) // 8) * 8
     eval_node = kernels._eval_node
     scratch = kernels._eval_scratch
-    if not hasattr(kernels, "_feistel_bits"):
+    if not hasattr(kernels, "feistel_params"):
         # older sources pass other Feistel parameters to this tree's _random module
-        raise SystemExit("--source predates the feature order of gpurpo/tree/_random.py "
-                         "(commit b8538af); compare versions from b8538af on")
-    feistel = kernels._feistel_bits
+        raise SystemExit("--source predates the feature-order helpers of "
+                         "gpurpo/tree/_random.py that this tree's kernels call")
+    feistel = kernels.feistel_params
     @numba.njit
     def bench(block, cols, thresholds, ns, reps):
         (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,

@@ -18,6 +18,7 @@ from gpurpo.tree._random import (
     SMALL_P,
     child_seed_nb,
     feature_at_nb,
+    feistel_params,
     round_keys_nb,
     small_feature_order_nb,
     uniform_at_nb,
@@ -130,15 +131,6 @@ def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_imp
             q += np.float64(weights[t, s]) * sq
         out_impure[i] = 1 if impure else 0
         out_q[i] = q
-
-
-@njit(cache=True)
-def _feistel_bits(p):
-    # (lo, hi) of _random.feistel_params
-    bits = 2
-    while (1 << bits) < p:
-        bits += 1
-    return bits // 2, bits - bits // 2
 
 
 @njit(inline="always", cache=True)
@@ -325,10 +317,10 @@ def _eval_node(
     parent /= W
     sampled = n_candidates < p
     small = p <= SMALL_P
-    if sampled:
+    if sampled and small:
+        small_feature_order_nb(seed, p, perm)
+    elif sampled:
         round_keys_nb(seed, keys)
-        if small:
-            small_feature_order_nb(keys, p, perm)
     n_perm = perm.shape[0]
     use_sort = ns <= SORT_LIMIT
     # Two samples: every split that separates them has the same gain (up to
@@ -924,7 +916,7 @@ def _split_chunk(
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
-    lo_bits, hi_bits = _feistel_bits(p)
+    lo_bits, hi_bits = feistel_params(p)
     n_slots = max(1, min(n_candidates, p))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
@@ -999,7 +991,7 @@ def _subtree_chunk(
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
-    lo_bits, hi_bits = _feistel_bits(p)
+    lo_bits, hi_bits = feistel_params(p)
     eps = np.finfo(np.float64).eps
     n_slots = max(1, min(n_candidates, p))
     block = np.empty((p, max_ns), dtype=np.uint8)

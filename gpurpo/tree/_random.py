@@ -113,14 +113,17 @@ SMALL_P = 32
 _MASK64 = (1 << 64) - 1
 
 
+@numba.njit(cache=True)
 def feistel_params(p: int) -> tuple[int, int]:
     """``(lo, hi)``: widths in bits of the low and high parts of the Feistel network for ``p``.
 
     ``lo + hi = max(2, ceil(log2 p))`` and ``hi - lo`` is 0 or 1, so that
     ``2^(lo + hi) < 2 p`` when ``p > 2``: cycle walking takes fewer than 2
-    rounds on average.
+    rounds on average. Compiled, so that the numba kernels call it too.
     """
-    bits = max(2, int(p - 1).bit_length())
+    bits = 2
+    while (1 << bits) < p:
+        bits += 1
     return bits // 2, bits - bits // 2
 
 
@@ -163,7 +166,8 @@ def feature_at(seed: Any, pos: Any, p: int, xp: ModuleType = np) -> Any:
     seed, pos = xp.broadcast_arrays(seed, pos)
     if p == 1:
         return xp.zeros(pos.shape, dtype=xp.int32)
-    keys = [hash64(seed ^ u((_ROUND * (r + 1)) & _MASK64), xp) for r in range(N_ROUNDS)]
+    keys = [hash64(seed ^ u((_ROUND * (r + 1)) & _MASK64), xp)
+            for r in range(1 if p <= SMALL_P else N_ROUNDS)]
     if p <= SMALL_P:
         hashes = hash64(keys[0][..., None] ^ xp.arange(p, dtype=u), xp)
         order = xp.argsort(hashes, axis=-1)
@@ -216,10 +220,15 @@ def hash64_nb(x: np.uint64) -> np.uint64:
     return z ^ (z >> np.uint64(31))
 
 
+@numba.njit(inline="always", cache=True)
+def round_key_nb(seed: np.uint64, r: int) -> np.uint64:
+    return hash64_nb(np.uint64(seed) ^ (np.uint64(_ROUND) * np.uint64(r + 1)))
+
+
 @numba.njit(cache=True)
 def round_keys_nb(seed: np.uint64, keys: np.ndarray) -> None:
     for r in range(N_ROUNDS):
-        keys[r] = hash64_nb(np.uint64(seed) ^ (np.uint64(_ROUND) * np.uint64(r + 1)))
+        keys[r] = round_key_nb(seed, r)
 
 
 @numba.njit(cache=True)
@@ -241,14 +250,15 @@ def feature_at_nb(keys: np.ndarray, pos: int, p: int, lo: int, hi: int) -> int:
 
 
 @numba.njit(cache=True)
-def small_feature_order_nb(keys: np.ndarray, p: int, out: np.ndarray) -> None:
-    """``out[i] = feature_at(seed, i, p)`` for all ``i < p <= SMALL_P`` (``keys`` of the seed).
+def small_feature_order_nb(seed: np.uint64, p: int, out: np.ndarray) -> None:
+    """``out[i] = feature_at(seed, i, p)`` for all ``i < p <= SMALL_P``.
 
-    An insertion sort of the features by ``hash64(keys[0] ^ f)``.
+    An insertion sort of the features by ``hash64(round_key(seed, 0) ^ f)``.
     """
+    key = round_key_nb(seed, 0)
     hashes = np.empty(SMALL_P, dtype=np.uint64)
     for f in range(p):
-        h = hash64_nb(keys[0] ^ np.uint64(f))
+        h = hash64_nb(key ^ np.uint64(f))
         z = f - 1
         while z >= 0 and hashes[z] > h:
             hashes[z + 1] = hashes[z]
@@ -284,11 +294,11 @@ def feature_table(
     keys = np.empty(N_ROUNDS, dtype=np.uint64)
     order = np.empty(SMALL_P, dtype=np.int64)
     for i in range(positions.shape[0]):
-        round_keys_nb(seeds[i], keys)
         if p <= SMALL_P:
-            small_feature_order_nb(keys, p, order)
+            small_feature_order_nb(seeds[i], p, order)
             for j in range(positions.shape[1]):
                 out[i, j] = order[positions[i, j]]
         else:
+            round_keys_nb(seeds[i], keys)
             for j in range(positions.shape[1]):
                 out[i, j] = feature_at_nb(keys, positions[i, j], p, lo, hi)

@@ -707,12 +707,12 @@ def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
 
 def test_cuda_growth_uses_the_subtree_kernel_by_default(monkeypatch):
     # on CUDA backends level-wise growth hands small nodes to tree_grow_subtrees (default
-    # size min(1024, 2^18 / p)); subtree_size=0 grows level-wise to the leaves, same trees
+    # size min(128, max(64, 2^18 / p))); subtree_size=0 grows level-wise to the leaves, same trees
     from gpurpo.tree import grower as grower_module
     from gpurpo.tree.grower import default_subtree_size
 
-    assert default_subtree_size(EMULATED, 100) == 1024
-    assert default_subtree_size(EMULATED, 1000) == 262
+    assert default_subtree_size(EMULATED, 100) == 128
+    assert default_subtree_size(EMULATED, 1000) == 128
     assert default_subtree_size(EMULATED, 10**6) == 64
     calls = []
     original = grower_module._Grower.grow_subtrees

@@ -17,7 +17,10 @@ timeout is written into the report instead of stopping the run. Sections:
    (issue 4: 100 trees, n = 1,000,000, p = 100, d = 1,000 sparse labels,
    m = 7; each fit runs in a child process with a timeout, with fewer trees
    when the budget requires it, and the per-tree times are compared);
-7. multi-label gradient boosting (relabel_rpo: Gaussian q = 20, and 50 subsampled outputs with
+7. the forests of issue 5 at ten times the rows (``bench/forest.py --rows-factor 10
+   --devices cuda,cpu``: delicious- and mediamill-shaped data, 100 GPU trees against 4
+   CPU-path trees on all host cores), time per tree and test LRAP of each;
+8. multi-label gradient boosting (relabel_rpo: Gaussian q = 20, and 50 subsampled outputs with
    second-order splits; log loss) on
    mediamill-shaped data on the GPU vs the CPU path: per-round times and the
    test LRAP of each (same algorithm, so close scores are expected).
@@ -48,6 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOTAL_BUDGET_S = 10 * 60
 # share of the budget the forest section leaves to the boosting section
 BOOSTING_RESERVE = 0.25
+# share of the budget the forest section leaves to the forests at ten times the rows
+ROWS_RESERVE = 0.2
 
 
 class Report:
@@ -524,7 +529,7 @@ def _forest_child(device: str, n_trees: int, path: Path, timeout: float) -> dict
                       {"device": device, "trees": n_trees})
 
 
-def section_forest(quick: bool, deadline: float, boosting_reserve: float) -> str:
+def section_forest(quick: bool, deadline: float, reserve: float) -> str:
     n, p, d, r = (100_000, 100, 1000, 5) if quick else (1_000_000, 100, 1000, 5)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "forest.npz"
@@ -543,7 +548,7 @@ def section_forest(quick: bool, deadline: float, boosting_reserve: float) -> str
             results.append(_forest_child("cuda", 100, path, min(300.0, 0.5 * left())))
         # CPU: as many trees as the remaining budget allows (timed per tree)
         cpu_trees = 2 if not quick else 10
-        results.append(_forest_child("cpu", cpu_trees, path, max(0.0, left() - boosting_reserve)))
+        results.append(_forest_child("cpu", cpu_trees, path, max(0.0, left() - reserve)))
     rows = []
     per_tree: dict[str, float] = {}
     for res in results:
@@ -566,7 +571,58 @@ def section_forest(quick: bool, deadline: float, boosting_reserve: float) -> str
 
 
 # --------------------------------------------------------------------------
-# 7. boosting fit
+# 7. issue 5's forests at ten times the rows
+# --------------------------------------------------------------------------
+
+
+def section_forest_rows(quick: bool, deadline: float, reserve: float,
+                        devices: str = "cuda,cpu") -> str:
+    """``bench/forest.py`` at ten times the rows (twice with ``quick``), GPU against CPU path.
+
+    ``devices`` names gpurpo's two devices, the first fitting the full forest
+    (``"cpu,cpu"`` tries the section on a machine without a GPU).
+    """
+    factor, trees, cpu_trees = (2, 20, 2) if quick else (10, 100, 4)
+    timeout = min(360.0, deadline - time.perf_counter() - reserve)
+    if timeout < 30:
+        return "Not run: no time left in the budget.\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "forest.json"
+        cmd = [sys.executable, str(ROOT / "bench" / "forest.py"), "--rows-factor", str(factor),
+               "--devices", devices, "--trees", str(trees), "--cpu-trees", str(cpu_trees),
+               "--skip-proj", "--skip-full", "--n-jobs", "-1", "--output", str(path)]
+        if quick:
+            cmd.append("--quick")
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            return f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-3000:]}\n```\n"
+        if proc.returncode != 0 or not path.exists():
+            return (f"FAILED (exit {proc.returncode})\n\n```\n"
+                    f"{(proc.stdout + proc.stderr)[-3000:]}\n```\n")
+        results = json.loads(path.read_text())
+    rows = []
+    for res in results:
+        gpu_tree = res["gpurpo_fit_s"] / res["gpurpo_trees"]
+        cpu_tree = res["gpurpo_1_cpu_fit_s"] / res["gpurpo_1_cpu_trees"]
+        rows.append({
+            "data": res["dataset"], "n train": res["n_train"], "p": res["p"], "d": res["d"],
+            "GPU trees": res["gpurpo_trees"], "GPU s per tree": gpu_tree,
+            "GPU test LRAP": res["gpurpo_lrap"],
+            "CPU trees": res["gpurpo_1_cpu_trees"], "CPU s per tree": cpu_tree,
+            "CPU test LRAP": res["gpurpo_1_cpu_lrap"],
+            "GPU speed-up per tree": cpu_tree / gpu_tree,
+        })
+    return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: gpurpo's forests of issue 5 "
+            f"(Gaussian m = round(ln d), max_features = sqrt, fully grown, bootstrap) at {factor}x "
+            f"the rows; the CPU path on all {os.cpu_count()} host cores with fewer trees (its "
+            f"LRAP is that of fewer trees). One process, same data.\n\n" + _table(rows))
+
+
+# --------------------------------------------------------------------------
+# 8. boosting fit
 # --------------------------------------------------------------------------
 
 _BOOST_CHILD = """
@@ -649,7 +705,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"), help="report folder")
     parser.add_argument("--budget", type=float, default=TOTAL_BUDGET_S,
                         help=f"seconds for the whole run (default {TOTAL_BUDGET_S}); the tests "
-                             "get at most 40 %% of it, the boosting section 25 %%")
+                             "get at most 40 %% of it, the boosting section 25 %%, the "
+                             "forests at ten times the rows 20 %%")
     args = parser.parse_args(argv)
     if args.budget < 60:
         parser.error(f"--budget must be at least 60 seconds, got {args.budget}")
@@ -669,8 +726,12 @@ def main(argv: list[str] | None = None) -> int:
         report.run("Device-to-host transfers during a tree fit",
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))
+        reserve = (BOOSTING_RESERVE + ROWS_RESERVE) * args.budget
         report.run("Forest fit, GPU vs CPU", lambda: section_forest(args.quick, deadline,
-                                                                BOOSTING_RESERVE * args.budget))
+                                                                reserve))
+        report.run("Forests at ten times the rows (issue 5), GPU vs CPU",
+                   lambda: section_forest_rows(args.quick, deadline,
+                                               BOOSTING_RESERVE * args.budget))
         report.run("Boosting fit, GPU vs CPU", lambda: section_boosting(args.quick, deadline))
     device = (state.get("device") or {}).get("name", "no-gpu")
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")

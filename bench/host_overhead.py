@@ -2,7 +2,7 @@
 
 On CuPy, trees grow level by level: nodes of up to 256 samples go to the
 small-node kernel, larger ones to histograms, and nodes of up to
-``subtree_size`` samples (the CUDA default: 1024 for p = 100) are grown to
+``subtree_size`` samples (the CUDA default: 128 for p = 100) are grown to
 completion by one ``tree_grow_subtrees`` launch. Between kernels, the host
 keeps the node tables, partitions, and builds the trees (``finish``). That
 host code is the same on every backend. This script runs the same path on

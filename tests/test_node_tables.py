@@ -1,11 +1,17 @@
-"""The grower's host node-table helpers against NumPy formulations."""
+"""The host node-table helpers (grower, tree packing) against NumPy formulations."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gpurpo.tree._node_tables import absorb_subtrees, number_nodes, sum_internal_weights
+from gpurpo.tree._node_tables import (
+    absorb_subtrees,
+    leaf_table,
+    number_nodes,
+    sum_internal_weights,
+)
+from gpurpo.tree.predictor import TreeStructure, pack_trees
 
 
 def _random_forest_tables(rng, n_trees=3, n_splits=40):
@@ -124,3 +130,74 @@ def test_absorb_subtrees_numbers_and_links_the_new_nodes():
         assert T["gain"][g] == -np.inf
     np.testing.assert_array_equal(T["seed"][3:7], 0)
     assert T["tree"][7] == 9  # untouched room
+
+
+def _random_structure(rng, n_nodes):
+    # a lone root is a leaf; packing does not need the children to form a tree
+    leaf = rng.random(n_nodes) < 0.5
+    leaf[0] = n_nodes == 1
+    children = np.where(leaf[:, None], -1, rng.integers(0, n_nodes, (n_nodes, 2))).astype(np.int32)
+    leaf_index = np.full(n_nodes, -1, dtype=np.int32)
+    leaf_index[leaf] = rng.permutation(int(leaf.sum()))
+    threshold = np.where(leaf, np.nan, rng.standard_normal(n_nodes))
+    threshold[rng.random(n_nodes) < 0.05] = np.inf
+    threshold[rng.random(n_nodes) < 0.05] = -np.inf
+    return TreeStructure(
+        children_left=children[:, 0], children_right=children[:, 1],
+        feature=np.where(leaf, -1, rng.integers(0, 9, n_nodes)).astype(np.int32),
+        threshold=threshold, bin=np.zeros(n_nodes, np.int32),
+        missing_go_left=rng.integers(0, 2, n_nodes).astype(np.uint8), leaf_index=leaf_index,
+        n_node_samples=np.ones(n_nodes, np.int64), weighted_n_node_samples=np.ones(n_nodes),
+        gain=np.zeros(n_nodes), depth=np.zeros(n_nodes, np.int32),
+    )
+
+
+@pytest.mark.parametrize("explicit_leaf_offsets", [False, True])
+def test_pack_trees_equals_numpy_concatenation(explicit_leaf_offsets):
+    # reference: the trees' arrays concatenated with NumPy, children and leaf rows shifted
+    rng = np.random.default_rng(5)
+    trees = [_random_structure(rng, n) for n in (1, 7, 40, 301)]
+    node_offsets = np.cumsum([0] + [t.node_count for t in trees])[:-1]
+    n_leaves = [int((t.feature < 0).sum()) for t in trees]
+    leaf_offsets = (np.array([3, 100, 7, 500]) if explicit_leaf_offsets
+                    else np.cumsum([0] + n_leaves)[:-1])
+    packed = pack_trees(trees, leaf_offsets=leaf_offsets if explicit_leaf_offsets else None)
+
+    def shifted(name, offsets):
+        return np.concatenate([np.where(getattr(t, name) >= 0, getattr(t, name) + o, -1)
+                               for t, o in zip(trees, offsets)])
+
+    np.testing.assert_array_equal(packed.feature, np.concatenate([t.feature for t in trees]))
+    np.testing.assert_array_equal(
+        packed.threshold, np.nan_to_num(np.concatenate([t.threshold for t in trees]), nan=0.0))
+    np.testing.assert_array_equal(packed.missing_go_left,
+                                  np.concatenate([t.missing_go_left for t in trees]))
+    np.testing.assert_array_equal(packed.left, shifted("children_left", node_offsets))
+    np.testing.assert_array_equal(packed.right, shifted("children_right", node_offsets))
+    np.testing.assert_array_equal(packed.leaf_row, shifted("leaf_index", leaf_offsets))
+    np.testing.assert_array_equal(packed.roots, node_offsets)
+    assert packed.left.dtype == packed.right.dtype == packed.leaf_row.dtype == np.int32
+    assert packed.threshold.dtype == np.float64 and packed.missing_go_left.dtype == np.uint8
+
+
+def test_leaf_table_equals_numpy_selection():
+    tree, left, right = _random_forest_tables(np.random.default_rng(8))
+    size = len(tree)
+    is_leaf = left < 0
+    leaf_index = np.empty(size, np.int32)
+    number_nodes(tree, is_leaf, leaf_index, np.empty(size, np.int64), np.empty(size, np.int64),
+                 np.empty(3, np.int64))
+    rng = np.random.default_rng(9)
+    start = rng.integers(0, 1000, size)
+    stop = start + rng.integers(1, 50, size)
+    feature = rng.integers(0, 5, size).astype(np.int32)
+    expected_feature = np.where(is_leaf, -1, feature)
+    ids, leaf_start, leaf_length, leaf_tree, leaf_rank = leaf_table(
+        left, feature, tree, start, stop, leaf_index)
+    expected_ids = np.flatnonzero(is_leaf)
+    np.testing.assert_array_equal(ids, expected_ids)
+    np.testing.assert_array_equal(leaf_start, start[expected_ids])
+    np.testing.assert_array_equal(leaf_length, (stop - start)[expected_ids])
+    np.testing.assert_array_equal(leaf_tree, tree[expected_ids])
+    np.testing.assert_array_equal(leaf_rank, leaf_index[expected_ids])
+    np.testing.assert_array_equal(feature, expected_feature)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["number_nodes", "sum_internal_weights", "absorb_subtrees"]
+__all__ = ["number_nodes", "sum_internal_weights", "absorb_subtrees", "leaf_table", "pack_tree"]
 
 
 @njit(cache=True, nogil=True)
@@ -136,3 +136,72 @@ def absorb_subtrees(
                 n_right[g] = -1
         nxt += c - 1
     return nxt - first_new
+
+
+@njit(cache=True, nogil=True)
+def pack_tree(feature, threshold, missing_go_left, children_left, children_right, leaf_index,
+              node_offset, leaf_offset, out_feature, out_threshold, out_missing_go_left,
+              out_left, out_right, out_leaf_row):
+    """Copy one tree's node arrays into the packed arrays, from ``node_offset`` on.
+
+    Children become global node ids (``+ node_offset``, -1 kept), leaf
+    indices global leaf rows (``+ leaf_offset``, -1 kept), and thresholds
+    finite (NaN to 0, infinities to the largest finite doubles, as
+    ``numpy.nan_to_num``). Returns the tree's number of leaves.
+    """
+    big = np.finfo(np.float64).max
+    leaves = 0
+    for i in range(feature.shape[0]):
+        j = node_offset + i
+        out_feature[j] = feature[i]
+        t = threshold[i]
+        if np.isnan(t):
+            t = 0.0
+        elif t == np.inf:
+            t = big
+        elif t == -np.inf:
+            t = -big
+        out_threshold[j] = t
+        out_missing_go_left[j] = missing_go_left[i]
+        c = children_left[i]
+        out_left[j] = c + node_offset if c >= 0 else -1
+        c = children_right[i]
+        out_right[j] = c + node_offset if c >= 0 else -1
+        r = leaf_index[i]
+        out_leaf_row[j] = r + leaf_offset if r >= 0 else -1
+        if feature[i] < 0:
+            leaves += 1
+    return leaves
+
+
+@njit(cache=True, nogil=True)
+def leaf_table(left, feature, tree, start, stop, leaf_index):
+    """The leaves of the node tables, in node order, and their sample ranges.
+
+    Sets ``feature`` to -1 at every leaf (``left < 0``) and returns
+    ``(leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank)``: the
+    leaves' node ids, the start and length of their ranges in the sample
+    buffer, their trees and their ``leaf_index`` (rank among the tree's
+    leaves, from :func:`number_nodes`).
+    """
+    n_leaves = 0
+    for g in range(left.shape[0]):
+        if left[g] < 0:
+            n_leaves += 1
+    leaf_ids = np.empty(n_leaves, dtype=np.int64)
+    leaf_start = np.empty(n_leaves, dtype=np.int64)
+    leaf_length = np.empty(n_leaves, dtype=np.int64)
+    leaf_tree = np.empty(n_leaves, dtype=np.int64)
+    leaf_rank = np.empty(n_leaves, dtype=np.int32)
+    j = 0
+    for g in range(left.shape[0]):
+        if left[g] >= 0:
+            continue
+        feature[g] = -1
+        leaf_ids[j] = g
+        leaf_start[j] = start[g]
+        leaf_length[j] = stop[g] - start[g]
+        leaf_tree[j] = tree[g]
+        leaf_rank[j] = leaf_index[g]
+        j += 1
+    return leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank

@@ -87,11 +87,16 @@ import numpy as np
 from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._kernels_cpu import gather_tree_arrays
-from gpurpo.tree._node_tables import absorb_subtrees, number_nodes, sum_internal_weights
+from gpurpo.tree._node_tables import (
+    absorb_subtrees,
+    leaf_table,
+    number_nodes,
+    sum_internal_weights,
+)
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import child_seed, feistel_params, feature_table, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
-from gpurpo.tree.predictor import TreeStructure
+from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
 
 __all__ = [
@@ -719,7 +724,6 @@ class _Grower:
         nodes = self.nodes
         size = nodes.size
         is_leaf = nodes.left[:size] < 0
-        nodes.feature[:size][is_leaf] = -1
         tree = nodes.tree[:size]
         # Leaf and node numbering per tree, in node order; nodes grouped by tree.
         leaf_index = np.empty(size, dtype=np.int32)
@@ -728,14 +732,21 @@ class _Grower:
         tree_counts = np.empty(self.n_trees, dtype=np.int64)
         number_nodes(tree, is_leaf, leaf_index, local_id, node_order, tree_counts)
         structures: list[TreeStructure] = []
-        leaf_ids = np.flatnonzero(is_leaf)
+        # the leaves (their feature set to -1) with their sample ranges, in one pass
+        leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank = leaf_table(
+            nodes.left[:size], nodes.feature[:size], tree, nodes.start[:size],
+            nodes.stop[:size], leaf_index,
+        )
         # Per-sample leaves.
         leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
         if len(leaf_ids):
-            pos, node_of, _ = self._segments(nodes.start[leaf_ids], nodes.stop[leaf_ids])
+            pos, node_of = segment_positions(
+                xp, self._dev(leaf_start, xp.int64), self._dev(leaf_length, xp.int64),
+                int(leaf_length.sum()),
+            )
             samples = self.sample_indices[pos].astype(xp.int64)
-            t_of = self._dev(tree[leaf_ids], xp.int64)[node_of]
-            leaf_of_sample[t_of, samples] = self._dev(leaf_index[leaf_ids], xp.int32)[node_of]
+            t_of = self._dev(leaf_tree, xp.int64)[node_of]
+            leaf_of_sample[t_of, samples] = self._dev(leaf_rank, xp.int32)[node_of]
         # Weighted sample counts: leaves from the weights, internal nodes bottom-up.
         weighted = np.zeros(size, dtype=np.float64)
         if len(leaf_ids):
@@ -747,19 +758,7 @@ class _Grower:
         if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
             raise RuntimeError("node table corrupted: a child's id is not above its parent's")
         tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
-        arrays = {
-            "children_left": np.empty(size, dtype=np.int32),
-            "children_right": np.empty(size, dtype=np.int32),
-            "feature": np.empty(size, dtype=np.int32),
-            "threshold": np.empty(size, dtype=np.float64),
-            "bin": np.empty(size, dtype=np.int32),
-            "missing_go_left": np.empty(size, dtype=np.uint8),
-            "leaf_index": np.empty(size, dtype=np.int32),
-            "n_node_samples": np.empty(size, dtype=np.int64),
-            "weighted_n_node_samples": np.empty(size, dtype=np.float64),
-            "gain": np.empty(size, dtype=np.float64),
-            "depth": np.empty(size, dtype=np.int32),
-        }
+        arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
         thresholds = np.ascontiguousarray(self.binned.thresholds_host, dtype=np.float64)
         cpu_helper(gather_tree_arrays)(
             node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],

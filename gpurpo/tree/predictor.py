@@ -24,9 +24,11 @@ import numpy as np
 
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels
+from gpurpo.tree._node_tables import pack_tree
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 
 __all__ = [
+    "STRUCTURE_DTYPES",
     "TreeStructure",
     "Tree",
     "PackedTrees",
@@ -37,6 +39,33 @@ __all__ = [
 ]
 
 _ROW_CHUNK_CELLS = 1 << 24
+
+
+#: dtypes of the node arrays of a :class:`TreeStructure`, by field
+STRUCTURE_DTYPES = {
+    "children_left": np.int32,
+    "children_right": np.int32,
+    "feature": np.int32,
+    "threshold": np.float64,
+    "bin": np.int32,
+    "missing_go_left": np.uint8,
+    "leaf_index": np.int32,
+    "n_node_samples": np.int64,
+    "weighted_n_node_samples": np.float64,
+    "gain": np.float64,
+    "depth": np.int32,
+}
+
+#: dtypes of the concatenated node arrays of :class:`PackedTrees` written by
+#: :func:`pack_trees`
+_PACKED_DTYPES = {
+    "feature": np.int32,
+    "threshold": np.float64,
+    "missing_go_left": np.uint8,
+    "left": np.int32,
+    "right": np.int32,
+    "leaf_row": np.int32,
+}
 
 
 @dataclass
@@ -138,45 +167,32 @@ class PackedTrees:
 def pack_trees(
     structures: Sequence[TreeStructure], leaf_offsets: Sequence[int] | None = None
 ) -> PackedTrees:
-    """Concatenate the node arrays of several trees (see :class:`PackedTrees`)."""
+    """Concatenate the node arrays of several trees (see :class:`PackedTrees`).
+
+    One pass per tree (:func:`gpurpo.tree._node_tables.pack_tree`) writes
+    every packed array, with children and leaf rows shifted to global ids.
+    ``leaf_offsets`` gives each tree's first leaf row; by default the trees'
+    leaves follow each other.
+    """
     counts = np.array([s.node_count for s in structures], dtype=np.int64)
     node_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    if leaf_offsets is None:
-        n_leaves = np.array([s.n_leaves for s in structures], dtype=np.int64)
-        leaf_offsets = np.concatenate([[0], np.cumsum(n_leaves)[:-1]])
     total_nodes = int(counts.sum())
     if total_nodes >= 2**31:
         raise ValueError(
             f"too many nodes to pack ({total_nodes}); predict with fewer trees at once"
         )
-
-    def cat(name: str) -> np.ndarray:
-        return np.concatenate([getattr(s, name) for s in structures])
-
-    def shifted(name: str) -> np.ndarray:
-        return np.concatenate(
-            [
-                np.where(getattr(s, name) >= 0, getattr(s, name) + off, -1)
-                for s, off in zip(structures, node_offsets)
-            ]
+    out = {name: np.empty(total_nodes, dtype=dtype) for name, dtype in _PACKED_DTYPES.items()}
+    leaf_start = 0
+    for t, s in enumerate(structures):
+        if leaf_offsets is not None:
+            leaf_start = int(leaf_offsets[t])
+        leaves = pack_tree(
+            s.feature, s.threshold, s.missing_go_left, s.children_left, s.children_right,
+            s.leaf_index, int(node_offsets[t]), leaf_start, out["feature"], out["threshold"],
+            out["missing_go_left"], out["left"], out["right"], out["leaf_row"],
         )
-
-    leaf_row = np.concatenate(
-        [
-            np.where(s.leaf_index >= 0, s.leaf_index + off, -1)
-            for s, off in zip(structures, leaf_offsets)
-        ]
-    )
-    return PackedTrees(
-        feature=cat("feature").astype(np.int32),
-        threshold=np.nan_to_num(cat("threshold"), nan=0.0).astype(np.float64),
-        missing_go_left=cat("missing_go_left").astype(np.uint8),
-        left=shifted("children_left").astype(np.int32),
-        right=shifted("children_right").astype(np.int32),
-        roots=node_offsets.astype(np.int32),
-        leaf_row=leaf_row.astype(np.int32),
-        node_offsets=node_offsets,
-    )
+        leaf_start += leaves
+    return PackedTrees(roots=node_offsets.astype(np.int32), node_offsets=node_offsets, **out)
 
 
 def _row_chunks(X: Any, backend: Backend) -> Any:

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
+from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
 
 __all__ = ["LeafValues", "leaf_values", "stack_leaf_values"]
 
@@ -97,6 +99,13 @@ def leaf_values(
     inv = xp.where(w_leaf > 0, 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0), 0.0)
     sparse_y = backend.issparse(Y)
     sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
+    if sparse_out and backend.name == "numpy":
+        Yc = (Y if sparse_y else sp.csr_matrix(Y)).tocsr()
+        indptr, indices, data = leaf_values_csr(
+            leaf, w * inv[np.where(inside, leaf, 0)], Yc.indptr, Yc.indices, Yc.data,
+            int(n_leaves), int(Y.shape[1]),
+        )
+        return LeafValues(sp.csr_matrix((data, indices, indptr), shape=(int(n_leaves), Y.shape[1])))
     if sparse_out:
         rows = xp.nonzero(inside)[0]
         indicator = backend.sparse.csr_matrix(
@@ -126,6 +135,9 @@ def stack_leaf_values(parts: list[LeafValues], backend: Backend) -> tuple[Any, n
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     arrays = [p.to(backend).values for p in parts]
     if any(p.is_sparse for p in parts):
-        mats = [a if _is_sparse(a) else backend.sparse.csr_matrix(a) for a in arrays]
+        mats = [a.tocsr() if _is_sparse(a) else backend.sparse.csr_matrix(a) for a in arrays]
+        if backend.name == "numpy":
+            shape = (int(sizes.sum()), int(mats[0].shape[1]))
+            return sp.csr_matrix(stack_csr_arrays(mats), shape=shape), offsets
         return backend.sparse.vstack(mats, format="csr"), offsets
     return xp.concatenate(arrays, axis=0), offsets

@@ -1,0 +1,119 @@
+"""Sparse leaf values on the host: one numba pass per tree instead of a SciPy product.
+
+The sparse leaf values of a tree are ``A^T diag(s) Y``, with ``A`` the (n x L)
+sample-leaf indicator and ``s_i = w_i / W_leaf(i)`` (:mod:`gpurpo.tree.leaves`).
+Through SciPy this takes an indicator matrix, a sparse product, a
+duplicate-summing pass and an index sort per tree, then a ``vstack`` of the
+trees of a batch. Here Gustavson's row-by-row product (Gustavson 1978, "Two
+fast algorithms for sparse matrices: multiplication and permuted
+transposition") runs over the samples grouped by leaf, with a dense
+accumulator of ``d`` entries: for each leaf, the rows of its samples are
+added in increasing sample order (the order of SciPy's product, so the same
+sums bit for bit), and the labels touched are emitted sorted, exact zeros
+dropped (as SciPy's product does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["leaf_values_csr", "stack_csr_arrays"]
+
+
+@njit(cache=True, nogil=True)
+def _sort_small(a, n):
+    # insertion sort of a[:n], for the few labels of a small leaf
+    for i in range(1, n):
+        v = a[i]
+        j = i - 1
+        while j >= 0 and a[j] > v:
+            a[j + 1] = a[j]
+            j -= 1
+        a[j + 1] = v
+
+
+@njit(cache=True, nogil=True)
+def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_outputs):
+    """CSR arrays of ``A^T diag(scale) Y`` for ``Y`` in CSR (``indptr``, ``indices``, ``data``).
+
+    Parameters
+    ----------
+    leaf_of_sample : int array (n,)
+        Leaf of each sample, -1 when the sample is not in the tree.
+    scale : float64 array (n,)
+        Factor of each sample's row (its weight over its leaf's weight).
+    indptr, indices, data : CSR arrays of Y (n, n_outputs)
+    n_leaves, n_outputs : int
+
+    Returns
+    -------
+    (out_indptr int64 (n_leaves + 1,), out_indices int32, out_data float64): row ``l``
+    holds the nonzero sums of leaf ``l``, its column indices increasing.
+    """
+    n = leaf_of_sample.shape[0]
+    # samples grouped by leaf, increasing within each leaf (a stable counting sort)
+    first = np.zeros(n_leaves + 1, dtype=np.int64)
+    for i in range(n):
+        leaf = leaf_of_sample[i]
+        if leaf >= 0:
+            first[leaf + 1] += 1
+    for leaf in range(n_leaves):
+        first[leaf + 1] += first[leaf]
+    members = np.empty(first[n_leaves], dtype=np.int64)
+    fill = first[:n_leaves].copy()
+    for i in range(n):
+        leaf = leaf_of_sample[i]
+        if leaf >= 0:
+            members[fill[leaf]] = i
+            fill[leaf] += 1
+    # a bound on the output size: every label of every member
+    bound = 0
+    for q in range(members.shape[0]):
+        i = members[q]
+        bound += indptr[i + 1] - indptr[i]
+    out_indptr = np.zeros(n_leaves + 1, dtype=np.int64)
+    out_indices = np.empty(bound, dtype=np.int32)
+    out_data = np.empty(bound, dtype=np.float64)
+    sums = np.zeros(n_outputs, dtype=np.float64)
+    seen = np.zeros(n_outputs, dtype=np.bool_)
+    touched = np.empty(n_outputs, dtype=np.int64)
+    nnz = 0
+    for leaf in range(n_leaves):
+        n_touched = 0
+        for q in range(first[leaf], first[leaf + 1]):
+            i = members[q]
+            s = scale[i]
+            for r in range(indptr[i], indptr[i + 1]):
+                k = indices[r]
+                if not seen[k]:
+                    seen[k] = True
+                    touched[n_touched] = k
+                    n_touched += 1
+                sums[k] += s * np.float64(data[r])
+        if n_touched <= 32:
+            _sort_small(touched, n_touched)
+        else:
+            touched[:n_touched].sort()
+        for t in range(n_touched):
+            k = touched[t]
+            if sums[k] != 0.0:
+                out_indices[nnz] = k
+                out_data[nnz] = sums[k]
+                nnz += 1
+            sums[k] = 0.0
+            seen[k] = False
+        out_indptr[leaf + 1] = nnz
+    return out_indptr, out_indices[:nnz].copy(), out_data[:nnz].copy()
+
+
+def stack_csr_arrays(parts: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, indices, indptr) of the SciPy CSR matrices ``parts`` stacked by rows."""
+    offsets = np.cumsum([0] + [int(p.indptr[-1]) for p in parts])
+    indptr = np.concatenate(
+        [np.zeros(1, dtype=np.int64)]
+        + [p.indptr[1:].astype(np.int64) + off for p, off in zip(parts, offsets[:-1])]
+    )
+    indices = np.concatenate([p.indices for p in parts])
+    data = np.concatenate([p.data for p in parts])
+    return data, indices, indptr

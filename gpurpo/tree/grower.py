@@ -339,16 +339,6 @@ class _Grower:
     def _dev(self, a: np.ndarray, dtype: Any) -> Any:
         return self.backend.asarray(np.ascontiguousarray(a), dtype=dtype)
 
-    def _segments(self, starts: np.ndarray, stops: np.ndarray) -> tuple[Any, Any, Any]:
-        """Buffer positions of the nodes' samples, the node of each, offsets."""
-        xp = self.xp
-        lengths = stops - starts
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        pos, node_of = segment_positions(
-            xp, self._dev(starts, xp.int64), self._dev(lengths, xp.int64), int(lengths.sum())
-        )
-        return pos, node_of, offsets
-
     def _node_stats(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(impure, Q): targets not all identical; ``Q = sum w ||y||^2`` (host arrays)."""
         xp = self.xp

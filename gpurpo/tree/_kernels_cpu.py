@@ -191,6 +191,29 @@ def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
 
 
 @njit(inline="always", cache=True)
+def _missing_right_flag(WL, W, n_miss):
+    """``missing_left`` of a split point whose missing values (if any) go right.
+
+    Without missing values in the node, missing values met at prediction
+    follow the heavier side.
+    """
+    if n_miss == 0:
+        return 1 if WL >= W - WL else 0
+    return 0
+
+
+@njit(inline="always", cache=True)
+def _keep_better(g, b, missing_left, best_gain, best_b, best_ml):
+    """The split point ``(g, b, missing_left)`` if its gain is strictly larger, else the best.
+
+    Strictly: among equal gains of one feature, the first scanned stays.
+    """
+    if g > best_gain:
+        return g, b, missing_left
+    return best_gain, best_b, best_ml
+
+
+@njit(inline="always", cache=True)
 def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                   min_samples_leaf, random_split, cut):
     """Best split point of one feature of a sorted node whose targets have 8 padded channels.
@@ -233,13 +256,8 @@ def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S
             continue
         if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
             g = _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
-            if g > best_gain:
-                best_gain = g
-                best_b = b
-                if n_miss == 0:
-                    best_ml = 1 if WL >= W - WL else 0
-                else:
-                    best_ml = 0
+            best_gain, best_b, best_ml = _keep_better(
+                g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
         if n_miss > 0 and not at_end:
             nLm = nL + n_miss
             if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
@@ -260,10 +278,7 @@ def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S
                 l5 -= MS[5]
                 l6 -= MS[6]
                 l7 -= MS[7]
-                if g > best_gain:
-                    best_gain = g
-                    best_b = b
-                    best_ml = 1
+                best_gain, best_b, best_ml = _keep_better(g, b, 1, best_gain, best_b, best_ml)
     return best_gain, best_b, best_ml
 
 
@@ -499,13 +514,8 @@ def _eval_node(
                 # missing values to the right
                 if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
                     g = _gain(WL, LS, W, S, m, parent)
-                    if g > best_gain:
-                        best_gain = g
-                        best_b = b
-                        if n_miss == 0:
-                            best_ml = 1 if WL >= W - WL else 0
-                        else:
-                            best_ml = 0
+                    best_gain, best_b, best_ml = _keep_better(
+                        g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
                 # missing values to the left
                 if n_miss > 0 and not at_end:
                     nLm = nL + n_miss
@@ -515,10 +525,8 @@ def _eval_node(
                         g = _gain(WL + Wm, LS, W, S, m, parent)
                         for c in range(mp):
                             LS[c] -= MS[c]
-                        if g > best_gain:
-                            best_gain = g
-                            best_b = b
-                            best_ml = 1
+                        best_gain, best_b, best_ml = _keep_better(
+                            g, b, 1, best_gain, best_b, best_ml)
         cand_f[found - 1] = f
         cand_g[found - 1] = best_gain
         cand_b[found - 1] = best_b

@@ -20,6 +20,7 @@ sample is a split point: an upper bound of the work per sample.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
 import types
@@ -51,27 +52,39 @@ def make_bench(kernels: types.ModuleType, p: int, k: int, m: int, pool: int):
         raise SystemExit("--source predates the feature-order helpers of "
                          "gpurpo/tree/_random.py that this tree's kernels call")
     feistel = kernels.feistel_params
-    @numba.njit
-    def bench(block, cols, thresholds, ns, reps):
-        (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-         cand_f, cand_g, cand_b, cand_ml) = scratch(pool, mp, 256, k)
-        for a in range(pool):
-            w[a] = 1.0 + (a % 3)
-            for c in range(m):
-                y[a, c] = np.float32(np.sin(a * 7.0 + c))
-                wy[a, c] = w[a] * y[a, c]
-        first, second = feistel(p)
-        total = 0.0
-        for r in range(reps):
-            a0 = (r * ns) % (pool - ns)
-            f, b, ml, g = eval_node(
-                block, cols, a0, ns, w, wy, y, a0, np.uint64(r), k, 1, 0, 255, 1e-9,
-                thresholds, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-                perm, cand_f, cand_g, cand_b, cand_ml, m,
-            )
-            total += g
-        return total
-
+    # sources from session 9 on take the rows of the node's data (here the identity,
+    # cols) and more scratch buffers (after cand_ml) than the sixteen of earlier ones:
+    # the loop is generated for the source's signature
+    names = list(inspect.signature(eval_node.py_func).parameters)
+    rows = "cols, " if "rows" in names else ""
+    n_extra = len(names) - names.index("cand_ml") - 2
+    extra = "".join(f"buffers[{16 + i}], " for i in range(n_extra))
+    text = f"""
+def bench(block, cols, thresholds, ns, reps):
+    buffers = scratch(pool, mp, 256, k)
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml) = buffers[:16]
+    for a in range(pool):
+        w[a] = 1.0 + (a % 3)
+        for c in range(m):
+            y[a, c] = np.float32(np.sin(a * 7.0 + c))
+            wy[a, c] = w[a] * y[a, c]
+    first, second = feistel(p)
+    total = 0.0
+    for r in range(reps):
+        a0 = (r * ns) % (pool - ns)
+        f, b, ml, g = eval_node(
+            block, cols, a0, ns, w, wy, y, {rows}a0, np.uint64(r), k, 1, 0, 255, 1e-9,
+            thresholds, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+            perm, cand_f, cand_g, cand_b, cand_ml, {extra}m,
+        )
+        total += g
+    return total
+"""
+    namespace = {"np": np, "scratch": scratch, "eval_node": eval_node, "feistel": feistel,
+                 "pool": pool, "mp": mp, "k": k, "m": m, "p": p}
+    exec(text, namespace)
+    bench = numba.njit(namespace["bench"])
     return bench
 
 

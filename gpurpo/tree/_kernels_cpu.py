@@ -11,7 +11,9 @@ re-association.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from gpurpo.tree._random import (
     N_ROUNDS,
@@ -40,16 +42,36 @@ __all__ = [
 ]
 
 # Nodes with at most SORT_LIMIT samples sort their codes (by ranks up to
-# RANK_LIMIT samples, a stable counting sort above) and scan the samples in
+# RANK_LIMIT samples, a stable bucket sort above) and scan the samples in
 # that order, instead of filling and scanning a per-bin table: a node of 33 to 256
 # samples spreads over most of the 255 bins, and the table scan cost more than the
 # sort (subtree kernel: 32 -> 128, -8 % on the mediamill- and delicious-shaped
 # forests; 128 -> 256: 0 % to -10 % in in-process A/B runs of the subtree kernel,
-# bench/experiments/subtree_kernel_ab.py; 384 no better).
+# bench/experiments/subtree_kernel_ab.py; 384 no better). The bucket sort visits
+# only the occupied bins, where a counting sort's prefix and clearing passes
+# spanned the whole occupied range (A/B, two compiled copies each: subtree kernel
+# -6 % on delicious-shaped, -18 % on mediamill-shaped trees).
 SORT_LIMIT = 256
 RANK_LIMIT = 32
+# Sorted nodes of at least VECTOR_SCAN_MIN samples without missing values are
+# scanned by _scan_sorted_vector (gains computed by vectorised loops): with the
+# bucket sort, -11 % (delicious-shaped) and -23 % (mediamill-shaped) on the
+# subtree kernel against session 8's kernel; from 2 samples on, 3 to 6 % less gain.
+VECTOR_SCAN_MIN = 16
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256
+
+
+@intrinsic
+def _count_trailing_zeros(typingctx, bits):
+    """Index of the lowest set bit of a nonzero uint64 (LLVM ``cttz``: one instruction)."""
+    if bits != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return types.uint64(types.uint64), codegen
 
 
 @njit(parallel=True, cache=True)
@@ -214,12 +236,13 @@ def _keep_better(g, b, missing_left, best_gain, best_b, best_ml):
 
 
 @njit(inline="always", cache=True)
-def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                   min_samples_leaf, random_split, cut):
     """Best split point of one feature of a sorted node whose targets have 8 padded channels.
 
     The scan of ``_eval_node`` over the samples in code order (``order``,
-    ``code_buf``; the first ``nn`` are not missing), with the running left
+    ``code_buf``; the first ``nn`` are not missing; data rows
+    ``rows[d0 + order[a]]``), with the running left
     sums in eight scalars instead of an array, which the compiler must keep
     in memory: the same additions in the same order, so the same bits
     (including the ``LS += MS; LS -= MS`` round trip of the missing-left
@@ -232,7 +255,7 @@ def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S
     best_b = 0
     best_ml = 0
     for a in range(nn):
-        idx = d0 + order[a]
+        idx = rows[d0 + order[a]]
         b = code_buf[a]
         WL += w[idx]
         nL += 1
@@ -282,20 +305,122 @@ def _scan_sorted8(order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S
     return best_gain, best_b, best_ml
 
 
+@njit(cache=True, error_model="numpy")
+def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, min_samples_leaf,
+                        scan):
+    """Best split point of one feature of a sorted node without missing values.
+
+    The best-split scan of ``_eval_node`` in three passes, so that the gains
+    of all split points are computed by loops over positions that vectorise
+    (the divisions included), where the one-pass scan evaluates each gain
+    with a chain of dependent scalar operations:
+
+    1. the left sums after each position, in code order (``scan[c, a]``
+       for channel ``c``, ``scan[mp, a]`` for the weight), added in the
+       order of the one-pass scan;
+    2. for the positions ``a`` whose left side satisfies
+       ``min_samples_leaf`` on both sides, the gain of the split after
+       ``a``, by the formula of ``_gain`` with its operations in its order
+       (``scan[mp + 1]`` and ``scan[mp + 2]`` hold the two squared norms,
+       then the gain), so every gain has the same bits as in the one-pass
+       scan;
+    3. the first largest gain among the positions where the code changes.
+
+    Compiled with numpy's error model: a division by zero (a right side whose
+    weight is lost to rounding against the node's) gives an infinite gain, as
+    in the CUDA twin, instead of raising, which would stop the loops from
+    vectorising. Returns (gain, bin, missing_left) as ``_scan_sorted8``.
+    """
+    mp = wy.shape[1]
+    weight = scan[mp]
+    WL = 0.0
+    if mp == 8:
+        l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+        for a in range(ns):
+            idx = rows[d0 + order[a]]
+            WL += w[idx]
+            l0 += wy[idx, 0]
+            l1 += wy[idx, 1]
+            l2 += wy[idx, 2]
+            l3 += wy[idx, 3]
+            l4 += wy[idx, 4]
+            l5 += wy[idx, 5]
+            l6 += wy[idx, 6]
+            l7 += wy[idx, 7]
+            weight[a] = WL
+            scan[0, a] = l0
+            scan[1, a] = l1
+            scan[2, a] = l2
+            scan[3, a] = l3
+            scan[4, a] = l4
+            scan[5, a] = l5
+            scan[6, a] = l6
+            scan[7, a] = l7
+    else:
+        for a in range(ns):
+            WL += w[rows[d0 + order[a]]]
+            weight[a] = WL
+        for c in range(m):
+            prefix = scan[c]
+            run = 0.0
+            for a in range(ns):
+                run += wy[rows[d0 + order[a]], c]
+                prefix[a] = run
+    # positions lo .. hi - 1, through views indexed from zero (non-negative indices
+    # let the loops vectorise)
+    lo = min_samples_leaf - 1
+    hi = ns - min_samples_leaf
+    if hi <= lo:
+        return -np.inf, 0, 0
+    n_pos = hi - lo
+    left = scan[mp + 1, lo:hi]
+    gain = scan[mp + 2, lo:hi]
+    prefix = scan[0, lo:hi]
+    s0 = S[0]
+    for a in range(n_pos):
+        v = prefix[a]
+        r = s0 - v
+        left[a] = v * v
+        gain[a] = r * r
+    for c in range(1, m):
+        prefix = scan[c, lo:hi]
+        sc = S[c]
+        for a in range(n_pos):
+            v = prefix[a]
+            r = sc - v
+            left[a] += v * v
+            gain[a] += r * r
+    wl = weight[lo:hi]
+    for a in range(n_pos):
+        gain[a] = left[a] / wl[a] + gain[a] / (W - wl[a]) - parent
+    best_gain = -np.inf
+    best_a = -1
+    codes_here = code_buf[lo:hi + 1]
+    for a in range(n_pos):
+        if codes_here[a + 1] != codes_here[a] and gain[a] > best_gain:
+            best_gain = gain[a]
+            best_a = lo + a
+    if best_a < 0:
+        return best_gain, 0, 0
+    return best_gain, code_buf[best_a], _missing_right_flag(weight[best_a], W, 0)
+
+
 @njit(cache=True)
 def _eval_node(
-    codes, cols, c0ff, ns, w, wy, y, d0, seed, n_candidates, min_samples_leaf, random_split,
+    codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-    cand_f, cand_g, cand_b, cand_ml, m,
+    cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
     The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
-    weights ``w[d0:d0 + ns]``, weighted targets ``wy[d0:d0 + ns]`` and targets
-    ``y[d0:d0 + ns]`` (contiguous, in the same order), their columns padded with zeros to a
-    multiple ``mp`` of 8 (so that the inner loops vectorise; gains sum the ``m``
-    real channels only); ``hist`` is
+    weights ``w[i]``, weighted targets ``wy[i]`` and targets ``y[i]`` for the rows
+    ``i`` in ``rows[d0:d0 + ns]``, in the same order (the subtree kernel passes its
+    ``cols`` as ``rows``, so that a partition moves the column indices only; the
+    small-node kernel gathers each node's data contiguously and passes the
+    identity); their columns padded with zeros to a multiple ``mp`` of 8 (so that
+    the inner loops vectorise; gains sum the ``m`` real channels only); ``hist`` is
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
     Rules: see ``tree_split_small``.
     """
@@ -306,9 +431,11 @@ def _eval_node(
     if ns < 2 or ns < 2 * min_samples_leaf:
         return -1, 0, 0, -np.inf
     pure = True
+    r0 = rows[d0]
     for a in range(d0 + 1, d0 + ns):
+        ra = rows[a]
         for c in range(mp):
-            if y[a, c] != y[d0, c]:
+            if y[ra, c] != y[r0, c]:
                 pure = False
                 break
         if not pure:
@@ -320,12 +447,13 @@ def _eval_node(
     W = 0.0
     Q = 0.0
     for a in range(d0, d0 + ns):
-        W += w[a]
+        ra = rows[a]
+        W += w[ra]
         for c0 in range(0, mp, 8):
             for c in range(c0, c0 + 8):
-                v = wy[a, c]
+                v = wy[ra, c]
                 S[c] += v
-                Q += v * y[a, c]
+                Q += v * y[ra, c]
     parent = 0.0
     for c in range(m):
         parent += S[c] * S[c]
@@ -394,33 +522,34 @@ def _eval_node(
                     order[a] = code_buf[a] & 0xFFFFF
                     code_buf[a] = code_buf[a] >> 20
             else:
-                # stable counting sort: counts, their prefix sums over the occupied
-                # range, scatter; bin_pos is left zeroed
-                lo = missing_bin
-                hi = 0
-                for a in range(ns):
+                # stable bucket sort: one list per bin in position order (heads in
+                # bin_pos as position + 1, 0 = empty, left zeroed), the occupied bins
+                # marked in a bit set and visited in increasing order, so that the
+                # 255-bin range is never scanned
+                for a in range(ns - 1, -1, -1):
                     b = np.int64(codes[f, cols[c0ff + a]])
-                    bin_pos[b] += 1
-                    lo = min(lo, b)
-                    hi = max(hi, b)
-                run = 0
-                for b in range(lo, hi + 1):
-                    cb = bin_pos[b]
-                    bin_pos[b] = run
-                    run += cb
-                for a in range(ns):
-                    b = np.int64(codes[f, cols[c0ff + a]])
-                    dst = bin_pos[b]
-                    bin_pos[b] = dst + 1
-                    order[dst] = a
-                    code_buf[dst] = b
-                for b in range(lo, hi + 1):
-                    bin_pos[b] = 0
+                    link[a] = bin_pos[b]
+                    bin_pos[b] = a + 1
+                    occupied[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                k = 0
+                for word in range(occupied.shape[0]):
+                    bits = occupied[word]
+                    occupied[word] = np.uint64(0)
+                    while bits != np.uint64(0):
+                        b = word * 64 + np.int64(_count_trailing_zeros(bits))
+                        bits &= bits - np.uint64(1)
+                        e = bin_pos[b]
+                        bin_pos[b] = 0
+                        while e != 0:
+                            order[k] = e - 1
+                            code_buf[k] = b
+                            k += 1
+                            e = link[e - 1]
             nn = ns
             while nn > 0 and code_buf[nn - 1] == missing_bin:
                 nn -= 1
             for a in range(nn, ns):
-                idx = d0 + order[a]
+                idx = rows[d0 + order[a]]
                 Wm += w[idx]
                 for c0 in range(0, mp, 8):
                     for c in range(c0, c0 + 8):
@@ -433,10 +562,11 @@ def _eval_node(
             bmax = -1
             for a in range(ns):
                 b = np.int64(codes[f, cols[c0ff + a]])
-                hist[b, cw] += w[d0 + a]
+                ra = rows[d0 + a]
+                hist[b, cw] += w[ra]
                 for c0 in range(0, mp, 8):
                     for c in range(c0, c0 + 8):
-                        hist[b, c] += wy[d0 + a, c]
+                        hist[b, c] += wy[ra, c]
                 hist[b, cn] += 1.0
                 if b != missing_bin:
                     if b < bmin:
@@ -463,9 +593,13 @@ def _eval_node(
         if random_split:
             cut = _random_cut(thresholds, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
-        if use_sort and mp == 8:
+        if use_sort and n_miss == 0 and not random_split and ns >= VECTOR_SCAN_MIN:
+            best_gain, best_b, best_ml = _scan_sorted_vector(
+                order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, min_samples_leaf, scan,
+            )
+        elif use_sort and mp == 8:
             best_gain, best_b, best_ml = _scan_sorted8(
-                order, code_buf, nn, ns, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+                order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                 min_samples_leaf, random_split, cut,
             )
         else:
@@ -477,7 +611,7 @@ def _eval_node(
             a_last = nn - 1 if use_sort else bmax
             for a in range(a_first, a_last + 1):
                 if use_sort:
-                    idx = d0 + order[a]
+                    idx = rows[d0 + order[a]]
                     b = code_buf[a]
                     WL += w[idx]
                     nL += 1
@@ -889,9 +1023,11 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
     """Scratch buffers of ``_eval_node`` for nodes of up to ``max_ns`` samples.
 
     Returns (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
-    cand_g, cand_b, cand_ml); ``wy`` and ``y`` are zeroed (their padding
-    channels stay zero), ``hist`` and the counting sort's ``bin_pos`` too
-    (``_eval_node`` leaves them zeroed).
+    cand_g, cand_b, cand_ml, scan, link, occupied); ``wy`` and ``y`` are zeroed
+    (their padding channels stay zero), ``hist``, the bucket sort's list heads
+    ``bin_pos`` and its bit set ``occupied`` too (``_eval_node`` leaves them
+    zeroed); ``scan`` is the work array of ``_scan_sorted_vector``, ``link`` the
+    bucket sort's list links.
     """
     return (
         np.empty(max_ns, dtype=np.float64),
@@ -910,6 +1046,9 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
         np.empty(n_slots, dtype=np.float64),
         np.empty(n_slots, dtype=np.int64),
         np.empty(n_slots, dtype=np.int64),
+        np.empty((mp + 3, min(max_ns, SORT_LIMIT)), dtype=np.float64),
+        np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
+        np.zeros((n_bins + 63) // 64, dtype=np.uint64),
     )
 
 
@@ -927,8 +1066,11 @@ def _split_chunk(
     lo_bits, hi_bits = feistel_params(p)
     n_slots = max(1, min(n_candidates, p))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
+     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     zero = np.int64(0)
+    identity = np.empty(max_ns, dtype=np.int32)
+    for a in range(max_ns):
+        identity[a] = a
     for i in range(ch, n_nodes, n_chunks):
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
@@ -942,10 +1084,10 @@ def _split_chunk(
                 y[a, c] = yv
                 wy[a, c] = wa * yv
         f, b, ml, g = _eval_node(
-            codes, sample_indices, start, ns, w, wy, y, zero, node_seed[i],
+            codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, m,
+            cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
         )
         out_feature[i] = f
         out_bin[i] = b
@@ -1005,15 +1147,11 @@ def _subtree_chunk(
     block = np.empty((p, max_ns), dtype=np.uint8)
     gid = np.empty(max_ns, dtype=np.int32)
     cols = np.empty(max_ns, dtype=np.int32)
-    gid2 = np.empty(max_ns, dtype=np.int32)
     cols2 = np.empty(max_ns, dtype=np.int32)
-    w2 = np.empty(max_ns, dtype=np.float64)
-    wy2 = np.zeros((max_ns, mp), dtype=np.float64)
-    y2 = np.zeros((max_ns, mp), dtype=np.float32)
     stack = np.empty(max_ns + 2, dtype=np.int64)
     seeds = np.empty(2 * max_ns, dtype=np.uint64)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml) = _eval_scratch(max_ns, mp, n_bins, n_slots)
+     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r
@@ -1057,10 +1195,10 @@ def _subtree_chunk(
             if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
                 continue
             f, b, ml, g = _eval_node(
-                block, cols, a0, nsj, w, wy, y, a0, seeds[j],
+                block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml, m,
+                cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                 continue
@@ -1082,24 +1220,14 @@ def _subtree_chunk(
                     go_left = ml == 1
                 else:
                     go_left = code <= b
-                dst = il if go_left else ir
                 if go_left:
+                    cols2[il] = cols[a]
                     il += 1
                 else:
+                    cols2[ir] = cols[a]
                     ir += 1
-                gid2[dst] = gid[a]
-                cols2[dst] = cols[a]
-                w2[dst] = w[a]
-                for c in range(m):
-                    wy2[dst, c] = wy[a, c]
-                    y2[dst, c] = y[a, c]
             for a in range(a0, a1):
-                gid[a] = gid2[a]
                 cols[a] = cols2[a]
-                w[a] = w2[a]
-                for c in range(m):
-                    wy[a, c] = wy2[a, c]
-                    y[a, c] = y2[a, c]
             left = count
             right = count + 1
             count += 2
@@ -1122,7 +1250,7 @@ def _subtree_chunk(
             sp += 2
         out_count[r] = count
         for a in range(ns_r):
-            sample_indices[start_r + a] = gid[a]
+            sample_indices[start_r + a] = gid[cols[a]]
 
 
 @njit(parallel=True, cache=True)

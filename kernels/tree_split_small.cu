@@ -118,6 +118,14 @@ __device__ __forceinline__ double split_neg_inf()
     return __longlong_as_double((long long)0xFFF0000000000000ULL);
 }
 
+// The weight a gain divides by: 1 for a side whose weight, computed from sums,
+// is not positive (its samples weigh less than the rounding error of the node's
+// total), as for empty sides in tree_score; the CPU twin's _side_weight.
+__device__ __forceinline__ double split_side_weight(double w)
+{
+    return w > 0 ? w : 1.0;
+}
+
 // Largest bin b in [bmin, bmax - 1] with thresholds[f, b] <= lo + u (hi - lo).
 __device__ int split_random_cut(const double* thresholds, int n_thr, int f, int bmin, int bmax, double u)
 {
@@ -518,7 +526,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
                 double best = NEG_INF;
                 int best_key = 0x7FFFFFFF;
                 if (eval_mr) {
-                    const double g = left / WL + right / (W - WL) - parent;
+                    const double g = left / WL + right / split_side_weight(W - WL) - parent;
                     if (g > best) {
                         best = g;
                         const int ml = n_miss == 0 ? (WL >= W - WL ? 1 : 0) : 0;
@@ -527,7 +535,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
                 }
                 if (eval_ml) {
                     const double WLm = WL + Wm;
-                    const double g = left_m / WLm + right_m / (W - WLm) - parent;
+                    const double g = left_m / WLm + right_m / split_side_weight(W - WLm) - parent;
                     if (g > best) {
                         best = g;
                         best_key = 2 * bin_used + 1;

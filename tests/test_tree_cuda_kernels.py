@@ -474,6 +474,33 @@ def test_decision_tree_on_emulated_cuda_equals_cpu(kwargs):
                                cpu.predict(X_test), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("missing", [False, True])
+def test_weights_beyond_double_resolution_split_without_dividing_by_zero(missing):
+    # weights 1e20 and 1: a right side of light samples has W - W_L = 0 in doubles.
+    # The exact small-node scans (numba and CUDA) divide its term by 1, as the
+    # histogram scorer does for empty sides, instead of raising or returning inf.
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(8)
+    n = 120
+    X = rng.normal(size=(n, 4))
+    if missing:
+        X[rng.random(X.shape) < 0.1] = np.nan
+    Y = rng.normal(size=(n, 3))
+    w = np.ones(n)
+    heavy = np.arange(n) % 2 == 0
+    w[heavy] = 1e20
+    fits = {device: DecisionTreeRegressor(random_state=0, device=device).fit(X, Y, sample_weight=w)
+            for device in ("cpu", "cuda-emulated")}
+    cpu, emu = fits["cpu"], fits["cuda-emulated"]
+    assert _canonical(emu.tree_.structure) == _canonical(cpu.tree_.structure)
+    assert np.isfinite(cpu.tree_.structure.gain).all()
+    # fully grown: every heavy sample ends in its own leaf (up to light ones, which
+    # move its leaf mean by 1e-20 relative)
+    np.testing.assert_allclose(cpu.predict(X[heavy]), Y[heavy], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(emu.predict(X), cpu.predict(X), rtol=1e-12, atol=1e-12)
+
+
 # (small_node_size, subtree_size, max_depth): every node through histograms; level-wise
 # growth with the per-node exact kernel below 256 samples; histograms, then the
 # per-node kernel, then subtrees below 60 samples

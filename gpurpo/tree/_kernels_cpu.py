@@ -156,10 +156,23 @@ def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_imp
 
 
 @njit(inline="always", cache=True)
+def _side_weight(weight):
+    """The weight a gain divides by: 1 for a side whose weight is not positive.
+
+    A right side ``W - W_L`` computed from sums can be zero or negative when
+    its samples weigh less than the rounding error of the node's total (weights
+    differing by more than 2^53); its gain term is then the rounding residue
+    of ``S - L`` over 1, as for empty sides in ``_gain_from_sums``, instead of a
+    division by zero.
+    """
+    return weight if weight > 0 else 1.0
+
+
+@njit(inline="always", cache=True)
 def _gain(WL, LS, W, S, m, parent):
     # sequential sums over the m real channels (the padding channels are zero and
     # would add exact zeros): two dependency chains, the order of the CUDA twin
-    WR = W - WL
+    WR = _side_weight(W - WL)
     left = 0.0
     right = 0.0
     for c in range(m):
@@ -209,7 +222,7 @@ def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
         left, right = _add_channel(left, right, S[6], l6)
     if m > 7:
         left, right = _add_channel(left, right, S[7], l7)
-    return left / WL + right / (W - WL) - parent
+    return left / WL + right / _side_weight(W - WL) - parent
 
 
 @njit(inline="always", cache=True)
@@ -392,7 +405,7 @@ def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, m
             gain[a] += r * r
     wl = weight[lo:hi]
     for a in range(n_pos):
-        gain[a] = left[a] / wl[a] + gain[a] / (W - wl[a]) - parent
+        gain[a] = left[a] / wl[a] + gain[a] / _side_weight(W - wl[a]) - parent
     best_gain = -np.inf
     best_a = -1
     codes_here = code_buf[lo:hi + 1]

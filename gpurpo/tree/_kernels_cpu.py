@@ -226,6 +226,13 @@ def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
 
 
 @njit(inline="always", cache=True)
+def _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx):
+    """Eight running sums (kept in registers by the caller) plus row ``idx`` of ``wy``."""
+    return (l0 + wy[idx, 0], l1 + wy[idx, 1], l2 + wy[idx, 2], l3 + wy[idx, 3],
+            l4 + wy[idx, 4], l5 + wy[idx, 5], l6 + wy[idx, 6], l7 + wy[idx, 7])
+
+
+@njit(inline="always", cache=True)
 def _missing_right_flag(WL, W, n_miss):
     """``missing_left`` of a split point whose missing values (if any) go right.
 
@@ -272,14 +279,7 @@ def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax
         b = code_buf[a]
         WL += w[idx]
         nL += 1
-        l0 += wy[idx, 0]
-        l1 += wy[idx, 1]
-        l2 += wy[idx, 2]
-        l3 += wy[idx, 3]
-        l4 += wy[idx, 4]
-        l5 += wy[idx, 5]
-        l6 += wy[idx, 6]
-        l7 += wy[idx, 7]
+        l0, l1, l2, l3, l4, l5, l6, l7 = _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx)
         next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
         if next_code == b:
             continue
@@ -352,14 +352,7 @@ def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, m
         for a in range(ns):
             idx = rows[d0 + order[a]]
             WL += w[idx]
-            l0 += wy[idx, 0]
-            l1 += wy[idx, 1]
-            l2 += wy[idx, 2]
-            l3 += wy[idx, 3]
-            l4 += wy[idx, 4]
-            l5 += wy[idx, 5]
-            l6 += wy[idx, 6]
-            l7 += wy[idx, 7]
+            l0, l1, l2, l3, l4, l5, l6, l7 = _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx)
             weight[a] = WL
             scan[0, a] = l0
             scan[1, a] = l1

@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT
+from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, VECTOR_SCAN_MIN
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
@@ -304,6 +304,32 @@ def test_split_small_matches_brute_force(msl):
                                targets[s, t].astype(np.float64), range(6), msl, 11, 1e-5)
         assert (f[i], b[i], ml[i]) == ref[:3], (i, f[i], b[i], ml[i], ref)
         np.testing.assert_allclose(g[i], ref[3], rtol=1e-9)
+
+
+@pytest.mark.parametrize("msl, m", [(1, 3), (3, 3), (1, 7), (2, 11)])
+def test_split_small_without_missing_values_matches_numba_and_brute_force(msl, m):
+    # without missing values, sorted nodes of VECTOR_SCAN_MIN samples and more take the
+    # CPU's vectorised scan (_scan_sorted_vector); nodes above RANK_LIMIT its bucket sort
+    rng = np.random.default_rng(40 + msl + m)
+    problem = list(_split_problem(rng, SIZES, p=6, m=m, missing=0.0))
+    problem[0][5] = rng.integers(0, 11, size=problem[0].shape[1])  # no missing feature
+    assert VECTOR_SCAN_MIN <= RANK_LIMIT + 1 < SORT_LIMIT
+    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    args = tuple(problem) + (6, msl, False, 11, 1e-5)
+    got = kernels.split_small(EMULATED, *args)
+    want = kernels.split_small(NUMPY, *args)
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
+    for i in range(len(SIZES)):
+        s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        t = node_tree[i]
+        ref = _split_reference(codes, s, weights[t, s].astype(np.float64),
+                               targets[s, t].astype(np.float64), range(6), msl, 11, 1e-5)
+        assert (want[0][i], want[1][i], want[2][i]) == ref[:3], (i, ref)
+        np.testing.assert_allclose(want[3][i], ref[3], rtol=1e-9)
+    # every node large enough for two leaves splits, except the pure one (the last)
+    assert (want[0] >= 0).sum() == sum(n >= max(2, 2 * msl) for n in SIZES[:-1])
 
 
 @pytest.mark.parametrize("p", [12, 32, 33, 70])
@@ -681,6 +707,22 @@ def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
     # each root's samples are a permutation of what it held
     for r0, r1 in node_ranges:
         assert sorted(si[r0:r1]) == sorted(sample_indices[r0:r1])
+
+
+@pytest.mark.parametrize("msl, random_split", [(1, False), (2, False), (1, True)])
+def test_grow_subtrees_without_missing_values_matches_numba(msl, random_split):
+    # every node without missing values: the CPU's vectorised scan (best splits) and
+    # bucket sort, against the CUDA kernel's bin table
+    rng = np.random.default_rng(61 + msl + 10 * random_split)
+    n_bins = 12
+    problem = list(_split_problem(rng, SUBTREE_SIZES, n_bins=n_bins, missing=0.0))
+    problem[0][5] = rng.integers(0, n_bins - 1, size=problem[0].shape[1])
+    assert not (problem[0] == n_bins - 1).any()
+    depth = np.zeros(len(SUBTREE_SIZES), dtype=np.int32)
+    got = _subtrees_both(tuple(problem), depth, problem[5].sum(axis=1, dtype=np.float64), 7,
+                         msl, 2, None, 0.0, random_split, n_bins - 1)
+    _assert_same_subtrees(got)
+    assert (got["numpy"][1] > 20).sum() >= 3
 
 
 def test_grow_subtrees_with_256_bins_and_several_warps(monkeypatch):

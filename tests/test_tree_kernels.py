@@ -44,6 +44,14 @@ def test_feature_order_is_a_permutation_and_numba_matches_numpy(p):
         else:
             _random.round_keys_nb(s, keys)
             got = [_random.feature_at_nb(keys, i, p, lo, hi) for i in range(p)]
+            # the batched version (one vectorised network pass, then cycle walking), from
+            # every start position, over batches that cross and end the permutation
+            for start in range(0, p, max(1, p // 5)):
+                for n in (1, 7, p - start):
+                    n = min(n, p - start)
+                    batch = np.full(n, -1, dtype=np.int64)
+                    _random.feature_batch_nb(keys, start, n, p, lo, hi, batch)
+                    assert batch.tolist() == row[start:start + n].tolist()
         assert got == row.tolist()
 
 

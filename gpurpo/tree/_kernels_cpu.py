@@ -19,7 +19,7 @@ from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
     child_seed_nb,
-    feature_at_nb,
+    feature_batch_nb,
     feistel_params,
     round_keys_nb,
     small_feature_order_nb,
@@ -488,8 +488,7 @@ def _eval_node(
             # CPU) of the candidates still needed
             if slot == n_batch:
                 n_batch = min(n_perm, p - pos, need - found)
-                for q in range(n_batch):
-                    perm[q] = feature_at_nb(keys, pos + q, p, lo_bits, hi_bits)
+                feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
                 slot = 0
             f = perm[slot]
             slot += 1

@@ -159,11 +159,11 @@ def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_imp
 def _side_weight(weight):
     """The weight a gain divides by: 1 for a side whose weight is not positive.
 
-    A right side ``W - W_L`` computed from sums can be zero or negative when
-    its samples weigh less than the rounding error of the node's total (weights
-    differing by more than 2^53); its gain term is then the rounding residue
-    of ``S - L`` over 1, as for empty sides in ``_gain_from_sums``, instead of a
-    division by zero.
+    Empty sides of a histogram scan have weight 0; a right side ``W - W_L``
+    of an exact scan, computed from sums, can be zero or negative when its
+    samples weigh less than the rounding error of the node's total (weights
+    differing by more than 2^53). Its gain term is then the squared norm (the
+    rounding residue of ``S - L``) over 1, instead of a division by zero.
     """
     return weight if weight > 0 else 1.0
 
@@ -707,7 +707,7 @@ def _gain_from_sums(L, T, m, parent):
         sl += L[c] * L[c]
         r = T[c] - L[c]
         sr += r * r
-    return sl / (wl if wl > 0 else 1.0) + sr / (wr if wr > 0 else 1.0) - parent
+    return sl / _side_weight(wl) + sr / _side_weight(wr) - parent
 
 
 @njit(inline="always", cache=True)
@@ -746,7 +746,7 @@ def _parent_score(tot, m, newton, lam, mcw):
     if newton:
         return _newton_score(tot, m // 2, lam, mcw)
     w_total = tot[0]
-    return _sq_norm(tot, m) / (w_total if w_total > 0 else 1.0)
+    return _sq_norm(tot, m) / _side_weight(w_total)
 
 
 @njit(inline="always", cache=True)
@@ -874,7 +874,7 @@ def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, 
                 g = sl[i] + sr[i] - parent
             else:
                 wr = w_total - wl
-                g = sl[i] / (wl if wl > 0 else 1.0) + sr[i] / (wr if wr > 0 else 1.0) - parent
+                g = sl[i] / _side_weight(wl) + sr[i] / _side_weight(wr) - parent
             if g > best:
                 best = g
                 best_bin = b
@@ -888,7 +888,7 @@ def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, 
                 else:
                     wlm = wl + np.float64(hm[0])
                     wrm = w_total - wlm
-                    g = (slm[i] / (wlm if wlm > 0 else 1.0) + srm[i] / (wrm if wrm > 0 else 1.0)
+                    g = (slm[i] / _side_weight(wlm) + srm[i] / _side_weight(wrm)
                          - parent)
                 if g > best:
                     best = g

@@ -232,22 +232,34 @@ def round_keys_nb(seed: np.uint64, keys: np.ndarray) -> None:
         keys[r] = round_key_nb(seed, r)
 
 
+@numba.njit(inline="always", cache=True)
+def _feistel_masks_nb(lo: int, hi: int) -> tuple[np.uint64, np.uint64, np.uint64]:
+    """``(lo, low_mask, high_mask)`` of the Feistel network as uint64."""
+    ulo = np.uint64(lo)
+    return (ulo, (np.uint64(1) << ulo) - np.uint64(1),
+            (np.uint64(1) << np.uint64(hi)) - np.uint64(1))
+
+
+@numba.njit(inline="always", cache=True)
+def _feistel_pass_nb(keys: np.ndarray, x: np.uint64, ulo: np.uint64, low_mask: np.uint64,
+                     high_mask: np.uint64) -> np.uint64:
+    """One pass of the Feistel network on ``x`` (the recipe of the module docstring)."""
+    high = x >> ulo
+    low = x & low_mask
+    for r in range(0, N_ROUNDS, 2):
+        high ^= hash64_nb(keys[r] ^ low) & high_mask
+        low ^= hash64_nb(keys[r + 1] ^ high) & low_mask
+    return (high << ulo) | low
+
+
 @numba.njit(cache=True)
 def feature_at_nb(keys: np.ndarray, pos: int, p: int, lo: int, hi: int) -> int:
     """``feature_at`` for ``p > SMALL_P`` (the Feistel network; ``(lo, hi) = feistel_params(p)``)."""
-    ulo = np.uint64(lo)
-    low_mask = (np.uint64(1) << ulo) - np.uint64(1)
-    high_mask = (np.uint64(1) << np.uint64(hi)) - np.uint64(1)
-    x = np.uint64(pos)
-    while True:
-        high = x >> ulo
-        low = x & low_mask
-        for r in range(0, N_ROUNDS, 2):
-            high ^= hash64_nb(keys[r] ^ low) & high_mask
-            low ^= hash64_nb(keys[r + 1] ^ high) & low_mask
-        x = (high << ulo) | low
-        if x < np.uint64(p):
-            return np.int64(x)
+    ulo, low_mask, high_mask = _feistel_masks_nb(lo, hi)
+    x = _feistel_pass_nb(keys, np.uint64(pos), ulo, low_mask, high_mask)
+    while x >= np.uint64(p):
+        x = _feistel_pass_nb(keys, x, ulo, low_mask, high_mask)
+    return np.int64(x)
 
 
 @numba.njit(cache=True)
@@ -256,29 +268,14 @@ def feature_batch_nb(keys: np.ndarray, pos: int, n: int, p: int, lo: int, hi: in
     """``out[q] = feature_at(seed, pos + q, p)`` for ``q < n`` and ``p > SMALL_P``.
 
     The same values as ``feature_at_nb``, in two passes: one pass of the
-    Feistel network (its N_ROUNDS = 8 rounds unrolled) for every position, a
-    loop without branches over independent positions that the compiler
-    vectorises; then cycle walking from the few results that are not below
-    ``p`` (``feature_at_nb`` started from such a result continues the same walk).
+    Feistel network for every position, a loop without branches over
+    independent positions that the compiler vectorises; then cycle walking
+    from the few results that are not below ``p`` (``feature_at_nb`` started
+    from such a result continues the same walk).
     """
-    ulo = np.uint64(lo)
-    low_mask = (np.uint64(1) << ulo) - np.uint64(1)
-    high_mask = (np.uint64(1) << np.uint64(hi)) - np.uint64(1)
-    k0, k1, k2, k3 = keys[0], keys[1], keys[2], keys[3]
-    k4, k5, k6, k7 = keys[4], keys[5], keys[6], keys[7]
+    ulo, low_mask, high_mask = _feistel_masks_nb(lo, hi)
     for q in range(n):
-        x = np.uint64(pos + q)
-        high = x >> ulo
-        low = x & low_mask
-        high ^= hash64_nb(k0 ^ low) & high_mask
-        low ^= hash64_nb(k1 ^ high) & low_mask
-        high ^= hash64_nb(k2 ^ low) & high_mask
-        low ^= hash64_nb(k3 ^ high) & low_mask
-        high ^= hash64_nb(k4 ^ low) & high_mask
-        low ^= hash64_nb(k5 ^ high) & low_mask
-        high ^= hash64_nb(k6 ^ low) & high_mask
-        low ^= hash64_nb(k7 ^ high) & low_mask
-        out[q] = np.int64((high << ulo) | low)
+        out[q] = np.int64(_feistel_pass_nb(keys, np.uint64(pos + q), ulo, low_mask, high_mask))
     for q in range(n):
         if out[q] >= p:
             out[q] = feature_at_nb(keys, out[q], p, lo, hi)

@@ -456,12 +456,13 @@ def test_verbose_reports_progress_per_batch(capsys):
     assert "5/5" in lines[-1]
     RandomForestRegressor(n_estimators=5, batch_size=2, verbose=2, random_state=0).fit(X, Y)
     lines = capsys.readouterr().out.splitlines()
-    # batches may start on concurrent threads; they are reported grown in order
+    # batches may start on concurrent threads; they are reported grown in order. Five
+    # trees in batches of at most two are three batches as even as possible: 1, 2, 2
     starts = sorted(ln.split("growing trees ")[1] for ln in lines if "growing trees" in ln)
-    assert starts == ["1-2 of 5 together on m=4 outputs", "3-4 of 5 together on m=4 outputs",
-                      "5-5 of 5 together on m=4 outputs"]
+    assert starts == ["1-1 of 5 together on m=4 outputs", "2-3 of 5 together on m=4 outputs",
+                      "4-5 of 5 together on m=4 outputs"]
     grown = [ln.split("trees ")[1].split(" grown")[0] for ln in lines if " grown (" in ln]
-    assert len(lines) == 6 and grown == ["2/5", "4/5", "5/5"]
+    assert len(lines) == 6 and grown == ["1/5", "3/5", "5/5"]
 
 
 def test_pickle_round_trip_keeps_predictions():
@@ -615,5 +616,32 @@ def test_out_of_memory_says_what_to_lower(monkeypatch):
     monkeypatch.setattr(base, "grow_trees", no_memory)
     X, Y = _regression(seed=24, n=50)
     with pytest.raises(MemoryError, match="lower batch_size.*batch had 3 trees") as info:
-        RandomForestRegressor(n_estimators=5, batch_size=3, random_state=0).fit(X, Y)
+        RandomForestRegressor(n_estimators=6, batch_size=3, random_state=0).fit(X, Y)
     assert "simulated allocation failure" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "n_trees, size, workers",
+    [(100, 8, 2), (100, 8, 1), (9, 4, 1), (30, 8, 4), (5, 8, 8), (1, 8, 2), (17, 3, 3)],
+)
+def test_tree_batches_cover_every_tree_once_evenly_per_thread(n_trees, size, workers):
+    from gpurpo.ensemble._forest_batches import tree_batches
+
+    batches = tree_batches(n_trees, size, workers)
+    trees = [t for b0, b1 in batches for t in range(b0, b1)]
+    assert trees == list(range(n_trees))
+    sizes = [b1 - b0 for b0, b1 in batches]
+    assert max(sizes) <= size and max(sizes) - min(sizes) <= 1
+    if workers > 1 and n_trees >= workers:
+        # threads taking batches in turn get the same number of trees, give or take one batch
+        assert len(batches) % workers == 0
+        per_thread = [sum(sizes[w::workers]) for w in range(workers)]
+        assert max(per_thread) - min(per_thread) <= -(-len(batches) // workers)
+
+
+def test_tree_batches_deal_100_trees_to_two_threads_as_50_and_50():
+    from gpurpo.ensemble._forest_batches import tree_batches
+
+    batches = tree_batches(100, 8, 2)
+    sizes = [b1 - b0 for b0, b1 in batches]
+    assert len(batches) == 14 and sum(sizes[0::2]) == sum(sizes[1::2]) == 50

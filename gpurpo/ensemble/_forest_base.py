@@ -61,6 +61,7 @@ from gpurpo.ensemble._forest_batches import (
     out_of_memory_error,
     resolve_batch_size,
     resolve_n_jobs,
+    tree_batches,
     tree_bytes,
 )
 from gpurpo.ensemble._forest_predict import TreeChunk, row_blocks
@@ -251,7 +252,9 @@ class BaseForest(BaseEstimator):
             self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend,
             n_threads=threads if tree_parallel else 1,
         )
-        batches = [(b0, min(n_trees, b0 + batch)) for b0 in range(0, n_trees, batch)]
+        # "auto" batches are dealt evenly over the threads; an int is the size asked for
+        even_over = threads if tree_parallel and isinstance(self.batch_size, str) else 1
+        batches = tree_batches(n_trees, batch, even_over)
         workers = min(threads, len(batches)) if tree_parallel else 1
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         want_oob = self.oob_score is not False

@@ -310,12 +310,13 @@ _PARAMETERS = """
     max_bins : int in [2, {max_bins}], default={max_bins}
         Maximum number of quantile bins per feature (one more holds NaN).
     batch_size : int or "auto", default="auto"
-        Number of trees grown together (level by level, one projection
-        product per batch). ``"auto"``: as many as fit a memory budget
-        (1 GiB on the CPU, a quarter of the GPU's memory), and on the CPU at
-        most max(8, 4 x threads), since larger batches only cost cache
-        locality there. Lower it if memory runs out; it does not change the
-        forest.
+        Largest number of trees grown together (level by level, one
+        projection product per batch); the trees are dealt into batches as
+        even as possible. ``"auto"``: as many as fit a memory budget (1 GiB on
+        the CPU, a quarter of the GPU's memory), and on the CPU at most 8,
+        since larger batches only cost cache locality there, in a multiple of
+        the threads when batches grow in parallel (as many trees per thread).
+        Lower it if memory runs out; it does not change the forest.
     n_jobs : int or None, default=None
         CPU threads during fit and predict (joblib's convention: -1 all, -2
         all but one; None: numba's setting). On the CPU, fit grows that many

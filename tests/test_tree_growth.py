@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.tree import DecisionTreeRegressor as SkTree
 
 from gpurpo.backend import NUMPY
@@ -480,6 +482,97 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     transpose_to_float32(X, out)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(out, np.array(X.T, dtype=np.float32))
+
+
+def _binning_columns(rng, n):
+    """Columns that stress the float32 shortcut of BinMapper.fit_transform."""
+    # adjacent float32 numbers u (odd last bit) < v (even): their midpoint, a float64,
+    # rounds UP to v in float32, below the edge placed at that very midpoint
+    u = np.nextafter(np.float32(1.5), np.float32(2.0))
+    v = np.nextafter(u, np.float32(2.0))
+    tie = 0.5 * (np.float64(u) + np.float64(v))
+    assert np.float32(tie) == v
+    return np.column_stack([
+        rng.normal(size=n),
+        rng.standard_cauchy(n),
+        # integers above 2**24 with halves: distinct float64, float32 neighbours
+        2.0**24 + rng.integers(0, n // 3, n) + 0.5 * rng.integers(0, 2, n),
+        rng.choice([np.float64(u), tie, np.float64(v), 3.0], n),
+        np.where(rng.random(n) < 0.1, -1e39, rng.normal(size=n) * 1e38),  # beyond float32
+        np.where(rng.random(n) < 0.2, np.nan, rng.normal(size=n)),
+        np.full(n, 2.0),
+        rng.normal(size=n) * 1e-42,  # float32 subnormals and zero
+        rng.integers(0, 4, n).astype(float),
+    ])
+
+
+def _codes_by_searchsorted(mapper, X):
+    out = np.empty((X.shape[1], X.shape[0]), dtype=np.int64)
+    for f in range(X.shape[1]):
+        e = mapper.thresholds_[f, : mapper.n_value_bins_[f] - 1]
+        x = X[:, f].astype(np.float64)
+        out[f] = np.where(np.isnan(x), mapper.missing_bin_, np.searchsorted(e, x, side="left"))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fit_transform_bins_as_fit_then_transform(dtype):
+    """The float32 shortcut of fit_transform gives the codes "#edges < x" in float64."""
+    rng = np.random.default_rng(5)
+    with np.errstate(over="ignore"):
+        X = np.ascontiguousarray(_binning_columns(rng, 4000).astype(dtype))
+    fused = BinMapper()
+    assert fused._fuses(X, NUMPY, None)
+    binned = fused.fit_transform(X, NUMPY)
+    reference = BinMapper().fit(X)
+    np.testing.assert_array_equal(fused.thresholds_, reference.thresholds_)
+    np.testing.assert_array_equal(binned.codes, reference.transform(X, NUMPY).codes)
+    np.testing.assert_array_equal(binned.codes, _codes_by_searchsorted(fused, X))
+    assert binned.n_bins == reference.n_bins_ and binned.missing_bin == reference.missing_bin_
+
+
+def test_fit_transform_without_the_shortcut_equals_fit_then_transform():
+    """Weights, a subsample, sparse or Fortran-ordered X take fit + transform."""
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(6)
+    X = _binning_columns(rng, 600)
+    weights = rng.integers(0, 3, 600).astype(float)
+    cases = [
+        (BinMapper(), np.asfortranarray(X), None),
+        (BinMapper(), X, weights),
+        (BinMapper(subsample=100, random_state=0), X, None),
+        (BinMapper(), sparse.csr_matrix(np.nan_to_num(X[:, :4])), None),
+    ]
+    for mapper, data, w in cases:
+        assert not mapper._fuses(data, NUMPY, w)
+        binned = mapper.fit_transform(data, NUMPY, w)
+        reference = BinMapper(subsample=mapper.subsample, random_state=0).fit(data, w)
+        np.testing.assert_array_equal(mapper.thresholds_, reference.thresholds_)
+        np.testing.assert_array_equal(binned.codes, reference.transform(data, NUMPY).codes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=False),
+            st.floats(width=32, allow_nan=False, allow_infinity=False),
+            st.integers(-(2**26), 2**26).map(float),
+            st.sampled_from([1.5000001192092896, 1.5000001788139343, 1.500000238418579, 0.0, -0.0]),
+        ),
+        min_size=1,
+        max_size=300,
+    ),
+    max_bins=st.integers(2, 255),
+)
+def test_fit_transform_codes_follow_the_edges_on_fuzzed_columns(values, max_bins):
+    X = np.array(values, dtype=np.float64).reshape(-1, 1)
+    mapper = BinMapper(max_bins=max_bins)
+    binned = mapper.fit_transform(X, NUMPY)
+    np.testing.assert_array_equal(binned.codes, _codes_by_searchsorted(mapper, X))
+    np.testing.assert_array_equal(binned.codes, BinMapper(max_bins=max_bins).fit(X).transform(
+        X, NUMPY).codes)
 
 
 # --------------------------------------------------------------------------

@@ -126,6 +126,11 @@ def test_bin_codes_kernel_matches_searchsorted(dtype):
         e = np.unique(np.concatenate([e[: width // 2], col[:3]]))[: width - 1]
         edges[f, : e.size] = e
         n_edges[f] = e.size
+    # infinite edges, as values beyond float32's range give the edge fit: a binary search
+    X = np.column_stack([X, RNG.choice([-1e39, -2.0, 0.5, 3.0, 1e39], n).astype(dtype)])
+    edges = np.vstack([edges, np.full(width, np.inf)])
+    edges[-1, :5] = [-np.inf, -1.0, 0.0, 1.0, np.inf]
+    n_edges = np.append(n_edges, 5).astype(np.int32)
     out = np.empty((X.shape[1], n), dtype=np.uint8)
     kernels.bin_codes(NUMPY, X, edges, n_edges, width, out)
     for f in range(X.shape[1]):

@@ -231,10 +231,9 @@ class BaseForest(BaseEstimator):
         xp = backend.xp
         rng = check_random_state(self.random_state)
 
-        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng).fit(
-            X, None if sw is None else backend.asarray(sw)
-        )
-        binned = mapper.transform(X, backend)
+        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng)
+        with numba_threads(self.n_jobs):
+            binned = mapper.fit_transform(X, backend, None if sw is None else backend.asarray(sw))
         plan = ProjectionPlan(
             self.projection, self.n_components, self.shared_projection, n, d, rng
         )

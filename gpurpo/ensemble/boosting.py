@@ -280,10 +280,15 @@ class _BaseGradientBoosting(BaseEstimator):
         X, Yb, w, X_val, Y_val = self._validation_data(eval_set, X, Yb, w, backend)
         n = X.shape[0]
 
+        binned = None
         if not warm:
             mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
             # bin edges from the rows that carry weight (a zero weight removes a row)
-            self.bin_mapper_ = mapper.fit(X if unit else X[xp.nonzero(w > 0)[0]])
+            if unit:
+                binned = mapper.fit_transform(X, backend)
+            else:
+                mapper.fit(X[xp.nonzero(w > 0)[0]])
+            self.bin_mapper_ = mapper
             self._model = StagedModel(backend, loss.init_estimate(backend, Yb, w))
             self._steps: list[Any] = []
             self._outputs: list[int | None] = []
@@ -293,7 +298,8 @@ class _BaseGradientBoosting(BaseEstimator):
             self.n_features_in_ = p
             self.n_outputs_ = d
             self.backend_ = backend
-        binned = self.bin_mapper_.transform(X, backend)
+        if binned is None:
+            binned = self.bin_mapper_.transform(X, backend)
         model = self._model
         F = model.raw_predict(X) if len(model) else xp.broadcast_to(model.init, (n, d)).copy()
         F_val = None

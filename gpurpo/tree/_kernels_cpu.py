@@ -1402,7 +1402,7 @@ def transpose_to_float32(X, out):
 
 
 @njit(parallel=True, cache=True)
-def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
+def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges, out_float32_ok):
     """Quantile bin edges of each row of ``sorted_values`` (host helper of BinMapper.fit).
 
     Row f holds the feature's sample values sorted increasingly, the first
@@ -1410,12 +1410,14 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
     edges are the midpoints between consecutive distinct values; otherwise the
     midpoints after the distinct values holding the ``j / max_bins``
     quantiles (j = 1 .. max_bins - 1), deduplicated. Fills
-    ``out_edges[f, :out_n_edges[f]]``.
+    ``out_edges[f, :out_n_edges[f]]``, and ``out_float32_ok[f]`` with
+    :func:`float32_codes_agree` of the pairs of values the edges lie between.
     """
     p = sorted_values.shape[0]
     for f in prange(p):
         v = sorted_values[f]
         n = n_valid[f]
+        ok = True
         n_distinct = 0
         for i in range(n):
             if i == 0 or v[i] != v[i - 1]:
@@ -1425,8 +1427,10 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
             for i in range(1, n):
                 if v[i] != v[i - 1]:
                     out_edges[f, e] = 0.5 * (np.float64(v[i - 1]) + np.float64(v[i]))
+                    ok = ok and float32_codes_agree(v[i - 1], v[i])
                     e += 1
             out_n_edges[f] = e
+            out_float32_ok[f] = ok
             continue
         e = 0
         last = -1  # position of the last distinct value used for an edge
@@ -1448,9 +1452,120 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges):
             if i < 0 or i <= last:
                 continue
             out_edges[f, e] = 0.5 * (np.float64(v[i]) + np.float64(v[i + 1]))
+            ok = ok and float32_codes_agree(v[i], v[i + 1])
             e += 1
             last = i
         out_n_edges[f] = e
+        out_float32_ok[f] = ok
+
+
+@njit(inline="always", cache=True)
+def float32_codes_agree(a, b):
+    """Whether every value's code is fixed by its float32 rounding at the edge between ``a < b``.
+
+    ``a`` and ``b`` are consecutive distinct float32 values of a sorted
+    sample and the edge is ``e = (a + b) / 2`` in float64. For a value ``x``
+    OF THAT SAMPLE, ``v = float32(x)`` is itself a sample value, so ``v <= a``
+    or ``v >= b``, and round to nearest keeps ``x`` within half a float32
+    spacing of ``v``: ``e < x`` and ``e < v`` then agree, except when ``a``
+    and ``b`` are adjacent float32 numbers and ``x`` is exactly ``e``, rounded
+    up to ``b`` (a tie). False in that case, and when ``e`` is infinite
+    (values beyond float32's range).
+    """
+    e = 0.5 * (np.float64(a) + np.float64(b))
+    return np.isfinite(e) and np.nextafter(a, np.float32(np.inf)) != b
+
+
+@njit(parallel=True, cache=True)
+def bin_codes_fitted(values, X, edges, n_edges, float32_ok, missing_bin, out):
+    """Codes of the very values the edges were fitted on (host helper of BinMapper).
+
+    ``values`` is the float32, feature-major copy of ``X`` (n, p) that
+    :func:`edges_from_sorted` sorted, and ``float32_ok`` its verdict of
+    :func:`float32_codes_agree` over each feature's edges. The codes are
+    those of :func:`bin_codes` (``#{edges < x}`` compared in float64, NaN to
+    ``missing_bin``), read from the contiguous float32 rows, with a search
+    through a table over ``[edge_0, edge_last]`` as there, then a few edge
+    comparisons. Where ``float32_ok`` is False: with an infinite edge, a
+    binary search over the float64 values of ``X``; else, a value whose
+    float32 rounding lies just above an edge at the midpoint of two adjacent
+    float32 numbers (the tie of :func:`float32_codes_agree`) is compared in
+    float64 with that edge.
+    """
+    p, n = values.shape
+    grid = 1024
+    reach = 4
+    width = edges.shape[1]
+    for f in prange(p):
+        ne = n_edges[f]
+        o = out[f]
+        e_f = edges[f]
+        if ne > 0 and not (np.isfinite(e_f[0]) and np.isfinite(e_f[ne - 1])):
+            for i in range(n):
+                x = np.float64(X[i, f])
+                if np.isnan(x):
+                    o[i] = missing_bin
+                    continue
+                lo_e = 0
+                hi_e = ne
+                while lo_e < hi_e:
+                    mid = (lo_e + hi_e) >> 1
+                    if e_f[mid] < x:
+                        lo_e = mid + 1
+                    else:
+                        hi_e = mid
+                o[i] = lo_e
+            continue
+        v = values[f]
+        ties = not float32_ok[f]
+        if ne < 2:
+            first = e_f[0] if ne == 1 else np.inf
+            for i in range(n):
+                x = np.float64(v[i])
+                code = np.int64(first < x)
+                if ties and code == 1 and first == 0.5 * (
+                        np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
+                    code = np.int64(first < np.float64(X[i, f]))
+                o[i] = missing_bin if np.isnan(x) else code
+            continue
+        padded = np.full(width + reach + 1, np.inf)
+        for e in range(ne):
+            padded[e] = e_f[e]
+        lut = np.zeros(grid + 2, dtype=np.int32)
+        lo = e_f[0]
+        span = e_f[ne - 1] - lo
+        scale = grid / span
+        e = 0
+        for g in range(grid + 1):
+            x0 = lo + g * (span / grid)
+            while e < ne and e_f[e] < x0:
+                e += 1
+            lut[g + 1] = e
+        most = 0
+        for g in range(grid + 1):
+            most = max(most, lut[g + 1] - lut[g])
+        exact = 2 * most + 1 <= reach
+        for i in range(n):
+            x = np.float64(v[i])
+            if np.isnan(x):
+                o[i] = missing_bin
+                continue
+            g = (x - lo) * scale
+            g = min(max(g, 0.0), np.float64(grid))
+            base = lut[np.int64(g)]
+            code = base
+            for r in range(reach):
+                code += padded[base + r] < x
+            if not exact:
+                while code > 0 and padded[code - 1] >= x:
+                    code -= 1
+                while code < ne and padded[code] < x:
+                    code += 1
+            if ties and code > 0 and padded[code - 1] == 0.5 * (
+                    np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
+                if not padded[code - 1] < np.float64(X[i, f]):
+                    code -= 1
+            o[i] = code
 
 
 @njit(parallel=True, cache=True)
@@ -1468,6 +1583,9 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
     lo = np.zeros(nf)
     scale = np.zeros(nf)
     exact = np.zeros(nf, dtype=np.bool_)
+    # features with an infinite edge (values beyond float32's range in the fit) have no
+    # finite grid: a binary search over their edges
+    searched = np.zeros(nf, dtype=np.bool_)
     for f0 in range(0, p, fblock):
         f1 = min(p, f0 + fblock)
         # lut[j, g + 1]: number of edges below the start of grid cell g of
@@ -1480,8 +1598,12 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
             ne = n_edges[f]
             for e in range(width + reach + 1):
                 padded[j, e] = edges[f, e] if e < ne else np.inf
+            searched[j] = False
             if ne < 2:
                 exact[j] = True
+                continue
+            if not (np.isfinite(edges[f, 0]) and np.isfinite(edges[f, ne - 1])):
+                searched[j] = True
                 continue
             lo[j] = edges[f, 0]
             span = edges[f, ne - 1] - edges[f, 0]
@@ -1504,6 +1626,22 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
             for f in range(f0, f1):
                 ne = n_edges[f]
                 j = f - f0
+                if searched[j]:
+                    for i in range(i0, i1):
+                        x = np.float64(X[i, f])
+                        if np.isnan(x):
+                            out[f, i] = missing_bin
+                            continue
+                        lo_e = 0
+                        hi_e = ne
+                        while lo_e < hi_e:
+                            mid = (lo_e + hi_e) >> 1
+                            if edges[f, mid] < x:
+                                lo_e = mid + 1
+                            else:
+                                hi_e = mid
+                        out[f, i] = lo_e
+                    continue
                 for i in range(i0, i1):
                     x = np.float64(X[i, f])
                     if np.isnan(x):

@@ -503,6 +503,7 @@ def _binning_columns(rng, n):
         np.full(n, 2.0),
         rng.normal(size=n) * 1e-42,  # float32 subnormals and zero
         rng.integers(0, 4, n).astype(float),
+        np.full(n, 1e39),  # one value, infinite in float32: no edge
     ])
 
 
@@ -550,6 +551,21 @@ def test_fit_transform_without_the_shortcut_equals_fit_then_transform():
         reference = BinMapper(subsample=mapper.subsample, random_state=0).fit(data, w)
         np.testing.assert_array_equal(mapper.thresholds_, reference.thresholds_)
         np.testing.assert_array_equal(binned.codes, reference.transform(data, NUMPY).codes)
+
+
+def test_codes_of_features_with_few_edges_past_the_first_block_of_tables():
+    """bin_codes holds the tables of 256 features at a time: a constant or binary
+    feature past the first block must not see the table left by feature f - 256."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(1500, 300))
+    X[:, 260] = 1.0
+    X[:, 270] = rng.integers(0, 2, 1500)
+    X[:, 280] = np.where(rng.random(1500) < 0.5, np.nan, 3.0)
+    mapper = BinMapper().fit(X)
+    assert mapper.n_value_bins_[260] == 1 and mapper.n_value_bins_[270] == 2
+    expected = _codes_by_searchsorted(mapper, X)
+    np.testing.assert_array_equal(mapper.transform(X, NUMPY).codes, expected)
+    np.testing.assert_array_equal(BinMapper().fit_transform(X, NUMPY).codes, expected)
 
 
 @settings(max_examples=60, deadline=None)

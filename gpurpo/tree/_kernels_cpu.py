@@ -1459,6 +1459,82 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges, 
         out_float32_ok[f] = ok
 
 
+# Codes "#{edges < x}" of one feature through a table over [edge_0, edge_last]: GRID
+# cells, then REACH edges compared branch-free (see _edge_grid).
+GRID = 1024
+REACH = 4
+
+
+@njit(inline="always", cache=True)
+def _count_below(edges, n_edges, x):
+    """``#{edges[:n_edges] < x}`` by binary search (increasing edges)."""
+    lo_e = 0
+    hi_e = n_edges
+    while lo_e < hi_e:
+        mid = (lo_e + hi_e) >> 1
+        if edges[mid] < x:
+            lo_e = mid + 1
+        else:
+            hi_e = mid
+    return lo_e
+
+
+@njit(cache=True)
+def _edge_grid(edges, n_edges, lut, padded):
+    """The search table of one feature's increasing edges.
+
+    Fills ``padded`` (the edges, then +inf; at least ``n_edges + REACH``
+    long) and ``lut`` (``GRID + 2`` entries): ``lut[g + 1]`` is the number of
+    edges below the start of cell ``g`` of ``[edge_0, edge_last]`` cut in
+    ``GRID`` equal cells, ``lut[0] = 0``. A value in cell ``g`` has between
+    ``lut[g]`` (cell ``g - 1``'s start, robust to the rounding of ``g``) and
+    ``lut[g] + REACH`` edges below it when no two cells hold more than REACH
+    edges together ("exact"); otherwise a scan finishes the search. With
+    fewer than two edges the table is one cell (``scale`` 0, ``lut[0]`` 0).
+
+    Returns ``(searched, lo, scale, exact)``: ``searched`` when an edge is
+    infinite (values beyond float32's range in the fit), for which the codes
+    take :func:`_count_below` instead.
+    """
+    for e in range(padded.shape[0]):
+        padded[e] = edges[e] if e < n_edges else np.inf
+    lut[0] = 0
+    if n_edges > 0 and not (np.isfinite(edges[0]) and np.isfinite(edges[n_edges - 1])):
+        return True, 0.0, 0.0, False
+    if n_edges < 2:
+        return False, 0.0, 0.0, True
+    lo = edges[0]
+    span = edges[n_edges - 1] - lo
+    e = 0
+    for g in range(GRID + 1):
+        x0 = lo + g * (span / GRID)
+        while e < n_edges and edges[e] < x0:
+            e += 1
+        lut[g + 1] = e
+    most = 0
+    for g in range(GRID + 1):
+        most = max(most, lut[g + 1] - lut[g])
+    return False, lo, GRID / span, 2 * most + 1 <= REACH
+
+
+@njit(inline="always", cache=True)
+def _code_by_grid(x, lo, scale, exact, n_edges, lut, padded):
+    """``#{edges < x}`` for a non-NaN ``x`` through the table of :func:`_edge_grid`."""
+    g = (x - lo) * scale
+    # NaN (an infinite x in a one-cell table: inf * 0) goes to cell 0, like -inf
+    g = min(g, np.float64(GRID)) if g > 0.0 else 0.0
+    base = lut[np.int64(g)]
+    code = base
+    for r in range(REACH):
+        code += padded[base + r] < x
+    if not exact:
+        while code > 0 and padded[code - 1] >= x:
+            code -= 1
+        while code < n_edges and padded[code] < x:
+            code += 1
+    return code
+
+
 @njit(inline="always", cache=True)
 def float32_codes_agree(a, b):
     """Whether every value's code is fixed by its float32 rounding at the edge between ``a < b``.
@@ -1484,83 +1560,34 @@ def bin_codes_fitted(values, X, edges, n_edges, float32_ok, missing_bin, out):
     :func:`edges_from_sorted` sorted, and ``float32_ok`` its verdict of
     :func:`float32_codes_agree` over each feature's edges. The codes are
     those of :func:`bin_codes` (``#{edges < x}`` compared in float64, NaN to
-    ``missing_bin``), read from the contiguous float32 rows, with a search
-    through a table over ``[edge_0, edge_last]`` as there, then a few edge
-    comparisons. Where ``float32_ok`` is False: with an infinite edge, a
-    binary search over the float64 values of ``X``; else, a value whose
-    float32 rounding lies just above an edge at the midpoint of two adjacent
-    float32 numbers (the tie of :func:`float32_codes_agree`) is compared in
-    float64 with that edge.
+    ``missing_bin``), read from the contiguous float32 rows through the
+    table of :func:`_edge_grid`. Where ``float32_ok`` is False: with an
+    infinite edge, a binary search over the float64 values of ``X``; else, a
+    value whose float32 rounding lies just above an edge at the midpoint of
+    two adjacent float32 numbers (the tie of :func:`float32_codes_agree`) is
+    compared in float64 with that edge.
     """
     p, n = values.shape
-    grid = 1024
-    reach = 4
     width = edges.shape[1]
     for f in prange(p):
         ne = n_edges[f]
         o = out[f]
-        e_f = edges[f]
-        if ne > 0 and not (np.isfinite(e_f[0]) and np.isfinite(e_f[ne - 1])):
+        lut = np.empty(GRID + 2, dtype=np.int32)
+        padded = np.empty(width + REACH + 1)
+        searched, lo, scale, exact = _edge_grid(edges[f], ne, lut, padded)
+        if searched:
             for i in range(n):
                 x = np.float64(X[i, f])
-                if np.isnan(x):
-                    o[i] = missing_bin
-                    continue
-                lo_e = 0
-                hi_e = ne
-                while lo_e < hi_e:
-                    mid = (lo_e + hi_e) >> 1
-                    if e_f[mid] < x:
-                        lo_e = mid + 1
-                    else:
-                        hi_e = mid
-                o[i] = lo_e
+                o[i] = missing_bin if np.isnan(x) else _count_below(padded, ne, x)
             continue
         v = values[f]
         ties = not float32_ok[f]
-        if ne < 2:
-            first = e_f[0] if ne == 1 else np.inf
-            for i in range(n):
-                x = np.float64(v[i])
-                code = np.int64(first < x)
-                if ties and code == 1 and first == 0.5 * (
-                        np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
-                    code = np.int64(first < np.float64(X[i, f]))
-                o[i] = missing_bin if np.isnan(x) else code
-            continue
-        padded = np.full(width + reach + 1, np.inf)
-        for e in range(ne):
-            padded[e] = e_f[e]
-        lut = np.zeros(grid + 2, dtype=np.int32)
-        lo = e_f[0]
-        span = e_f[ne - 1] - lo
-        scale = grid / span
-        e = 0
-        for g in range(grid + 1):
-            x0 = lo + g * (span / grid)
-            while e < ne and e_f[e] < x0:
-                e += 1
-            lut[g + 1] = e
-        most = 0
-        for g in range(grid + 1):
-            most = max(most, lut[g + 1] - lut[g])
-        exact = 2 * most + 1 <= reach
         for i in range(n):
             x = np.float64(v[i])
             if np.isnan(x):
                 o[i] = missing_bin
                 continue
-            g = (x - lo) * scale
-            g = min(max(g, 0.0), np.float64(grid))
-            base = lut[np.int64(g)]
-            code = base
-            for r in range(reach):
-                code += padded[base + r] < x
-            if not exact:
-                while code > 0 and padded[code - 1] >= x:
-                    code -= 1
-                while code < ne and padded[code] < x:
-                    code += 1
+            code = _code_by_grid(x, lo, scale, exact, ne, lut, padded)
             if ties and code > 0 and padded[code - 1] == 0.5 * (
                     np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
                 if not padded[code - 1] < np.float64(X[i, f]):
@@ -1570,55 +1597,29 @@ def bin_codes_fitted(values, X, edges, n_edges, float32_ok, missing_bin, out):
 
 @njit(parallel=True, cache=True)
 def bin_codes(X, edges, n_edges, missing_bin, out):
+    """``out[f, i] = #{edges[f, :n_edges[f]] < X[i, f]}``, ``missing_bin`` for NaN (see kernels.py).
+
+    Blocks of features get their tables of :func:`_edge_grid` at once, then
+    tasks of consecutive rows (contiguous slabs of a C-order ``X``) code them.
+    """
     n = X.shape[0]
     p = X.shape[1]
-    grid = 1024
-    reach = 4  # edges compared branch-free after the table lookup
     fblock = 256  # features whose lookup tables are held at once
-    rblock = 256  # rows per task: a contiguous slab of a C-order X
+    rblock = 256  # rows per task
     nf = min(p, fblock)
     width = edges.shape[1]
-    lut = np.zeros((nf, grid + 2), dtype=np.int32)
-    padded = np.full((nf, width + reach + 1), np.inf)
+    lut = np.zeros((nf, GRID + 2), dtype=np.int32)
+    padded = np.full((nf, width + REACH + 1), np.inf)
     lo = np.zeros(nf)
     scale = np.zeros(nf)
     exact = np.zeros(nf, dtype=np.bool_)
-    # features with an infinite edge (values beyond float32's range in the fit) have no
-    # finite grid: a binary search over their edges
     searched = np.zeros(nf, dtype=np.bool_)
     for f0 in range(0, p, fblock):
         f1 = min(p, f0 + fblock)
-        # lut[j, g + 1]: number of edges below the start of grid cell g of
-        # [edge_0, edge_last]; lut[j, 0] = 0. A value in cell g has between
-        # lut[j, g] (cell g - 1's start, robust to rounding of g) and
-        # lut[j, g] + reach edges below it when no two cells hold more than
-        # reach edges ("exact"); otherwise a scan finishes the search.
         for f in prange(f0, f1):
             j = f - f0
-            ne = n_edges[f]
-            for e in range(width + reach + 1):
-                padded[j, e] = edges[f, e] if e < ne else np.inf
-            searched[j] = False
-            if ne < 2:
-                exact[j] = True
-                continue
-            if not (np.isfinite(edges[f, 0]) and np.isfinite(edges[f, ne - 1])):
-                searched[j] = True
-                continue
-            lo[j] = edges[f, 0]
-            span = edges[f, ne - 1] - edges[f, 0]
-            scale[j] = grid / span
-            e = 0
-            lut[j, 0] = 0
-            for g in range(grid + 1):
-                x0 = edges[f, 0] + g * (span / grid)
-                while e < ne and edges[f, e] < x0:
-                    e += 1
-                lut[j, g + 1] = e
-            most = 0
-            for g in range(grid + 1):
-                most = max(most, lut[j, g + 1] - lut[j, g])
-            exact[j] = 2 * most + 1 <= reach
+            searched[j], lo[j], scale[j], exact[j] = _edge_grid(
+                edges[f], n_edges[f], lut[j], padded[j])
         n_tasks = (n + rblock - 1) // rblock
         for task in prange(n_tasks):
             i0 = task * rblock
@@ -1626,36 +1627,19 @@ def bin_codes(X, edges, n_edges, missing_bin, out):
             for f in range(f0, f1):
                 ne = n_edges[f]
                 j = f - f0
+                lut_j = lut[j]
+                padded_j = padded[j]
+                lo_j = lo[j]
+                scale_j = scale[j]
+                exact_j = exact[j]
                 if searched[j]:
                     for i in range(i0, i1):
                         x = np.float64(X[i, f])
-                        if np.isnan(x):
-                            out[f, i] = missing_bin
-                            continue
-                        lo_e = 0
-                        hi_e = ne
-                        while lo_e < hi_e:
-                            mid = (lo_e + hi_e) >> 1
-                            if edges[f, mid] < x:
-                                lo_e = mid + 1
-                            else:
-                                hi_e = mid
-                        out[f, i] = lo_e
+                        out[f, i] = missing_bin if np.isnan(x) else _count_below(padded_j, ne, x)
                     continue
                 for i in range(i0, i1):
                     x = np.float64(X[i, f])
                     if np.isnan(x):
                         out[f, i] = missing_bin
                         continue
-                    g = (x - lo[j]) * scale[j]
-                    g = min(max(g, 0.0), np.float64(grid))
-                    base = lut[j, np.int64(g)]
-                    code = base
-                    for r in range(reach):
-                        code += padded[j, base + r] < x
-                    if not exact[j]:
-                        while code > 0 and padded[j, code - 1] >= x:
-                            code -= 1
-                        while code < ne and padded[j, code] < x:
-                            code += 1
-                    out[f, i] = code
+                    out[f, i] = _code_by_grid(x, lo_j, scale_j, exact_j, ne, lut_j, padded_j)

@@ -553,6 +553,25 @@ def test_fit_transform_without_the_shortcut_equals_fit_then_transform():
         np.testing.assert_array_equal(binned.codes, reference.transform(data, NUMPY).codes)
 
 
+def test_rows_sorted_by_a_thread_pool_equal_numpy_sort():
+    """BinMapper's row sort splits rows over numba's thread count (blocks of rows)."""
+    import numba
+
+    from gpurpo.tree.binning import _sort_rows
+
+    rng = np.random.default_rng(8)
+    values = rng.normal(size=(37, 40_000)).astype(np.float32)
+    values[rng.random(values.shape) < 0.01] = np.nan
+    expected = np.sort(values, axis=1)
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+        _sort_rows(values)
+    finally:
+        numba.set_num_threads(previous)
+    np.testing.assert_array_equal(values, expected)
+
+
 def test_codes_of_features_with_few_edges_past_the_first_block_of_tables():
     """bin_codes holds the tables of 256 features at a time: a constant or binary
     feature past the first block must not see the table left by feature f - 256."""

@@ -1387,18 +1387,31 @@ def gather_tree_arrays(order, is_leaf, feature, bin_, missing_left, left, right,
         out_depth[j] = depth[g]
 
 
+@njit(cache=True)
+def _transpose_block(X, out, f0, f1):
+    """``out[f, i] = float32(X[i, f])`` for features ``f0 .. f1 - 1`` (at most 8), all rows."""
+    n = X.shape[0]
+    for i0 in range(0, n, 256):
+        for i in range(i0, min(n, i0 + 256)):
+            for f in range(f0, f1):
+                out[f, i] = np.float32(X[i, f])
+
+
 @njit(parallel=True, cache=True)
 def transpose_to_float32(X, out):
-    """``out[f, i] = float32(X[i, f])`` (host helper of BinMapper.fit), in cache-sized tiles."""
-    n, p = X.shape
-    tile = 64
-    for fb in prange((p + tile - 1) // tile):
-        f0 = fb * tile
-        f1 = min(p, f0 + tile)
-        for i0 in range(0, n, tile):
-            for i in range(i0, min(n, i0 + tile)):
-                for f in range(f0, f1):
-                    out[f, i] = np.float32(X[i, f])
+    """``out[f, i] = float32(X[i, f])`` (host helper of BinMapper.fit), in tiles.
+
+    A tile is 8 features (one 64-byte line of a float64 row) over 256 rows:
+    each line read is used whole, and its features are written as 8 short
+    contiguous runs. Each block of 8 features is a call of
+    :func:`_transpose_block`, which numba compiles as a plain loop nest (the
+    same loops inside the ``prange`` body ran 2 to 5 times slower). A
+    delicious-shaped X (12,920 x 500 float64), one thread: 13 ms against
+    34 ms with 64 x 64 tiles.
+    """
+    p = X.shape[1]
+    for fb in prange((p + 7) // 8):
+        _transpose_block(X, out, fb * 8, min(p, fb * 8 + 8))
 
 
 @njit(parallel=True, cache=True)
@@ -1552,6 +1565,32 @@ def float32_codes_agree(a, b):
     return np.isfinite(e) and np.nextafter(a, np.float32(np.inf)) != b
 
 
+@njit(cache=True)
+def _codes_of_feature(v, X, f, e_f, ne, float32_ok, missing_bin, o, width):
+    """The codes of feature ``f`` (row ``v`` of the float32 copy) for :func:`bin_codes_fitted`."""
+    n = v.shape[0]
+    lut = np.empty(GRID + 2, dtype=np.int32)
+    padded = np.empty(width + REACH + 1)
+    searched, lo, scale, exact = _edge_grid(e_f, ne, lut, padded)
+    if searched:
+        for i in range(n):
+            x = np.float64(X[i, f])
+            o[i] = missing_bin if np.isnan(x) else _count_below(padded, ne, x)
+        return
+    ties = not float32_ok
+    for i in range(n):
+        x = np.float64(v[i])
+        if np.isnan(x):
+            o[i] = missing_bin
+            continue
+        code = _code_by_grid(x, lo, scale, exact, ne, lut, padded)
+        if ties and code > 0 and padded[code - 1] == 0.5 * (
+                np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
+            if not padded[code - 1] < np.float64(X[i, f]):
+                code -= 1
+        o[i] = code
+
+
 @njit(parallel=True, cache=True)
 def bin_codes_fitted(values, X, edges, n_edges, float32_ok, missing_bin, out):
     """Codes of the very values the edges were fitted on (host helper of BinMapper).
@@ -1567,32 +1606,11 @@ def bin_codes_fitted(values, X, edges, n_edges, float32_ok, missing_bin, out):
     two adjacent float32 numbers (the tie of :func:`float32_codes_agree`) is
     compared in float64 with that edge.
     """
-    p, n = values.shape
+    p = values.shape[0]
     width = edges.shape[1]
     for f in prange(p):
-        ne = n_edges[f]
-        o = out[f]
-        lut = np.empty(GRID + 2, dtype=np.int32)
-        padded = np.empty(width + REACH + 1)
-        searched, lo, scale, exact = _edge_grid(edges[f], ne, lut, padded)
-        if searched:
-            for i in range(n):
-                x = np.float64(X[i, f])
-                o[i] = missing_bin if np.isnan(x) else _count_below(padded, ne, x)
-            continue
-        v = values[f]
-        ties = not float32_ok[f]
-        for i in range(n):
-            x = np.float64(v[i])
-            if np.isnan(x):
-                o[i] = missing_bin
-                continue
-            code = _code_by_grid(x, lo, scale, exact, ne, lut, padded)
-            if ties and code > 0 and padded[code - 1] == 0.5 * (
-                    np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
-                if not padded[code - 1] < np.float64(X[i, f]):
-                    code -= 1
-            o[i] = code
+        _codes_of_feature(values[f], X, f, edges[f], n_edges[f], float32_ok[f], missing_bin,
+                          out[f], width)
 
 
 @njit(parallel=True, cache=True)

@@ -74,6 +74,26 @@ def _count_trailing_zeros(typingctx, bits):
     return types.uint64(types.uint64), codegen
 
 
+@njit(cache=True)
+def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m, with_count, acc):
+    """Adds the samples ``sample_indices[e0:e1]`` of tree ``t`` to ``acc`` by their code in ``row``.
+
+    Channel 0 the weight, 1 .. m the weighted targets, the last the count
+    when ``with_count``. A plain function called from ``histograms``' prange
+    body: the same loops inline there ran about 10 % slower.
+    """
+    n_channels = acc.shape[1]
+    for e in range(e0, e1):
+        s = sample_indices[e]
+        w = np.float64(weights[t, s])
+        b = row[s]
+        acc[b, 0] += w
+        for c in range(m):
+            acc[b, 1 + c] += w * targets[s, t, c]
+        if with_count:
+            acc[b, n_channels - 1] += 1.0
+
+
 @njit(parallel=True, cache=True)
 def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
     n_nodes = node_features.shape[0]
@@ -87,18 +107,9 @@ def histograms(codes, sample_indices, node_ranges, node_features, node_tree, wei
         j = task - i * k
         f = node_features[i, j]
         if f >= 0:
-            t = node_tree[i]
             acc = np.zeros((n_bins, n_channels), dtype=np.float64)
-            row = codes[f]
-            for e in range(node_ranges[i, 0], node_ranges[i, 1]):
-                s = sample_indices[e]
-                w = np.float64(weights[t, s])
-                b = row[s]
-                acc[b, 0] += w
-                for c in range(m):
-                    acc[b, 1 + c] += w * targets[s, t, c]
-                if with_count:
-                    acc[b, n_channels - 1] += 1.0
+            _node_feature_histogram(codes[f], sample_indices, node_ranges[i, 0], node_ranges[i, 1],
+                                    node_tree[i], weights, targets, m, with_count, acc)
             for b in range(n_bins):
                 for c in range(n_channels):
                     out[i, j, b, c] = acc[b, c]

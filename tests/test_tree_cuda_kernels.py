@@ -263,6 +263,23 @@ def test_split_small_matches_numba(msl, random_split, k, integer):
         assert f_gpu[i] != 3 and present.min() <= b_gpu[i] <= present.max()
 
 
+@pytest.mark.parametrize("integer, m", [(False, 3), (True, 3), (False, 9)])
+def test_three_sample_nodes_stop_early_with_the_result_of_every_candidate(integer, m):
+    """The CPU stops a node of three samples once a feature reaches the largest of its six
+    possible gains; the CUDA kernel evaluates every candidate: same splits, same bits
+    (integer targets make exact ties between features; missing values on either side)."""
+    rng = np.random.default_rng(31 + 7 * integer + m)
+    problem = _split_problem(rng, (3,) * 120, p=40, m=m, integer=integer)
+    args = problem + (12, 1, False, 11, 1e-5)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    assert (f_cpu >= 0).sum() > 100
+    np.testing.assert_array_equal(f_gpu, f_cpu)
+    np.testing.assert_array_equal(b_gpu, b_cpu)
+    np.testing.assert_array_equal(ml_gpu, ml_cpu)
+    np.testing.assert_array_equal(g_gpu, g_cpu)
+
+
 @pytest.mark.parametrize("random_split", [False, True])
 def test_split_small_matches_numba_with_256_bins(random_split):
     # the bin scan spans all 256 bins (the missing bin last) and several sort chunks

@@ -335,9 +335,10 @@ def test_partition_needs_an_int32_buffer():
         kernels.partition(NUMPY, codes, buffer.astype(np.int64), *rest)
 
 
-# sizes: two samples (first separating feature), rank sort (5, 20), bucket sort (60, 200;
-# the vectorised scan from VECTOR_SCAN_MIN samples without missing values), bin table (300)
-@pytest.mark.parametrize("n_per_node", [2, 5, 20, 60, 200, 300])
+# sizes: two samples (first separating feature), three (stops at the largest possible gain),
+# rank sort (5, 20), bucket sort (60, 200; the vectorised scan from VECTOR_SCAN_MIN samples
+# without missing values), bin table (300)
+@pytest.mark.parametrize("n_per_node", [2, 3, 5, 20, 60, 200, 300])
 @pytest.mark.parametrize("msl", [1, 3])
 def test_split_small_matches_brute_force(n_per_node, msl):
     n, p, n_bins, m, n_trees = 400, 6, 12, 3, 2

@@ -423,6 +423,34 @@ def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, m
 
 
 @njit(cache=True)
+def _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS):
+    """Largest gain of the splits of a node of three samples, bit for bit as the scans give it.
+
+    The left side of a split is one sample or two (rows ``rows[d0:d0 + 3]``):
+    its weight and sums are a single value or a sum of two, which is the same
+    whichever is added first, so each of the six gains is what ``_gain`` (or
+    ``_gain8``) returns for that left side in any feature's sort order, with
+    missing values on either side. ``LS`` is scratch.
+    """
+    mp = wy.shape[1]
+    best = -np.inf
+    for i in range(3):
+        ri = rows[d0 + i]
+        for c in range(mp):
+            LS[c] = wy[ri, c]
+        g = _gain(w[ri], LS, W, S, m, parent)
+        if g > best:
+            best = g
+        rj = rows[d0 + (i + 1) % 3]
+        for c in range(mp):
+            LS[c] = wy[ri, c] + wy[rj, c]
+        g = _gain(w[ri] + w[rj], LS, W, S, m, parent)
+        if g > best:
+            best = g
+    return best
+
+
+@njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
@@ -487,6 +515,13 @@ def _eval_node(
     # rounding, far below the tie tolerance tie_rtol * Q), so the tie rule picks the
     # first separating feature visited and the others need not be evaluated.
     need = 1 if ns == 2 else n_candidates
+    # Three samples: every candidate gain is one of six values (one sample or two on the
+    # left; a sum of two is the same whichever comes first), so once a feature reaches
+    # the largest of them, no later feature can beat it and the tie rule keeps the
+    # first features: the loop stops there with the same result.
+    ceiling = np.inf
+    if ns == 3 and not random_split:
+        ceiling = _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS)
     found = 0
     pos = 0
     slot = 0
@@ -681,6 +716,8 @@ def _eval_node(
         cand_g[found - 1] = best_gain
         cand_b[found - 1] = best_b
         cand_ml[found - 1] = best_ml
+        if best_gain == ceiling:
+            break
     # ties across features: gains within tie_rtol * Q of the best, the first visited wins
     gmax = -np.inf
     for j in range(found):

@@ -1584,10 +1584,13 @@ def _code_by_grid(x, lo, scale, exact, n_edges, lut, padded):
     g = (x - lo) * scale
     # NaN (an infinite x in a one-cell table: inf * 0) goes to cell 0, like -inf
     g = min(g, np.float64(GRID)) if g > 0.0 else 0.0
-    base = lut[np.int64(g)]
-    code = base
+    # unsigned indices: numba adds no wraparound of negative indices (a third
+    # of the time of this search; codes of a delicious-shaped X 34-50 -> 27 ms)
+    base = np.uint64(lut[np.uint64(g)])
+    below = base
     for r in range(REACH):
-        code += padded[base + r] < x
+        below += np.uint64(padded[base + np.uint64(r)] < x)
+    code = np.int64(below)
     if not exact:
         while code > 0 and padded[code - 1] >= x:
             code -= 1

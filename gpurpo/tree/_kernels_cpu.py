@@ -1462,12 +1462,26 @@ def transpose_to_float32(X, out):
         _transpose_block(X, out, fb * 8, min(p, fb * 8 + 8))
 
 
+@njit(cache=True)
+def _count_below_nan(v):
+    """The number of non-NaN values of ``v``, sorted with NaN last (binary search)."""
+    lo = 0
+    hi = v.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if np.isnan(v[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 @njit(parallel=True, cache=True)
-def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges, out_float32_ok):
+def edges_from_sorted(sorted_values, max_bins, out_edges, out_n_edges, out_float32_ok):
     """Quantile bin edges of each row of ``sorted_values`` (host helper of BinMapper.fit).
 
-    Row f holds the feature's sample values sorted increasingly, the first
-    ``n_valid[f]`` being non-NaN. With at most ``max_bins`` distinct values the
+    Row f holds the feature's sample values sorted increasingly, NaN last (as
+    NumPy sorts them; the non-NaN prefix is found by binary search). With at most ``max_bins`` distinct values the
     edges are the midpoints between consecutive distinct values; otherwise the
     midpoints after the distinct values holding the ``j / max_bins``
     quantiles (j = 1 .. max_bins - 1), deduplicated. Fills
@@ -1477,7 +1491,7 @@ def edges_from_sorted(sorted_values, n_valid, max_bins, out_edges, out_n_edges, 
     p = sorted_values.shape[0]
     for f in prange(p):
         v = sorted_values[f]
-        n = n_valid[f]
+        n = _count_below_nan(v)
         ok = True
         n_distinct = 0
         for i in range(n):

@@ -350,13 +350,12 @@ def _fit_edges_sorted(
     else:
         with np.errstate(over="ignore"):  # beyond float32's range: infinite, as intended
             values = np.array(sample.T, dtype=np.float32, order="C")
-    n_valid = (values.shape[1] - np.isnan(values).sum(axis=1)).astype(np.int64)
     kept = values.copy() if keep_values else None
     _sort_rows(values)
     out = np.empty((values.shape[0], max(max_bins - 1, 1)), dtype=np.float64)
     n_edges = np.zeros(values.shape[0], dtype=np.int64)
     float32_ok = np.zeros(values.shape[0], dtype=np.bool_)
-    edges_from_sorted(values, n_valid, max_bins, out, n_edges, float32_ok)
+    edges_from_sorted(values, max_bins, out, n_edges, float32_ok)
     edges = [out[f, : n_edges[f]].copy() for f in range(values.shape[0])]
     return edges, kept, float32_ok
 

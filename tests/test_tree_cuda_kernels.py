@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, VECTOR_SCAN_MIN
+from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT, VECTOR_SCAN_MIN
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
@@ -278,6 +278,69 @@ def test_three_sample_nodes_stop_early_with_the_result_of_every_candidate(intege
     np.testing.assert_array_equal(b_gpu, b_cpu)
     np.testing.assert_array_equal(ml_gpu, ml_cpu)
     np.testing.assert_array_equal(g_gpu, g_cpu)
+
+
+@pytest.mark.parametrize("integer, m, msl", [(False, 3, 1), (True, 3, 1), (True, 7, 2),
+                                             (False, 9, 2)])
+def test_small_nodes_stop_at_the_partition_bound_with_the_result_of_every_candidate(
+        integer, m, msl):
+    """Nodes of 4 to SUBSET_LIMIT samples stop their feature loop on the CPU once the tie
+    rule's pick reaches the bound of every partition's gain; the CUDA kernel evaluates
+    every candidate: same splits, same bits. Integer targets make exact ties between
+    features, missing values put samples on either side, and nodes one sample above the
+    limit take the ordinary loop."""
+    rng = np.random.default_rng(53 + 7 * integer + m + 100 * msl)
+    sizes = tuple(range(4, SUBSET_LIMIT + 2)) * 40
+    problem = _split_problem(rng, sizes, p=40, m=m, integer=integer)
+    args = problem + (12, msl, False, 11, 1e-5)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    assert (f_cpu >= 0).sum() > 0.9 * len(sizes)
+    np.testing.assert_array_equal(f_gpu, f_cpu)
+    np.testing.assert_array_equal(b_gpu, b_cpu)
+    np.testing.assert_array_equal(ml_gpu, ml_cpu)
+    np.testing.assert_array_equal(g_gpu, g_cpu)
+
+
+@pytest.mark.parametrize("ns, msl", [(4, 1), (5, 2), (SUBSET_LIMIT, 1), (SUBSET_LIMIT, 3)])
+def test_largest_partition_gain_matches_brute_force_and_bounds_the_scans(ns, msl):
+    """The bound is the largest variance reduction over every two-sided partition of the
+    node that keeps min_samples_leaf samples per side (NumPy, all subsets), and no
+    feature's best split of those samples exceeds it."""
+    from gpurpo.tree._kernels_cpu import _largest_partition_gain
+
+    rng = np.random.default_rng(ns + 10 * msl)
+    m, mp = 5, 8
+    w = rng.integers(1, 4, size=ns).astype(np.float64)
+    y = np.zeros((ns, mp))
+    y[:, :m] = rng.normal(size=(ns, m)).astype(np.float32)
+    wy = w[:, None] * y
+    S = wy.sum(axis=0)
+    W = w.sum()
+    parent = float(S[:m] @ S[:m]) / W
+    rows = rng.permutation(ns).astype(np.int32)
+    got = _largest_partition_gain(rows, 0, ns, w, wy, W, S, m, parent, msl, np.empty(mp))
+    want = -np.inf
+    for mask in range(1, 2**ns - 1):
+        left = np.array([(mask >> i) & 1 for i in range(ns)], dtype=bool)
+        if msl <= left.sum() <= ns - msl:
+            L = wy[left, :m].sum(axis=0)
+            R = S[:m] - L
+            WL = w[left].sum()
+            want = max(want, L @ L / WL + R @ R / (W - WL) - parent)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # every feature's best split of these samples stays below the bound (+ rounding)
+    for _ in range(20):
+        codes = rng.integers(0, 5, size=ns)
+        order = np.argsort(codes, kind="stable")
+        for a in range(msl - 1, ns - msl):
+            if codes[order[a]] == codes[order[a + 1]]:
+                continue
+            left = order[: a + 1]
+            L = wy[left, :m].sum(axis=0)
+            R = S[:m] - L
+            WL = w[left].sum()
+            assert L @ L / WL + R @ R / (W - WL) - parent <= got + 1e-12 * abs(got)
 
 
 @pytest.mark.parametrize("random_split", [False, True])

@@ -58,6 +58,10 @@ RANK_LIMIT = 32
 # bucket sort, -11 % (delicious-shaped) and -23 % (mediamill-shaped) on the
 # subtree kernel against session 8's kernel; from 2 samples on, 3 to 6 % less gain.
 VECTOR_SCAN_MIN = 16
+# Nodes of 4 to SUBSET_LIMIT samples bound the gain of every split by the largest
+# over all their two-sided partitions (_largest_partition_gain), so that the feature
+# loop stops once no later feature can change the tie rule's pick.
+SUBSET_LIMIT = 7
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256
 
@@ -451,6 +455,72 @@ def _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS):
 
 
 @njit(cache=True)
+def _largest_partition_gain(rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS):
+    """Largest gain over every split of a small node into two sides, up to rounding.
+
+    The node's ``ns`` samples (rows ``rows[d0:d0 + ns]``, at most 63) are
+    split into a left side ``L`` and its complement in every way that leaves
+    ``min_samples_leaf`` samples on both sides, whatever the features: the
+    sides ``L`` without the last sample are visited in Gray-code order (one
+    sample added or removed per step) and the gain is symmetric in its sides.
+    The sums are formed in another order than a feature's scan forms them, so
+    a scan's gain of the same split may differ by rounding, of the order of
+    ``ns`` float64 epsilons of ``sum(w ||y||^2)`` (each term of the gain is at
+    most that, by Cauchy-Schwarz). Returns +inf (no bound) when a left side
+    has no positive weight. ``LS`` is scratch.
+    """
+    mp = wy.shape[1]
+    for c in range(mp):
+        LS[c] = 0.0
+    WL = 0.0
+    size = 0
+    previous = 0
+    best = -np.inf
+    for i in range(1, 1 << (ns - 1)):
+        gray = i ^ (i >> 1)
+        flip = gray ^ previous
+        previous = gray
+        r = rows[d0 + np.int64(_count_trailing_zeros(np.uint64(flip)))]
+        if gray & flip:
+            WL += w[r]
+            size += 1
+            for c in range(mp):
+                LS[c] += wy[r, c]
+        else:
+            WL -= w[r]
+            size -= 1
+            for c in range(mp):
+                LS[c] -= wy[r, c]
+        if size < min_samples_leaf or ns - size < min_samples_leaf:
+            continue
+        if not WL > 0.0:
+            return np.inf
+        g = _gain(WL, LS, W, S, m, parent)
+        if g > best:
+            best = g
+    return best
+
+
+@njit(inline="always", cache=True)
+def _tie_pick(cand_g, found, tol):
+    """The candidate the tie rule picks: the first whose gain is within ``tol`` of the best.
+
+    -1 when no candidate has a finite-or-larger gain than -inf.
+    """
+    gmax = -np.inf
+    for j in range(found):
+        if cand_g[j] > gmax:
+            gmax = cand_g[j]
+    if gmax == -np.inf:
+        return -1
+    floor = gmax - tol
+    for j in range(found):
+        if cand_g[j] >= floor:
+            return j
+    return -1
+
+
+@njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
@@ -522,6 +592,17 @@ def _eval_node(
     ceiling = np.inf
     if ns == 3 and not random_split:
         ceiling = _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS)
+    # Four to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
+    # partitions) + tol / 2, tol = tie_rtol * Q (rounding is some 1e-15 Q, tol 1e-5 Q).
+    # Once the candidate the tie rule picks has a gain of at least U - tol, it is picked
+    # whatever the later features give (the best can only rise to U, the tie window's
+    # floor to U - tol, and the candidates before it are below the floor already), so the
+    # loop stops there with the same result as evaluating every candidate.
+    tol = tie_rtol * Q
+    settled = np.inf
+    if 4 <= ns and ns <= SUBSET_LIMIT and not random_split:
+        settled = _largest_partition_gain(
+            rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS) - 0.5 * tol
     found = 0
     pos = 0
     slot = 0
@@ -718,19 +799,14 @@ def _eval_node(
         cand_ml[found - 1] = best_ml
         if best_gain == ceiling:
             break
+        if best_gain >= settled:
+            pick = _tie_pick(cand_g, found, tol)
+            if cand_g[pick] >= settled:
+                break
     # ties across features: gains within tie_rtol * Q of the best, the first visited wins
-    gmax = -np.inf
-    for j in range(found):
-        if cand_g[j] > gmax:
-            gmax = cand_g[j]
-    if gmax == -np.inf:
+    pick = _tie_pick(cand_g, found, tol)
+    if pick < 0:
         return -1, 0, 0, -np.inf
-    floor = gmax - tie_rtol * Q
-    pick = -1
-    for j in range(found):
-        if cand_g[j] >= floor:
-            pick = j
-            break
     return cand_f[pick], cand_b[pick], cand_ml[pick], cand_g[pick]
 
 

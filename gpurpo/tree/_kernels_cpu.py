@@ -603,6 +603,8 @@ def _eval_node(
     if 4 <= ns and ns <= SUBSET_LIMIT and not random_split:
         settled = _largest_partition_gain(
             rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS) - 0.5 * tol
+    # nodes that may stop after a few features draw their candidates a few at a time
+    batch_cap = n_perm if settled == np.inf and ceiling == np.inf else 8
     found = 0
     pos = 0
     slot = 0
@@ -614,7 +616,7 @@ def _eval_node(
             # the visiting order in batches (independent hash chains overlap in the
             # CPU) of the candidates still needed
             if slot == n_batch:
-                n_batch = min(n_perm, p - pos, need - found)
+                n_batch = min(batch_cap, p - pos, need - found)
                 feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
                 slot = 0
             f = perm[slot]

@@ -572,6 +572,29 @@ def test_rows_sorted_by_a_thread_pool_equal_numpy_sort():
     np.testing.assert_array_equal(values, expected)
 
 
+@pytest.mark.parametrize("n_nan", [0, 1, 7, 40])
+def test_edges_count_the_values_before_the_nans_of_each_sorted_row(n_nan):
+    """The edge fit finds the non-NaN prefix of each row sorted by NumPy (NaN last,
+    whatever their sign: arithmetic on x86 makes negative NaN): the same edges as a fit
+    on the non-NaN values alone, for rows of no, some and only NaN."""
+    from gpurpo.tree._kernels_cpu import _count_below_nan
+    from gpurpo.tree.binning import _fit_edges_sorted
+
+    rng = np.random.default_rng(n_nan)
+    X = rng.normal(size=(40, 3))
+    nans = np.full(n_nan, np.nan)
+    nans[::2] = np.copysign(np.nan, -1.0)
+    for f in range(3):
+        X[: min(n_nan, 40), f] = nans[:40]
+    row = np.sort(X[:, 0].astype(np.float32))
+    assert _count_below_nan(row) == 40 - min(n_nan, 40)
+    edges = _fit_edges_sorted(X, 16)[0]
+    for f in range(3):
+        kept = X[~np.isnan(X[:, f]), f]
+        want = _fit_edges_sorted(kept[:, None], 16)[0][0] if kept.size else np.empty(0)
+        np.testing.assert_array_equal(edges[f], want)
+
+
 def test_codes_of_features_with_few_edges_past_the_first_block_of_tables():
     """bin_codes holds the tables of 256 features at a time: a constant or binary
     feature past the first block must not see the table left by feature f - 256."""

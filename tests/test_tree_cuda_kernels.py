@@ -265,9 +265,10 @@ def test_split_small_matches_numba(msl, random_split, k, integer):
 
 @pytest.mark.parametrize("integer, m", [(False, 3), (True, 3), (False, 9)])
 def test_three_sample_nodes_stop_early_with_the_result_of_every_candidate(integer, m):
-    """The CPU stops a node of three samples once a feature reaches the largest of its six
-    possible gains; the CUDA kernel evaluates every candidate: same splits, same bits
-    (integer targets make exact ties between features; missing values on either side)."""
+    """The CPU stops a node of three samples once the tie rule's pick reaches the bound of
+    its three partitions' gains; the CUDA kernel evaluates every candidate: same splits,
+    same bits (integer targets make exact ties between features; missing values on either
+    side)."""
     rng = np.random.default_rng(31 + 7 * integer + m)
     problem = _split_problem(rng, (3,) * 120, p=40, m=m, integer=integer)
     args = problem + (12, 1, False, 11, 1e-5)
@@ -284,11 +285,11 @@ def test_three_sample_nodes_stop_early_with_the_result_of_every_candidate(intege
                                              (False, 9, 2)])
 def test_small_nodes_stop_at_the_partition_bound_with_the_result_of_every_candidate(
         integer, m, msl):
-    """Nodes of 4 to SUBSET_LIMIT samples stop their feature loop on the CPU once the tie
-    rule's pick reaches the bound of every partition's gain; the CUDA kernel evaluates
-    every candidate: same splits, same bits. Integer targets make exact ties between
-    features, missing values put samples on either side, and nodes one sample above the
-    limit take the ordinary loop."""
+    """Nodes of 4 to SUBSET_LIMIT samples (3: the test above) stop their feature loop on the
+    CPU once the tie rule's pick reaches the bound of every partition's gain; the CUDA
+    kernel evaluates every candidate: same splits, same bits. Integer targets make exact
+    ties between features, missing values put samples on either side, and nodes one sample
+    above the limit take the ordinary loop."""
     rng = np.random.default_rng(53 + 7 * integer + m + 100 * msl)
     sizes = tuple(range(4, SUBSET_LIMIT + 2)) * 40
     problem = _split_problem(rng, sizes, p=40, m=m, integer=integer)
@@ -302,7 +303,8 @@ def test_small_nodes_stop_at_the_partition_bound_with_the_result_of_every_candid
     np.testing.assert_array_equal(g_gpu, g_cpu)
 
 
-@pytest.mark.parametrize("ns, msl", [(4, 1), (5, 2), (SUBSET_LIMIT, 1), (SUBSET_LIMIT, 3)])
+@pytest.mark.parametrize("ns, msl", [(3, 1), (4, 1), (5, 2), (SUBSET_LIMIT, 1),
+                                     (SUBSET_LIMIT, 3)])
 def test_largest_partition_gain_matches_brute_force_and_bounds_the_scans(ns, msl):
     """The bound is the largest variance reduction over every two-sided partition of the
     node that keeps min_samples_leaf samples per side (NumPy, all subsets), and no

@@ -58,7 +58,7 @@ RANK_LIMIT = 32
 # bucket sort, -11 % (delicious-shaped) and -23 % (mediamill-shaped) on the
 # subtree kernel against session 8's kernel; from 2 samples on, 3 to 6 % less gain.
 VECTOR_SCAN_MIN = 16
-# Nodes of 4 to SUBSET_LIMIT samples bound the gain of every split by the largest
+# Nodes of 3 to SUBSET_LIMIT samples bound the gain of every split by the largest
 # over all their two-sided partitions (_largest_partition_gain), so that the feature
 # loop stops once no later feature can change the tie rule's pick.
 SUBSET_LIMIT = 7
@@ -427,34 +427,6 @@ def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, m
 
 
 @njit(cache=True)
-def _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS):
-    """Largest gain of the splits of a node of three samples, bit for bit as the scans give it.
-
-    The left side of a split is one sample or two (rows ``rows[d0:d0 + 3]``):
-    its weight and sums are a single value or a sum of two, which is the same
-    whichever is added first, so each of the six gains is what ``_gain`` (or
-    ``_gain8``) returns for that left side in any feature's sort order, with
-    missing values on either side. ``LS`` is scratch.
-    """
-    mp = wy.shape[1]
-    best = -np.inf
-    for i in range(3):
-        ri = rows[d0 + i]
-        for c in range(mp):
-            LS[c] = wy[ri, c]
-        g = _gain(w[ri], LS, W, S, m, parent)
-        if g > best:
-            best = g
-        rj = rows[d0 + (i + 1) % 3]
-        for c in range(mp):
-            LS[c] = wy[ri, c] + wy[rj, c]
-        g = _gain(w[ri] + w[rj], LS, W, S, m, parent)
-        if g > best:
-            best = g
-    return best
-
-
-@njit(cache=True)
 def _largest_partition_gain(rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS):
     """Largest gain over every split of a small node into two sides, up to rounding.
 
@@ -585,14 +557,7 @@ def _eval_node(
     # rounding, far below the tie tolerance tie_rtol * Q), so the tie rule picks the
     # first separating feature visited and the others need not be evaluated.
     need = 1 if ns == 2 else n_candidates
-    # Three samples: every candidate gain is one of six values (one sample or two on the
-    # left; a sum of two is the same whichever comes first), so once a feature reaches
-    # the largest of them, no later feature can beat it and the tie rule keeps the
-    # first features: the loop stops there with the same result.
-    ceiling = np.inf
-    if ns == 3 and not random_split:
-        ceiling = _largest_gain_of_three(rows, d0, w, wy, W, S, m, parent, LS)
-    # Four to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
+    # Three to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
     # partitions) + tol / 2, tol = tie_rtol * Q (rounding is some 1e-15 Q, tol 1e-5 Q).
     # Once the candidate the tie rule picks has a gain of at least U - tol, it is picked
     # whatever the later features give (the best can only rise to U, the tie window's
@@ -600,11 +565,11 @@ def _eval_node(
     # loop stops there with the same result as evaluating every candidate.
     tol = tie_rtol * Q
     settled = np.inf
-    if 4 <= ns and ns <= SUBSET_LIMIT and not random_split:
+    if 3 <= ns and ns <= SUBSET_LIMIT and not random_split:
         settled = _largest_partition_gain(
             rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS) - 0.5 * tol
     # nodes that may stop after a few features draw their candidates a few at a time
-    batch_cap = n_perm if settled == np.inf and ceiling == np.inf else 8
+    batch_cap = n_perm if settled == np.inf else 8
     found = 0
     pos = 0
     slot = 0
@@ -799,8 +764,6 @@ def _eval_node(
         cand_g[found - 1] = best_gain
         cand_b[found - 1] = best_b
         cand_ml[found - 1] = best_ml
-        if best_gain == ceiling:
-            break
         if best_gain >= settled:
             pick = _tie_pick(cand_g, found, tol)
             if pick >= 0 and cand_g[pick] >= settled:
@@ -1563,8 +1526,7 @@ def edges_from_sorted(sorted_values, max_bins, out_edges, out_n_edges, out_float
     most ``max_bins`` distinct values the edges are the midpoints between
     consecutive distinct values; otherwise the midpoints after the distinct
     values holding the ``j / max_bins`` quantiles (j = 1 .. max_bins - 1),
-    deduplicated. Fills
-    ``out_edges[f, :out_n_edges[f]]``, and ``out_float32_ok[f]`` with
+    deduplicated. Fills ``out_edges[f, :out_n_edges[f]]``, and ``out_float32_ok[f]`` with
     :func:`float32_codes_agree` of the pairs of values the edges lie between.
     """
     p = sorted_values.shape[0]

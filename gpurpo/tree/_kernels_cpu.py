@@ -15,6 +15,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from gpurpo.tree._borrow import borrow
 from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
@@ -511,6 +512,30 @@ def _eval_node(
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
     Rules: see ``tree_split_small``.
     """
+    # the caller holds every array for the whole call (see gpurpo.tree._borrow)
+    codes = borrow(codes)
+    cols = borrow(cols)
+    w = borrow(w)
+    wy = borrow(wy)
+    y = borrow(y)
+    rows = borrow(rows)
+    thresholds = borrow(thresholds)
+    S = borrow(S)
+    code_buf = borrow(code_buf)
+    order = borrow(order)
+    hist = borrow(hist)
+    bin_pos = borrow(bin_pos)
+    LS = borrow(LS)
+    MS = borrow(MS)
+    keys = borrow(keys)
+    perm = borrow(perm)
+    cand_f = borrow(cand_f)
+    cand_g = borrow(cand_g)
+    cand_b = borrow(cand_b)
+    cand_ml = borrow(cand_ml)
+    scan = borrow(scan)
+    link = borrow(link)
+    occupied = borrow(occupied)
     p = codes.shape[0]
     mp = wy.shape[1]
     cw = mp
@@ -1146,25 +1171,66 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
     )
 
 
+@njit(inline="always", cache=True)
+def _borrow_eval_scratch(scratch):
+    """The buffers of :func:`_eval_scratch` as views holding no reference (the caller holds them)."""
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = scratch
+    return (borrow(w), borrow(wy), borrow(y), borrow(S), borrow(code_buf), borrow(order),
+            borrow(hist), borrow(bin_pos), borrow(LS), borrow(MS), borrow(keys), borrow(perm),
+            borrow(cand_f), borrow(cand_g), borrow(cand_b), borrow(cand_ml), borrow(scan),
+            borrow(link), borrow(occupied))
+
+
 @njit(cache=True)
 def _split_chunk(
     ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, weights,
     targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
     out_feature, out_bin, out_missing_left, out_gain,
 ):
-    n_nodes = node_ranges.shape[0]
+    """Split the nodes ``ch, ch + n_chunks, ...`` with scratch buffers of this chunk."""
     p = codes.shape[0]
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
-    lo_bits, hi_bits = feistel_params(p)
     n_slots = max(1, min(n_candidates, p))
-    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _eval_scratch(max_ns, mp, n_bins, n_slots)
-    zero = np.int64(0)
     identity = np.empty(max_ns, dtype=np.int32)
     for a in range(max_ns):
         identity[a] = a
+    _split_chunk_nodes(
+        ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets,
+        thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+        out_feature, out_bin, out_missing_left, out_gain, identity,
+        _eval_scratch(max_ns, mp, n_bins, n_slots),
+    )
+
+
+@njit(cache=True)
+def _split_chunk_nodes(
+    ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets,
+    thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+    out_feature, out_bin, out_missing_left, out_gain, identity, scratch,
+):
+    """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
+    codes = borrow(codes)
+    sample_indices = borrow(sample_indices)
+    node_ranges = borrow(node_ranges)
+    node_tree = borrow(node_tree)
+    node_seed = borrow(node_seed)
+    weights = borrow(weights)
+    targets = borrow(targets)
+    thresholds = borrow(thresholds)
+    out_feature = borrow(out_feature)
+    out_bin = borrow(out_bin)
+    out_missing_left = borrow(out_missing_left)
+    out_gain = borrow(out_gain)
+    identity = borrow(identity)
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _borrow_eval_scratch(scratch)
+    n_nodes = node_ranges.shape[0]
+    m = targets.shape[2]
+    lo_bits, hi_bits = feistel_params(codes.shape[0])
+    zero = np.int64(0)
     for i in range(ch, n_nodes, n_chunks):
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
@@ -1230,22 +1296,74 @@ def _subtree_chunk(
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
 ):
-    n_roots = node_ranges.shape[0]
+    """Grow the subtrees of roots ``ch, ch + n_chunks, ...`` with scratch buffers of this chunk."""
     p = codes.shape[0]
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
+    n_slots = max(1, min(n_candidates, p))
+    subtree_scratch = (
+        np.empty((p, max_ns), dtype=np.uint8),  # the root's codes block
+        np.empty(max_ns, dtype=np.int32),  # global sample of each position
+        np.empty(max_ns, dtype=np.int32),  # positions in node order
+        np.empty(max_ns, dtype=np.int32),  # partition buffer
+        np.empty(max_ns + 2, dtype=np.int64),  # depth-first stack
+        np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
+    )
+    _subtree_chunk_roots(
+        ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+        weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
+        max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
+        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+        out_right, out_depth, out_start, out_stop, subtree_scratch,
+        _eval_scratch(max_ns, mp, n_bins, n_slots),
+    )
+
+
+@njit(cache=True)
+def _subtree_chunk_roots(
+    ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+    out_start, out_stop, subtree_scratch, scratch,
+):
+    """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference."""
+    codes = borrow(codes)
+    sample_indices = borrow(sample_indices)
+    node_ranges = borrow(node_ranges)
+    node_tree = borrow(node_tree)
+    node_seed = borrow(node_seed)
+    node_depth = borrow(node_depth)
+    weights = borrow(weights)
+    targets = borrow(targets)
+    thresholds = borrow(thresholds)
+    root_weight = borrow(root_weight)
+    out_offsets = borrow(out_offsets)
+    out_count = borrow(out_count)
+    out_feature = borrow(out_feature)
+    out_bin = borrow(out_bin)
+    out_missing_left = borrow(out_missing_left)
+    out_gain = borrow(out_gain)
+    out_left = borrow(out_left)
+    out_right = borrow(out_right)
+    out_depth = borrow(out_depth)
+    out_start = borrow(out_start)
+    out_stop = borrow(out_stop)
+    block, gid, cols, cols2, stack, seeds = subtree_scratch
+    block = borrow(block)
+    gid = borrow(gid)
+    cols = borrow(cols)
+    cols2 = borrow(cols2)
+    stack = borrow(stack)
+    seeds = borrow(seeds)
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _borrow_eval_scratch(scratch)
+    n_roots = node_ranges.shape[0]
+    p = codes.shape[0]
+    m = targets.shape[2]
     lo_bits, hi_bits = feistel_params(p)
     eps = np.finfo(np.float64).eps
-    n_slots = max(1, min(n_candidates, p))
-    block = np.empty((p, max_ns), dtype=np.uint8)
-    gid = np.empty(max_ns, dtype=np.int32)
-    cols = np.empty(max_ns, dtype=np.int32)
-    cols2 = np.empty(max_ns, dtype=np.int32)
-    stack = np.empty(max_ns + 2, dtype=np.int64)
-    seeds = np.empty(2 * max_ns, dtype=np.uint64)
-    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _eval_scratch(max_ns, mp, n_bins, n_slots)
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r

@@ -1,0 +1,41 @@
+"""Non-owning array views for the inner loops of the numba CPU kernels.
+
+numba counts references to every array it passes to a function or slices
+into a view: a call to ``NRT_incref`` or ``NRT_decref`` whose atomic
+read-modify-write (``lock xadd`` on x86) also orders every memory access
+around it, so the out-of-order core cannot overlap the work on either side.
+The per-node split search calls helpers with some thirty arrays per node and
+a few per candidate feature; on a 2-core Xeon (Emerald Rapids) those counts
+cost about a third of the search's time on nodes of 3 to 8 samples
+(``bench/experiments/split_node_micro.py``).
+
+:func:`borrow` gives a view of an array with a null ``meminfo``: the same
+data, shape and strides, and no reference, so numba's counting on it stops
+at the null test in ``NRT_incref``/``NRT_decref``. The view is valid only
+while another reference keeps the array alive: borrow the ARGUMENTS of a
+function (its caller holds them for the whole call), never an array the
+function allocates itself (numba frees a local array after its last use,
+whatever views of it remain), and never return a borrowed view.
+"""
+
+from __future__ import annotations
+
+from numba import types
+from numba.extending import intrinsic
+
+
+@intrinsic
+def borrow(typingctx, array):
+    """A view of ``array`` that holds no reference to it (null meminfo); see the module notes."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        source = context.make_array(signature.args[0])(context, builder, value=args[0])
+        view = context.make_array(signature.return_type)(context, builder)
+        for field in ("parent", "nitems", "itemsize", "data", "shape", "strides"):
+            setattr(view, field, getattr(source, field))
+        view.meminfo = context.get_constant_null(types.MemInfoPointer(types.voidptr))
+        return view._getvalue()
+
+    return array(array), codegen

@@ -1,0 +1,43 @@
+"""The non-owning array views of the numba CPU kernels (gpurpo.tree._borrow)."""
+
+import numpy as np
+import pytest
+from numba import njit
+from numba.core.errors import TypingError
+
+from gpurpo.tree._borrow import borrow
+
+
+@njit(cache=False)
+def _write_through_borrowed(a, value):
+    view = borrow(a)
+    for i in range(view.shape[0]):
+        for j in range(view.shape[1]):
+            view[i, j] = value + i * 10 + j
+    inner = view[1:, ::2]  # a view of the borrowed view
+    inner[0, 0] = -1.0
+    return view.shape[0], view.shape[1], view.strides[0], view.strides[1], view.sum()
+
+
+@njit(cache=False)
+def _borrow_scalar(x):
+    return borrow(x)
+
+
+def test_borrowed_view_shares_data_shape_and_strides():
+    base = np.zeros((6, 7))
+    target = base[::2, 1:]  # not contiguous
+    shape0, shape1, stride0, stride1, total = _write_through_borrowed(target, 100.0)
+    assert (shape0, shape1) == target.shape
+    assert (stride0, stride1) == target.strides
+    expected = 100.0 + np.arange(3)[:, None] * 10 + np.arange(6)[None, :]
+    expected[1, 0] = -1.0
+    np.testing.assert_array_equal(target, expected)
+    assert total == pytest.approx(expected.sum())
+    np.testing.assert_array_equal(base[1::2], 0.0)  # rows outside the view untouched
+    np.testing.assert_array_equal(base[::2, 0], 0.0)
+
+
+def test_borrow_rejects_non_arrays():
+    with pytest.raises(TypingError):
+        _borrow_scalar(1.0)

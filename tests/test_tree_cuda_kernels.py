@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT, VECTOR_SCAN_MIN
+from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
@@ -390,12 +390,11 @@ def test_split_small_matches_brute_force(msl):
 
 @pytest.mark.parametrize("msl, m", [(1, 3), (3, 3), (1, 7), (2, 11)])
 def test_split_small_without_missing_values_matches_numba_and_brute_force(msl, m):
-    # without missing values, sorted nodes of VECTOR_SCAN_MIN samples and more take the
-    # CPU's vectorised scan (_scan_sorted_vector); nodes above RANK_LIMIT its bucket sort
+    # without missing values; nodes above RANK_LIMIT samples take the CPU's bucket sort
     rng = np.random.default_rng(40 + msl + m)
     problem = list(_split_problem(rng, SIZES, p=6, m=m, missing=0.0))
     problem[0][5] = rng.integers(0, 11, size=problem[0].shape[1])  # no missing feature
-    assert VECTOR_SCAN_MIN <= RANK_LIMIT + 1 < SORT_LIMIT
+    assert RANK_LIMIT + 1 < SORT_LIMIT
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
     args = tuple(problem) + (6, msl, False, 11, 1e-5)
     got = kernels.split_small(EMULATED, *args)

@@ -336,8 +336,7 @@ def test_partition_needs_an_int32_buffer():
 
 
 # sizes: two samples (first separating feature), three (stops at the largest possible gain),
-# rank sort (5, 20), bucket sort (60, 200; the vectorised scan from VECTOR_SCAN_MIN samples
-# without missing values), bin table (300)
+# rank sort (5, 20), bucket sort (60, 200), bin table (300)
 @pytest.mark.parametrize("n_per_node", [2, 3, 5, 20, 60, 200, 300])
 @pytest.mark.parametrize("msl", [1, 3])
 def test_split_small_matches_brute_force(n_per_node, msl):

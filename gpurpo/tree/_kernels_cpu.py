@@ -51,14 +51,13 @@ __all__ = [
 # bench/experiments/subtree_kernel_ab.py; 384 no better). The bucket sort visits
 # only the occupied bins, where a counting sort's prefix and clearing passes
 # spanned the whole occupied range (A/B, two compiled copies each: subtree kernel
-# -6 % on delicious-shaped, -18 % on mediamill-shaped trees).
+# -6 % on delicious-shaped, -18 % on mediamill-shaped trees). The sorted samples
+# are scanned in one pass (_scan_sorted8 up to 8 channels): a three-pass scan with
+# vectorised gains, faster before the search ran on borrowed views, was slower at
+# every node size after (Xeon, 7 channels: 16 samples 7.9 vs 6.0 us, 256: 113 vs
+# 100 us; 12 and 40 channels likewise; subtree kernel about -6 % without it).
 SORT_LIMIT = 256
 RANK_LIMIT = 32
-# Sorted nodes of at least VECTOR_SCAN_MIN samples without missing values are
-# scanned by _scan_sorted_vector (gains computed by vectorised loops): with the
-# bucket sort, -11 % (delicious-shaped) and -23 % (mediamill-shaped) on the
-# subtree kernel against session 8's kernel; from 2 samples on, 3 to 6 % less gain.
-VECTOR_SCAN_MIN = 16
 # Nodes of 3 to SUBSET_LIMIT samples bound the gain of every split by the largest
 # over all their two-sided partitions (_largest_partition_gain), so that the feature
 # loop stops once no later feature can change the tie rule's pick.
@@ -334,99 +333,6 @@ def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax
     return best_gain, best_b, best_ml
 
 
-@njit(cache=True, error_model="numpy")
-def _scan_sorted_vector(order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, min_samples_leaf,
-                        scan):
-    """Best split point of one feature of a sorted node without missing values.
-
-    The best-split scan of ``_eval_node`` in three passes, so that the gains
-    of all split points are computed by loops over positions that vectorise
-    (the divisions included), where the one-pass scan evaluates each gain
-    with a chain of dependent scalar operations:
-
-    1. the left sums after each position, in code order (``scan[c, a]``
-       for channel ``c``, ``scan[mp, a]`` for the weight), added in the
-       order of the one-pass scan;
-    2. for the positions ``a`` whose left side satisfies
-       ``min_samples_leaf`` on both sides, the gain of the split after
-       ``a``, by the formula of ``_gain`` with its operations in its order
-       (``scan[mp + 1]`` and ``scan[mp + 2]`` hold the two squared norms,
-       then the gain), so every gain has the same bits as in the one-pass
-       scan;
-    3. the first largest gain among the positions where the code changes.
-
-    Compiled with numpy's error model: a division by zero (a right side whose
-    weight is lost to rounding against the node's) gives an infinite gain, as
-    in the CUDA twin, instead of raising, which would stop the loops from
-    vectorising. Returns (gain, bin, missing_left) as ``_scan_sorted8``.
-    """
-    mp = wy.shape[1]
-    weight = scan[mp]
-    WL = 0.0
-    if mp == 8:
-        l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
-        for a in range(ns):
-            idx = rows[d0 + order[a]]
-            WL += w[idx]
-            l0, l1, l2, l3, l4, l5, l6, l7 = _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx)
-            weight[a] = WL
-            scan[0, a] = l0
-            scan[1, a] = l1
-            scan[2, a] = l2
-            scan[3, a] = l3
-            scan[4, a] = l4
-            scan[5, a] = l5
-            scan[6, a] = l6
-            scan[7, a] = l7
-    else:
-        for a in range(ns):
-            WL += w[rows[d0 + order[a]]]
-            weight[a] = WL
-        for c in range(m):
-            prefix = scan[c]
-            run = 0.0
-            for a in range(ns):
-                run += wy[rows[d0 + order[a]], c]
-                prefix[a] = run
-    # positions lo .. hi - 1, through views indexed from zero (non-negative indices
-    # let the loops vectorise)
-    lo = min_samples_leaf - 1
-    hi = ns - min_samples_leaf
-    if hi <= lo:
-        return -np.inf, 0, 0
-    n_pos = hi - lo
-    left = scan[mp + 1, lo:hi]
-    gain = scan[mp + 2, lo:hi]
-    prefix = scan[0, lo:hi]
-    s0 = S[0]
-    for a in range(n_pos):
-        v = prefix[a]
-        r = s0 - v
-        left[a] = v * v
-        gain[a] = r * r
-    for c in range(1, m):
-        prefix = scan[c, lo:hi]
-        sc = S[c]
-        for a in range(n_pos):
-            v = prefix[a]
-            r = sc - v
-            left[a] += v * v
-            gain[a] += r * r
-    wl = weight[lo:hi]
-    for a in range(n_pos):
-        gain[a] = left[a] / wl[a] + gain[a] / _side_weight(W - wl[a]) - parent
-    best_gain = -np.inf
-    best_a = -1
-    codes_here = code_buf[lo:hi + 1]
-    for a in range(n_pos):
-        if codes_here[a + 1] != codes_here[a] and gain[a] > best_gain:
-            best_gain = gain[a]
-            best_a = lo + a
-    if best_a < 0:
-        return best_gain, 0, 0
-    return best_gain, code_buf[best_a], _missing_right_flag(weight[best_a], W, 0)
-
-
 @njit(cache=True)
 def _largest_partition_gain(rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS):
     """Largest gain over every split of a small node into two sides, up to rounding.
@@ -498,7 +404,7 @@ def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-    cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
+    cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
@@ -533,7 +439,6 @@ def _eval_node(
     cand_g = borrow(cand_g)
     cand_b = borrow(cand_b)
     cand_ml = borrow(cand_ml)
-    scan = borrow(scan)
     link = borrow(link)
     occupied = borrow(occupied)
     p = codes.shape[0]
@@ -717,11 +622,7 @@ def _eval_node(
         if random_split:
             cut = _random_cut(thresholds, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
-        if use_sort and n_miss == 0 and not random_split and ns >= VECTOR_SCAN_MIN:
-            best_gain, best_b, best_ml = _scan_sorted_vector(
-                order, code_buf, ns, rows, d0, w, wy, W, S, m, parent, min_samples_leaf, scan,
-            )
-        elif use_sort and mp == 8:
+        if use_sort and mp == 8:
             best_gain, best_b, best_ml = _scan_sorted8(
                 order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                 min_samples_leaf, random_split, cut,
@@ -1142,11 +1043,10 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
     """Scratch buffers of ``_eval_node`` for nodes of up to ``max_ns`` samples.
 
     Returns (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
-    cand_g, cand_b, cand_ml, scan, link, occupied); ``wy`` and ``y`` are zeroed
+    cand_g, cand_b, cand_ml, link, occupied); ``wy`` and ``y`` are zeroed
     (their padding channels stay zero), ``hist``, the bucket sort's list heads
     ``bin_pos`` and its bit set ``occupied`` too (``_eval_node`` leaves them
-    zeroed); ``scan`` is the work array of ``_scan_sorted_vector``, ``link`` the
-    bucket sort's list links.
+    zeroed); ``link`` holds the bucket sort's list links.
     """
     return (
         np.empty(max_ns, dtype=np.float64),
@@ -1165,7 +1065,6 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
         np.empty(n_slots, dtype=np.float64),
         np.empty(n_slots, dtype=np.int64),
         np.empty(n_slots, dtype=np.int64),
-        np.empty((mp + 3, min(max_ns, SORT_LIMIT)), dtype=np.float64),
         np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
         np.zeros((n_bins + 63) // 64, dtype=np.uint64),
     )
@@ -1175,11 +1074,11 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
 def _borrow_eval_scratch(scratch):
     """The buffers of :func:`_eval_scratch` as views holding no reference (the caller holds them)."""
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = scratch
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = scratch
     return (borrow(w), borrow(wy), borrow(y), borrow(S), borrow(code_buf), borrow(order),
             borrow(hist), borrow(bin_pos), borrow(LS), borrow(MS), borrow(keys), borrow(perm),
-            borrow(cand_f), borrow(cand_g), borrow(cand_b), borrow(cand_ml), borrow(scan),
-            borrow(link), borrow(occupied))
+            borrow(cand_f), borrow(cand_g), borrow(cand_b), borrow(cand_ml), borrow(link),
+            borrow(occupied))
 
 
 @njit(cache=True)
@@ -1226,7 +1125,7 @@ def _split_chunk_nodes(
     out_gain = borrow(out_gain)
     identity = borrow(identity)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _borrow_eval_scratch(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = _borrow_eval_scratch(scratch)
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]
     lo_bits, hi_bits = feistel_params(codes.shape[0])
@@ -1247,7 +1146,7 @@ def _split_chunk_nodes(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
         )
         out_feature[i] = f
         out_bin[i] = b
@@ -1358,7 +1257,7 @@ def _subtree_chunk_roots(
     stack = borrow(stack)
     seeds = borrow(seeds)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, scan, link, occupied) = _borrow_eval_scratch(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = _borrow_eval_scratch(scratch)
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
@@ -1410,7 +1309,7 @@ def _subtree_chunk_roots(
                 block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml, scan, link, occupied, m,
+                cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                 continue

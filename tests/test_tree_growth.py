@@ -469,16 +469,20 @@ def test_ties_between_features_do_not_favour_low_indices():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_binning_transpose_helper_equals_numpy(dtype):
-    """The tiled float32 transpose used by BinMapper.fit (odd sizes, NaN, inf, overflow)."""
+    """The tiled float32 transpose used by BinMapper.fit (odd sizes, NaN, inf, overflow).
+
+    1,100 rows: two tasks of up to 1,024 rows, the last tile of 12 rows; 70 features: a
+    last tile of 6 features.
+    """
     from gpurpo.tree._kernels_cpu import transpose_to_float32
 
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((131, 70)).astype(dtype) * 10.0
+    X = rng.standard_normal((1100, 70)).astype(dtype) * 10.0
     X[rng.random(X.shape) < 0.05] = np.nan
     X[0, 0], X[1, 1] = np.inf, -np.inf
     if dtype == np.float64:
         X[2, 2] = 1e300  # beyond float32: inf, as numpy's cast
-    out = np.empty((70, 131), dtype=np.float32)
+    out = np.empty((70, 1100), dtype=np.float32)
     transpose_to_float32(X, out)
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(out, np.array(X.T, dtype=np.float32))

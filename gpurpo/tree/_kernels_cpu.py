@@ -98,25 +98,54 @@ def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m,
             acc[b, n_channels - 1] += 1.0
 
 
-@njit(parallel=True, cache=True)
-def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
-    n_nodes = node_features.shape[0]
+@njit(cache=True)
+def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, node_tree,
+                     weights, targets, with_count, acc, out):
+    """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of :func:`histograms`.
+
+    On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
+    ``acc`` is the chunk's accumulator, zeroed for each task.
+    """
+    codes = borrow(codes)
+    sample_indices = borrow(sample_indices)
+    node_ranges = borrow(node_ranges)
+    node_features = borrow(node_features)
+    node_tree = borrow(node_tree)
+    weights = borrow(weights)
+    targets = borrow(targets)
+    acc = borrow(acc)
+    out = borrow(out)
     k = node_features.shape[1]
-    n_bins = out.shape[2]
-    n_channels = out.shape[3]
+    n_bins = acc.shape[0]
+    n_channels = acc.shape[1]
     m = targets.shape[2]
-    with_count = n_channels == m + 2
-    for task in prange(n_nodes * k):
+    for task in range(ch, node_features.shape[0] * k, n_chunks):
         i = task // k
         j = task - i * k
         f = node_features[i, j]
-        if f >= 0:
-            acc = np.zeros((n_bins, n_channels), dtype=np.float64)
-            _node_feature_histogram(codes[f], sample_indices, node_ranges[i, 0], node_ranges[i, 1],
-                                    node_tree[i], weights, targets, m, with_count, acc)
-            for b in range(n_bins):
-                for c in range(n_channels):
-                    out[i, j, b, c] = acc[b, c]
+        if f < 0:
+            continue
+        for b in range(n_bins):
+            for c in range(n_channels):
+                acc[b, c] = 0.0
+        _node_feature_histogram(codes[f], sample_indices, node_ranges[i, 0], node_ranges[i, 1],
+                                node_tree[i], weights, targets, m, with_count, acc)
+        for b in range(n_bins):
+            for c in range(n_channels):
+                out[i, j, b, c] = acc[b, c]
+
+
+@njit(parallel=True, cache=True)
+def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
+    n_tasks = node_features.shape[0] * node_features.shape[1]
+    n_bins = out.shape[2]
+    n_channels = out.shape[3]
+    with_count = n_channels == targets.shape[2] + 2
+    n_chunks = min(n_tasks, N_CHUNKS)
+    for ch in prange(n_chunks):
+        _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features,
+                         node_tree, weights, targets, with_count,
+                         np.empty((n_bins, n_channels), dtype=np.float64), out)
 
 
 @njit(parallel=True, cache=True)
@@ -1008,30 +1037,59 @@ def score_histograms(
     n_chunks = min(n_tasks, N_CHUNKS)
     nvb = hist.shape[2] - 1
     for ch in prange(n_chunks):
-        tot = np.empty(n_channels, dtype=np.float64)
-        left = np.empty(n_channels, dtype=np.float64)
-        left_m = np.empty(n_channels, dtype=np.float64)
-        Lt = np.empty((n_channels, nvb), dtype=np.float64)
-        occ = np.empty(nvb, dtype=np.int64)
-        sides = np.empty((4, nvb), dtype=np.float64)
-        for task in range(ch, n_tasks, n_chunks):
-            i = task // k
-            j = task - i * k
-            if random_split:
-                g, b, ml, nc = _score_slot_random(
-                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, uniforms[i, j],
-                    thresholds, tot, left, left_m, newton != 0, reg_lambda, min_child_weight,
-                )
-            else:
-                g, b, ml, nc = _score_slot_best(
-                    hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, tot, Lt, occ,
-                    sides[0], sides[1], sides[2], sides[3], newton != 0, reg_lambda,
-                    min_child_weight,
-                )
-            out_gain[i, j] = g
-            out_bin[i, j] = b
-            out_missing_left[i, j] = ml
-            out_nonconstant[i, j] = 1 if nc else 0
+        _score_chunk(
+            ch, n_chunks, hist, node_features, m, cnt, min_samples_leaf, random_split, uniforms,
+            thresholds, newton != 0, reg_lambda, min_child_weight, out_gain, out_bin,
+            out_missing_left, out_nonconstant,
+            (np.empty(n_channels, dtype=np.float64), np.empty(n_channels, dtype=np.float64),
+             np.empty(n_channels, dtype=np.float64), np.empty((n_channels, nvb), dtype=np.float64),
+             np.empty(nvb, dtype=np.int64), np.empty((4, nvb), dtype=np.float64)),
+        )
+
+
+@njit(cache=True)
+def _score_chunk(
+    ch, n_chunks, hist, node_features, m, cnt, min_samples_leaf, random_split, uniforms,
+    thresholds, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left,
+    out_nonconstant, scratch,
+):
+    """The (node, feature) slots ``ch, ch + n_chunks, ...`` of :func:`score_histograms`.
+
+    On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`).
+    """
+    hist = borrow(hist)
+    node_features = borrow(node_features)
+    uniforms = borrow(uniforms)
+    thresholds = borrow(thresholds)
+    out_gain = borrow(out_gain)
+    out_bin = borrow(out_bin)
+    out_missing_left = borrow(out_missing_left)
+    out_nonconstant = borrow(out_nonconstant)
+    tot, left, left_m, Lt, occ, sides = scratch
+    tot = borrow(tot)
+    left = borrow(left)
+    left_m = borrow(left_m)
+    Lt = borrow(Lt)
+    occ = borrow(occ)
+    sides = borrow(sides)
+    k = hist.shape[1]
+    for task in range(ch, hist.shape[0] * k, n_chunks):
+        i = task // k
+        j = task - i * k
+        if random_split:
+            g, b, ml, nc = _score_slot_random(
+                hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, uniforms[i, j],
+                thresholds, tot, left, left_m, newton, reg_lambda, min_child_weight,
+            )
+        else:
+            g, b, ml, nc = _score_slot_best(
+                hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, tot, Lt, occ,
+                sides[0], sides[1], sides[2], sides[3], newton, reg_lambda, min_child_weight,
+            )
+        out_gain[i, j] = g
+        out_bin[i, j] = b
+        out_missing_left[i, j] = ml
+        out_nonconstant[i, j] = 1 if nc else 0
 
 
 # positions of the visiting order computed at once; holds a whole order of SMALL_P features

@@ -792,7 +792,7 @@ def test_grow_subtrees_matches_numba(msl, mss, max_depth, mid, random_split, k):
 
 @pytest.mark.parametrize("msl, random_split", [(1, False), (2, False), (1, True)])
 def test_grow_subtrees_without_missing_values_matches_numba(msl, random_split):
-    # every node without missing values: the CPU's vectorised scan (best splits) and
+    # every node without missing values: the CPU's one-pass scan of sorted samples and
     # bucket sort, against the CUDA kernel's bin table
     rng = np.random.default_rng(61 + msl + 10 * random_split)
     n_bins = 12

@@ -53,6 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpurpo.backend import NUMPY  # noqa: E402
+from _machine import cpu_description  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
 from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
 from gpurpo.metrics import label_ranking_average_precision  # noqa: E402
@@ -151,7 +152,8 @@ def run_dataset(name, X, Y, n_test, args):
           f"m={m} labels/row={Ytr.nnz / Ytr.shape[0]:.1f}; {T} trees, n_jobs={args.n_jobs}",
           flush=True)
     row = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]),
-               p=int(Xtr.shape[1]), d=int(d), m=m, trees=T, n_jobs=args.n_jobs)
+               p=int(Xtr.shape[1]), d=int(d), m=m, trees=T, n_jobs=args.n_jobs,
+               cpu=cpu_description())
 
     def gpurpo_forest(n_trees, seed, device="cpu"):
         return RandomForestRegressor(
@@ -246,7 +248,7 @@ def main(argv=None):
 
     print(f"python {platform.python_version()}, numpy {np.__version__}, scikit-learn "
           f"{sklearn.__version__}, numba {numba.__version__}, "
-          f"{platform.processor() or platform.machine()}, {numba.config.NUMBA_NUM_THREADS} "
+          f"{cpu_description()}, {numba.config.NUMBA_NUM_THREADS} "
           f"cores visible; n_jobs={args.n_jobs}")
     if args.rows_factor < 1 or args.cpu_trees < 1:
         parser.error("--rows-factor and --cpu-trees must be >= 1")

@@ -43,6 +43,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_description  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
 from gpurpo.metrics import label_ranking_average_precision  # noqa: E402
 from gpurpo.projections import make_projection  # noqa: E402
@@ -187,7 +188,7 @@ def main(argv=None):
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     print(f"python {platform.python_version()}, numba threads {numba.get_num_threads()}, "
-          f"{platform.processor() or platform.machine()}")
+          f"{cpu_description()}")
     scale = 4 if args.quick else 1
     # training sizes of MULAN's delicious (12,920 + 3,185 test) and mediamill
     # (30,993 + 12,914 test)

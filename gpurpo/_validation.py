@@ -183,3 +183,27 @@ def check_choice(value: Any, name: str, choices: tuple[Any, ...]) -> Any:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
+
+
+def check_float32_weight_range(weights: Any, name: str = "sample_weight") -> None:
+    """Reject non-negative weights that float32, the precision of the tree kernels, cannot hold.
+
+    The kernels store each weight in float32 (sums and products are formed
+    in float64): a weight above float32's largest value would become
+    infinite, and when the largest weight is below float32's smallest
+    normal number every weight rounds to zero or loses most of its digits,
+    leaving nothing to split. ``weights`` is a validated 1-D array (NumPy or
+    CuPy) with a positive sum.
+    """
+    limits = np.finfo(np.float32)
+    largest = float(weights.max())
+    if largest > float(limits.max):
+        raise ValueError(
+            f"{name} must be at most {float(limits.max):.4g} (weights are stored in float32), "
+            f"got a weight of {largest:.4g}; divide the weights by a common factor"
+        )
+    if largest < float(limits.tiny):
+        raise ValueError(
+            f"{name} must have a weight of at least {float(limits.tiny):.4g} (weights are stored "
+            f"in float32), got at most {largest:.4g}; multiply the weights by a common factor"
+        )

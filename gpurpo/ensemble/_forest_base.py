@@ -42,7 +42,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from gpurpo._validation import check_array, check_choice, check_consistent_rows
+from gpurpo._validation import (
+    check_array,
+    check_choice,
+    check_consistent_rows,
+    check_float32_weight_range,
+)
 from gpurpo.backend import (
     Backend,
     check_random_state,
@@ -207,6 +212,7 @@ class BaseForest(BaseEstimator):
             raise ValueError("sample_weight must be finite and non-negative")
         if not w.sum() > 0:
             raise ValueError("sample_weight must have a positive sum, got all zeros")
+        check_float32_weight_range(w)
         return w
 
     # -------------------------------------------------------------- fitting

@@ -47,6 +47,7 @@ from gpurpo._validation import (
     check_choice,
     check_consistent_rows,
     check_float,
+    check_float32_weight_range,
     check_int,
 )
 from gpurpo.backend import (
@@ -202,6 +203,7 @@ class _BaseGradientBoosting(BaseEstimator):
             raise ValueError("sample_weight must be non-negative, got a negative weight")
         if not float(w.sum()) > 0:
             raise ValueError("sample_weight must have a positive sum, got all zeros")
+        check_float32_weight_range(w)
         return w, bool((w == 1).all())
 
     def _predict_input(self, X: Any) -> tuple[Any, bool]:

@@ -21,7 +21,12 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
-from gpurpo._validation import check_array, check_choice, check_consistent_rows
+from gpurpo._validation import (
+    check_array,
+    check_choice,
+    check_consistent_rows,
+    check_float32_weight_range,
+)
 from gpurpo.backend import Backend, check_random_state, resolve_backend
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import MAX_BINS, BinMapper
@@ -144,6 +149,7 @@ class _BaseTree(BaseEstimator):
             raise ValueError("sample_weight must be finite and non-negative")
         if not float(w.sum()) > 0:
             raise ValueError("sample_weight must have a positive sum, got all zeros")
+        check_float32_weight_range(w)
         return w
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:

@@ -300,6 +300,44 @@ def _keep_better(g, b, missing_left, best_gain, best_b, best_ml):
 
 
 @njit(inline="always", cache=True)
+def _score_point8(b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S,
+                  m, parent, min_samples_leaf, best_gain, best_b, best_ml):
+    """Score split point ``code <= b`` from the left sums in scalars (missing values right, then left).
+
+    Keeps the better of the best and each valid side choice (:func:`_keep_better`).
+    The missing-left gain adds ``MS`` to the left sums and subtracts it again, the
+    round trip of the generic scan, so the sums carry the same rounding. Returns the
+    best, then the eight left sums.
+    """
+    if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+        g = _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+        best_gain, best_b, best_ml = _keep_better(
+            g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
+    if n_miss > 0 and not at_end:
+        nLm = nL + n_miss
+        if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+            l0 += MS[0]
+            l1 += MS[1]
+            l2 += MS[2]
+            l3 += MS[3]
+            l4 += MS[4]
+            l5 += MS[5]
+            l6 += MS[6]
+            l7 += MS[7]
+            g = _gain8(WL + Wm, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+            l0 -= MS[0]
+            l1 -= MS[1]
+            l2 -= MS[2]
+            l3 -= MS[3]
+            l4 -= MS[4]
+            l5 -= MS[5]
+            l6 -= MS[6]
+            l7 -= MS[7]
+            best_gain, best_b, best_ml = _keep_better(g, b, 1, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7
+
+
+@njit(inline="always", cache=True)
 def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                   min_samples_leaf, random_split, cut):
     """Best split point of one feature of a sorted node whose targets have 8 padded channels.
@@ -334,31 +372,56 @@ def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax
         at_end = b >= bmax
         if at_end and n_miss == 0:
             continue
-        if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
-            g = _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
-            best_gain, best_b, best_ml = _keep_better(
-                g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
-        if n_miss > 0 and not at_end:
-            nLm = nL + n_miss
-            if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
-                l0 += MS[0]
-                l1 += MS[1]
-                l2 += MS[2]
-                l3 += MS[3]
-                l4 += MS[4]
-                l5 += MS[5]
-                l6 += MS[6]
-                l7 += MS[7]
-                g = _gain8(WL + Wm, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
-                l0 -= MS[0]
-                l1 -= MS[1]
-                l2 -= MS[2]
-                l3 -= MS[3]
-                l4 -= MS[4]
-                l5 -= MS[5]
-                l6 -= MS[6]
-                l7 -= MS[7]
-                best_gain, best_b, best_ml = _keep_better(g, b, 1, best_gain, best_b, best_ml)
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml
+
+
+@njit(inline="always", cache=True)
+def _scan_table8(hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
+                 random_split, cut):
+    """Best split point of one feature from the per-bin table of a node with 8 padded channels.
+
+    The table scan of ``_eval_node`` (bins ``bmin .. bmax`` of ``hist``: 8
+    sums, then weight and count; each visited row is zeroed) with the running
+    left sums in eight scalars, as :func:`_scan_sorted8` does for sorted
+    samples: the same additions in the same order, so the same bits. Returns
+    (gain, bin, missing_left).
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    for b in range(bmin, bmax + 1):
+        row = hist[b]
+        cnt = np.int64(row[9])
+        if cnt > 0:
+            WL += row[8]
+            nL += cnt
+            l0 += row[0]
+            l1 += row[1]
+            l2 += row[2]
+            l3 += row[3]
+            l4 += row[4]
+            l5 += row[5]
+            l6 += row[6]
+            l7 += row[7]
+            for c in range(10):
+                row[c] = 0.0
+        if random_split:
+            if b != cut:
+                continue
+        elif cnt == 0:
+            continue
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
     return best_gain, best_b, best_ml
 
 
@@ -651,7 +714,12 @@ def _eval_node(
         if random_split:
             cut = _random_cut(thresholds, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
-        if use_sort and mp == 8:
+        if not use_sort and mp == 8:
+            best_gain, best_b, best_ml = _scan_table8(
+                hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
+                random_split, cut,
+            )
+        elif use_sort and mp == 8:
             best_gain, best_b, best_ml = _scan_sorted8(
                 order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                 min_samples_leaf, random_split, cut,

@@ -185,16 +185,18 @@ def check_choice(value: Any, name: str, choices: tuple[Any, ...]) -> Any:
     return value
 
 
-def check_float32_weight_range(weights: Any, name: str = "sample_weight") -> None:
-    """Reject non-negative weights that float32, the precision of the tree kernels, cannot hold.
+def check_weight_scale(weights: Any, name: str = "sample_weight") -> None:
+    """Reject non-negative weights with no positive sum, or that float32 cannot hold.
 
-    The kernels store each weight in float32 (sums and products are formed
-    in float64): a weight above float32's largest value would become
+    The tree kernels store each weight in float32 (sums and products are
+    formed in float64): a weight above float32's largest value would become
     infinite, and when the largest weight is below float32's smallest
     normal number every weight rounds to zero or loses most of its digits,
     leaving nothing to split. ``weights`` is a validated 1-D array (NumPy or
-    CuPy) with a positive sum.
+    CuPy) of finite non-negative values.
     """
+    if not float(weights.sum()) > 0:
+        raise ValueError(f"{name} must have a positive sum, got all zeros")
     limits = np.finfo(np.float32)
     largest = float(weights.max())
     if largest > float(limits.max):

@@ -5,7 +5,7 @@ import pytest
 from numba import njit
 from numba.core.errors import TypingError
 
-from gpurpo.tree._borrow import borrow
+from gpurpo.tree._borrow import borrow, borrow_all
 
 
 @njit(cache=False)
@@ -22,6 +22,19 @@ def _write_through_borrowed(a, value):
 @njit(cache=False)
 def _borrow_scalar(x):
     return borrow(x)
+
+
+@njit(cache=False)
+def _write_through_borrowed_tuple(a, b):
+    va, vb = borrow_all((a, b))
+    va[0] = 7.0
+    vb[1, 2] = 9
+    return va.shape[0], vb.shape[0], vb.shape[1], vb.strides[0]
+
+
+@njit(cache=False)
+def _borrow_all_mixed(a, x):
+    return borrow_all((a, x))
 
 
 def test_borrowed_view_shares_data_shape_and_strides():
@@ -41,3 +54,16 @@ def test_borrowed_view_shares_data_shape_and_strides():
 def test_borrow_rejects_non_arrays():
     with pytest.raises(TypingError):
         _borrow_scalar(1.0)
+
+
+def test_borrow_all_views_every_array_of_a_tuple():
+    a = np.zeros(5)
+    b = np.zeros((4, 6), dtype=np.int32)[:, ::2]  # int32, not contiguous
+    assert _write_through_borrowed_tuple(a, b) == (5, 4, 3, b.strides[0])
+    assert a[0] == 7.0 and a[1:].sum() == 0.0
+    assert b[1, 2] == 9 and b.sum() == 9
+
+
+def test_borrow_all_rejects_tuples_with_non_arrays():
+    with pytest.raises(TypingError):
+        _borrow_all_mixed(np.zeros(3), 1.0)

@@ -46,7 +46,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
-    check_float32_weight_range,
+    check_weight_scale,
 )
 from gpurpo.backend import (
     Backend,
@@ -210,9 +210,7 @@ class BaseForest(BaseEstimator):
             )
         if not np.isfinite(w).all() or (w < 0).any():
             raise ValueError("sample_weight must be finite and non-negative")
-        if not w.sum() > 0:
-            raise ValueError("sample_weight must have a positive sum, got all zeros")
-        check_float32_weight_range(w)
+        check_weight_scale(w)
         return w
 
     # -------------------------------------------------------------- fitting

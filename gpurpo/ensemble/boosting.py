@@ -47,8 +47,8 @@ from gpurpo._validation import (
     check_choice,
     check_consistent_rows,
     check_float,
-    check_float32_weight_range,
     check_int,
+    check_weight_scale,
 )
 from gpurpo.backend import (
     Backend,
@@ -201,9 +201,7 @@ class _BaseGradientBoosting(BaseEstimator):
         w = w.astype(xp.float64)
         if bool((w < 0).any()):
             raise ValueError("sample_weight must be non-negative, got a negative weight")
-        if not float(w.sum()) > 0:
-            raise ValueError("sample_weight must have a positive sum, got all zeros")
-        check_float32_weight_range(w)
+        check_weight_scale(w)
         return w, bool((w == 1).all())
 
     def _predict_input(self, X: Any) -> tuple[Any, bool]:

@@ -25,6 +25,16 @@ from numba import types
 from numba.extending import intrinsic
 
 
+def _borrowed_view(context, builder, array_type, value):
+    """LLVM value of an array of ``array_type`` with the fields of ``value`` and a null meminfo."""
+    source = context.make_array(array_type)(context, builder, value=value)
+    view = context.make_array(array_type)(context, builder)
+    for field in ("parent", "nitems", "itemsize", "data", "shape", "strides"):
+        setattr(view, field, getattr(source, field))
+    view.meminfo = context.get_constant_null(types.MemInfoPointer(types.voidptr))
+    return view._getvalue()
+
+
 @intrinsic
 def borrow(typingctx, array):
     """A view of ``array`` that holds no reference to it (null meminfo); see the module notes."""
@@ -32,11 +42,24 @@ def borrow(typingctx, array):
         return None
 
     def codegen(context, builder, signature, args):
-        source = context.make_array(signature.args[0])(context, builder, value=args[0])
-        view = context.make_array(signature.return_type)(context, builder)
-        for field in ("parent", "nitems", "itemsize", "data", "shape", "strides"):
-            setattr(view, field, getattr(source, field))
-        view.meminfo = context.get_constant_null(types.MemInfoPointer(types.voidptr))
-        return view._getvalue()
+        return _borrowed_view(context, builder, signature.args[0], args[0])
 
     return array(array), codegen
+
+
+@intrinsic
+def borrow_all(typingctx, arrays):
+    """:func:`borrow` of every array of a tuple, as a tuple (same rules: arguments only)."""
+    if not isinstance(arrays, types.BaseTuple) or not all(
+        isinstance(t, types.Array) for t in arrays.types
+    ):
+        return None
+
+    def codegen(context, builder, signature, args):
+        views = [
+            _borrowed_view(context, builder, array_type, builder.extract_value(args[0], i))
+            for i, array_type in enumerate(signature.args[0].types)
+        ]
+        return context.make_tuple(builder, signature.return_type, views)
+
+    return arrays(arrays), codegen

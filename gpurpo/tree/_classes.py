@@ -25,7 +25,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
-    check_float32_weight_range,
+    check_weight_scale,
 )
 from gpurpo.backend import Backend, check_random_state, resolve_backend
 from gpurpo.tree._params import GrowthParams, n_candidate_features
@@ -147,9 +147,7 @@ class _BaseTree(BaseEstimator):
             )
         if not bool(xp.isfinite(w).all()) or bool((w < 0).any()):
             raise ValueError("sample_weight must be finite and non-negative")
-        if not float(w.sum()) > 0:
-            raise ValueError("sample_weight must have a positive sum, got all zeros")
-        check_float32_weight_range(w)
+        check_weight_scale(w)
         return w
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:

@@ -15,7 +15,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from gpurpo.tree._borrow import borrow
+from gpurpo.tree._borrow import borrow, borrow_all
 from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
@@ -106,15 +106,11 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
     ``acc`` is the chunk's accumulator, zeroed for each task.
     """
-    codes = borrow(codes)
-    sample_indices = borrow(sample_indices)
-    node_ranges = borrow(node_ranges)
-    node_features = borrow(node_features)
-    node_tree = borrow(node_tree)
-    weights = borrow(weights)
-    targets = borrow(targets)
-    acc = borrow(acc)
-    out = borrow(out)
+    (
+        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
+    ) = borrow_all((
+        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
+    ))
     k = node_features.shape[1]
     n_bins = acc.shape[0]
     n_channels = acc.shape[1]
@@ -511,28 +507,13 @@ def _eval_node(
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
-    codes = borrow(codes)
-    cols = borrow(cols)
-    w = borrow(w)
-    wy = borrow(wy)
-    y = borrow(y)
-    rows = borrow(rows)
-    thresholds = borrow(thresholds)
-    S = borrow(S)
-    code_buf = borrow(code_buf)
-    order = borrow(order)
-    hist = borrow(hist)
-    bin_pos = borrow(bin_pos)
-    LS = borrow(LS)
-    MS = borrow(MS)
-    keys = borrow(keys)
-    perm = borrow(perm)
-    cand_f = borrow(cand_f)
-    cand_g = borrow(cand_g)
-    cand_b = borrow(cand_b)
-    cand_ml = borrow(cand_ml)
-    link = borrow(link)
-    occupied = borrow(occupied)
+    (
+        codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied,
+    ) = borrow_all((
+        codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied,
+    ))
     p = codes.shape[0]
     mp = wy.shape[1]
     cw = mp
@@ -1125,21 +1106,14 @@ def _score_chunk(
 
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`).
     """
-    hist = borrow(hist)
-    node_features = borrow(node_features)
-    uniforms = borrow(uniforms)
-    thresholds = borrow(thresholds)
-    out_gain = borrow(out_gain)
-    out_bin = borrow(out_bin)
-    out_missing_left = borrow(out_missing_left)
-    out_nonconstant = borrow(out_nonconstant)
-    tot, left, left_m, Lt, occ, sides = scratch
-    tot = borrow(tot)
-    left = borrow(left)
-    left_m = borrow(left_m)
-    Lt = borrow(Lt)
-    occ = borrow(occ)
-    sides = borrow(sides)
+    (
+        hist, node_features, uniforms, thresholds, out_gain, out_bin, out_missing_left,
+        out_nonconstant,
+    ) = borrow_all((
+        hist, node_features, uniforms, thresholds, out_gain, out_bin, out_missing_left,
+        out_nonconstant,
+    ))
+    tot, left, left_m, Lt, occ, sides = borrow_all(scratch)
     k = hist.shape[1]
     for task in range(ch, hist.shape[0] * k, n_chunks):
         i = task // k
@@ -1196,17 +1170,6 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
     )
 
 
-@njit(inline="always", cache=True)
-def _borrow_eval_scratch(scratch):
-    """The buffers of :func:`_eval_scratch` as views holding no reference (the caller holds them)."""
-    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = scratch
-    return (borrow(w), borrow(wy), borrow(y), borrow(S), borrow(code_buf), borrow(order),
-            borrow(hist), borrow(bin_pos), borrow(LS), borrow(MS), borrow(keys), borrow(perm),
-            borrow(cand_f), borrow(cand_g), borrow(cand_b), borrow(cand_ml), borrow(link),
-            borrow(occupied))
-
-
 @njit(cache=True)
 def _split_chunk(
     ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, weights,
@@ -1237,21 +1200,15 @@ def _split_chunk_nodes(
     out_feature, out_bin, out_missing_left, out_gain, identity, scratch,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
-    codes = borrow(codes)
-    sample_indices = borrow(sample_indices)
-    node_ranges = borrow(node_ranges)
-    node_tree = borrow(node_tree)
-    node_seed = borrow(node_seed)
-    weights = borrow(weights)
-    targets = borrow(targets)
-    thresholds = borrow(thresholds)
-    out_feature = borrow(out_feature)
-    out_bin = borrow(out_bin)
-    out_missing_left = borrow(out_missing_left)
-    out_gain = borrow(out_gain)
-    identity = borrow(identity)
+    (
+        codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
+        out_feature, out_bin, out_missing_left, out_gain, identity,
+    ) = borrow_all((
+        codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
+        out_feature, out_bin, out_missing_left, out_gain, identity,
+    ))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = _borrow_eval_scratch(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]
     lo_bits, hi_bits = feistel_params(codes.shape[0])
@@ -1354,36 +1311,18 @@ def _subtree_chunk_roots(
     out_start, out_stop, subtree_scratch, scratch,
 ):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference."""
-    codes = borrow(codes)
-    sample_indices = borrow(sample_indices)
-    node_ranges = borrow(node_ranges)
-    node_tree = borrow(node_tree)
-    node_seed = borrow(node_seed)
-    node_depth = borrow(node_depth)
-    weights = borrow(weights)
-    targets = borrow(targets)
-    thresholds = borrow(thresholds)
-    root_weight = borrow(root_weight)
-    out_offsets = borrow(out_offsets)
-    out_count = borrow(out_count)
-    out_feature = borrow(out_feature)
-    out_bin = borrow(out_bin)
-    out_missing_left = borrow(out_missing_left)
-    out_gain = borrow(out_gain)
-    out_left = borrow(out_left)
-    out_right = borrow(out_right)
-    out_depth = borrow(out_depth)
-    out_start = borrow(out_start)
-    out_stop = borrow(out_stop)
-    block, gid, cols, cols2, stack, seeds = subtree_scratch
-    block = borrow(block)
-    gid = borrow(gid)
-    cols = borrow(cols)
-    cols2 = borrow(cols2)
-    stack = borrow(stack)
-    seeds = borrow(seeds)
+    (
+        codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+        thresholds, root_weight, out_offsets, out_count, out_feature, out_bin, out_missing_left,
+        out_gain, out_left, out_right, out_depth, out_start, out_stop,
+    ) = borrow_all((
+        codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+        thresholds, root_weight, out_offsets, out_count, out_feature, out_bin, out_missing_left,
+        out_gain, out_left, out_right, out_depth, out_start, out_stop,
+    ))
+    block, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = _borrow_eval_scratch(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]

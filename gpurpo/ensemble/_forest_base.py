@@ -42,6 +42,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -180,25 +181,20 @@ class BaseForest(BaseEstimator):
         check_choice(self.device, "device", ("auto", "cpu", "cuda", "cuda-emulated"))
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
-        X = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
-        if X.shape[1] < 1:
+        check_feature_names(self, X, reset=reset)
+        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        if Xv.shape[1] < 1:
             raise ValueError(
-                f"X has 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required."
+                f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."
             )
-        if X.dtype not in (backend.xp.float32, backend.xp.float64):
-            X = X.astype(backend.xp.float64)
-        if not backend.issparse(X):
+        if Xv.dtype not in (backend.xp.float32, backend.xp.float64):
+            Xv = Xv.astype(backend.xp.float64)
+        if not backend.issparse(Xv):
             # C order: row blocks are contiguous for the traversal kernels, and the
             # binning never works on a view of the caller's array
-            X = backend.xp.ascontiguousarray(X)
-        if reset:
-            self.n_features_in_ = int(X.shape[1])
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
-        return X
+            Xv = backend.xp.ascontiguousarray(Xv)
+        check_n_features(self, Xv.shape[1], reset=reset)
+        return Xv
 
     def _check_sample_weight(self, sample_weight: Any, n: int) -> np.ndarray | None:
         if sample_weight is None:

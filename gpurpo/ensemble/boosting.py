@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -213,12 +214,9 @@ class _BaseGradientBoosting(BaseEstimator):
             )
         backend = self._model.backend
         to_host_out = not is_gpu_array(X)
+        check_feature_names(self, X, reset=False)
         Xb = self._check_X(X, backend)
-        if Xb.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xb.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        check_n_features(self, Xb.shape[1], reset=False)
         return Xb, to_host_out
 
     # -- fitting --------------------------------------------------------------
@@ -255,6 +253,8 @@ class _BaseGradientBoosting(BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None"
             )
         backend = resolve_backend(X, y, device=self.device)
+        # a warm start checks the names of the first fit; a new fit records them
+        check_feature_names(self, X, reset=not (bool(self.warm_start) and hasattr(self, "_model")))
         X = self._check_X(X, backend)
         Yb = self._encode_targets(y, backend, fitting=True)
         check_consistent_rows(X=X, Y=Yb)
@@ -274,6 +274,7 @@ class _BaseGradientBoosting(BaseEstimator):
                     f"{len(self._model)} iterations already fitted when warm_start=True"
                 )
         else:
+            check_n_features(self, p, reset=True)
             self._rng = check_random_state(self.random_state)
             self._split_seed = int(self._rng.integers(0, 2**63 - 1))
 
@@ -295,7 +296,6 @@ class _BaseGradientBoosting(BaseEstimator):
             self.projections_ = []
             self.train_loss_ = np.zeros(0)
             self.validation_loss_ = np.zeros(0)
-            self.n_features_in_ = p
             self.n_outputs_ = d
             self.backend_ = backend
         if binned is None:
@@ -379,6 +379,7 @@ class _BaseGradientBoosting(BaseEstimator):
                     "eval_set must be a pair (X_val, Y_val), got "
                     f"{type(eval_set).__name__} {eval_set!r:.80}"
                 )
+            check_feature_names(self, eval_set[0], reset=False)
             X_val = self._check_X(eval_set[0], backend, "eval_set[0]")
             Y_val = self._encode_targets(eval_set[1], backend, fitting=False)
             check_consistent_rows(**{"eval_set[0]": X_val, "eval_set[1]": Y_val})
@@ -642,6 +643,10 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         Validation loss of the initial model and after each iteration run.
     bin_mapper_ : BinMapper
     n_features_in_, n_outputs_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
     """
 
     _losses = ("squared_error", "absolute_error")

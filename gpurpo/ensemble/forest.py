@@ -346,6 +346,10 @@ _PARAMETERS = """
     feature_importances_ : ndarray (n_features,)
         Mean decrease of impurity (in the grown, projected, space), normalised.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
     n_outputs_ : int
         d, the number of original outputs{n_outputs_extra}.
     n_projected_outputs_ : int

@@ -27,6 +27,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import check_array, check_choice, check_float, check_int
 from gpurpo.backend import check_random_state, resolve_backend
 from gpurpo.label_space._ridge_estimator import in_namespace_of
@@ -77,6 +78,10 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     gamma_ : float
         The kernel parameter used.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
     """
 
     def __init__(
@@ -98,6 +103,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         D = check_int(self.n_components, "n_components", low=1)
         kernel = check_choice(self.kernel, "kernel", KERNELS)
         backend = resolve_backend(X, device=self.device)
+        check_feature_names(self, X, reset=True)
         Xv = check_array(X, "X", backend, accept_sparse=False)
         xp = backend.xp
         n, p = Xv.shape
@@ -115,19 +121,16 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         self.frequencies_, self.offsets_ = draw_frequencies(kernel, gamma, p, D, rng)
         self.gamma_ = gamma
-        self.n_features_in_ = int(p)
+        check_n_features(self, p, reset=True)
         return self
 
     def transform(self, X: Any) -> Any:
         """``sqrt(2/D) cos(X W + b)``, shape (n, D), in the namespace of ``X``."""
         check_is_fitted(self, "frequencies_")
         backend = resolve_backend(X, device=self.device)
+        check_feature_names(self, X, reset=False)
         Xv = check_array(X, "X", backend, accept_sparse=False)
-        if Xv.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xv.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        check_n_features(self, Xv.shape[1], reset=False)
         xp = backend.xp
         dtype = xp.float32 if Xv.dtype == xp.float32 else xp.float64
         W = backend.asarray(self.frequencies_, dtype=dtype)

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import check_array, check_choice, check_float, check_int
 from gpurpo.backend import Backend, check_random_state, namespace_of, resolve_backend, to_host
 from gpurpo.label_space._decoders import fit_logistic_decoder, logistic_scores
@@ -50,18 +51,13 @@ def _check_y_given(y: Any, name: str) -> Any:
 
 
 def _check_X(est: BaseEstimator, X: Any, backend: Backend, reset: bool) -> Any:
+    check_feature_names(est, X, reset=reset)
     Xv = check_array(X, "X", backend, accept_sparse=True)
     if Xv.shape[1] < 1:
         raise ValueError(
             f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."
         )
-    if reset:
-        est.n_features_in_ = int(Xv.shape[1])
-    elif Xv.shape[1] != est.n_features_in_:
-        raise ValueError(
-            f"X has {Xv.shape[1]} features, but {type(est).__name__} is expecting "
-            f"{est.n_features_in_} features as input"
-        )
+    check_n_features(est, Xv.shape[1], reset=reset)
     return Xv
 
 
@@ -162,7 +158,7 @@ class _LabelOutputs:
         return check_float(self.threshold, "threshold")
 
     def _multilabel_predict(self, X: Any, values: Any) -> Any:
-        """``values(X_block) >= threshold`` by blocks of rows.
+        """``values(X_block, backend) >= threshold`` by blocks of rows of the validated ``X``.
 
         Sparse training labels give a CSR matrix of float64 0/1 values (the
         dtype sparse matrices support on both SciPy and cupyx), assembled
@@ -176,7 +172,7 @@ class _LabelOutputs:
         step = max(1, _PREDICT_BLOCK_BYTES // (8 * self.n_outputs_))
         blocks = []
         for start in range(0, int(Xv.shape[0]), step):
-            block = values(Xv[start : start + step]) >= threshold
+            block = values(Xv[start : start + step], backend) >= threshold
             if self.sparse_output_:
                 blocks.append(backend.sparse.csr_matrix(block.astype(xp.float64)))
             else:
@@ -271,10 +267,13 @@ class _BaseLabelSpace(BaseEstimator):
         """Decoded predictions (n, d) on the backend of ``X``."""
         check_is_fitted(self, "estimator_")
         backend = resolve_backend(X, device=self.device)
-        Xv = _check_X(self, X, backend, reset=False)
+        return self._decoded_rows(_check_X(self, X, backend, reset=False), backend), backend
+
+    def _decoded_rows(self, Xv: Any, backend: Backend) -> Any:
+        """Decoded predictions (n, d) of validated inputs ``Xv`` on ``backend``."""
         codes = backend.asarray(self.estimator_.predict(Xv), dtype=backend.xp.float64)
         codes = codes.reshape(int(Xv.shape[0]), self.n_components_)
-        return self.reducer_.decode(codes, backend), backend
+        return self.reducer_.decode(codes, backend)
 
 
 _SHARED_PARAMS = """    reducer : {"plst", "rembrandt", "random", "cssp"}, default="plst"
@@ -318,6 +317,10 @@ _SHARED_ATTRIBUTES = """    reducer_ : LabelReducer
     n_outputs_ : int
         Number of outputs (labels) d.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
 """
 
 
@@ -450,7 +453,7 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
         """0/1 label matrix (rounded scores) or the class of largest score."""
         check_is_fitted(self, "estimator_")
         if self.multilabel_:
-            return self._multilabel_predict(X, lambda rows: self._decoded(rows)[0])
+            return self._multilabel_predict(X, self._decoded_rows)
         scores, backend = self._decoded(X)
         return in_namespace_of(self._scores_to_classes(scores, backend), X)
 
@@ -675,8 +678,11 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         """Decoder scores (logits or least-squares scores) and probabilities (logistic only)."""
         check_is_fitted(self, "decoder_coef_")
         backend = resolve_backend(X, device=self.device)
+        return self._scores_rows(_check_X(self, X, backend, reset=False), backend)
+
+    def _scores_rows(self, Xv: Any, backend: Backend) -> tuple[Any, Any, Backend]:
+        """:meth:`_scores` of validated inputs ``Xv`` on ``backend``."""
         xp = backend.xp
-        Xv = _check_X(self, X, backend, reset=False)
         W = backend.asarray(self.regression_coef_)
         E = xp.asarray(Xv @ W) + backend.asarray(self.regression_intercept_)[None, :]
         H = E if self.feature_map_ is None else backend.asarray(self.feature_map_.transform(E))
@@ -704,8 +710,8 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "decoder_coef_")
         if self.multilabel_:
 
-            def values(rows: Any) -> Any:
-                scores, proba, _ = self._scores(rows)
+            def values(rows: Any, backend: Backend) -> Any:
+                scores, proba, _ = self._scores_rows(rows, backend)
                 return scores if proba is None else proba
 
             return self._multilabel_predict(X, values)

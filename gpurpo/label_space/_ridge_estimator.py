@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import check_array, check_consistent_rows
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.linalg import RidgeSolver, as_operator, centered
@@ -191,6 +192,10 @@ class RidgeRegression(MultiOutputMixin, RegressorMixin, BaseEstimator):
     n_iter_ : int
         Conjugate-gradient iterations (1 for the direct solver: one exact solve).
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
     """
 
     def __init__(
@@ -222,6 +227,7 @@ class RidgeRegression(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
         backend = resolve_backend(X, y, device=self.device)
+        check_feature_names(self, X, reset=True)
         X = check_array(X, "X", backend, accept_sparse=True)
         if X.shape[1] < 1:
             raise ValueError(
@@ -237,19 +243,16 @@ class RidgeRegression(MultiOutputMixin, RegressorMixin, BaseEstimator):
         )
         self.coef_ = B[:, 0] if one_d else backend.xp.ascontiguousarray(B.T)
         self.intercept_ = float(c[0]) if one_d else c
-        self.n_features_in_ = int(X.shape[1])
+        check_n_features(self, X.shape[1], reset=True)
         return self
 
     def predict(self, X: Any) -> Any:
         """``X coef_^T + intercept_``, in the namespace of ``X``."""
         check_is_fitted(self, "coef_")
         backend = resolve_backend(X, device=self.device)
+        check_feature_names(self, X, reset=False)
         Xv = check_array(X, "X", backend, accept_sparse=True)
-        if Xv.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xv.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
+        check_n_features(self, Xv.shape[1], reset=False)
         coef = backend.asarray(self.coef_)
         intercept = self.intercept_ if isinstance(self.intercept_, float) else backend.asarray(self.intercept_)
         out = Xv @ coef.T

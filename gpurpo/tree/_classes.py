@@ -21,6 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -151,21 +152,16 @@ class _BaseTree(BaseEstimator):
         return w
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
-        X = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
-        if X.shape[1] < 1:
+        check_feature_names(self, X, reset=reset)
+        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        if Xv.shape[1] < 1:
             raise ValueError(
-                f"X has 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required."
+                f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."
             )
-        if X.dtype not in (backend.xp.float32, backend.xp.float64):
-            X = X.astype(backend.xp.float64)
-        if reset:
-            self.n_features_in_ = int(X.shape[1])
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input"
-            )
-        return X
+        if Xv.dtype not in (backend.xp.float32, backend.xp.float64):
+            Xv = Xv.astype(backend.xp.float64)
+        check_n_features(self, Xv.shape[1], reset=reset)
+        return Xv
 
     # -------------------------------------------------------------- fitting
 
@@ -329,6 +325,10 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         Node arrays (``node_count``, ``max_depth``, ``n_leaves``, ...) and
         leaf values in the original output space.
     n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Column names of the data frame ``X`` given to ``fit``, when they are all
+        strings; absent otherwise. Later inputs must have the same names in the
+        same order.
     n_outputs_ : int
         d, the number of original outputs.
     n_projected_outputs_ : int

@@ -142,6 +142,13 @@ def check_consistent_rows(**arrays: Any) -> None:
         raise ValueError(f"inconsistent numbers of rows: {desc}")
 
 
+def check_has_outputs(Y: Any, name: str = "y") -> None:
+    """Raise if the 2-D outputs ``Y`` have no column (nothing to learn, as scikit-learn says)."""
+    shape = _shape_of(Y)
+    if len(shape) == 2 and shape[1] < 1:
+        raise ValueError(f"{name} must have at least one output column, got shape {shape}")
+
+
 def check_int(value: Any, name: str, *, low: int | None = None, high: int | None = None) -> int:
     """Check an integer parameter within ``[low, high]``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

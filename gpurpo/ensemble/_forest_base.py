@@ -47,6 +47,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
+    check_has_outputs,
     check_weight_scale,
 )
 from gpurpo.backend import (
@@ -222,6 +223,7 @@ class BaseForest(BaseEstimator):
         self._check_forest_params()
         X = self._check_X(X, backend, reset=True)
         check_consistent_rows(X=X, y=Y)
+        check_has_outputs(Y)
         n, p = (int(s) for s in X.shape)
         d = int(Y.shape[1])
         sw = self._check_sample_weight(sample_weight, n)

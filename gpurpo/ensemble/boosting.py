@@ -47,6 +47,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
+    check_has_outputs,
     check_float,
     check_int,
     check_weight_scale,
@@ -258,6 +259,7 @@ class _BaseGradientBoosting(BaseEstimator):
         X = self._check_X(X, backend)
         Yb = self._encode_targets(y, backend, fitting=True)
         check_consistent_rows(X=X, Y=Yb)
+        check_has_outputs(Yb)
         n, p = X.shape
         d = Yb.shape[1]
         cfg = self._check_params(n, p, d)

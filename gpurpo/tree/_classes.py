@@ -26,6 +26,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
+    check_has_outputs,
     check_weight_scale,
 )
 from gpurpo.backend import Backend, check_random_state, resolve_backend
@@ -204,6 +205,7 @@ class _BaseTree(BaseEstimator):
         backend = resolve_backend(X, Y, device=self.device)
         X = self._check_X(X, backend, reset=True)
         check_consistent_rows(X=X, y=Y)
+        check_has_outputs(Y)
         n = int(X.shape[0])
         if n < 1:
             raise ValueError("X must have at least one sample")

@@ -33,6 +33,7 @@ import math
 import warnings
 from typing import Any
 
+from gpurpo._top_k import top_k_mask
 from gpurpo._validation import check_array, check_choice, check_int
 from gpurpo.backend import Backend, resolve_backend
 
@@ -262,12 +263,7 @@ def precision_at_k(
     for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
         T = _block(yt, start, stop, backend)
         S = _block(ys, start, stop, backend)
-        kth = -xp.partition(-S, k - 1, axis=1)[:, k - 1 : k]
-        above = S > kth
-        tied = S == kth
-        room = k - above.sum(axis=1, keepdims=True)
-        chosen = above | (tied & (xp.cumsum(tied, axis=1) <= room))
-        hits += float(xp.sum(T * chosen))
+        hits += float(xp.sum(T * top_k_mask(S, k, xp)))
     return hits / (n * k)
 
 

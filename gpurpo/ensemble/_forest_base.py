@@ -43,11 +43,13 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from gpurpo._input_features import check_feature_names, check_n_features
+from gpurpo._top_k import top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
     check_has_outputs,
+    check_int,
     check_weight_scale,
 )
 from gpurpo.backend import (
@@ -366,6 +368,50 @@ class BaseForest(BaseEstimator):
                 chunk.accumulate(X, backend, out)
         out /= float(self._n_trees)
         return out, backend, to_host_after
+
+    def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
+        """The ``k`` outputs of largest prediction for each row, without the dense (n, d) predictions.
+
+        For extreme multi-label problems, where ``predict_proba`` would hold
+        ``n x d`` numbers: the trees are traversed for blocks of rows whose
+        dense predictions take at most 64 MiB, and only each row's top ``k``
+        is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+        k : int, default=5
+            ``1 <= k <= n_outputs_``.
+
+        Returns
+        -------
+        indices : int64 array (n, k)
+            Output columns (labels; for a single-label classifier, positions
+            in ``classes_``) by decreasing prediction; equal predictions by
+            increasing column, the rule of :func:`gpurpo.metrics.precision_at_k`.
+        scores : float64 array (n, k)
+            Their predictions: the values of ``predict_proba`` for classifiers
+            and of ``predict`` for regressors. Both in the namespace of ``X``.
+        """
+        check_is_fitted(self, "n_outputs_")
+        k = check_int(k, "k", low=1, high=self.n_outputs_)
+        backend = resolve_backend(X, device=self.device)
+        to_host_after = not is_gpu_array(X)
+        X = self._check_X(X, backend, reset=False)
+        xp = backend.xp
+        d = int(self.n_outputs_)
+
+        def block_scores(r0: int, r1: int) -> Any:
+            block = xp.zeros((r1 - r0, d), dtype=xp.float64)
+            for chunk in self._chunks:
+                chunk.accumulate(X[r0:r1], backend, block)
+            return block / float(self._n_trees)
+
+        with numba_threads(self.n_jobs):
+            indices, scores = top_k_of_row_blocks(int(X.shape[0]), d, k, block_scores, backend)
+        if to_host_after:
+            return to_host(indices), to_host(scores)
+        return indices, scores
 
     def apply(self, X: Any) -> Any:
         """Index of the leaf reached by each row in each tree: int (n, n_estimators).

@@ -21,6 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
+from gpurpo._top_k import top_k_of_row_blocks
 from gpurpo._validation import check_array, check_choice, check_float, check_int
 from gpurpo.backend import Backend, check_random_state, namespace_of, resolve_backend, to_host
 from gpurpo.label_space._decoders import fit_logistic_decoder, logistic_scores
@@ -143,6 +144,45 @@ def _encode_labels(y: Any, backend: Backend, name: str) -> tuple[Any, np.ndarray
             "values; use LabelSpaceRegressor for real-valued outputs"
         )
     return Y.astype(xp.float64), np.array([0, 1]), True
+
+
+def _top_k_scores(est: BaseEstimator, X: Any, k: int, rows_scores: Any) -> tuple[Any, Any]:
+    """``predict_top_k`` of a fitted label-space model.
+
+    ``rows_scores(Xv_rows, backend)`` gives the dense scores (rows, n_outputs_)
+    of validated rows; they are formed by blocks of rows, so the (n, d)
+    matrix never exists.
+    """
+    backend = resolve_backend(X, device=est.device)
+    Xv = _check_X(est, X, backend, reset=False)
+    k = check_int(k, "k", low=1, high=est.n_outputs_)
+    indices, scores = top_k_of_row_blocks(
+        int(Xv.shape[0]), int(est.n_outputs_), k,
+        lambda r0, r1: rows_scores(Xv[r0:r1], backend), backend,
+    )
+    return in_namespace_of(indices, X), in_namespace_of(scores, X)
+
+
+_TOP_K_DOC = """The ``k`` outputs of largest decoded score for each row, without the (n, d) scores.
+
+        Scores are decoded by blocks of rows of at most 64 MiB and only each
+        row's top ``k`` is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+        k : int, default=5
+            ``1 <= k <= n_outputs_``.
+
+        Returns
+        -------
+        indices : int64 array (n, k)
+            Output columns (labels; for single-label ``y``, positions in
+            ``classes_``) by decreasing score; equal scores by increasing
+            column, the rule of :func:`gpurpo.metrics.precision_at_k`.
+        scores : float64 array (n, k)
+            {scores} Both in the namespace of ``X``.
+        """
 
 
 class _LabelOutputs:
@@ -274,6 +314,14 @@ class _BaseLabelSpace(BaseEstimator):
         codes = backend.asarray(self.estimator_.predict(Xv), dtype=backend.xp.float64)
         codes = codes.reshape(int(Xv.shape[0]), self.n_components_)
         return self.reducer_.decode(codes, backend)
+
+    def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
+        check_is_fitted(self, "estimator_")
+        return _top_k_scores(self, X, k, self._decoded_rows)
+
+    predict_top_k.__doc__ = _TOP_K_DOC.format(
+        scores="The decoded scores: the regressor's predictions, the classifier's "
+        "decision_function (before clipping to [0, 1]).")
 
 
 _SHARED_PARAMS = """    reducer : {"plst", "rembrandt", "random", "cssp"}, default="plst"
@@ -692,6 +740,14 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
             logits, proba = logistic_scores(H, Q, b, not self.multilabel_, xp)
             return logits, proba, backend
         return H @ Q + b[None, :], None, backend
+
+    def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
+        check_is_fitted(self, "decoder_coef_")
+        return _top_k_scores(self, X, k, lambda rows, backend: self._scores_rows(rows, backend)[0])
+
+    predict_top_k.__doc__ = _TOP_K_DOC.format(
+        scores="The decoder's scores: logits (logistic decoder) or least-squares "
+        "scores (linear decoder), as in decision_function.")
 
     def decision_function(self, X: Any) -> Any:
         """Logits (logistic) or least-squares scores (linear); (n,) for two classes."""

@@ -22,14 +22,16 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
+from gpurpo._top_k import top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
     check_has_outputs,
+    check_int,
     check_weight_scale,
 )
-from gpurpo.backend import Backend, check_random_state, resolve_backend
+from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import MAX_BINS, BinMapper
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
@@ -271,6 +273,41 @@ class _BaseTree(BaseEstimator):
         X = self._check_X(X, backend, reset=False)
         dense = not self.tree_.leaves.is_sparse
         return self.tree_.predict(X, backend, dense_output=dense), backend
+
+    def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
+        """The ``k`` outputs of largest leaf value for each row, without the dense (n, d) predictions.
+
+        Leaf values are densified by blocks of rows of at most 64 MiB and only
+        each row's top ``k`` is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+        k : int, default=5
+            ``1 <= k <= n_outputs_``.
+
+        Returns
+        -------
+        indices : int64 array (n, k)
+            Output columns (labels; for single-label ``y``, positions in
+            ``classes_``) by decreasing value; equal values by increasing
+            column, the rule of :func:`gpurpo.metrics.precision_at_k`.
+        scores : float64 array (n, k)
+            Their values (``predict`` of the regressor, ``predict_proba`` of
+            the classifier). Both in the namespace of ``X``.
+        """
+        check_is_fitted(self, "tree_")
+        k = check_int(k, "k", low=1, high=self.n_outputs_)
+        backend = resolve_backend(X, device=self.device)
+        Xv = self._check_X(X, backend, reset=False)
+        indices, scores = top_k_of_row_blocks(
+            int(Xv.shape[0]), int(self.n_outputs_), k,
+            lambda r0, r1: self.tree_.predict(Xv[r0:r1], backend, dense_output=True),
+            backend,
+        )
+        if is_gpu_array(X):
+            return indices, scores
+        return to_host(indices), to_host(scores)
 
 
 class DecisionTreeRegressor(RegressorMixin, _BaseTree):

@@ -1,0 +1,136 @@
+"""The k largest scores of each row, with a deterministic tie rule.
+
+Among scores tied at the k-th largest value, the lowest column indices are
+taken, and the chosen columns are ordered by decreasing score, ties by
+increasing column: the first k entries of a stable sort of the negated row
+(the rule of :func:`gpurpo.metrics.precision_at_k`). Scores must not be NaN.
+
+The selection is the kernel ``"top_k_rows"`` (one dispatch point, as the tree
+kernels):
+
+* CPU (numba): one pass over each row keeping its k best in the output row,
+  sorted; a score enters only when strictly larger than the current k-th, so
+  that among equal scores the earlier column stays. O(d) per row when few
+  scores enter, against a partition plus several passes for the array
+  version (``predict_top_k`` of a 10-tree forest on 100,000 labels, 2,000
+  rows, one process: 0.65 to 1.1 s with it, 3.8 to 4.4 s with the array
+  version; ``predict_proba`` alone, 1.6 GB of scores, 1.7 to 2.2 s);
+* CUDA backends (CuPy, and the emulator that stands for it in tests): CuPy's
+  own primitives on the whole block (:func:`top_k_mask`, a partition and a
+  cumulative sum), parallel over rows and columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from numba import njit, prange
+
+from gpurpo.backend import Backend, register_kernel
+
+__all__ = ["TOP_K_BLOCK_BYTES", "top_k", "top_k_mask", "top_k_of_row_blocks"]
+
+#: Largest dense block of scores :func:`top_k_of_row_blocks` asks for at once.
+TOP_K_BLOCK_BYTES = 64 * 1024**2
+
+
+def top_k_mask(S: Any, k: int, xp: Any) -> Any:
+    """Boolean mask of the ``k`` chosen columns of each row of ``S`` (n, d), ``1 <= k <= d``.
+
+    Exactly ``k`` True per row: every score above the k-th largest, then the
+    lowest-index columns among those equal to it.
+    """
+    kth = -xp.partition(-S, k - 1, axis=1)[:, k - 1 : k]
+    above = S > kth
+    tied = S == kth
+    room = k - above.sum(axis=1, keepdims=True)
+    return above | (tied & (xp.cumsum(tied, axis=1) <= room))
+
+
+@njit(parallel=True, cache=True)
+def _top_k_rows_cpu(S, out_indices, out_values):
+    """Numba kernel: fill row i of the outputs (n, k) with the top k of row i of ``S``.
+
+    The output row is kept sorted (decreasing, equal scores by increasing
+    column) while the row is scanned in column order: a score enters while
+    fewer than k are kept, or when it is strictly larger than the k-th kept
+    one, which it then replaces; it moves up past the kept scores strictly
+    smaller than itself (insertion), so equal scores keep their column order.
+    """
+    n, d = S.shape
+    k = out_indices.shape[1]
+    for i in prange(n):
+        idx = out_indices[i]
+        val = out_values[i]
+        kept = 0
+        for j in range(d):
+            v = S[i, j]
+            if kept == k:
+                if not v > val[k - 1]:
+                    continue
+                pos = k - 1
+            else:
+                pos = kept
+                kept += 1
+            while pos > 0 and val[pos - 1] < v:
+                val[pos] = val[pos - 1]
+                idx[pos] = idx[pos - 1]
+                pos -= 1
+            val[pos] = v
+            idx[pos] = j
+
+
+def _top_k_rows_xp(backend: Backend, S: Any, out_indices: Any, out_values: Any) -> None:
+    """The kernel on CUDA backends, with array primitives (same result as the numba kernel)."""
+    xp = backend.xp
+    rows, k = out_indices.shape
+    # nonzero lists the chosen columns of each row in increasing order
+    columns = xp.nonzero(top_k_mask(S, k, xp))[1].reshape(rows, k).astype(xp.int64)
+    values = xp.take_along_axis(S, columns, axis=1)
+    order = xp.argsort(-values, axis=1, kind="stable")
+    out_indices[...] = xp.take_along_axis(columns, order, axis=1)
+    out_values[...] = xp.take_along_axis(values, order, axis=1)
+
+
+register_kernel("top_k_rows", cpu=_top_k_rows_cpu, cuda=_top_k_rows_xp)
+
+
+def top_k(S: Any, k: int, backend: Backend) -> tuple[Any, Any]:
+    """Columns and values of the ``k`` largest scores of each row of ``S`` (n, d), ``1 <= k <= d``.
+
+    Returns
+    -------
+    indices : int64 array (n, k)
+        By decreasing score; equal scores by increasing column.
+    values : float64 array (n, k)
+        ``S`` at those columns.
+    """
+    xp = backend.xp
+    S = xp.ascontiguousarray(S, dtype=xp.float64)
+    rows = int(S.shape[0])
+    indices = xp.empty((rows, k), dtype=xp.int64)
+    values = xp.empty((rows, k), dtype=xp.float64)
+    if rows:
+        backend.kernel("top_k_rows")(S, indices, values)
+    return indices, values
+
+
+def top_k_of_row_blocks(
+    n: int, d: int, k: int, block_scores: Callable[[int, int], Any], backend: Backend,
+    block_bytes: int | None = None,
+) -> tuple[Any, Any]:
+    """:func:`top_k` of an (n, d) score matrix that is only ever formed by blocks of rows.
+
+    ``block_scores(r0, r1)`` returns the dense scores of rows ``r0:r1`` on
+    ``backend``; blocks hold at most ``block_bytes`` (default
+    :data:`TOP_K_BLOCK_BYTES`), so memory stays O(block + n k) whatever ``d``.
+    """
+    xp = backend.xp
+    budget = TOP_K_BLOCK_BYTES if block_bytes is None else int(block_bytes)
+    indices = xp.empty((n, k), dtype=xp.int64)
+    values = xp.empty((n, k), dtype=xp.float64)
+    step = max(1, budget // (8 * max(d, 1)))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        indices[r0:r1], values[r0:r1] = top_k(block_scores(r0, r1), k, backend)
+    return indices, values

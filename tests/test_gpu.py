@@ -11,7 +11,7 @@ Skipped, with the reason, where CuPy cannot run a kernel. Checks:
   reducer, dense and sparse labels; outputs stay on the GPU) and the metrics;
 * a model fitted on the GPU, pickled, and used for prediction in a process
   that sees no GPU (``CUDA_VISIBLE_DEVICES=""``);
-* CuPy inputs give CuPy outputs;
+* CuPy inputs give CuPy outputs; top-k predictions on the GPU equal the CPU's;
 * the explicit device-to-host transfers of a tree fit grow with the depth of
   the tree, not with its number of nodes.
 """
@@ -338,6 +338,25 @@ def test_cupy_in_cupy_out(cp):
     clf = DecisionTreeClassifier(max_depth=4, random_state=0).fit(cp.asarray(X), cp.asarray(Y))
     for out in (clf.predict(cp.asarray(X)), clf.predict_proba(cp.asarray(X)), clf.apply(cp.asarray(X))):
         assert type(out).__module__.startswith("cupy"), type(out)
+
+
+def test_predict_top_k_on_the_gpu_equals_the_cpu(cp):
+    # the CUDA backends' top-k (CuPy primitives) against the numba kernel, on a forest
+    from gpurpo.datasets import make_multilabel
+    from gpurpo.ensemble import RandomForestClassifier
+
+    X, Y = make_multilabel(600, 8, 300, sparse_output=True, random_state=0)[:2]
+    X = np.asarray(X)
+    kwargs = dict(n_estimators=5, projection="gaussian", n_components=5, random_state=0)
+    cpu = RandomForestClassifier(device="cpu", **kwargs).fit(X, Y)
+    gpu_model = RandomForestClassifier(device="cuda", **kwargs).fit(cp.asarray(X), Y)
+    idx, scores = gpu_model.predict_top_k(cp.asarray(X), k=7)
+    assert isinstance(idx, cp.ndarray) and isinstance(scores, cp.ndarray)
+    ref_idx, ref_scores = cpu.predict_top_k(X, k=7)
+    np.testing.assert_allclose(_host(scores), ref_scores, atol=1e-9)
+    # indices agree wherever the scores are not tied within rounding
+    proba = cpu.predict_proba(X)
+    np.testing.assert_allclose(np.take_along_axis(proba, _host(idx), axis=1), ref_scores, atol=1e-9)
 
 
 def test_explicit_transfers_are_bounded_per_level(cp):

@@ -614,6 +614,19 @@ def test_codes_of_features_with_few_edges_past_the_first_block_of_tables():
     np.testing.assert_array_equal(BinMapper().fit_transform(X, NUMPY).codes, expected)
 
 
+def test_codes_when_the_span_of_the_edges_loses_the_top_edges():
+    # edges -3.6e16, 0.25, ..., 3.5: edge_last - edge_0 rounds to 3.6e16, so every
+    # edge above 0 lies beyond the last point of the lookup grid; 4.0 was coded 5
+    # (one edge missed) instead of 6 before the grid counted those edges
+    X = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 0.5, -7.205759189044429e16]).reshape(-1, 1)
+    mapper = BinMapper(max_bins=7)
+    binned = mapper.fit_transform(X, NUMPY)
+    expected = _codes_by_searchsorted(mapper, X)
+    np.testing.assert_array_equal(expected, [[1, 3, 4, 5, 6, 2, 0]])
+    np.testing.assert_array_equal(binned.codes, expected)
+    np.testing.assert_array_equal(mapper.transform(X, NUMPY).codes, expected)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(

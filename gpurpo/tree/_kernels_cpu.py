@@ -1716,7 +1716,10 @@ def _edge_grid(edges, n_edges, lut, padded):
         while e < n_edges and edges[e] < x0:
             e += 1
         lut[g + 1] = e
-    most = 0
+    # values beyond the last grid point fall in cell GRID (clamped): the edges at or
+    # above that point count as one more cell. lo + span rounds below the last edge
+    # when span = edge_last - lo lost its low digits (edges 3.6e16 apart from 0.25 ... 3.5).
+    most = n_edges - lut[GRID + 1]
     for g in range(GRID + 1):
         most = max(most, lut[g + 1] - lut[g])
     return False, lo, GRID / span, 2 * most + 1 <= REACH

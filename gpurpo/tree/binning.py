@@ -46,13 +46,13 @@ from gpurpo._validation import check_int
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree._kernels_cpu import bin_codes_fitted, edges_from_sorted, transpose_to_float32
+from gpurpo.tree._sparse_binning import canonical_csc, sparse_column_edges
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
 MAX_BINS = 255
 DEFAULT_SUBSAMPLE = 200_000
 DEFAULT_MAX_BINNED_BYTES = 4 * 1024**3
-_TRANSFORM_CHUNK_CELLS = 1 << 24
 _DENSE_FIT_BYTES = 256 * 1024**2
 # fit_transform keeps the float32 copy it sorts when that copy is at most this big
 _FUSED_COPY_BYTES = 512 * 1024**2
@@ -194,32 +194,10 @@ class BinMapper:
             weights = weights[rows]
         sample = _host_rows(X, None if len(rows) == n else rows)
         max_bins = int(self.max_bins)
-        if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
-            sample = sample.toarray()
-        if weights is None and not sp.issparse(sample):
-            edges = _fit_edges_sorted(np.asarray(sample), max_bins)[0]
-        elif sp.issparse(sample):
-            edges = []
-            csc = sample.tocsc()
-            n_sub = csc.shape[0]
-            for f in range(p):
-                data = csc.data[csc.indptr[f] : csc.indptr[f + 1]]
-                n_zero = n_sub - data.size
-                col = np.concatenate([data, np.zeros(n_zero, dtype=data.dtype)])
-                ok = ~np.isnan(col)
-                w_f = None
-                if weights is not None:
-                    nz = csc.indices[csc.indptr[f] : csc.indptr[f + 1]]
-                    zero_rows = np.setdiff1d(np.arange(n_sub), nz)
-                    w_f = weights[np.concatenate([nz, zero_rows])][ok]
-                edges.append(_edges_of_column(col[ok], max_bins, w_f))
+        if sp.issparse(sample) and weights is None:
+            edges = _fit_edges_sparse(sample, max_bins)
         else:
-            sample = np.asarray(sample)
-            edges = []
-            for f in range(p):
-                col = sample[:, f]
-                ok = ~np.isnan(col)
-                edges.append(_edges_of_column(col[ok], max_bins, weights[ok]))
+            edges = _fit_edges_columns(sample, weights, max_bins)
         self._set_edges(edges, p)
         return self
 
@@ -312,16 +290,8 @@ class BinMapper:
         codes = xp.empty((p, n), dtype=xp.uint8)
         table = backend.asarray(self.thresholds_)
         n_edges = backend.asarray(self.n_value_bins_ - 1)
-        sparse_input = backend.issparse(X)
-        if sparse_input:
-            X = X.tocsc()
-            block = max(1, _TRANSFORM_CHUNK_CELLS // max(n, 1))
-            for f0 in range(0, p, block):
-                f1 = min(p, f0 + block)
-                dense = X[:, f0:f1].toarray()
-                kernels.bin_codes(
-                    backend, dense, table[f0:f1], n_edges[f0:f1], self.missing_bin_, codes[f0:f1]
-                )
+        if backend.issparse(X):
+            kernels.bin_codes_sparse(backend, X, table, n_edges, self.missing_bin_, codes)
         else:
             kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
         return self._binned(codes, backend)
@@ -358,6 +328,56 @@ def _fit_edges_sorted(
     edges_from_sorted(values, max_bins, out, n_edges, float32_ok)
     edges = [out[f, : n_edges[f]].copy() for f in range(values.shape[0])]
     return edges, kept, float32_ok
+
+
+def _fit_edges_columns(sample: Any, weights: np.ndarray | None, max_bins: int) -> list[np.ndarray]:
+    """Edges of every column of a dense sample, or of a weighted sparse one.
+
+    A sparse sample of at most 256 MiB as dense float64 is densified; the
+    unweighted dense sample is sorted once (:func:`_fit_edges_sorted`); the
+    weighted columns take :func:`_edges_of_column` one by one.
+    """
+    p = sample.shape[1]
+    if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
+        sample = sample.toarray()
+    if weights is None:
+        return _fit_edges_sorted(np.asarray(sample), max_bins)[0]
+    edges = []
+    if sp.issparse(sample):
+        csc = canonical_csc(sample)
+        n_sub = csc.shape[0]
+        for f in range(p):
+            data = csc.data[csc.indptr[f] : csc.indptr[f + 1]]
+            n_zero = n_sub - data.size
+            col = np.concatenate([data, np.zeros(n_zero, dtype=data.dtype)])
+            ok = ~np.isnan(col)
+            nz = csc.indices[csc.indptr[f] : csc.indptr[f + 1]]
+            zero_rows = np.setdiff1d(np.arange(n_sub), nz)
+            w_f = weights[np.concatenate([nz, zero_rows])][ok]
+            edges.append(_edges_of_column(col[ok], max_bins, w_f))
+        return edges
+    sample = np.asarray(sample)
+    for f in range(p):
+        col = sample[:, f]
+        ok = ~np.isnan(col)
+        edges.append(_edges_of_column(col[ok], max_bins, weights[ok]))
+    return edges
+
+
+def _fit_edges_sparse(sample: Any, max_bins: int) -> list[np.ndarray]:
+    """Unweighted edges of every column of a SciPy sparse sample, from its stored entries.
+
+    Same edges as :func:`_edges_of_column` on each densified column
+    (:func:`gpurpo.tree._sparse_binning.sparse_column_edges`); duplicate
+    entries are summed first, as densifying would.
+    """
+    csc = canonical_csc(sample)
+    p = csc.shape[1]
+    out = np.empty((p, max(max_bins - 1, 1)), dtype=np.float64)
+    n_edges = np.zeros(p, dtype=np.int64)
+    sparse_column_edges(csc.indptr.astype(np.int64), csc.data, int(csc.shape[0]), int(max_bins),
+                        out, n_edges)
+    return [out[f, : n_edges[f]].copy() for f in range(p)]
 
 
 def _sort_rows(values: np.ndarray) -> None:

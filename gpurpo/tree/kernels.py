@@ -26,6 +26,15 @@ Kernel contracts
                                        ``code <= b`` iff ``x <= edges[f, b]``)
     (registered with an ``xp`` searchsorted implementation for CUDA backends)
 
+``tree_bin_codes_sparse(indptr, indices, data, edges, n_edges, missing_bin, out)``
+    indptr, indices int32|int64  CSC structure of X (n, q), canonical (sorted, no duplicates)
+    data         float32|float64 (nnz,) stored values, NaN = missing
+    edges, n_edges, missing_bin  as for ``tree_bin_codes``
+    out          uint8   (q, n)        the codes of ``tree_bin_codes`` for the dense X; rows
+                                       with no stored entry get the code of 0.0
+    (numba per feature; for CUDA backends an ``xp`` version comparing blocks of
+    stored entries with their edge rows, :mod:`gpurpo.tree._sparse_binning`)
+
 ``tree_histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out)``
     codes        uint8   (p, n)        feature-major bin codes
     sample_indices int32 (total,)      samples of the nodes, node ``i`` owning
@@ -213,11 +222,13 @@ from gpurpo._validation import check_float
 from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
+from gpurpo.tree import _sparse_binning as _sparse
 
 __all__ = [
     "KERNEL_NAMES",
     "Subtrees",
     "bin_codes",
+    "bin_codes_sparse",
     "build_histograms",
     "node_stats",
     "split_small",
@@ -232,6 +243,7 @@ __all__ = [
 
 KERNEL_NAMES = (
     "tree_bin_codes",
+    "tree_bin_codes_sparse",
     "tree_histograms",
     "tree_node_stats",
     "tree_partition",
@@ -260,6 +272,7 @@ def _bin_codes_xp(
 
 
 register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
+register_kernel("tree_bin_codes_sparse", cpu=_sparse.sparse_bin_codes_cpu, cuda=_sparse.sparse_bin_codes_xp)
 register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_cuda.node_stats)
 register_kernel("tree_partition", cpu=_cpu.partition, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
@@ -289,6 +302,24 @@ def bin_codes(
         return out
     backend.kernel("tree_bin_codes")(
         X, _c(backend, edges, xp.float64), _c(backend, n_edges, xp.int32), int(missing_bin), out
+    )
+    return out
+
+
+def bin_codes_sparse(
+    backend: Backend, X: Any, edges: Any, n_edges: Any, missing_bin: int, out: Any
+) -> Any:
+    """Fill ``out`` (uint8 (q, n)) with the codes of a sparse X (n, q) (SciPy or cupyx)."""
+    xp = backend.xp
+    X = _sparse.canonical_csc(X)
+    data = X.data
+    if data.dtype not in (xp.float32, xp.float64):
+        data = data.astype(xp.float64)
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        return out
+    backend.kernel("tree_bin_codes_sparse")(
+        backend.asarray(X.indptr), backend.asarray(X.indices), backend.asarray(data),
+        _c(backend, edges, xp.float64), _c(backend, n_edges, xp.int32), int(missing_bin), out,
     )
     return out
 

@@ -1,0 +1,105 @@
+"""Binning sparse X from its stored entries equals binning the densified X.
+
+References: ``_edges_of_column`` (np.unique, bincount, searchsorted) on each
+densified column rounded to float32, and the dense fit itself
+(``_fit_edges_sorted``, a float32 sort), for the edges; the dense
+``tree_bin_codes`` kernel on ``X.toarray()`` for the codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpurpo.backend import EMULATED, NUMPY
+from gpurpo.ensemble import RandomForestRegressor
+from gpurpo.tree import BinMapper, kernels
+from gpurpo.tree._sparse_binning import sparse_column_edges
+from gpurpo.tree.binning import _edges_of_column, _fit_edges_sorted
+
+VALUES = st.sampled_from([np.nan, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.25, 7.0, 1e-300])
+
+
+@st.composite
+def _sparse_matrix(draw):
+    n = draw(st.integers(1, 40))
+    p = draw(st.integers(1, 5))
+    density = draw(st.floats(0.0, 1.0))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dense = np.zeros((n, p))
+    stored = rng.random((n, p)) < density
+    many = draw(st.booleans())  # many distinct values (quantile edges) or a few (one bin each)
+    values = rng.normal(size=(n, p)) if many else rng.choice([-1.0, 0.5, 2.0, np.nan], (n, p))
+    if draw(st.booleans()):  # values that float32 merges: 1 + 2^-30 rounds to 1
+        values = np.where(rng.random((n, p)) < 0.5, 1.0, 1.0 + 2.0**-30)
+    dense[stored] = values[stored]
+    matrix = sp.csc_matrix(dense)
+    explicit = rng.random(matrix.nnz) < 0.1  # some stored entries are explicit zeros
+    matrix.data[explicit] = 0.0
+    return matrix, draw(st.integers(2, 12))
+
+
+def _reference_edges(dense, max_bins):
+    edges = []
+    for f in range(dense.shape[1]):
+        col = dense[:, f].astype(np.float32).astype(np.float64)
+        edges.append(_edges_of_column(col[~np.isnan(col)], max_bins, None))
+    return edges
+
+
+@settings(max_examples=150, deadline=None)
+@given(_sparse_matrix())
+def test_edges_from_stored_entries_equal_edges_of_the_dense_columns(case):
+    matrix, max_bins = case
+    p = matrix.shape[1]
+    out = np.full((p, max_bins - 1), np.nan)
+    n_edges = np.zeros(p, dtype=np.int64)
+    sparse_column_edges(matrix.indptr.astype(np.int64), matrix.data, matrix.shape[0], max_bins,
+                        out, n_edges)
+    dense_fit = _fit_edges_sorted(matrix.toarray(), max_bins)[0]
+    for f, ref in enumerate(_reference_edges(matrix.toarray(), max_bins)):
+        np.testing.assert_array_equal(out[f, : n_edges[f]], ref)
+        np.testing.assert_array_equal(out[f, : n_edges[f]], dense_fit[f])
+
+
+@settings(max_examples=100, deadline=None)
+@given(_sparse_matrix())
+def test_codes_from_stored_entries_equal_codes_of_the_dense_matrix(case):
+    matrix, max_bins = case
+    mapper = BinMapper(max_bins=max_bins).fit(matrix)
+    dense = matrix.toarray()
+    table = mapper.thresholds_
+    n_edges = (mapper.n_value_bins_ - 1).astype(np.int32)
+    expected = np.empty((matrix.shape[1], matrix.shape[0]), dtype=np.uint8)
+    kernels.bin_codes(NUMPY, dense, table, n_edges, mapper.missing_bin_, expected)
+    for backend in (NUMPY, EMULATED):  # numba kernel; array version of CUDA backends
+        got = np.empty_like(expected)
+        kernels.bin_codes_sparse(backend, matrix, table, n_edges, mapper.missing_bin_, got)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_duplicate_entries_are_summed_as_densifying_does():
+    rows = np.array([0, 0, 1, 3, 3, 3])
+    cols = np.array([0, 0, 1, 1, 1, 0])
+    vals = np.array([1.0, 2.0, 5.0, -1.0, 1.0, 4.0])
+    matrix = sp.coo_matrix((vals, (rows, cols)), shape=(5, 2)).tocsr()
+    assert not matrix.has_canonical_format or matrix.nnz < 6
+    mapper = BinMapper(max_bins=8).fit(matrix)
+    for f, ref in enumerate(_reference_edges(matrix.toarray(), 8)):
+        np.testing.assert_array_equal(mapper.edges_[f], ref)
+    codes = mapper.transform(matrix, NUMPY).codes
+    np.testing.assert_array_equal(codes, mapper.transform(matrix.toarray(), NUMPY).codes)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+def test_forest_on_sparse_x_equals_forest_on_dense_x(fmt):
+    rng = np.random.default_rng(4)
+    dense = np.where(rng.random((300, 40)) < 0.1, rng.normal(size=(300, 40)), 0.0)
+    Y = dense[:, :3] @ rng.normal(size=(3, 5)) + 0.1 * rng.normal(size=(300, 5))
+    kwargs = dict(n_estimators=4, max_features=0.5, random_state=0)
+    on_dense = RandomForestRegressor(**kwargs).fit(dense, Y)
+    on_sparse = RandomForestRegressor(**kwargs).fit(sp.csr_matrix(dense).asformat(fmt), Y)
+    np.testing.assert_array_equal(on_sparse.predict(dense), on_dense.predict(dense))

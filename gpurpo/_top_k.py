@@ -28,7 +28,33 @@ from numba import njit, prange
 
 from gpurpo.backend import Backend, register_kernel
 
-__all__ = ["TOP_K_BLOCK_BYTES", "top_k", "top_k_mask", "top_k_of_row_blocks"]
+__all__ = [
+    "PREDICT_TOP_K_DOC", "TOP_K_BLOCK_BYTES", "top_k", "top_k_mask", "top_k_of_row_blocks",
+]
+
+#: Docstring of the estimators' ``predict_top_k``; ``{scores}`` says what they rank.
+PREDICT_TOP_K_DOC = """The ``k`` outputs of largest score for each row, without the (n, d) scores.
+
+        For many outputs, where ``predict`` or ``predict_proba`` would hold
+        ``n x d`` numbers: scores are formed by blocks of rows of at most
+        64 MiB and only each row's top ``k`` is kept
+        (:func:`gpurpo._top_k.top_k_of_row_blocks`).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+        k : int, default=5
+            ``1 <= k <= n_outputs_``.
+
+        Returns
+        -------
+        indices : int64 array (n, k)
+            Output columns (labels; for single-label ``y``, positions in
+            ``classes_``) by decreasing score; equal scores by increasing
+            column, the rule of :func:`gpurpo.metrics.precision_at_k`.
+        scores : float64 array (n, k)
+            {scores} Both in the namespace of ``X``.
+        """
 
 #: Largest dense block of scores :func:`top_k_of_row_blocks` asks for at once.
 TOP_K_BLOCK_BYTES = 64 * 1024**2

@@ -43,7 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -370,29 +370,6 @@ class BaseForest(BaseEstimator):
         return out, backend, to_host_after
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
-        """The ``k`` outputs of largest prediction for each row, without the dense (n, d) predictions.
-
-        For extreme multi-label problems, where ``predict_proba`` would hold
-        ``n x d`` numbers: the trees are traversed for blocks of rows whose
-        dense predictions take at most 64 MiB, and only each row's top ``k``
-        is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
-
-        Parameters
-        ----------
-        X : array or sparse matrix (n, p)
-        k : int, default=5
-            ``1 <= k <= n_outputs_``.
-
-        Returns
-        -------
-        indices : int64 array (n, k)
-            Output columns (labels; for a single-label classifier, positions
-            in ``classes_``) by decreasing prediction; equal predictions by
-            increasing column, the rule of :func:`gpurpo.metrics.precision_at_k`.
-        scores : float64 array (n, k)
-            Their predictions: the values of ``predict_proba`` for classifiers
-            and of ``predict`` for regressors. Both in the namespace of ``X``.
-        """
         check_is_fitted(self, "n_outputs_")
         k = check_int(k, "k", low=1, high=self.n_outputs_)
         backend = resolve_backend(X, device=self.device)
@@ -412,6 +389,10 @@ class BaseForest(BaseEstimator):
         if to_host_after:
             return to_host(indices), to_host(scores)
         return indices, scores
+
+    predict_top_k.__doc__ = PREDICT_TOP_K_DOC.format(
+        scores="Their predictions: those of predict_proba for classifiers and of predict "
+        "for regressors.")
 
     def apply(self, X: Any) -> Any:
         """Index of the leaf reached by each row in each tree: int (n, n_estimators).

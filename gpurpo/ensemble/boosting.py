@@ -43,7 +43,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -520,28 +520,6 @@ class _BaseGradientBoosting(BaseEstimator):
         return self._model.raw_predict(Xb), host
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
-        """The ``k`` outputs of largest prediction for each row, without the dense (n, d) predictions.
-
-        The model is evaluated for blocks of rows whose predictions take at
-        most 64 MiB and only each row's top ``k`` is kept
-        (:func:`gpurpo._top_k.top_k_of_row_blocks`).
-
-        Parameters
-        ----------
-        X : array or sparse matrix (n, p)
-        k : int, default=5
-            ``1 <= k <= n_outputs_``.
-
-        Returns
-        -------
-        indices : int64 array (n, k)
-            Output columns by decreasing prediction; equal predictions by
-            increasing column, the rule of :func:`gpurpo.metrics.precision_at_k`.
-        scores : float64 array (n, k)
-            Their predictions (``predict`` of the regressor, the label
-            probabilities ``sigmoid(F)`` of the classifier). Both in the
-            namespace of ``X``.
-        """
         Xb, host = self._predict_input(X)
         k = check_int(k, "k", low=1, high=self.n_outputs_)
         indices, scores = top_k_of_row_blocks(
@@ -550,6 +528,10 @@ class _BaseGradientBoosting(BaseEstimator):
             self._model.backend,
         )
         return (to_host(indices), to_host(scores)) if host else (indices, scores)
+
+    predict_top_k.__doc__ = PREDICT_TOP_K_DOC.format(
+        scores="Their predictions (predict of the regressor, the label probabilities "
+        "sigmoid(F) of the classifier).")
 
     def _ranked_outputs(self, F: Any) -> Any:
         """The (rows, d) values :meth:`predict_top_k` ranks, from the raw scores ``F``."""

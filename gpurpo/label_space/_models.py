@@ -21,7 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import check_array, check_choice, check_float, check_int
 from gpurpo.backend import Backend, check_random_state, namespace_of, resolve_backend, to_host
 from gpurpo.label_space._decoders import fit_logistic_decoder, logistic_scores
@@ -163,28 +163,6 @@ def _top_k_scores(est: BaseEstimator, X: Any, k: int, rows_scores: Any) -> tuple
     return in_namespace_of(indices, X), in_namespace_of(scores, X)
 
 
-_TOP_K_DOC = """The ``k`` outputs of largest decoded score for each row, without the (n, d) scores.
-
-        Scores are decoded by blocks of rows of at most 64 MiB and only each
-        row's top ``k`` is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
-
-        Parameters
-        ----------
-        X : array or sparse matrix (n, p)
-        k : int, default=5
-            ``1 <= k <= n_outputs_``.
-
-        Returns
-        -------
-        indices : int64 array (n, k)
-            Output columns (labels; for single-label ``y``, positions in
-            ``classes_``) by decreasing score; equal scores by increasing
-            column, the rule of :func:`gpurpo.metrics.precision_at_k`.
-        scores : float64 array (n, k)
-            {scores} Both in the namespace of ``X``.
-        """
-
-
 class _LabelOutputs:
     """Turn (n, C) label scores into the classifier outputs (shared by both classifiers)."""
 
@@ -319,10 +297,9 @@ class _BaseLabelSpace(BaseEstimator):
         check_is_fitted(self, "estimator_")
         return _top_k_scores(self, X, k, self._decoded_rows)
 
-    predict_top_k.__doc__ = _TOP_K_DOC.format(
+    predict_top_k.__doc__ = PREDICT_TOP_K_DOC.format(
         scores="The decoded scores: the regressor's predictions, the classifier's "
         "decision_function (before clipping to [0, 1]).")
-
 
 _SHARED_PARAMS = """    reducer : {"plst", "rembrandt", "random", "cssp"}, default="plst"
         How the targets are encoded and decoded (see
@@ -745,7 +722,7 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "decoder_coef_")
         return _top_k_scores(self, X, k, lambda rows, backend: self._scores_rows(rows, backend)[0])
 
-    predict_top_k.__doc__ = _TOP_K_DOC.format(
+    predict_top_k.__doc__ = PREDICT_TOP_K_DOC.format(
         scores="The decoder's scores: logits (logistic decoder) or least-squares "
         "scores (linear decoder), as in decision_function.")
 

@@ -22,7 +22,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -275,27 +275,6 @@ class _BaseTree(BaseEstimator):
         return self.tree_.predict(X, backend, dense_output=dense), backend
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
-        """The ``k`` outputs of largest leaf value for each row, without the dense (n, d) predictions.
-
-        Leaf values are densified by blocks of rows of at most 64 MiB and only
-        each row's top ``k`` is kept (:func:`gpurpo._top_k.top_k_of_row_blocks`).
-
-        Parameters
-        ----------
-        X : array or sparse matrix (n, p)
-        k : int, default=5
-            ``1 <= k <= n_outputs_``.
-
-        Returns
-        -------
-        indices : int64 array (n, k)
-            Output columns (labels; for single-label ``y``, positions in
-            ``classes_``) by decreasing value; equal values by increasing
-            column, the rule of :func:`gpurpo.metrics.precision_at_k`.
-        scores : float64 array (n, k)
-            Their values (``predict`` of the regressor, ``predict_proba`` of
-            the classifier). Both in the namespace of ``X``.
-        """
         check_is_fitted(self, "tree_")
         k = check_int(k, "k", low=1, high=self.n_outputs_)
         backend = resolve_backend(X, device=self.device)
@@ -308,6 +287,10 @@ class _BaseTree(BaseEstimator):
         if is_gpu_array(X):
             return indices, scores
         return to_host(indices), to_host(scores)
+
+    predict_top_k.__doc__ = PREDICT_TOP_K_DOC.format(
+        scores="Their leaf values (predict of the regressor, predict_proba of the "
+        "classifier).")
 
 
 class DecisionTreeRegressor(RegressorMixin, _BaseTree):

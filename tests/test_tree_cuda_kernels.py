@@ -354,6 +354,37 @@ def test_split_small_matches_numba_with_256_bins(random_split):
                                       n_bins - 1)
 
 
+@pytest.mark.parametrize("first", ["dominant", "missing", "rare"])
+@pytest.mark.parametrize("random_split", [False, True])
+def test_split_small_matches_numba_on_sparse_like_features(first, random_split):
+    # nodes above SORT_LIMIT whose features are mostly one code (the zero of a sparse
+    # input): the CPU sums the bin of the node's first sample in registers; the first
+    # sample holds the dominant code, the missing bin, or a rare code
+    rng = np.random.default_rng(500 + random_split + 10 * len(first))
+    n_bins = 12
+    sizes = (SORT_LIMIT + 40, 600, 300, 5)
+    problem = list(_split_problem(rng, sizes, p=9, n_bins=n_bins))
+    codes, sample_indices, node_ranges = problem[0], problem[1], problem[2]
+    dominant = rng.integers(0, n_bins - 1, size=codes.shape[0])
+    sparse = rng.random(codes.shape) < 0.9
+    codes[sparse] = np.broadcast_to(dominant[:, None], codes.shape)[sparse]
+    for start, stop in node_ranges[:3]:
+        s0 = sample_indices[start]
+        if first == "dominant":
+            codes[:, s0] = dominant
+        elif first == "missing":
+            codes[:, s0] = n_bins - 1
+        else:
+            codes[:, s0] = (dominant + 1) % (n_bins - 1)
+    args = tuple(problem) + (5, 1, random_split, n_bins - 1, 1e-5)
+    got = kernels.split_small(EMULATED, *args)
+    want = kernels.split_small(NUMPY, *args)
+    for g, w in zip(got[:3], want[:3]):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got[3], want[3])  # same bits
+    assert (want[0][:3] >= 0).all() and want[0][3] == -1  # the large nodes split; pure last
+
+
 @pytest.mark.parametrize("m, random_split", [(8, False), (11, False), (11, True)])
 def test_split_small_matches_numba_with_wide_targets(m, random_split):
     # m = 8 fills the CPU's scalar scan of 8 channels; m = 11 pads to 16 channels and

@@ -865,6 +865,26 @@ def test_grow_subtrees_matches_numba_with_sampled_features(p, k):
     assert got["numpy"][1][:2].min() > 10  # (the last root is pure)
 
 
+@pytest.mark.parametrize("random_split", [False, True])
+def test_grow_subtrees_matches_numba_on_sparse_like_features(random_split):
+    # most codes are each feature's dominant code (the zero of a sparse input): small
+    # roots hold many constant features, and larger ones fill their tables mostly in
+    # one bin
+    rng = np.random.default_rng(900 + random_split)
+    n_bins = 12
+    p = 60
+    problem = list(_split_problem(rng, (150, 40, 9, 5, 2), p=p, n_bins=n_bins))
+    codes = problem[0]
+    dominant = rng.integers(0, n_bins - 1, size=p)
+    sparse = rng.random(codes.shape) < 0.95
+    codes[sparse] = np.broadcast_to(dominant[:, None], codes.shape)[sparse]
+    got = _subtrees_both(tuple(problem), np.zeros(5, dtype=np.int32),
+                         problem[5].sum(axis=1, dtype=np.float64), 7, 1, 2, None, 0.0,
+                         random_split, n_bins - 1)
+    _assert_same_subtrees(got)
+    assert got["numpy"][1][:2].min() > 10
+
+
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])
 def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
     # one feature (the visiting order is trivial); roots at their depth limit; roots below

@@ -885,6 +885,27 @@ def test_grow_subtrees_matches_numba_on_sparse_like_features(random_split):
     assert got["numpy"][1][:2].min() > 10
 
 
+@pytest.mark.parametrize("random_split", [False, True])
+def test_grow_subtrees_on_wide_sparse_like_features_matches_numba(random_split):
+    # 2,000 features, 99.5 % of each feature's codes one value (a wide sparse input):
+    # small roots vary on a few hundred features, and their nodes visit thousands of
+    # positions of the feature order to find 20 that vary
+    rng = np.random.default_rng(950 + random_split)
+    n_bins = 12
+    p = 2000
+    sizes = (150, 40, 12, 9, 6, 2)
+    problem = list(_split_problem(rng, sizes, p=p, n_bins=n_bins))
+    codes = problem[0]
+    dominant = rng.integers(0, n_bins - 1, size=p)
+    sparse = rng.random(codes.shape) < 0.995
+    codes[sparse] = np.broadcast_to(dominant[:, None], codes.shape)[sparse]
+    got = _subtrees_both(tuple(problem), np.zeros(len(sizes), dtype=np.int32),
+                         problem[5].sum(axis=1, dtype=np.float64), 20, 1, 2, None, 0.0,
+                         random_split, n_bins - 1)
+    _assert_same_subtrees(got)
+    assert (got["numpy"][1][:4] > 3).all()
+
+
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])
 def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
     # one feature (the visiting order is trivial); roots at their depth limit; roots below

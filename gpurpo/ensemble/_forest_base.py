@@ -382,7 +382,8 @@ class BaseForest(BaseEstimator):
             block = xp.zeros((r1 - r0, d), dtype=xp.float64)
             for chunk in self._chunks:
                 chunk.accumulate(X[r0:r1], backend, block)
-            return block / float(self._n_trees)
+            block /= float(self._n_trees)
+            return block
 
         with numba_threads(self.n_jobs):
             indices, scores = top_k_of_row_blocks(int(X.shape[0]), d, k, block_scores, backend)

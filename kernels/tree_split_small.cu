@@ -17,8 +17,10 @@
 //      per-feature hashes up to 32 features, a counter-based Feistel
 //      permutation above), blockDim positions at a
 //      time: each thread tests one position for a constant feature, then the
-//      first n_candidates non-constant ones (in position order) are kept
-//      (one for two-sample nodes, as in the CPU kernel);
+//      non-constant ones among the first n_candidates positions are kept and,
+//      if there are none, the first non-constant one after them
+//      (scikit-learn's rule: constant features count as visited); one for
+//      two-sample nodes, as in the CPU kernel;
 //   3. for each kept feature: counts samples per bin (shared memory), scans
 //      the counts in parallel (a span of bins per thread, then a scan over the
 //      threads), orders the samples by bin with a stable counting sort done
@@ -47,8 +49,9 @@
 //
 // ``tree_grow_subtrees``: one block per subtree root (blocks loop over the
 // roots). The block copies the root's samples into its scratch (the codes of
-// every feature, feature-major, ``max_ns`` bytes per feature; weights;
-// targets), then grows the subtree depth first exactly as the CPU kernel:
+// every feature, feature-major, ``max_ns`` bytes per feature, or for a sparse
+// X given row by row the features' zero codes overwritten by the samples'
+// stored entries; weights; targets), then grows the subtree depth first exactly as the CPU kernel:
 // thread 0 keeps the stack of nodes to visit (left child on top) and numbers
 // the children when a node splits; every node is evaluated by
 // ``split_node``; a split partitions the node's positions stably, left
@@ -315,7 +318,8 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     // rounding far below the tie tolerance), so, as the CPU kernel, stop at
     // the first separating (non-constant) feature visited
     const int need = ns == 2 ? 1 : n_candidates;
-    for (long long base = 0; found < need && base < p; base += nthreads) {
+    for (long long base = 0; found < need && base < p && (base < n_candidates || found == 0);
+         base += nthreads) {
         const long long pos = base + tid;
         int f = -1, nonconst = 0;
         if (pos < p) {
@@ -337,7 +341,8 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
         if (tid == 0) {
             int n_sel = 0;
             for (int j = 0; j < nthreads && base + j < p; ++j) {
-                if (pos_nonconst[j] && found + n_sel < need) {
+                const bool visited = base + j < n_candidates || found + n_sel == 0;
+                if (pos_nonconst[j] && visited && found + n_sel < need) {
                     sel_feature[n_sel] = pos_feature[j];
                     sel_pos[n_sel] = (int)(base + j);
                     ++n_sel;
@@ -695,6 +700,11 @@ extern "C" __global__ void tree_split_small(
 
 extern "C" __global__ void tree_grow_subtrees(
     const unsigned char* __restrict__ codes,
+    const unsigned char* __restrict__ zero_code,
+    const long long* __restrict__ row_ptr,
+    const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes,
+    long long n_row_ptr,
     int* __restrict__ sample_indices,
     const long long* __restrict__ node_ranges,
     const int* __restrict__ node_tree,
@@ -781,10 +791,25 @@ extern "C" __global__ void tree_grow_subtrees(
             wl[a] = weights[(long long)t * n + s];
             for (int c = 0; c < m; ++c) yl[a * m + c] = targets[(s * n_trees + t) * m + c];
         }
-        for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
-            const long long f = q / ns_r;
-            const long long a = q - f * ns_r;
-            blk_codes[f * max_ns + a] = codes[f * n + sample_indices[start_r + a]];
+        if (n_row_ptr > 0) {
+            // a sparse X row by row: every feature's code of 0.0, then the samples'
+            // stored entries (distinct features within a row: no write conflicts)
+            for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
+                const long long f = q / ns_r;
+                blk_codes[f * max_ns + (q - f * ns_r)] = zero_code[f];
+            }
+            __syncthreads();
+            for (long long a = 0; a < ns_r; ++a) {
+                const long long s = sample_indices[start_r + a];
+                for (long long e = row_ptr[s] + tid; e < row_ptr[s + 1]; e += nthreads)
+                    blk_codes[(long long)row_features[e] * max_ns + a] = row_codes[e];
+            }
+        } else {
+            for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
+                const long long f = q / ns_r;
+                const long long a = q - f * ns_r;
+                blk_codes[f * max_ns + a] = codes[f * n + sample_indices[start_r + a]];
+            }
         }
         if (tid == 0) {
             out_start[base] = 0;

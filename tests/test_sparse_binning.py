@@ -81,6 +81,34 @@ def test_codes_from_stored_entries_equal_codes_of_the_dense_matrix(case):
         np.testing.assert_array_equal(got, expected)
 
 
+@settings(max_examples=100, deadline=None)
+@given(_sparse_matrix(), st.sampled_from(["csr", "csc", "coo"]))
+def test_code_rows_rebuild_the_codes_of_the_dense_matrix(case, fmt):
+    # the zero codes overwritten by the listed entries give back every code, and only
+    # the codes that differ from their feature's zero code are listed
+    matrix, max_bins = case
+    mapper = BinMapper(max_bins=max_bins).fit(matrix)
+    binned = mapper.transform(matrix.asformat(fmt), NUMPY)
+    rows = binned.sparse_rows
+    expected = mapper.transform(matrix.toarray(), NUMPY).codes
+    assert mapper.transform(matrix.toarray(), NUMPY).sparse_rows is None
+    p, n = expected.shape
+    zero = np.zeros((1, p))
+    zero_code = np.empty((p, 1), dtype=np.uint8)
+    kernels.bin_codes(NUMPY, zero, mapper.thresholds_, (mapper.n_value_bins_ - 1).astype(np.int32),
+                      mapper.missing_bin_, zero_code)
+    np.testing.assert_array_equal(rows.zero_code, zero_code[:, 0])
+    rebuilt = np.repeat(rows.zero_code[:, None], n, axis=1)
+    for i in range(n):
+        f = rows.features[rows.indptr[i]:rows.indptr[i + 1]]
+        assert (np.diff(f) > 0).all()
+        rebuilt[f, i] = rows.codes[rows.indptr[i]:rows.indptr[i + 1]]
+    np.testing.assert_array_equal(rebuilt, expected)
+    assert rows.codes.size == (expected != rows.zero_code[:, None]).sum()
+    assert (rows.indptr.dtype, rows.features.dtype, rows.codes.dtype) == (
+        np.int64, np.int32, np.uint8)
+
+
 def test_duplicate_entries_are_summed_as_densifying_does():
     rows = np.array([0, 0, 1, 3, 3, 3])
     cols = np.array([0, 0, 1, 1, 1, 0])

@@ -25,6 +25,8 @@ from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
+from _visiting import visited_features
+
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"
 )
@@ -450,26 +452,35 @@ def test_split_small_without_missing_values_matches_numba_and_brute_force(msl, m
     assert (want[0] >= 0).sum() == sum(n >= max(2, 2 * msl) for n in SIZES[:-1])
 
 
-@pytest.mark.parametrize("p", [12, 32, 33, 70])
-def test_split_small_visits_features_in_the_seed_order(p):
-    # k = 2 of p features, half of them constant in the nodes: the evaluated features are
-    # the first 2 non-constant ones of feature_at(seed, .) (a sorted hash order up to 32
-    # features, a Feistel network above)
+@pytest.mark.parametrize("p, n_constant", [(12, 6), (32, 16), (33, 16), (70, 35), (70, 66)])
+def test_split_small_visits_features_in_the_seed_order(p, n_constant):
+    # k = 2 of p features, many of them constant in the nodes: the evaluated features are
+    # the non-constant ones among the first 2 of feature_at(seed, .) (a sorted hash order
+    # up to 32 features, a Feistel network above), or the first non-constant one after
+    # them when both are constant
     rng = np.random.default_rng(5 + p)
     n_bins = 8
     problem = list(_split_problem(rng, (40, 40, 40, 5), p=p, n_bins=n_bins, missing=0.0))
     codes = problem[0]
-    codes[rng.choice(p, size=p // 2, replace=False)] = 1
+    codes[rng.choice(p, size=n_constant, replace=False)] = 1
     f, b, ml, g = kernels.split_small(EMULATED, *problem, 2, 1, False, n_bins - 1, 1e-5)
+    cpu = kernels.split_small(NUMPY, *problem, 2, 1, False, n_bins - 1, 1e-5)
+    for got, want in zip((f, b, ml, g), cpu):
+        np.testing.assert_array_equal(got, want)
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets = problem[:7]
+    all_constant = 0
     for i in range(3):
         s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
         order = _random.feature_at(np.full(p, seeds[i]), np.arange(p), p)
-        visited = [int(q) for q in order if len(np.unique(codes[q, s])) > 1][:2]
+        varies = lambda q: len(np.unique(codes[q, s])) > 1  # noqa: E731
+        visited = visited_features(order, varies, 2)
+        all_constant += not any(varies(q) for q in order[:2])
         t = node_tree[i]
         ref = _split_reference(codes, s, weights[t, s].astype(np.float64),
                                targets[s, t].astype(np.float64), visited, 1, n_bins - 1, 1e-5)
         assert (f[i], b[i], ml[i]) == ref[:3]
+    if n_constant > 60:
+        assert all_constant > 0  # the draw beyond the first k is exercised
 
 
 # --------------------------------------------------------------------------
@@ -715,6 +726,19 @@ def test_ensembles_on_emulated_cuda_equal_cpu(make):
     np.testing.assert_allclose(got["cuda-emulated"], got["cpu"], rtol=1e-12, atol=1e-12)
 
 
+def test_forest_on_sparse_x_on_emulated_cuda_equals_cpu():
+    # a sparse X reaches the subtree kernels row by row (zero codes and stored entries)
+    rng = np.random.default_rng(9)
+    dense = np.where(rng.random((200, 30)) < 0.15, rng.normal(size=(200, 30)), 0.0)
+    Y = dense[:, :3] @ rng.normal(size=(3, 4)) + 0.1 * rng.normal(size=(200, 4))
+    got = {device: _forest(device).fit(sp.csr_matrix(dense), Y).predict(dense)
+           for device in ("cpu", "cuda-emulated")}
+    assert got["cpu"].std() > 0
+    np.testing.assert_allclose(got["cuda-emulated"], got["cpu"], rtol=1e-12, atol=1e-12)
+    on_dense = _forest("cpu").fit(dense, Y).predict(dense)
+    np.testing.assert_array_equal(on_dense, got["cpu"])
+
+
 def test_bench_histogram_variants_match_the_library_kernel():
     """bench/experiments/hist_variants.cu (timed on GPUs by bench/gpu_profile.py) computes
     the library's histograms: the exact variant equal to float32 rounding, the integer
@@ -776,8 +800,9 @@ SUBTREE_FIELDS = ("feature", "bin", "missing_left", "gain", "left", "right", "de
 
 
 def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, random_split,
-                   missing_bin):
-    """Grow the subtrees on the emulated CUDA and the numba kernels.
+                   missing_bin, sparse_rows=None):
+    """Grow the subtrees on the emulated CUDA and the numba kernels (with the codes given
+    row by row too when ``sparse_rows`` is set).
 
     Returns {backend name: (sample order after, node counts, {field: rows of the grown
     nodes})}; the rows past each root's count are left unwritten by both kernels.
@@ -789,7 +814,7 @@ def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, ran
         out = kernels.grow_subtrees(
             backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
             thresholds, k, msl, mss, max_depth, mid, root_weight, random_split, missing_bin,
-            1e-5,
+            1e-5, sparse_rows=sparse_rows,
         )
         count = np.asarray(out.count)
         rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
@@ -878,24 +903,45 @@ def test_grow_subtrees_matches_numba_with_sampled_features(p, k):
         # small roots hold many constant features, larger ones fill their tables mostly
         # in one bin
         (900, 60, 0.95, (150, 40, 9, 5, 2), 7, 2, 11),
-        # a wide input: small roots vary on a few hundred features, and their nodes
-        # visit thousands of positions of the feature order to find 20 that vary
+        # a wide input: small roots vary on a few hundred features, so that their nodes
+        # often find all 20 drawn features constant and draw on
         (950, 2000, 0.995, (150, 40, 12, 9, 6, 2), 20, 4, 4),
     ],
 )
 def test_grow_subtrees_on_sparse_like_features_matches_numba(
     random_split, seed, p, share, sizes, k, checked, min_nodes
 ):
-    # most codes are each feature's dominant code (the zero of a sparse input)
+    # most codes are each feature's dominant code (the zero of a sparse input); the
+    # kernels copy the roots' codes from the codes matrix, or from the zero codes and the
+    # other codes row by row: the same subtrees every way
     rng = np.random.default_rng(seed + random_split)
     n_bins = 12
     problem = _split_problem(rng, sizes, p=p, n_bins=n_bins)
-    _make_sparse_like(rng, problem[0], share, n_bins)
-    got = _subtrees_both(problem, np.zeros(len(sizes), dtype=np.int32),
-                         problem[5].sum(axis=1, dtype=np.float64), k, 1, 2, None, 0.0,
-                         random_split, n_bins - 1)
+    dominant = _make_sparse_like(rng, problem[0], share, n_bins)
+    args = (problem, np.zeros(len(sizes), dtype=np.int32),
+            problem[5].sum(axis=1, dtype=np.float64), k, 1, 2, None, 0.0, random_split,
+            n_bins - 1)
+    got = _subtrees_both(*args)
     _assert_same_subtrees(got)
     assert (got["numpy"][1][:checked] >= min_nodes).all()
+    rows = _code_rows(problem[0], dominant.astype(np.uint8))
+    assert rows.codes.size < 0.1 * problem[0].size
+    by_rows = _subtrees_both(*args, sparse_rows=rows)
+    _assert_same_subtrees(by_rows)
+    _assert_same_subtrees({"emulated": by_rows["numpy"], "numpy": got["numpy"]})
+
+
+def _code_rows(codes, zero_code):
+    """The codes that differ from each feature's ``zero_code``, row by row (NumPy)."""
+    from gpurpo.tree._sparse_binning import SparseCodeRows
+
+    f, i = np.nonzero(codes != zero_code[:, None])
+    order = np.lexsort((f, i))
+    f, i = f[order], i[order]
+    indptr = np.zeros(codes.shape[1] + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum(np.bincount(i, minlength=codes.shape[1]))
+    return SparseCodeRows(zero_code=zero_code, indptr=indptr, features=f.astype(np.int32),
+                          codes=codes[f, i])
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])

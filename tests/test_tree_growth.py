@@ -324,12 +324,20 @@ def test_gaussian_projection_of_large_m_gives_the_unprojected_tree():
 
 @pytest.mark.parametrize("max_leaf_nodes", [None, 12])
 @pytest.mark.parametrize("splitter", ["best", "random"])
-@pytest.mark.parametrize("k", [None, 3])
-def test_histogram_and_small_node_paths_grow_identical_trees(splitter, k, max_leaf_nodes):
+@pytest.mark.parametrize("k, sparse_like", [(None, False), (3, False), (3, True)])
+def test_histogram_and_small_node_paths_grow_identical_trees(
+    splitter, k, sparse_like, max_leaf_nodes
+):
     """Level-wise and best-first (nodes two at a time: cached histograms scored in
-    place, sibling subtraction in place, buffers reused) give the same trees on every path."""
+    place, sibling subtraction in place, buffers reused) give the same trees on every path.
+
+    Sparse-like inputs (40 features, 95 % zeros) make most features constant in the
+    nodes, so that nodes often find all k drawn features constant and draw on."""
     rng = np.random.default_rng(8)
-    X = rng.normal(size=(250, 6))
+    if sparse_like:
+        X = rng.normal(size=(250, 40)) * (rng.random((250, 40)) < 0.05)
+    else:
+        X = rng.normal(size=(250, 6))
     X[rng.random(X.shape) < 0.05] = np.nan
     Y = rng.normal(size=(250, 3))
     trees = []
@@ -425,6 +433,29 @@ def test_max_features_counts_only_nonconstant_features():
     used = set(est.tree_.feature[est.tree_.feature >= 0].tolist())
     assert used == {17, 33}
     assert est.get_n_leaves() == n
+
+
+def test_max_features_counts_constant_features_as_scikit_learn():
+    # 98 constant features, a strong and a weak one, k = 2: the k drawn features are
+    # mostly both constant, so the node draws on up to the first non-constant one, the
+    # weak one about half the time (scikit-learn's rule). Counting only non-constant
+    # features would evaluate both informative ones and always pick the strong one.
+    rng = np.random.default_rng(0)
+    n = 200
+    X = np.zeros((n, 100))
+    X[:, 0] = rng.normal(size=n)
+    X[:, 1] = rng.normal(size=n)
+    y = 5 * X[:, 0] + 0.1 * X[:, 1]
+    seeds = range(200)
+    ours = [DecisionTreeRegressor(max_features=2, max_depth=1, random_state=s).fit(X, y)
+            .tree_.feature[0] for s in seeds]
+    theirs = [SkTree(max_features=2, max_depth=1, random_state=s).fit(X, y).tree_.feature[0]
+              for s in seeds]
+    weak_ours, weak_theirs = ours.count(1), theirs.count(1)
+    assert set(ours) == {0, 1}
+    # both near 100 of 200 (binomial sd 7); the two counts within 4 sd of each other
+    assert 70 <= weak_ours <= 130 and 70 <= weak_theirs <= 130
+    assert abs(weak_ours - weak_theirs) <= 40
 
 
 @pytest.mark.parametrize("splitter", ["best", "random"])

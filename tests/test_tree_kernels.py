@@ -19,6 +19,8 @@ from scipy import stats
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import _random, kernels
 
+from _visiting import visited_features
+
 RNG = np.random.default_rng(12345)
 
 
@@ -368,11 +370,13 @@ def test_split_small_matches_brute_force(n_per_node, msl):
         np.testing.assert_allclose(g[i], ref[0], rtol=1e-9)
 
 
-def test_split_small_visits_k_nonconstant_features_in_seed_order():
-    # with k < p the kernel evaluates the first k non-constant features of feature_at(seed, .)
+@pytest.mark.parametrize("n_constant", [12, 27])
+def test_split_small_visits_k_features_in_seed_order(n_constant):
+    # with k < p the kernel evaluates the non-constant features among the first k of
+    # feature_at(seed, .), or the first non-constant one after them when all k are constant
     n, p, n_bins, m = 200, 30, 8, 2
     codes = RNG.integers(0, n_bins - 1, size=(p, n)).astype(np.uint8)
-    constant = RNG.choice(p, size=12, replace=False)
+    constant = RNG.choice(p, size=n_constant, replace=False)
     codes[constant] = 3
     weights = np.ones((1, n), dtype=np.float32)
     targets = RNG.normal(size=(n, 1, m)).astype(np.float32)
@@ -387,9 +391,9 @@ def test_split_small_visits_k_nonconstant_features_in_seed_order():
     for i in range(5):
         samples = sample_indices[ranges[i, 0]:ranges[i, 1]]
         order = _random.feature_at(np.full(p, seeds[i]), np.arange(p), p)
-        visited = [int(q) for q in order if not (codes[q, samples] == codes[q, samples][0]).all()]
+        visited = visited_features(order, lambda q: len(np.unique(codes[q, samples])) > 1, k)
         ref = _best_split_reference(codes, samples, np.ones(len(samples)),
-                                    targets[samples, 0].astype(np.float64), visited[:k], 1,
+                                    targets[samples, 0].astype(np.float64), visited, 1,
                                     n_bins - 1)
         assert (f[i], b[i]) == ref[1:3]
 

@@ -292,8 +292,9 @@ _PARAMETERS = """
         Minimum number of samples in each leaf (float: fraction of n). A
         sample drawn several times by the bootstrap counts once.
     max_features : int, float, {{"sqrt", "log2"}} or None, default={max_features!r}
-        Number k of candidate features per node (scikit-learn's meaning;
-        features constant in the node do not count).
+        Number k of candidate features drawn per node (scikit-learn's meaning:
+        features constant in the node count among the k; more are drawn only
+        when all k are constant, up to the first that is not).
     max_leaf_nodes : int or None, default=None
         When set, trees are grown best-first up to this many leaves.
     min_impurity_decrease : float, default=0.0

@@ -329,8 +329,9 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
     max_leaf_nodes : int or None
         When set, the tree is grown best-first up to this many leaves.
     max_features : int, float, {"sqrt", "log2"} or None
-        Number k of features evaluated per node; features constant in the
-        node do not count, as in scikit-learn.
+        Number k of features drawn per node, as in scikit-learn: features
+        constant in the node count among the k, and only when all k are
+        constant are more drawn, up to the first that is not.
     min_impurity_decrease : float
         Minimum weighted impurity decrease of a split (scikit-learn's
         definition, with the impurity averaged over the grown outputs).

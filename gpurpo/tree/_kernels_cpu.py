@@ -606,9 +606,12 @@ def _eval_node(
         round_keys_nb(seed, keys)
     n_perm = perm.shape[0]
     use_sort = ns <= SORT_LIMIT
-    # Two samples: every split that separates them has the same gain (up to
-    # rounding, far below the tie tolerance tie_rtol * Q), so the tie rule picks the
-    # first separating feature visited and the others need not be evaluated.
+    # Visiting rule (scikit-learn's): the first n_candidates positions of the order,
+    # constant features included, then further positions only until a first
+    # non-constant feature is found. Two samples: every split that separates them has
+    # the same gain (up to rounding, far below the tie tolerance tie_rtol * Q), so the
+    # tie rule picks the first separating feature visited and the others need not be
+    # evaluated.
     need = 1 if ns == 2 else n_candidates
     # Three to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
     # partitions) + tol / 2, tol = tie_rtol * Q (rounding is some 1e-15 Q, tol 1e-5 Q).
@@ -627,14 +630,16 @@ def _eval_node(
     pos = 0
     slot = 0
     n_batch = 0
-    while found < need and pos < p:
+    while found < need and pos < p and (pos < n_candidates or found == 0):
         if sampled and small:
             f = perm[pos]
         elif sampled:
             # the visiting order in batches (independent hash chains overlap in the
-            # CPU) of the candidates still needed
+            # CPU) of the positions still to visit
             if slot == n_batch:
-                n_batch = min(batch_cap, p - pos, need - found)
+                n_batch = min(batch_cap, p - pos)
+                if pos < n_candidates:
+                    n_batch = min(n_batch, n_candidates - pos)
                 feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
                 slot = 0
             f = perm[slot]
@@ -1326,7 +1331,7 @@ def split_small_nodes(
 
 @njit(cache=True)
 def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    ch, n_chunks, max_ns, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
     weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
@@ -1347,7 +1352,7 @@ def _subtree_chunk(
         np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
     )
     _subtree_chunk_roots(
-        ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+        ch, n_chunks, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
         weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
         max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
         out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
@@ -1358,7 +1363,7 @@ def _subtree_chunk(
 
 @njit(cache=True)
 def _subtree_chunk_roots(
-    ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    ch, n_chunks, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
     weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
@@ -1366,14 +1371,17 @@ def _subtree_chunk_roots(
 ):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference."""
     (
-        codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-        thresholds, root_weight, out_offsets, out_count, out_feature, out_bin, out_missing_left,
-        out_gain, out_left, out_right, out_depth, out_start, out_stop,
+        codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges,
+        node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
+        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+        out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
-        codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-        thresholds, root_weight, out_offsets, out_count, out_feature, out_bin, out_missing_left,
-        out_gain, out_left, out_right, out_depth, out_start, out_stop,
+        codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges,
+        node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
+        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+        out_right, out_depth, out_start, out_stop,
     ))
+    sparse_rows = row_ptr.shape[0] > 0
     block, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
@@ -1398,9 +1406,21 @@ def _subtree_chunk_roots(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-        for f in range(p):
+        if sparse_rows:
+            # each feature's code of 0.0, then the samples' stored entries: the
+            # samples' entries are read instead of p scattered codes per sample
+            for f in range(p):
+                z = zero_code[f]
+                for a in range(ns_r):
+                    block[f, a] = z
             for a in range(ns_r):
-                block[f, a] = codes[f, gid[a]]
+                s = gid[a]
+                for e in range(row_ptr[s], row_ptr[s + 1]):
+                    block[row_features[e], a] = row_codes[e]
+        else:
+            for f in range(p):
+                for a in range(ns_r):
+                    block[f, a] = codes[f, gid[a]]
         count = 1
         out_start[base] = 0
         out_stop[base] = ns_r
@@ -1485,8 +1505,8 @@ def _subtree_chunk_roots(
 
 @njit(parallel=True, cache=True)
 def grow_subtrees(
-    codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree,
+    node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -1496,8 +1516,9 @@ def grow_subtrees(
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
         _subtree_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree,
-            node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+            np.int64(ch), n_chunks, max_ns, codes, zero_code, row_ptr, row_features, row_codes,
+            sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+            thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
             min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
             out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
             out_depth, out_start, out_stop,

@@ -409,6 +409,10 @@ def split_small_nodes(
 def grow_subtrees(
     backend: Backend,
     codes: Any,
+    zero_code: Any,
+    row_ptr: Any,
+    row_features: Any,
+    row_codes: Any,
     sample_indices: Any,
     node_ranges: Any,
     node_tree: Any,
@@ -441,7 +445,9 @@ def grow_subtrees(
     """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel.
 
     Each block copies its root's samples (codes of every feature, weights,
-    targets) into its own scratch and grows the subtree depth first there;
+    targets) into its own scratch and grows the subtree depth first there
+    (for a sparse X given row by row, the codes are the zero codes overwritten
+    by the samples' entries);
     the number of blocks follows the device (SM count) and the scratch budget
     ``SPLIT_SCRATCH_BYTES``.
     """
@@ -462,7 +468,8 @@ def grow_subtrees(
         (n_blocks,),
         (block,),
         (
-            codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+            codes, zero_code, row_ptr, row_features, row_codes, _i64(row_ptr.shape[0]),
+            sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
             thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_roots),
             _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(min_samples_split),
             _i32(max_depth), _f64(min_impurity_decrease), root_weight, _i32(1 if random_split else 0),

@@ -66,7 +66,8 @@ class GrowthParams:
     Parameters
     ----------
     n_candidates : int or None
-        k, the number of non-constant features evaluated per node (``None``:
+        k, the number of features drawn per node, constant ones included; more
+        only when all k are constant, up to the first that is not (``None``:
         all features). Resolve ``max_features`` with
         :func:`n_candidate_features`.
     max_depth : int or None

@@ -46,7 +46,12 @@ from gpurpo._validation import check_int
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree._kernels_cpu import bin_codes_fitted, edges_from_sorted, transpose_to_float32
-from gpurpo.tree._sparse_binning import canonical_csc, sparse_column_edges
+from gpurpo.tree._sparse_binning import (
+    SparseCodeRows,
+    canonical_csc,
+    sparse_code_rows,
+    sparse_column_edges,
+)
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
@@ -97,6 +102,9 @@ class BinnedMatrix:
     thresholds_host : ndarray
         The same table on the host.
     backend : Backend
+    sparse_rows : SparseCodeRows or None
+        For a sparse X, the codes of its stored entries row by row (the other
+        codes are each feature's code of 0.0); None for a dense X.
     """
 
     codes: Any
@@ -105,6 +113,7 @@ class BinnedMatrix:
     thresholds: Any
     thresholds_host: np.ndarray
     backend: Backend = field(repr=False)
+    sparse_rows: SparseCodeRows | None = field(default=None, repr=False)
 
     @property
     def n_features(self) -> int:
@@ -237,15 +246,18 @@ class BinMapper:
         )
         return self._binned(codes, backend)
 
-    def _binned(self, codes: Any, backend: Backend) -> BinnedMatrix:
+    def _binned(self, codes: Any, backend: Backend, X_sparse: Any = None) -> BinnedMatrix:
         """The codes with this mapper's bins and thresholds, on ``backend``."""
+        thresholds = backend.asarray(self.thresholds_)
         return BinnedMatrix(
             codes=codes,
             n_bins=self.n_bins_,
             missing_bin=self.missing_bin_,
-            thresholds=backend.asarray(self.thresholds_),
+            thresholds=thresholds,
             thresholds_host=self.thresholds_,
             backend=backend,
+            sparse_rows=None if X_sparse is None else sparse_code_rows(
+                X_sparse, codes, thresholds, backend),
         )
 
     def _fuses(self, X: Any, backend: Backend, sample_weight: Any) -> bool:
@@ -292,8 +304,8 @@ class BinMapper:
         n_edges = backend.asarray(self.n_value_bins_ - 1)
         if backend.issparse(X):
             kernels.bin_codes_sparse(backend, X, table, n_edges, self.missing_bin_, codes)
-        else:
-            kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
+            return self._binned(codes, backend, X_sparse=X)
+        kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
         return self._binned(codes, backend)
 
 

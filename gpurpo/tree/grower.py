@@ -577,7 +577,9 @@ class _Grower:
     def _split_large_sampled(
         self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
     ) -> tuple[np.ndarray, ...]:
-        """k < p: visit features in each node's random order until k are non-constant."""
+        """k < p: evaluate the non-constant features among the first k of each node's
+        random order; a node without any visits further, up to its first non-constant
+        feature (scikit-learn's rule)."""
         xp = self.xp
         n_nodes = len(ids)
         k, p = self.k, self.p
@@ -590,7 +592,8 @@ class _Grower:
         cand_m = np.zeros((n_nodes, k), dtype=np.uint8)
         active = np.arange(n_nodes)
         while len(active):
-            take = np.minimum(k - found[active], p - pos[active])
+            # first round: positions 0..k-1; then k more at a time
+            take = np.minimum(k, p - pos[active])
             width = int(take.max())
             chunk = self._chunk_size(width)
             for c0 in range(0, len(active), chunk):
@@ -614,8 +617,10 @@ class _Grower:
                 gains = self.backend.to_host(slots.gain)
                 bins = self.backend.to_host(slots.bin)
                 mls = self.backend.to_host(slots.missing_left)
-                # keep the non-constant slots, in visiting order, after those found so far
+                # keep the non-constant slots, in visiting order, after those found so far:
+                # all of them among the first k positions, else only a node's first one
                 rank = np.cumsum(nonconst, axis=1) - 1 + found[rows][:, None]
+                nonconst = nonconst.astype(bool) & ((positions < k) | (rank == 0))
                 r_idx, s_idx = np.nonzero(nonconst)
                 dest = rank[r_idx, s_idx]
                 node_rows = rows[r_idx]
@@ -625,7 +630,7 @@ class _Grower:
                 cand_m[node_rows, dest] = mls[r_idx, s_idx]
                 found[rows] += nonconst.sum(axis=1)
             pos[active] += take
-            active = active[(found[active] < k) & (pos[active] < p)]
+            active = active[(found[active] == 0) & (pos[active] < p)]
         f, b, ml, g = best_slot_per_node(np, cand_g, cand_b, cand_m, cand_f, tie_tol)
         return f, b, ml, g
 
@@ -692,6 +697,7 @@ class _Grower:
             self.random_split,
             self.binned.missing_bin,
             TIE_RTOL,
+            sparse_rows=self.binned.sparse_rows,
         )
         out = out.to_host(self.backend)  # one device-to-host copy
         count = out.count.astype(np.int64)

@@ -91,8 +91,12 @@ Kernel contracts
     samples all have bitwise-equal targets, gets feature -1. Features are
     visited in the order ``feature_at(seed, 0..p-1, p)`` (identity when
     ``n_candidates >= p``); a feature is constant when all its codes in the
-    node are equal (missing counting as a code) and is skipped; visiting
-    stops after ``n_candidates`` non-constant features. For a feature, the
+    node are equal (missing counting as a code) and is skipped, but counts as
+    visited: the non-constant features among the first ``n_candidates``
+    positions are evaluated and, when there are none, the first non-constant
+    feature after them (scikit-learn's rule, which draws ``max_features``
+    features, constant ones included, and draws on only until one is not
+    constant). For a feature, the
     candidate splits are "code <= b" for each occupied value bin b below the
     largest occupied one, with missing values sent right and (if the node has
     missing values) left, plus "all values left, missing right" when missing
@@ -153,7 +157,7 @@ Kernel contracts
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
@@ -166,6 +170,17 @@ Kernel contracts
     codes, sample_indices, node_ranges, node_tree, node_seed, weights,
     targets, thresholds, n_candidates, min_samples_leaf, random_split,
     missing_bin, tie_rtol: as for ``tree_split_small`` (node_* of the roots)
+    zero_code, row_ptr, row_features, row_codes: the codes of a sparse X row by
+    row (``SparseCodeRows`` of gpurpo.tree._sparse_binning), or ``row_ptr`` of
+    length 0 when there is none (``zero_code`` is then unused):
+    zero_code    uint8   (p,)          code of 0.0 of each feature
+    row_ptr      int64   (n + 1,)      row i owns entries ``row_ptr[i]:row_ptr[i + 1]``
+    row_features int32   (nnz,)        feature of each entry
+    row_codes    uint8   (nnz,)        its code; ``codes[f, i]`` is ``zero_code[f]`` for
+                                       every feature f without an entry in row i
+    With the view, a root's copy is filled with the zero codes and then its
+    samples' entries, instead of reading ``p`` scattered codes per sample:
+    the same copy, so the same result.
     node_depth   int32   (R,)          depth of each root
     min_samples_split int; max_depth int (-1: none); min_impurity_decrease float
     root_weight  float64 (T,)          total weight of each tree (its root)
@@ -634,12 +649,22 @@ def grow_subtrees(
     random_split: bool,
     missing_bin: int,
     tie_rtol: float,
+    sparse_rows: Any = None,
 ) -> Subtrees:
     """Grow the subtrees under the given nodes; ``sample_indices`` is updated in place.
 
-    See ``tree_grow_subtrees`` in the module docstring.
+    See ``tree_grow_subtrees`` in the module docstring; ``sparse_rows`` is the
+    ``SparseCodeRows`` of a sparse X (None: the copies read ``codes``).
     """
     xp = backend.xp
+    if sparse_rows is None:
+        row_view = (xp.zeros(codes.shape[0], dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
+                    xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8))
+    else:
+        row_view = (_c(backend, sparse_rows.zero_code, xp.uint8),
+                    _c(backend, sparse_rows.indptr, xp.int64),
+                    _c(backend, sparse_rows.features, xp.int32),
+                    _c(backend, sparse_rows.codes, xp.uint8))
     ranges = _c(backend, node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
     sizes = ranges[:, 1] - ranges[:, 0]
@@ -655,6 +680,7 @@ def grow_subtrees(
         raise ValueError("sample_indices must be a C-contiguous int32 array (updated in place)")
     backend.kernel("tree_grow_subtrees")(
         _c(backend, codes, xp.uint8),
+        *row_view,
         sample_indices,
         ranges,
         _c(backend, node_tree, xp.int32),

@@ -30,6 +30,8 @@
 //      pass over the sorted samples per channel (threads = channels, plus
 //      one for the weights; sorted order for nodes of at most ``sort_limit``
 //      samples, O(ns) whatever the codes' range, per-bin sums otherwise,
+//      the sums of the feature's ``subtracted_bin`` then being the node's
+//      totals minus the other bins' sums, as the CPU kernel derives them;
 //      including the CPU's "LS += MS;
 //      LS -= MS" round trip after bins whose missing-left side is scored),
 //      then evaluates every candidate bin in parallel (one thread per
@@ -161,6 +163,7 @@ struct SplitView {
 
 struct SplitRules {
     const double* thresholds;  // (p, n_thr) raw upper bin edges
+    const int* subtracted_bin; // (p,) bin derived from the node's totals in tables, or -1
     int n_thr;
     int p;
     int m;
@@ -450,12 +453,32 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             // missing-left side is scored; thread m: the weights). LS of bin b
             // goes to ls[b * m + c] (weights: wl_at[b]); the missing run's
             // sums to ls[SPLIT_MAX_BINS * m + c] (weights: sh_Wm).
+            const int zb = use_sort ? -1 : r.subtracted_bin[fq];
+            const bool derive_z = zb >= 0 && cnt[zb] > 0;
             for (int c = tid; c <= m; c += nthreads) {
                 const bool is_w = c == m;
                 double MS = 0.0;
                 for (int k = mr0; k < mr1; ++k) {
                     const long long s = sorted[k];
                     MS = __dadd_rn(MS, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                }
+                // the subtracted bin's sum: the node's total minus the other bins' sums,
+                // added in increasing bin order, the missing run last
+                double hz = 0.0;
+                if (derive_z) {
+                    double others = 0.0;
+                    for (int b = bmin; b <= bmax; ++b) {
+                        if (b == zb || cnt[b] == 0) continue;
+                        const int r0 = run_start[b], r1 = r0 + cnt[b];
+                        double h = 0.0;
+                        for (int z = r0; z < r1; ++z) {
+                            const long long s = sorted[z];
+                            h = __dadd_rn(h, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                        }
+                        others = __dadd_rn(others, h);
+                    }
+                    if (n_miss > 0) others = __dadd_rn(others, MS);
+                    hz = __dadd_rn(is_w ? W : S[c], -others);
                 }
                 double LS = 0.0;
                 // sorted order: one pass over the non-missing samples (the missing
@@ -472,11 +495,15 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
                     } else {
                         b = bmin + k;
                         if (cnt[b] == 0) continue;
-                        const int r0 = run_start[b], r1 = r0 + cnt[b];
                         double h = 0.0;
-                        for (int z = r0; z < r1; ++z) {
-                            const long long s = sorted[z];
-                            h = __dadd_rn(h, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                        if (derive_z && b == zb) {
+                            h = hz;
+                        } else {
+                            const int r0 = run_start[b], r1 = r0 + cnt[b];
+                            for (int z = r0; z < r1; ++z) {
+                                const long long s = sorted[z];
+                                h = __dadd_rn(h, is_w ? (double)v.w[s] : split_wy(v, s, c));
+                            }
                         }
                         LS = __dadd_rn(LS, h);
                     }
@@ -619,11 +646,12 @@ __device__ __forceinline__ SplitScratch split_scratch(
 }
 
 __device__ __forceinline__ SplitRules split_rules(
-    const double* thresholds, int p, int m, int n_candidates, int min_samples_leaf, int random_split,
+    const double* thresholds, const int* subtracted_bin, int p, int m, int n_candidates, int min_samples_leaf, int random_split,
     int missing_bin, double tie_rtol, int sort_limit)
 {
     SplitRules r;
     r.thresholds = thresholds;
+    r.subtracted_bin = subtracted_bin;
     r.n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
     r.p = p;
     r.m = m;
@@ -639,6 +667,7 @@ __device__ __forceinline__ SplitRules split_rules(
 
 extern "C" __global__ void tree_split_small(
     const unsigned char* __restrict__ codes,
+    const int* __restrict__ subtracted_bin,
     const int* __restrict__ sample_indices,
     const long long* __restrict__ node_ranges,
     const int* __restrict__ node_tree,
@@ -672,7 +701,7 @@ extern "C" __global__ void tree_split_small(
     unsigned char* out_missing_left,
     double* out_gain)
 {
-    const SplitRules rules = split_rules(thresholds, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(thresholds, subtracted_bin, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blockIdx.x, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);
@@ -700,6 +729,7 @@ extern "C" __global__ void tree_split_small(
 
 extern "C" __global__ void tree_grow_subtrees(
     const unsigned char* __restrict__ codes,
+    const int* __restrict__ subtracted_bin,
     const unsigned char* __restrict__ zero_code,
     const long long* __restrict__ row_ptr,
     const int* __restrict__ row_features,
@@ -763,7 +793,7 @@ extern "C" __global__ void tree_grow_subtrees(
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
     const long long blk = blockIdx.x;
-    const SplitRules rules = split_rules(thresholds, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(thresholds, subtracted_bin, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blk, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);

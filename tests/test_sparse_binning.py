@@ -83,30 +83,54 @@ def test_codes_from_stored_entries_equal_codes_of_the_dense_matrix(case):
 
 @settings(max_examples=100, deadline=None)
 @given(_sparse_matrix(), st.sampled_from(["csr", "csc", "coo"]))
-def test_code_rows_rebuild_the_codes_of_the_dense_matrix(case, fmt):
-    # the zero codes overwritten by the listed entries give back every code, and only
-    # the codes that differ from their feature's zero code are listed
+def test_stored_codes_rebuild_the_codes_of_the_dense_matrix(case, fmt):
+    # the zero codes overwritten by the listed entries give back every code, by rows and
+    # by columns, and only the codes that differ from their feature's zero code are listed
     matrix, max_bins = case
     mapper = BinMapper(max_bins=max_bins).fit(matrix)
-    binned = mapper.transform(matrix.asformat(fmt), NUMPY)
-    rows = binned.sparse_rows
+    stored = mapper.transform(matrix.asformat(fmt), NUMPY).sparse_codes
     expected = mapper.transform(matrix.toarray(), NUMPY).codes
-    assert mapper.transform(matrix.toarray(), NUMPY).sparse_rows is None
+    assert mapper.transform(matrix.toarray(), NUMPY).sparse_codes is None
     p, n = expected.shape
-    zero = np.zeros((1, p))
     zero_code = np.empty((p, 1), dtype=np.uint8)
-    kernels.bin_codes(NUMPY, zero, mapper.thresholds_, (mapper.n_value_bins_ - 1).astype(np.int32),
-                      mapper.missing_bin_, zero_code)
-    np.testing.assert_array_equal(rows.zero_code, zero_code[:, 0])
-    rebuilt = np.repeat(rows.zero_code[:, None], n, axis=1)
+    kernels.bin_codes(NUMPY, np.zeros((1, p)), mapper.thresholds_,
+                      (mapper.n_value_bins_ - 1).astype(np.int32), mapper.missing_bin_, zero_code)
+    np.testing.assert_array_equal(stored.zero_code, zero_code[:, 0])
+    by_rows = np.repeat(stored.zero_code[:, None], n, axis=1)
     for i in range(n):
-        f = rows.features[rows.indptr[i]:rows.indptr[i + 1]]
+        f = stored.row_features[stored.row_ptr[i]:stored.row_ptr[i + 1]]
         assert (np.diff(f) > 0).all()
-        rebuilt[f, i] = rows.codes[rows.indptr[i]:rows.indptr[i + 1]]
-    np.testing.assert_array_equal(rebuilt, expected)
-    assert rows.codes.size == (expected != rows.zero_code[:, None]).sum()
-    assert (rows.indptr.dtype, rows.features.dtype, rows.codes.dtype) == (
-        np.int64, np.int32, np.uint8)
+        by_rows[f, i] = stored.row_codes[stored.row_ptr[i]:stored.row_ptr[i + 1]]
+    by_cols = np.repeat(stored.zero_code[:, None], n, axis=1)
+    for f in range(p):
+        rows = stored.col_rows[stored.col_ptr[f]:stored.col_ptr[f + 1]]
+        assert (np.diff(rows) > 0).all()
+        by_cols[f, rows] = stored.col_codes[stored.col_ptr[f]:stored.col_ptr[f + 1]]
+    np.testing.assert_array_equal(by_rows, expected)
+    np.testing.assert_array_equal(by_cols, expected)
+    assert stored.row_codes.size == (expected != stored.zero_code[:, None]).sum()
+    assert stored.col_codes.size == stored.row_codes.size
+    for a, dtype in ((stored.row_ptr, np.int64), (stored.row_features, np.int32),
+                     (stored.row_codes, np.uint8), (stored.col_ptr, np.int64),
+                     (stored.col_rows, np.int32), (stored.col_codes, np.uint8)):
+        assert a.dtype == dtype
+
+
+@settings(max_examples=60, deadline=None)
+@given(_sparse_matrix())
+def test_subtracted_bin_is_the_zero_code_of_mostly_zero_features(case):
+    # the same for dense and sparse X: the code of 0.0 where at least half the codes are
+    # it, else -1
+    matrix, max_bins = case
+    mapper = BinMapper(max_bins=max_bins).fit(matrix)
+    dense = mapper.transform(matrix.toarray(), NUMPY)
+    sparse = mapper.transform(matrix, NUMPY)
+    zero_code = sparse.sparse_codes.zero_code.astype(np.int32)
+    share = (dense.codes == zero_code[:, None]).mean(axis=1)
+    expected = np.where(share >= 0.5, zero_code, -1)
+    np.testing.assert_array_equal(dense.subtracted_bin, expected)
+    np.testing.assert_array_equal(sparse.subtracted_bin, expected)
+    assert dense.subtracted_bin.dtype == np.int32
 
 
 def test_duplicate_entries_are_summed_as_densifying_does():

@@ -393,6 +393,84 @@ def test_split_small_matches_numba_on_sparse_like_features(first, random_split):
     assert (want[0][:3] >= 0).all() and want[0][3] == -1  # the large nodes split; pure last
 
 
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("m", [3, 9])
+def test_split_small_with_subtracted_bins_matches_numba_and_the_reference(random_split, m):
+    # nodes above SORT_LIMIT derive the sums of each feature's subtracted bin (here its
+    # dominant code, except for two features) from their totals; the CPU reads the
+    # features' stored-entry columns when the nodes' rows increase: the same bits
+    rng = np.random.default_rng(700 + random_split + m)
+    n_bins = 12
+    sizes = (SORT_LIMIT + 40, 900, 300, 5)
+    problem = list(_split_problem(rng, sizes, p=9, n_bins=n_bins, m=m))
+    codes, sample_indices, node_ranges = problem[0], problem[1], problem[2]
+    dominant = _make_sparse_like(rng, codes, 0.9, n_bins).astype(np.uint8)
+    codes[2, rng.random(codes.shape[1]) < 0.3] = n_bins - 1  # the dominant code and missing
+    subtracted = dominant.astype(np.int32)
+    subtracted[[0, 4]] = -1
+    for start, stop in node_ranges:  # increasing rows within each node
+        sample_indices[start:stop] = np.sort(sample_indices[start:stop])
+    stored = _code_rows(codes, dominant)
+    args = tuple(problem) + (5, 1, random_split, n_bins - 1, 1e-5)
+    want = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
+    for backend, columns in ((NUMPY, stored), (EMULATED, None), (EMULATED, stored)):
+        got = kernels.split_small(backend, *args, subtracted_bin=subtracted,
+                                  sparse_codes=columns)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)  # same bits
+    assert (want[0][:3] >= 0).all() and want[0][3] == -1  # the large nodes split; pure last
+    if not random_split:
+        # the same split as without subtraction, up to rounding (brute force over the
+        # visited features)
+        plain = kernels.split_small(NUMPY, *args)
+        np.testing.assert_array_equal(want[0], plain[0])
+        np.testing.assert_array_equal(want[1], plain[1])
+        np.testing.assert_allclose(want[3], plain[3], rtol=1e-9)
+    # a node whose rows do not increase is read from the codes, with the same sums
+    shuffled = [a.copy() for a in problem]
+    shuffled[1][node_ranges[1, 0]:node_ranges[1, 1]] = rng.permutation(
+        sample_indices[node_ranges[1, 0]:node_ranges[1, 1]])
+    args = tuple(shuffled) + (5, 1, random_split, n_bins - 1, 1e-5)
+    got = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted, sparse_codes=stored)
+    emulated = kernels.split_small(EMULATED, *args, subtracted_bin=subtracted)
+    for g, e in zip(got, emulated):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("random_split", [False, True])
+def test_growth_on_sparse_x_with_subtracted_bins_equals_dense_and_emulated(random_split):
+    # nodes of 65 to 4096 samples through the per-node kernel (most features mostly zero:
+    # their zero bins are subtracted), smaller ones through subtrees; dense X, sparse X
+    # (stored-entry columns and rows) and emulated CUDA grow the same trees
+    rng = np.random.default_rng(41 + random_split)
+    n, p, m, T = 1500, 40, 3, 2
+    dense = np.where(rng.random((n, p)) < 0.1, rng.normal(size=(n, p)), 0.0)
+    dense[:, :3] = rng.normal(size=(n, 3))  # three dense features: no subtracted bin
+    dense[rng.random((n, p)) < 0.02] = np.nan
+    targets = (np.nan_to_num(dense[:, :6]) @ rng.normal(size=(6, T * m))).reshape(n, T, m)
+    targets = (targets + 0.3 * rng.normal(size=targets.shape)).astype(np.float32)
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=T).astype(np.float32)
+    mapper = BinMapper(max_bins=32).fit(dense)
+    params = GrowthParams(n_candidates=12, small_node_size=4096, subtree_size=64,
+                          splitter="random" if random_split else "best")
+    out = {}
+    for name, backend, X in (("dense", NUMPY, dense), ("sparse", NUMPY, sp.csr_matrix(dense)),
+                             ("emulated", EMULATED, sp.csr_matrix(dense))):
+        binned = mapper.transform(X, backend)
+        if name == "dense":
+            subtracted = np.asarray(binned.subtracted_bin)
+            assert (subtracted[:3] == -1).all() and (subtracted[3:] >= 0).all()
+        else:
+            assert binned.sparse_codes is not None
+        out[name] = grow_trees(binned, targets, weights, params, np.random.default_rng(3),
+                               backend)
+    for name in ("sparse", "emulated"):
+        _structures_equal(out["dense"].structures, out[name].structures)
+        np.testing.assert_array_equal(np.asarray(out[name].leaf_of_sample),
+                                      np.asarray(out["dense"].leaf_of_sample))
+    assert sum(s.node_count for s in out["dense"].structures) > 2 * 200
+
+
 @pytest.mark.parametrize("m, random_split", [(8, False), (11, False), (11, True)])
 def test_split_small_matches_numba_with_wide_targets(m, random_split):
     # m = 8 fills the CPU's scalar scan of 8 channels; m = 11 pads to 16 channels and
@@ -800,9 +878,9 @@ SUBTREE_FIELDS = ("feature", "bin", "missing_left", "gain", "left", "right", "de
 
 
 def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, random_split,
-                   missing_bin, sparse_rows=None):
+                   missing_bin, sparse_codes=None):
     """Grow the subtrees on the emulated CUDA and the numba kernels (with the codes given
-    row by row too when ``sparse_rows`` is set).
+    row by row too when ``sparse_codes`` is set).
 
     Returns {backend name: (sample order after, node counts, {field: rows of the grown
     nodes})}; the rows past each root's count are left unwritten by both kernels.
@@ -814,7 +892,7 @@ def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, ran
         out = kernels.grow_subtrees(
             backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
             thresholds, k, msl, mss, max_depth, mid, root_weight, random_split, missing_bin,
-            1e-5, sparse_rows=sparse_rows,
+            1e-5, sparse_codes=sparse_codes,
         )
         count = np.asarray(out.count)
         rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
@@ -925,23 +1003,29 @@ def test_grow_subtrees_on_sparse_like_features_matches_numba(
     _assert_same_subtrees(got)
     assert (got["numpy"][1][:checked] >= min_nodes).all()
     rows = _code_rows(problem[0], dominant.astype(np.uint8))
-    assert rows.codes.size < 0.1 * problem[0].size
-    by_rows = _subtrees_both(*args, sparse_rows=rows)
+    assert rows.row_codes.size < 0.1 * problem[0].size
+    by_rows = _subtrees_both(*args, sparse_codes=rows)
     _assert_same_subtrees(by_rows)
     _assert_same_subtrees({"emulated": by_rows["numpy"], "numpy": got["numpy"]})
 
 
 def _code_rows(codes, zero_code):
-    """The codes that differ from each feature's ``zero_code``, row by row (NumPy)."""
-    from gpurpo.tree._sparse_binning import SparseCodeRows
+    """The codes that differ from each feature's ``zero_code``, by row and by column (NumPy)."""
+    from gpurpo.tree._sparse_binning import SparseCodes
+
+    def compressed(major, minor, n_major):
+        order = np.lexsort((minor, major))
+        ptr = np.zeros(n_major + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.bincount(major, minlength=n_major))
+        return ptr, minor[order].astype(np.int32), order
 
     f, i = np.nonzero(codes != zero_code[:, None])
-    order = np.lexsort((f, i))
-    f, i = f[order], i[order]
-    indptr = np.zeros(codes.shape[1] + 1, dtype=np.int64)
-    indptr[1:] = np.cumsum(np.bincount(i, minlength=codes.shape[1]))
-    return SparseCodeRows(zero_code=zero_code, indptr=indptr, features=f.astype(np.int32),
-                          codes=codes[f, i])
+    p, n = codes.shape
+    row_ptr, row_features, by_row = compressed(i, f, n)
+    col_ptr, col_rows, by_col = compressed(f, i, p)
+    return SparseCodes(zero_code=zero_code, row_ptr=row_ptr, row_features=row_features,
+                       row_codes=codes[f, i][by_row], col_ptr=col_ptr, col_rows=col_rows,
+                       col_codes=codes[f, i][by_col])
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])

@@ -425,6 +425,98 @@ def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
 
 
 @njit(inline="always", cache=True)
+def _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin, z):
+    """The per-bin table of feature ``f`` of a node, without the samples coded ``z``.
+
+    ``hist[b]`` receives the sums of the samples coded ``b != z`` (``mp``
+    channels, weight, count), added in position order. Returns (bmin, bmax,
+    n_z): the range of the non-missing codes other than ``z`` and the number of
+    samples coded ``z`` (``z = -1``: every sample is added).
+    """
+    mp = wy.shape[1]
+    bmin = missing_bin
+    bmax = -1
+    n_z = 0
+    for a in range(ns):
+        b = np.int64(codes[f, cols[c0ff + a]])
+        if b == z:
+            n_z += 1
+            continue
+        ra = rows[d0 + a]
+        hist[b, mp] += w[ra]
+        for c0 in range(0, mp, 8):
+            for c in range(c0, c0 + 8):
+                hist[b, c] += wy[ra, c]
+        hist[b, mp + 1] += 1.0
+        if b != missing_bin:
+            if b < bmin:
+                bmin = b
+            if b > bmax:
+                bmax = b
+    return bmin, bmax, n_z
+
+
+@njit(inline="always", cache=True)
+def _fill_table_columns(col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, hist,
+                        missing_bin):
+    """:func:`_fill_table_skipping` from feature ``f``'s stored entries (sparse X).
+
+    The column lists, in increasing row order, the rows whose code is not the
+    feature's subtracted bin; ``member`` is the node's bit set of rows. For a
+    node whose positions hold increasing rows, each bin's samples are added in
+    position order, with ``w * y`` formed as the gathered ``wy`` is, so the
+    sums are the same bits. Returns (bmin, bmax, number of the node's rows
+    listed).
+    """
+    mp = hist.shape[1] - 2
+    bmin = missing_bin
+    bmax = -1
+    listed = 0
+    for e in range(col_ptr[f], col_ptr[f + 1]):
+        r = np.int64(col_rows[e])
+        if (member[r >> 6] >> np.uint64(r & 63)) & np.uint64(1) == np.uint64(0):
+            continue
+        b = np.int64(col_codes[e])
+        wr = np.float64(gw[t, r])
+        hist[b, mp] += wr
+        for c in range(m):
+            hist[b, c] += wr * gy[r, t, c]
+        hist[b, mp + 1] += 1.0
+        listed += 1
+        if b != missing_bin:
+            if b < bmin:
+                bmin = b
+            if b > bmax:
+                bmax = b
+    return bmin, bmax, listed
+
+
+@njit(inline="always", cache=True)
+def _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W):
+    """Sums of bin ``z`` (``n_z > 0`` samples) as the node's totals minus the other bins.
+
+    ``hist[z] = (S, W) - sum of the occupied rows b != z``, the rows added in
+    increasing ``b`` over ``bmin .. bmax``, then the missing row; count ``n_z``.
+    A sparse feature's table then costs its nonzeros in the node.
+    """
+    mp = hist.shape[1] - 2
+    row = hist[z]
+    for c in range(mp + 1):
+        row[c] = 0.0
+    for b in range(bmin, bmax + 1):
+        if b != z and hist[b, mp + 1] > 0.0:
+            for c in range(mp + 1):
+                row[c] += hist[b, c]
+    if hist[missing_bin, mp + 1] > 0.0:
+        for c in range(mp + 1):
+            row[c] += hist[missing_bin, c]
+    for c in range(mp):
+        row[c] = S[c] - row[c]
+    row[mp] = W - row[mp]
+    row[mp + 1] = np.float64(n_z)
+
+
+@njit(inline="always", cache=True)
 def _scan_table8(hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
                  random_split, cut):
     """Best split point of one feature from the per-bin table of a node with 8 padded channels.
@@ -542,7 +634,8 @@ def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-    cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
+    cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns, col_ptr,
+    col_rows, col_codes, member, gw, gy, t,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
@@ -554,15 +647,23 @@ def _eval_node(
     identity); their columns padded with zeros to a multiple ``mp`` of 8 (so that
     the inner loops vectorise; gains sum the ``m`` real channels only); ``hist`` is
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
+    Nodes above SORT_LIMIT samples derive the table row of each feature's
+    ``subtracted_bin`` (when >= 0) from the node's totals; with ``use_columns``
+    (a sparse X whose node positions hold increasing rows, marked in the bit set
+    ``member``; ``gw``, ``gy``: the weights and targets of tree ``t``) the other
+    rows come from the feature's column of stored entries when it is shorter
+    than the node.
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
+        col_codes, member, gw, gy,
     ) = borrow_all((
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
+        col_codes, member, gw, gy,
     ))
     p = codes.shape[0]
     mp = wy.shape[1]
@@ -715,25 +816,22 @@ def _eval_node(
             bmin = code_buf[0] if nn > 0 else missing_bin
             bmax = code_buf[nn - 1] if nn > 0 else missing_bin
         else:
-            if mp == 8:
+            z = np.int64(subtracted_bin[f])
+            n_z = 0
+            if z >= 0 and use_columns and col_ptr[f + 1] - col_ptr[f] < ns:
+                bmin, bmax, listed = _fill_table_columns(
+                    col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, hist, missing_bin)
+                n_z = ns - listed
+            elif z < 0 and mp == 8:
                 bmin, bmax = _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist,
                                           missing_bin)
             else:
-                bmin = missing_bin
-                bmax = -1
-                for a in range(ns):
-                    b = np.int64(codes[f, cols[c0ff + a]])
-                    ra = rows[d0 + a]
-                    hist[b, cw] += w[ra]
-                    for c0 in range(0, mp, 8):
-                        for c in range(c0, c0 + 8):
-                            hist[b, c] += wy[ra, c]
-                    hist[b, cn] += 1.0
-                    if b != missing_bin:
-                        if b < bmin:
-                            bmin = b
-                        if b > bmax:
-                            bmax = b
+                bmin, bmax, n_z = _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy,
+                                                       hist, missing_bin, z)
+            if n_z > 0:
+                _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W)
+                bmin = min(bmin, z)
+                bmax = max(bmax, z)
             n_miss = np.int64(hist[missing_bin, cn])
             Wm = hist[missing_bin, cw]
             for c in range(mp):
@@ -1231,9 +1329,10 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
 
 @njit(cache=True)
 def _split_chunk(
-    ch, n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree, node_seed, weights,
-    targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-    out_feature, out_bin, out_missing_left, out_gain,
+    ch, n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+    node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+    min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
+    out_missing_left, out_gain,
 ):
     """Split the nodes ``ch, ch + n_chunks, ...`` with scratch buffers of this chunk."""
     p = codes.shape[0]
@@ -1244,27 +1343,32 @@ def _split_chunk(
     identity = np.empty(max_ns, dtype=np.int32)
     for a in range(max_ns):
         identity[a] = a
+    # the rows of the current node, as a bit set (only read with the column lists)
+    member = np.zeros((codes.shape[1] + 63) // 64 if col_ptr.shape[0] > 0 else 1, dtype=np.uint64)
     _split_chunk_nodes(
-        ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets,
-        thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-        out_feature, out_bin, out_missing_left, out_gain, identity,
-        _eval_scratch(max_ns, mp, n_bins, n_slots),
+        ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+        node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+        min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
+        out_missing_left, out_gain, identity, member, _eval_scratch(max_ns, mp, n_bins, n_slots),
     )
 
 
 @njit(cache=True)
 def _split_chunk_nodes(
-    ch, n_chunks, codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets,
-    thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-    out_feature, out_bin, out_missing_left, out_gain, identity, scratch,
+    ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+    node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+    min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
+    out_missing_left, out_gain, identity, member, scratch,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
-        codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
-        out_feature, out_bin, out_missing_left, out_gain, identity,
+        codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+        node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
+        out_missing_left, out_gain, identity, member,
     ) = borrow_all((
-        codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
-        out_feature, out_bin, out_missing_left, out_gain, identity,
+        codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+        node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
+        out_missing_left, out_gain, identity, member,
     ))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
@@ -1276,6 +1380,7 @@ def _split_chunk_nodes(
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
         t = node_tree[i]
+        ascending = True
         for a in range(ns):
             s = sample_indices[start + a]
             wa = np.float64(weights[t, s])
@@ -1284,12 +1389,25 @@ def _split_chunk_nodes(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
+            if a > 0 and s <= sample_indices[start + a - 1]:
+                ascending = False
+        # the column lists give each bin's samples in row order: the node's position
+        # order when its rows increase (the grower's stable partitions keep them so)
+        use_columns = col_ptr.shape[0] > 0 and ascending and ns > SORT_LIMIT
+        if use_columns:
+            for a in range(ns):
+                r = np.int64(sample_indices[start + a])
+                member[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns,
+            col_ptr, col_rows, col_codes, member, weights, targets, t,
         )
+        if use_columns:
+            for a in range(ns):
+                member[np.int64(sample_indices[start + a]) >> 6] = np.uint64(0)
         out_feature[i] = f
         out_bin[i] = b
         out_missing_left[i] = ml
@@ -1299,6 +1417,10 @@ def _split_chunk_nodes(
 @njit(parallel=True, cache=True)
 def split_small_nodes(
     codes,
+    subtracted_bin,
+    col_ptr,
+    col_rows,
+    col_codes,
     sample_indices,
     node_ranges,
     node_tree,
@@ -1323,15 +1445,15 @@ def split_small_nodes(
     n_chunks = min(n_nodes, N_CHUNKS)
     for ch in prange(n_chunks):
         _split_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, sample_indices, node_ranges, node_tree,
-            node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
+            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes,
+            sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
             missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain,
         )
 
 
 @njit(cache=True)
 def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    ch, n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
     weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
@@ -1352,7 +1474,8 @@ def _subtree_chunk(
         np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
     )
     _subtree_chunk_roots(
-        ch, n_chunks, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+        ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+        sample_indices, node_ranges, node_tree, node_seed, node_depth,
         weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
         max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
         out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
@@ -1363,7 +1486,7 @@ def _subtree_chunk(
 
 @njit(cache=True)
 def _subtree_chunk_roots(
-    ch, n_chunks, codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
     weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
@@ -1371,12 +1494,13 @@ def _subtree_chunk_roots(
 ):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference."""
     (
-        codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges,
-        node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
+        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
+        node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
         out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
         out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
-        codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges,
+        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
+        node_ranges,
         node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
         out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
         out_right, out_depth, out_start, out_stop,
@@ -1448,7 +1572,8 @@ def _subtree_chunk_roots(
                 block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml, link, occupied, m,
+                cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, False,
+                row_ptr, row_features, row_codes, occupied, weights, targets, t,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                 continue
@@ -1505,7 +1630,7 @@ def _subtree_chunk_roots(
 
 @njit(parallel=True, cache=True)
 def grow_subtrees(
-    codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree,
+    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree,
     node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
@@ -1516,8 +1641,8 @@ def grow_subtrees(
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
         _subtree_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, zero_code, row_ptr, row_features, row_codes,
-            sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr,
+            row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
             thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
             min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
             out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,

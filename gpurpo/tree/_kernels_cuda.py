@@ -365,6 +365,10 @@ def _split_launch(
 def split_small_nodes(
     backend: Backend,
     codes: Any,
+    subtracted_bin: Any,
+    col_ptr: Any,
+    col_rows: Any,
+    col_codes: Any,
     sample_indices: Any,
     node_ranges: Any,
     node_tree: Any,
@@ -382,7 +386,12 @@ def split_small_nodes(
     out_missing_left: Any,
     out_gain: Any,
 ) -> None:
-    """``tree_split_small``: one block per node, bit-compatible with the numba kernel."""
+    """``tree_split_small``: one block per node, bit-compatible with the numba kernel.
+
+    The block scans the node's codes in parallel, so the stored-entry columns
+    of a sparse X (``col_*``) are not read; the subtracted bins' sums are
+    derived as the numba kernel derives them.
+    """
     xp = backend.xp
     n_nodes = int(node_ranges.shape[0])
     if n_nodes == 0:
@@ -396,8 +405,8 @@ def split_small_nodes(
         (n_blocks,),
         (block,),
         (
-            codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
-            _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
+            codes, subtracted_bin, sample_indices, node_ranges, node_tree, node_seed, weights,
+            targets, thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
             _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(1 if random_split else 0),
             _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
             *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
@@ -409,6 +418,7 @@ def split_small_nodes(
 def grow_subtrees(
     backend: Backend,
     codes: Any,
+    subtracted_bin: Any,
     zero_code: Any,
     row_ptr: Any,
     row_features: Any,
@@ -468,7 +478,8 @@ def grow_subtrees(
         (n_blocks,),
         (block,),
         (
-            codes, zero_code, row_ptr, row_features, row_codes, _i64(row_ptr.shape[0]),
+            codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+            _i64(row_ptr.shape[0]),
             sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
             thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_roots),
             _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(min_samples_split),

@@ -33,11 +33,11 @@ from gpurpo.backend import Backend
 from gpurpo.tree._kernels_cpu import _count_below
 
 __all__ = [
-    "SparseCodeRows",
+    "SparseCodes",
     "canonical_csc",
     "sparse_bin_codes_cpu",
     "sparse_bin_codes_xp",
-    "sparse_code_rows",
+    "sparse_codes",
     "sparse_column_edges",
 ]
 
@@ -176,34 +176,59 @@ def sparse_bin_codes_xp(
 
 
 @dataclass
-class SparseCodeRows:
-    """The codes of a sparse X row by row: its stored entries only (CSR).
+class SparseCodes:
+    """The codes of a sparse X at its stored entries, row by row and column by column.
 
     Every code of the feature-major matrix is ``zero_code[f]`` except at the
-    entries listed here, so that a subset of rows can be copied at the cost of
-    their entries rather than of all ``p`` features (the subtree kernel's copy
-    of its root's samples).
+    entries listed here, so that work over a few rows or one feature costs
+    their entries rather than all ``p`` features or all ``n`` rows: the
+    subtree kernel copies its root's samples from the rows, the small-node
+    kernel builds a feature's table from its column.
 
     Attributes
     ----------
     zero_code : uint8 array (p,)
         Code of the value 0.0 of each feature.
-    indptr : int64 array (n + 1,)
-        Row ``i`` owns entries ``indptr[i]:indptr[i + 1]``.
-    features : int32 array (nnz,)
+    row_ptr : int64 array (n + 1,)
+        Row ``i`` owns entries ``row_ptr[i]:row_ptr[i + 1]``.
+    row_features : int32 array (nnz,)
         Feature of each entry, increasing within a row.
-    codes : uint8 array (nnz,)
+    row_codes : uint8 array (nnz,)
         Code of each entry; never the feature's ``zero_code`` (entries binned
         with the zeros are left out).
+    col_ptr : int64 array (p + 1,)
+        Feature ``f`` owns entries ``col_ptr[f]:col_ptr[f + 1]`` of the columns.
+    col_rows : int32 array (nnz,)
+        Row of each entry, increasing within a column.
+    col_codes : uint8 array (nnz,)
+        Code of each entry.
     """
 
     zero_code: Any
-    indptr: Any
-    features: Any
-    codes: Any
+    row_ptr: Any
+    row_features: Any
+    row_codes: Any
+    col_ptr: Any
+    col_rows: Any
+    col_codes: Any
 
 
-def sparse_code_rows(X: Any, codes: Any, thresholds: Any, backend: Backend) -> SparseCodeRows:
+def _compressed_codes(indptr: Any, indices: Any, codes: Any, zero_code: Any, by_row: bool,
+                      xp: Any) -> tuple[Any, Any, Any]:
+    """(pointers, indices, codes) of the entries of a canonical compressed structure whose
+    code is not their feature's zero code."""
+    n_major = indptr.shape[0] - 1
+    major = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
+    feature, row = (indices, major) if by_row else (major, indices)
+    entry_codes = codes[feature, row]
+    keep = entry_codes != zero_code[feature]
+    ptr = xp.zeros(n_major + 1, dtype=xp.int64)
+    ptr[1:] = xp.cumsum(xp.bincount(major[keep], minlength=n_major))
+    return (ptr, xp.ascontiguousarray(indices[keep].astype(xp.int32)),
+            xp.ascontiguousarray(entry_codes[keep]))
+
+
+def sparse_codes(X: Any, codes: Any, thresholds: Any, backend: Backend) -> SparseCodes:
     """The stored entries of sparse ``X`` (n, p) with their codes from ``codes`` (p, n).
 
     ``thresholds`` is the (p, n_bins - 1) edge table (+inf padded), whose
@@ -211,23 +236,16 @@ def sparse_code_rows(X: Any, codes: Any, thresholds: Any, backend: Backend) -> S
     the backend (NumPy or CuPy arrays, SciPy or cupyx ``X``).
     """
     xp = backend.xp
-    X = X.tocsr()
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
-    n = X.shape[0]
     zero_code = (thresholds < 0.0).sum(axis=1).astype(xp.uint8)
-    indptr = backend.asarray(X.indptr).astype(xp.int64)
-    indices = backend.asarray(X.indices).astype(xp.int64)
-    row = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
-    entry_codes = codes[indices, row]
-    keep = entry_codes != zero_code[indices]
-    per_row = xp.bincount(row[keep], minlength=n)
-    kept_indptr = xp.zeros(n + 1, dtype=xp.int64)
-    kept_indptr[1:] = xp.cumsum(per_row)
-    return SparseCodeRows(
-        zero_code=zero_code,
-        indptr=kept_indptr,
-        features=xp.ascontiguousarray(indices[keep].astype(xp.int32)),
-        codes=xp.ascontiguousarray(entry_codes[keep]),
-    )
+    csr = X.tocsr()
+    if not csr.has_canonical_format:
+        csr = csr.copy()
+        csr.sum_duplicates()
+    csc = canonical_csc(X)
+    rows = _compressed_codes(backend.asarray(csr.indptr).astype(xp.int64),
+                             backend.asarray(csr.indices).astype(xp.int64), codes, zero_code,
+                             True, xp)
+    cols = _compressed_codes(backend.asarray(csc.indptr).astype(xp.int64),
+                             backend.asarray(csc.indices).astype(xp.int64), codes, zero_code,
+                             False, xp)
+    return SparseCodes(zero_code, *rows, *cols)

@@ -47,13 +47,16 @@ from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree._kernels_cpu import bin_codes_fitted, edges_from_sorted, transpose_to_float32
 from gpurpo.tree._sparse_binning import (
-    SparseCodeRows,
+    SparseCodes,
     canonical_csc,
-    sparse_code_rows,
+    sparse_codes,
     sparse_column_edges,
 )
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
+
+# codes compared at once when counting each feature's zero codes
+_COUNT_BLOCK_CELLS = 1 << 24
 
 MAX_BINS = 255
 DEFAULT_SUBSAMPLE = 200_000
@@ -102,9 +105,14 @@ class BinnedMatrix:
     thresholds_host : ndarray
         The same table on the host.
     backend : Backend
-    sparse_rows : SparseCodeRows or None
-        For a sparse X, the codes of its stored entries row by row (the other
-        codes are each feature's code of 0.0); None for a dense X.
+    subtracted_bin : int32 array of shape (n_features,), on the backend
+        The code of 0.0 for the features where at least half the codes are
+        it, else -1: the bin whose sums the split search of large nodes
+        derives from the node's totals (a sparse feature then costs its
+        nonzeros). Computed from the codes, so dense and sparse X agree.
+    sparse_codes : SparseCodes or None
+        For a sparse X, the codes of its stored entries by row and by column
+        (the other codes are each feature's code of 0.0); None for a dense X.
     """
 
     codes: Any
@@ -113,7 +121,13 @@ class BinnedMatrix:
     thresholds: Any
     thresholds_host: np.ndarray
     backend: Backend = field(repr=False)
-    sparse_rows: SparseCodeRows | None = field(default=None, repr=False)
+    subtracted_bin: Any = field(default=None, repr=False)
+    sparse_codes: SparseCodes | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.subtracted_bin is None:
+            xp = self.backend.xp
+            self.subtracted_bin = xp.full(self.codes.shape[0], -1, dtype=xp.int32)
 
     @property
     def n_features(self) -> int:
@@ -248,7 +262,19 @@ class BinMapper:
 
     def _binned(self, codes: Any, backend: Backend, X_sparse: Any = None) -> BinnedMatrix:
         """The codes with this mapper's bins and thresholds, on ``backend``."""
+        xp = backend.xp
         thresholds = backend.asarray(self.thresholds_)
+        stored = None if X_sparse is None else sparse_codes(X_sparse, codes, thresholds, backend)
+        zero_code = (thresholds < 0.0).sum(axis=1).astype(xp.int32)
+        p, n = codes.shape
+        if stored is not None:
+            n_zero = n - xp.diff(stored.col_ptr)
+        else:
+            n_zero = xp.empty(p, dtype=xp.int64)
+            step = max(1, _COUNT_BLOCK_CELLS // max(n, 1))
+            for f0 in range(0, p, step):
+                block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None].astype(xp.uint8)
+                n_zero[f0 : f0 + step] = block.sum(axis=1)
         return BinnedMatrix(
             codes=codes,
             n_bins=self.n_bins_,
@@ -256,8 +282,9 @@ class BinMapper:
             thresholds=thresholds,
             thresholds_host=self.thresholds_,
             backend=backend,
-            sparse_rows=None if X_sparse is None else sparse_code_rows(
-                X_sparse, codes, thresholds, backend),
+            subtracted_bin=xp.ascontiguousarray(
+                xp.where(2 * n_zero >= n, zero_code, -1).astype(xp.int32)),
+            sparse_codes=stored,
         )
 
     def _fuses(self, X: Any, backend: Backend, sample_weight: Any) -> bool:

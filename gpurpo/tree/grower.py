@@ -429,6 +429,8 @@ class _Grower:
             self.random_split,
             self.binned.missing_bin,
             TIE_RTOL,
+            subtracted_bin=self.binned.subtracted_bin,
+            sparse_codes=self.binned.sparse_codes,
         )
         return tuple(self.backend.to_host(a) for a in out)
 
@@ -697,7 +699,8 @@ class _Grower:
             self.random_split,
             self.binned.missing_bin,
             TIE_RTOL,
-            sparse_rows=self.binned.sparse_rows,
+            subtracted_bin=self.binned.subtracted_bin,
+            sparse_codes=self.binned.sparse_codes,
         )
         out = out.to_host(self.backend)  # one device-to-host copy
         count = out.count.astype(np.int64)

@@ -71,10 +71,17 @@ Kernel contracts
     its right-going ones, each in their previous order (a stable partition);
     entries outside the nodes' ranges are untouched.
 
-``tree_split_small(codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
+``tree_split_small(codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
     codes, sample_indices, node_ranges, node_tree, weights, targets: as above
+    subtracted_bin int32 (p,)          per feature, the bin whose sums nodes of more than
+                                       SORT_LIMIT samples derive from their totals, or -1
+                                       (``BinnedMatrix.subtracted_bin``)
+    col_ptr      int64   (p + 1,)      a sparse X's codes column by column (the
+    col_rows     int32   (nnz,)        ``SparseCodes`` columns: the rows whose code is not
+    col_codes    uint8   (nnz,)        the feature's code of 0.0, increasing, and their
+                                       codes), or ``col_ptr`` of length 0 when there are none
     node_seed    uint64  (N,)          per-node seed (see gpurpo.tree._random)
     thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
     n_candidates int                   k: number of NON-CONSTANT features to evaluate
@@ -100,7 +107,17 @@ Kernel contracts
     candidate splits are "code <= b" for each occupied value bin b below the
     largest occupied one, with missing values sent right and (if the node has
     missing values) left, plus "all values left, missing right" when missing
-    values are present. Extra-Trees: one cut ``b = _random_cut`` per feature
+    values are present. Sums in float64 of ``w * y`` products formed in
+    float64: a node of at most SORT_LIMIT samples adds its samples one by one
+    in code order (stable: position order within a code); a larger node sums
+    each code's samples in position order, the left sums adding these per-code
+    sums in increasing code order, except that the sums of code
+    ``z = subtracted_bin[f] >= 0``, when present, are the node's totals (summed
+    in position order) minus the sums of the other codes (added in increasing
+    code order, the missing code last): so a sparse feature's table costs its
+    nonzeros in the node, listed by ``col_*`` (the CPU kernel reads them when
+    the node's rows increase and the column is shorter than the node; the CUDA
+    twin reads ``codes``). Extra-Trees: one cut ``b = _random_cut`` per feature
     from ``u = uniform_at(seed, position)`` (the split "code <= cut" may land
     in an empty bin: the stored bin is the cut). Sides need at least
     ``min_samples_leaf`` samples. Sums in float64. The best split of a
@@ -157,7 +174,7 @@ Kernel contracts
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
@@ -169,9 +186,10 @@ Kernel contracts
     stably, left child first; children seeds are ``child_seed(seed, 0|1)``.
     codes, sample_indices, node_ranges, node_tree, node_seed, weights,
     targets, thresholds, n_candidates, min_samples_leaf, random_split,
-    missing_bin, tie_rtol: as for ``tree_split_small`` (node_* of the roots)
+    missing_bin, tie_rtol, subtracted_bin: as for ``tree_split_small`` (node_* of
+    the roots)
     zero_code, row_ptr, row_features, row_codes: the codes of a sparse X row by
-    row (``SparseCodeRows`` of gpurpo.tree._sparse_binning), or ``row_ptr`` of
+    row (the ``SparseCodes`` rows of gpurpo.tree._sparse_binning), or ``row_ptr`` of
     length 0 when there is none (``zero_code`` is then unused):
     zero_code    uint8   (p,)          code of 0.0 of each feature
     row_ptr      int64   (n + 1,)      row i owns entries ``row_ptr[i]:row_ptr[i + 1]``
@@ -303,6 +321,26 @@ register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_l
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
     return backend.xp.ascontiguousarray(a, dtype=dtype)
+
+
+def _subtracted(backend: Backend, subtracted_bin: Any, p: int) -> Any:
+    """The ``subtracted_bin`` argument of the split kernels (None: -1, none)."""
+    xp = backend.xp
+    if subtracted_bin is None:
+        return xp.full(p, -1, dtype=xp.int32)
+    if subtracted_bin.shape != (p,):
+        raise ValueError(f"subtracted_bin must have shape ({p},), got {subtracted_bin.shape}")
+    return _c(backend, subtracted_bin, xp.int32)
+
+
+def _columns(backend: Backend, sparse_codes: Any) -> tuple[Any, Any, Any]:
+    """The ``col_ptr, col_rows, col_codes`` arguments of ``tree_split_small``."""
+    xp = backend.xp
+    if sparse_codes is None:
+        return xp.zeros(0, dtype=xp.int64), xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8)
+    return (_c(backend, sparse_codes.col_ptr, xp.int64),
+            _c(backend, sparse_codes.col_rows, xp.int32),
+            _c(backend, sparse_codes.col_codes, xp.uint8))
 
 
 def bin_codes(
@@ -454,10 +492,14 @@ def split_small(
     random_split: bool,
     missing_bin: int,
     tie_rtol: float,
+    subtracted_bin: Any = None,
+    sparse_codes: Any = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Exact best split per node; returns (feature, bin, missing_left, gain).
 
-    See ``tree_split_small`` in the module docstring.
+    See ``tree_split_small`` in the module docstring. ``subtracted_bin``
+    (None: -1 for every feature) and ``sparse_codes`` (the ``SparseCodes`` of
+    a sparse X, or None) come from the ``BinnedMatrix``.
     """
     xp = backend.xp
     n_nodes = node_ranges.shape[0]
@@ -469,6 +511,8 @@ def split_small(
         return out_feature, out_bin, out_missing_left, out_gain
     backend.kernel("tree_split_small")(
         _c(backend, codes, xp.uint8),
+        _subtracted(backend, subtracted_bin, codes.shape[0]),
+        *_columns(backend, sparse_codes),
         _c(backend, sample_indices, xp.int32),
         _c(backend, node_ranges, xp.int64),
         _c(backend, node_tree, xp.int32),
@@ -649,22 +693,23 @@ def grow_subtrees(
     random_split: bool,
     missing_bin: int,
     tie_rtol: float,
-    sparse_rows: Any = None,
+    subtracted_bin: Any = None,
+    sparse_codes: Any = None,
 ) -> Subtrees:
     """Grow the subtrees under the given nodes; ``sample_indices`` is updated in place.
 
-    See ``tree_grow_subtrees`` in the module docstring; ``sparse_rows`` is the
-    ``SparseCodeRows`` of a sparse X (None: the copies read ``codes``).
+    See ``tree_grow_subtrees`` in the module docstring; ``subtracted_bin`` and
+    ``sparse_codes`` as for :func:`split_small` (None: the copies read ``codes``).
     """
     xp = backend.xp
-    if sparse_rows is None:
+    if sparse_codes is None:
         row_view = (xp.zeros(codes.shape[0], dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
                     xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8))
     else:
-        row_view = (_c(backend, sparse_rows.zero_code, xp.uint8),
-                    _c(backend, sparse_rows.indptr, xp.int64),
-                    _c(backend, sparse_rows.features, xp.int32),
-                    _c(backend, sparse_rows.codes, xp.uint8))
+        row_view = (_c(backend, sparse_codes.zero_code, xp.uint8),
+                    _c(backend, sparse_codes.row_ptr, xp.int64),
+                    _c(backend, sparse_codes.row_features, xp.int32),
+                    _c(backend, sparse_codes.row_codes, xp.uint8))
     ranges = _c(backend, node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
     sizes = ranges[:, 1] - ranges[:, 0]
@@ -680,6 +725,7 @@ def grow_subtrees(
         raise ValueError("sample_indices must be a C-contiguous int32 array (updated in place)")
     backend.kernel("tree_grow_subtrees")(
         _c(backend, codes, xp.uint8),
+        _subtracted(backend, subtracted_bin, codes.shape[0]),
         *row_view,
         sample_indices,
         ranges,

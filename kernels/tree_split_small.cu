@@ -51,7 +51,7 @@
 //
 // ``tree_grow_subtrees``: one block per subtree root (blocks loop over the
 // roots). The block copies the root's samples into its scratch (the codes of
-// every feature, feature-major, ``max_ns`` bytes per feature, or for a sparse
+// every feature, feature-major, ``ns`` bytes per feature, or for a sparse
 // X given row by row the features' zero codes overwritten by the samples'
 // stored entries; weights; targets), then grows the subtree depth first exactly as the CPU kernel:
 // thread 0 keeps the stack of nodes to visit (left child on top) and numbers
@@ -824,21 +824,19 @@ extern "C" __global__ void tree_grow_subtrees(
         if (n_row_ptr > 0) {
             // a sparse X row by row: every feature's code of 0.0, then the samples'
             // stored entries (distinct features within a row: no write conflicts)
-            for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
-                const long long f = q / ns_r;
-                blk_codes[f * max_ns + (q - f * ns_r)] = zero_code[f];
-            }
+            for (long long q = tid; q < (long long)p * ns_r; q += nthreads)
+                blk_codes[q] = zero_code[q / ns_r];
             __syncthreads();
             for (long long a = 0; a < ns_r; ++a) {
                 const long long s = sample_indices[start_r + a];
                 for (long long e = row_ptr[s] + tid; e < row_ptr[s + 1]; e += nthreads)
-                    blk_codes[(long long)row_features[e] * max_ns + a] = row_codes[e];
+                    blk_codes[(long long)row_features[e] * ns_r + a] = row_codes[e];
             }
         } else {
             for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
                 const long long f = q / ns_r;
                 const long long a = q - f * ns_r;
-                blk_codes[f * max_ns + a] = codes[f * n + sample_indices[start_r + a]];
+                blk_codes[q] = codes[f * n + sample_indices[start_r + a]];
             }
         }
         if (tid == 0) {
@@ -881,7 +879,7 @@ extern "C" __global__ void tree_grow_subtrees(
             if (!evaluate) continue;
             SplitView v;
             v.codes = blk_codes;
-            v.code_stride = max_ns;
+            v.code_stride = ns_r;
             v.col = cols + a0;
             v.w = wl;
             v.y = yl;
@@ -893,7 +891,7 @@ extern "C" __global__ void tree_grow_subtrees(
                 __dadd_rn(__ddiv_rn(choice.gain, scale), eps) < min_impurity_decrease)
                 continue;
             const long long nl = block_stable_partition(
-                blk_codes + (long long)choice.feature * max_ns, cols + a0, cols2 + a0, a1 - a0,
+                blk_codes + (long long)choice.feature * ns_r, cols + a0, cols2 + a0, a1 - a0,
                 choice.bin, choice.missing_left, missing_bin);
             for (long long a = a0 + tid; a < a1; a += nthreads) cols[a] = cols2[a];
             if (tid == 0) {

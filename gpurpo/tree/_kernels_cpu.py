@@ -1466,7 +1466,7 @@ def _subtree_chunk(
     n_bins = missing_bin + 1
     n_slots = max(1, min(n_candidates, p))
     subtree_scratch = (
-        np.empty((p, max_ns), dtype=np.uint8),  # the root's codes block
+        np.empty(p * max_ns, dtype=np.uint8),  # the root's codes block
         np.empty(max_ns, dtype=np.int32),  # global sample of each position
         np.empty(max_ns, dtype=np.int32),  # positions in node order
         np.empty(max_ns, dtype=np.int32),  # partition buffer
@@ -1506,7 +1506,7 @@ def _subtree_chunk_roots(
         out_right, out_depth, out_start, out_stop,
     ))
     sparse_rows = row_ptr.shape[0] > 0
-    block, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
+    block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
     n_roots = node_ranges.shape[0]
@@ -1519,7 +1519,9 @@ def _subtree_chunk_roots(
         ns_r = node_ranges[r, 1] - start_r
         t = node_tree[r]
         base = out_offsets[r]
-        # gather the subtree's samples: codes block (feature-major), weights, targets
+        # gather the subtree's samples: codes block (feature-major, ns_r bytes per
+        # feature, so that a small root touches little memory), weights, targets
+        block = block_buf[: p * ns_r].reshape((p, ns_r))
         for a in range(ns_r):
             s = sample_indices[start_r + a]
             gid[a] = s

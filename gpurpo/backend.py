@@ -212,6 +212,8 @@ class Backend:
         the host on ``"numpy"``/``"emulated"``. Sparse input stays sparse (CSR
         or CSC kept, other formats converted to CSR).
         """
+        if type(a) is np.ndarray and self.name != "cupy":
+            return np.asarray(a, dtype=dtype)
         if self.issparse(a):
             return self._as_sparse(a, dtype)
         if self.name == "cupy":

@@ -337,6 +337,8 @@ class _Grower:
     # ------------------------------------------------------------------ utils
 
     def _dev(self, a: np.ndarray, dtype: Any) -> Any:
+        if not self.backend.is_gpu:
+            return np.ascontiguousarray(a, dtype=dtype)
         return self.backend.asarray(np.ascontiguousarray(a), dtype=dtype)
 
     def _node_stats(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

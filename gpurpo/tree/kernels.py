@@ -620,6 +620,7 @@ _SUBTREE_FIELDS = (
     ("start", "int64", "nodes"),
     ("stop", "int64", "nodes"),
 )
+_ITEMSIZE = {dtype: np.dtype(dtype).itemsize for _, dtype, _ in _SUBTREE_FIELDS}
 
 
 @dataclass
@@ -656,6 +657,8 @@ class Subtrees:
 
     def to_host(self, backend: Backend) -> "Subtrees":
         """The same outputs as NumPy arrays, from one device-to-host copy."""
+        if isinstance(self.buffer, np.ndarray):
+            return self
         layout, _ = _subtree_layout(int(self.count.shape[0]), int(self.feature.shape[0]))
         return Subtrees._views(np.asarray(backend.to_host(self.buffer)), layout)
 
@@ -667,7 +670,7 @@ def _subtree_layout(n_roots: int, n_nodes: int) -> tuple[list[tuple[str, str, in
     layout = []
     start = 0
     for name, dtype, kind in _SUBTREE_FIELDS:
-        size = rows[kind] * np.dtype(dtype).itemsize
+        size = rows[kind] * _ITEMSIZE[dtype]
         layout.append((name, dtype, start, size))
         start += -(-size // 8) * 8
     return layout, start

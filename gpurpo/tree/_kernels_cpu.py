@@ -1506,6 +1506,9 @@ def _subtree_chunk_roots(
         out_right, out_depth, out_start, out_stop,
     ))
     sparse_rows = row_ptr.shape[0] > 0
+    # False, typed as a run-time flag like the small-node kernel's (a literal False
+    # would compile a second specialisation of _eval_node)
+    no_columns = row_ptr.shape[0] < 0
     block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
@@ -1574,7 +1577,7 @@ def _subtree_chunk_roots(
                 block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, False,
+                cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
                 row_ptr, row_features, row_codes, occupied, weights, targets, t,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:

@@ -425,6 +425,14 @@ def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
 
 
 @njit(inline="always", cache=True)
+def _widen_range(b, missing_bin, bmin, bmax):
+    """``(bmin, bmax)`` widened to the code ``b`` unless it is the missing bin."""
+    if b != missing_bin:
+        return min(bmin, b), max(bmax, b)
+    return bmin, bmax
+
+
+@njit(inline="always", cache=True)
 def _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin, z):
     """The per-bin table of feature ``f`` of a node, without the samples coded ``z``.
 
@@ -448,11 +456,7 @@ def _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missin
             for c in range(c0, c0 + 8):
                 hist[b, c] += wy[ra, c]
         hist[b, mp + 1] += 1.0
-        if b != missing_bin:
-            if b < bmin:
-                bmin = b
-            if b > bmax:
-                bmax = b
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
     return bmin, bmax, n_z
 
 
@@ -483,11 +487,7 @@ def _fill_table_columns(col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, h
             hist[b, c] += wr * gy[r, t, c]
         hist[b, mp + 1] += 1.0
         listed += 1
-        if b != missing_bin:
-            if b < bmin:
-                bmin = b
-            if b > bmax:
-                bmax = b
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
     return bmin, bmax, listed
 
 

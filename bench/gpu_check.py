@@ -23,7 +23,9 @@ timeout is written into the report instead of stopping the run. Sections:
 8. multi-label gradient boosting (relabel_rpo: Gaussian q = 20, and 50 subsampled outputs with
    second-order splits; log loss) on
    mediamill-shaped data on the GPU vs the CPU path: per-round times and the
-   test LRAP of each (same algorithm, so close scores are expected).
+   test LRAP of each (same algorithm, so close scores are expected);
+9. with the budget left, a forest on text-like sparse X on the GPU against
+   scikit-learn's trees on the same projections (``bench/sparse_forest.py --device cuda``).
 
 The report goes to ``bench/results/<date>-<device>.md`` (``--out`` to change).
 """
@@ -624,6 +626,37 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
             f"LRAP is that of fewer trees). One process, same data.\n\n" + _table(rows))
 
 
+def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") -> str:
+    """``bench/sparse_forest.py`` with gpurpo on ``device``: a forest on text-like sparse X
+    against scikit-learn's trees on the same projections, both on all host cores."""
+    timeout = min(150.0, deadline - time.perf_counter())
+    if timeout < 30:
+        return "Not run: no time left in the budget.\n"
+    threads = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "sparse.json"
+        cmd = [sys.executable, str(ROOT / "bench" / "sparse_forest.py"), "--device", device,
+               "--rows", "2000" if quick else "5000", "--n-jobs", str(threads),
+               "--output", str(path)]
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            return f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-3000:]}\n```\n"
+        if proc.returncode != 0 or not path.exists():
+            return (f"FAILED (exit {proc.returncode})\n\n```\n"
+                    f"{(proc.stdout + proc.stderr)[-3000:]}\n```\n")
+        res = json.loads(path.read_text())
+    row = {"n train": res["rows"], "p": res["features"], "density": res["density"],
+           "trees": res["trees"], f"gpurpo ({device}) s": res["gpurpo_s"],
+           "scikit-learn s": res["sk_proj_s"], "speed-up": res["sk_proj_s"] / res["gpurpo_s"],
+           "gpurpo LRAP": res["gpurpo_lrap"], "scikit-learn LRAP": res["sk_proj_lrap"]}
+    return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: text-like sparse X, "
+            f"Gaussian m = 7, max_features = sqrt, fully grown; scikit-learn on the same "
+            f"projections with {threads} threads. One process, same data.\n\n" + _table([row]))
+
+
 # --------------------------------------------------------------------------
 # 8. boosting fit
 # --------------------------------------------------------------------------
@@ -743,6 +776,8 @@ def main(argv: list[str] | None = None) -> int:
             report.add("Forests at ten times the rows (issue 5), GPU vs CPU",
                        f"Not run: needs --budget {ROWS_MIN_BUDGET_S:g} or more.")
         report.run("Boosting fit, GPU vs CPU", lambda: section_boosting(args.quick, deadline))
+        report.run("Forest on text-like sparse X, GPU vs scikit-learn",
+                   lambda: section_sparse_forest(args.quick, deadline))
     device = (state.get("device") or {}).get("name", "no-gpu")
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
     out_dir = Path(args.out)

@@ -8,7 +8,7 @@ functions of the features, so that trees can learn them) and compares, on
 the same ``--n-jobs`` threads:
 
 * ``gpurpo``: :class:`gpurpo.ensemble.RandomForestRegressor` on the CSR
-  input, ``max_features="sqrt"``, a Gaussian projection of
+  input (on ``--device``), ``max_features="sqrt"``, a Gaussian projection of
   ``m = round(ln d)`` rows per tree, fully grown (binning, projection,
   growth and leaf labelling in the fit time);
 * ``sk-proj``: scikit-learn trees on the SAME projections and bootstrap
@@ -59,6 +59,7 @@ def main(argv=None) -> int:
     parser.add_argument("--density", type=float, default=0.005)
     parser.add_argument("--trees", type=int, default=10)
     parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="gpurpo's device: cpu or cuda")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
     X_train, X_test = X[: args.rows], X[args.rows :]
     Y_train, Y_test = Y[: args.rows], Y[args.rows :]
     m = max(1, round(math.log(N_LABELS)))
-    print(f"{cpu_description()}, {args.n_jobs} thread(s)")
+    print(f"{cpu_description()}, {args.n_jobs} thread(s), gpurpo on {args.device}")
     print(f"text-like: n_train={args.rows} p={args.features} density={args.density} "
           f"(nnz/row {X_train.nnz / args.rows:.1f}) d={N_LABELS} "
           f"(labels/row {Y_train.nnz / args.rows:.1f}) m={m} trees={args.trees}")
@@ -77,11 +78,12 @@ def main(argv=None) -> int:
     def forest(n_trees):
         return RandomForestRegressor(n_estimators=n_trees, projection="gaussian",
                                      n_components=m, max_features="sqrt", random_state=0,
-                                     n_jobs=args.n_jobs)
+                                     n_jobs=args.n_jobs, device=args.device)
 
     forest(2).fit(X_train[:300], Y_train[:300])  # compiles or loads the kernels
     gp_time, model = _timed(lambda: forest(args.trees).fit(X_train, Y_train))
-    gp_lrap = _lrap(Y_test, model.predict(X_test))
+    scores = model.predict(X_test)
+    gp_lrap = _lrap(Y_test, scores.get() if hasattr(scores, "get") else scores)
     depth = max(tree.max_depth for tree in model.estimators_)
     sk_time, trees = _timed(lambda: _sk_proj_fit(X_train.tocsc(), Y_train, model, args.n_jobs))
     sk_lrap = _lrap(Y_test, _sk_proj_predict(trees, X_test.astype(np.float32)))

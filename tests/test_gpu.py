@@ -266,6 +266,28 @@ def test_tree_parity_same_tree(cp):
     np.testing.assert_allclose(pred.get(), cpu.predict(X), rtol=1e-9, atol=1e-9)
 
 
+def test_forest_on_sparse_x_on_the_gpu_equals_the_cpu(cp):
+    # cupyx CSR X: its stored-entry codes are built on the device (SparseCodes), the
+    # subtree kernel copies roots from them, and nodes above 256 samples derive their
+    # zero bins from their totals, as the CPU kernels do: the same trees
+    import cupyx.scipy.sparse as csp
+
+    from gpurpo.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(12)
+    dense = np.where(rng.random((1500, 60)) < 0.1, rng.normal(size=(1500, 60)), 0.0)
+    Y = dense[:, :4] @ rng.normal(size=(4, 6)) + 0.1 * rng.normal(size=(1500, 6))
+    params = dict(n_estimators=4, projection="gaussian", n_components=3, max_features=0.5,
+                  random_state=0)
+    cpu = RandomForestRegressor(**params).fit(sp.csr_matrix(dense), Y)
+    gpu_model = RandomForestRegressor(**params).fit(csp.csr_matrix(sp.csr_matrix(dense)),
+                                                    cp.asarray(Y))
+    for a, b in zip(cpu.estimators_, gpu_model.estimators_):
+        assert _canonical(b.structure) == _canonical(a.structure)
+    np.testing.assert_allclose(_host(gpu_model.predict(cp.asarray(dense))), cpu.predict(dense),
+                               rtol=1e-9, atol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["forest", "extra", "boosting"])
 def test_ensemble_parity_same_accuracy(cp, name):
     from sklearn.metrics import r2_score

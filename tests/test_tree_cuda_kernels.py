@@ -805,7 +805,8 @@ def test_ensembles_on_emulated_cuda_equal_cpu(make):
 
 
 def test_forest_on_sparse_x_on_emulated_cuda_equals_cpu():
-    # a sparse X reaches the subtree kernels row by row (zero codes and stored entries)
+    # a sparse X reaches the subtree kernels row by row (zero codes and stored entries);
+    # the subtracted bins of larger nodes: test_growth_on_sparse_x_with_subtracted_bins_...
     rng = np.random.default_rng(9)
     dense = np.where(rng.random((200, 30)) < 0.15, rng.normal(size=(200, 30)), 0.0)
     Y = dense[:, :3] @ rng.normal(size=(3, 4)) + 0.1 * rng.normal(size=(200, 4))

@@ -25,6 +25,7 @@ from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
+from _sparse_codes import code_rows
 from _visiting import visited_features
 
 pytestmark = pytest.mark.skipif(
@@ -410,7 +411,7 @@ def test_split_small_with_subtracted_bins_matches_numba_and_the_reference(random
     subtracted[[0, 4]] = -1
     for start, stop in node_ranges:  # increasing rows within each node
         sample_indices[start:stop] = np.sort(sample_indices[start:stop])
-    stored = _code_rows(codes, dominant)
+    stored = code_rows(codes, dominant)
     args = tuple(problem) + (5, 1, random_split, n_bins - 1, 1e-5)
     want = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
     for backend, columns in ((NUMPY, stored), (EMULATED, None), (EMULATED, stored)):
@@ -1003,30 +1004,11 @@ def test_grow_subtrees_on_sparse_like_features_matches_numba(
     got = _subtrees_both(*args)
     _assert_same_subtrees(got)
     assert (got["numpy"][1][:checked] >= min_nodes).all()
-    rows = _code_rows(problem[0], dominant.astype(np.uint8))
+    rows = code_rows(problem[0], dominant.astype(np.uint8))
     assert rows.row_codes.size < 0.1 * problem[0].size
     by_rows = _subtrees_both(*args, sparse_codes=rows)
     _assert_same_subtrees(by_rows)
     _assert_same_subtrees({"emulated": by_rows["numpy"], "numpy": got["numpy"]})
-
-
-def _code_rows(codes, zero_code):
-    """The codes that differ from each feature's ``zero_code``, by row and by column (NumPy)."""
-    from gpurpo.tree._sparse_binning import SparseCodes
-
-    def compressed(major, minor, n_major):
-        order = np.lexsort((minor, major))
-        ptr = np.zeros(n_major + 1, dtype=np.int64)
-        ptr[1:] = np.cumsum(np.bincount(major, minlength=n_major))
-        return ptr, minor[order].astype(np.int32), order
-
-    f, i = np.nonzero(codes != zero_code[:, None])
-    p, n = codes.shape
-    row_ptr, row_features, by_row = compressed(i, f, n)
-    col_ptr, col_rows, by_col = compressed(f, i, p)
-    return SparseCodes(zero_code=zero_code, row_ptr=row_ptr, row_features=row_features,
-                       row_codes=codes[f, i][by_row], col_ptr=col_ptr, col_rows=col_rows,
-                       col_codes=codes[f, i][by_col])
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])

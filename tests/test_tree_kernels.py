@@ -14,11 +14,14 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import _random, kernels
 
+from _sparse_codes import code_rows
 from _visiting import visited_features
 
 RNG = np.random.default_rng(12345)
@@ -396,6 +399,41 @@ def test_split_small_visits_k_features_in_seed_order(n_constant):
                                     targets[samples, 0].astype(np.float64), visited, 1,
                                     n_bins - 1)
         assert (f[i], b[i]) == ref[1:3]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), share=st.floats(0.5, 0.99), ns=st.integers(257, 700),
+       missing=st.sampled_from([0.0, 0.1]), m=st.sampled_from([1, 3, 8, 9]),
+       k=st.integers(1, 12), random_split=st.booleans())
+def test_subtracted_bins_and_columns_give_the_plain_split(seed, share, ns, missing, m, k,
+                                                         random_split):
+    # a node above SORT_LIMIT whose features are mostly one code: deriving that code's sums
+    # from the node's totals picks the split of the plain sums (gains equal up to rounding),
+    # and reading the features' stored-entry columns gives the same bits as the codes
+    rng = np.random.default_rng(seed)
+    p, n_bins, n = 12, 16, ns + 50
+    codes = rng.integers(0, n_bins - 1, size=(p, n)).astype(np.uint8)
+    zero = rng.integers(0, n_bins - 1, size=p).astype(np.uint8)
+    mostly = rng.random((p, n)) < share
+    codes[mostly] = np.broadcast_to(zero[:, None], codes.shape)[mostly]
+    codes[rng.random((p, n)) < missing] = n_bins - 1
+    subtracted = np.where(rng.random(p) < 0.8, zero.astype(np.int32), -1).astype(np.int32)
+    weights = rng.uniform(0.5, 2.0, size=(1, n)).astype(np.float32)
+    targets = rng.normal(size=(n, 1, m)).astype(np.float32)
+    samples = np.sort(rng.choice(n, size=ns, replace=False)).astype(np.int32)
+    thresholds = np.cumsum(rng.uniform(0.1, 1.0, size=(p, n_bins - 1)), axis=1)
+    args = (codes, samples, np.array([[0, ns]], dtype=np.int64), np.zeros(1, np.int32),
+            rng.integers(0, 2**63, size=1, dtype=np.uint64), weights, targets, thresholds, k, 1,
+            random_split, n_bins - 1, 1e-5)
+    plain = kernels.split_small(NUMPY, *args)
+    derived = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
+    by_columns = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
+                                     sparse_codes=code_rows(codes, zero))
+    for a, b in zip(derived, by_columns):
+        np.testing.assert_array_equal(a, b)
+    assert (derived[0][0], derived[1][0], derived[2][0]) == (plain[0][0], plain[1][0],
+                                                             plain[2][0])
+    np.testing.assert_allclose(derived[3], plain[3], rtol=1e-9)
 
 
 def test_split_small_random_cut_within_node_range():

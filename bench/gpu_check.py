@@ -580,6 +580,21 @@ def section_forest(quick: bool, deadline: float, reserve: float) -> str:
 # --------------------------------------------------------------------------
 
 
+def _run_bench_script(cmd: list[str], path: Path, timeout: float) -> tuple[Any, str | None]:
+    """Run a ``bench/`` script that writes JSON to ``path``: (its results, None), or
+    (None, the report's text on its timeout or failure)."""
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return None, f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-3000:]}\n```\n"
+    if proc.returncode != 0 or not path.exists():
+        return None, (f"FAILED (exit {proc.returncode})\n\n```\n"
+                      f"{(proc.stdout + proc.stderr)[-3000:]}\n```\n")
+    return json.loads(path.read_text()), None
+
+
 def section_forest_rows(quick: bool, deadline: float, reserve: float,
                         devices: str = "cuda,cpu") -> str:
     """``bench/forest.py`` at ten times the rows (twice with ``quick``), GPU against CPU path.
@@ -598,16 +613,9 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
                "--skip-proj", "--skip-full", "--n-jobs", "-1", "--output", str(path)]
         if quick:
             cmd.append("--quick")
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            return f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-3000:]}\n```\n"
-        if proc.returncode != 0 or not path.exists():
-            return (f"FAILED (exit {proc.returncode})\n\n```\n"
-                    f"{(proc.stdout + proc.stderr)[-3000:]}\n```\n")
-        results = json.loads(path.read_text())
+        results, failure = _run_bench_script(cmd, path, timeout)
+        if failure is not None:
+            return failure
     rows = []
     for res in results:
         gpu_tree = res["gpurpo_fit_s"] / res["gpurpo_trees"]
@@ -638,16 +646,9 @@ def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") ->
         cmd = [sys.executable, str(ROOT / "bench" / "sparse_forest.py"), "--device", device,
                "--rows", "2000" if quick else "5000", "--n-jobs", str(threads),
                "--output", str(path)]
-        try:
-            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                                  env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            return f"TIMEOUT after {timeout:.0f} s\n\n```\n{out[-3000:]}\n```\n"
-        if proc.returncode != 0 or not path.exists():
-            return (f"FAILED (exit {proc.returncode})\n\n```\n"
-                    f"{(proc.stdout + proc.stderr)[-3000:]}\n```\n")
-        res = json.loads(path.read_text())
+        res, failure = _run_bench_script(cmd, path, timeout)
+        if failure is not None:
+            return failure
     row = {"n train": res["rows"], "p": res["features"], "density": res["density"],
            "trees": res["trees"], f"gpurpo ({device}) s": res["gpurpo_s"],
            "scikit-learn s": res["sk_proj_s"], "speed-up": res["sk_proj_s"] / res["gpurpo_s"],

@@ -375,6 +375,14 @@ def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax
 
 
 @njit(inline="always", cache=True)
+def _widen_range(b, missing_bin, bmin, bmax):
+    """``(bmin, bmax)`` widened to the code ``b`` unless it is the missing bin."""
+    if b != missing_bin:
+        return min(bmin, b), max(bmax, b)
+    return bmin, bmax
+
+
+@njit(inline="always", cache=True)
 def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
     """The per-bin table of feature ``f`` of a node with 8 padded channels; returns (bmin, bmax).
 
@@ -383,7 +391,7 @@ def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
     codes. The bin of the node's first sample (for a sparse feature, the zero
     code of most samples) is summed in registers and stored once, instead of a
     chain of loads and stores through its table row: the same additions in the
-    same order, so the same bits as the generic loop of :func:`_eval_node`.
+    same order, so the same bits as :func:`_fill_table_skipping` with ``z = -1``.
     """
     bmin = missing_bin
     bmax = -1
@@ -403,11 +411,7 @@ def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
         for c in range(8):
             hist[b, c] += wy[ra, c]
         hist[b, 9] += 1.0
-        if b != missing_bin:
-            if b < bmin:
-                bmin = b
-            if b > bmax:
-                bmax = b
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
     hist[bz, 0] = z0
     hist[bz, 1] = z1
     hist[bz, 2] = z2
@@ -418,18 +422,7 @@ def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
     hist[bz, 7] = z7
     hist[bz, 8] = zw
     hist[bz, 9] = zn
-    if bz != missing_bin:
-        bmin = min(bmin, bz)
-        bmax = max(bmax, bz)
-    return bmin, bmax
-
-
-@njit(inline="always", cache=True)
-def _widen_range(b, missing_bin, bmin, bmax):
-    """``(bmin, bmax)`` widened to the code ``b`` unless it is the missing bin."""
-    if b != missing_bin:
-        return min(bmin, b), max(bmax, b)
-    return bmin, bmax
+    return _widen_range(bz, missing_bin, bmin, bmax)
 
 
 @njit(inline="always", cache=True)
@@ -1380,7 +1373,6 @@ def _split_chunk_nodes(
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
         t = node_tree[i]
-        ascending = True
         for a in range(ns):
             s = sample_indices[start + a]
             wa = np.float64(weights[t, s])
@@ -1389,11 +1381,14 @@ def _split_chunk_nodes(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-            if a > 0 and s <= sample_indices[start + a - 1]:
-                ascending = False
         # the column lists give each bin's samples in row order: the node's position
         # order when its rows increase (the grower's stable partitions keep them so)
-        use_columns = col_ptr.shape[0] > 0 and ascending and ns > SORT_LIMIT
+        use_columns = col_ptr.shape[0] > 0 and ns > SORT_LIMIT
+        if use_columns:
+            for a in range(1, ns):
+                if sample_indices[start + a] <= sample_indices[start + a - 1]:
+                    use_columns = False
+                    break
         if use_columns:
             for a in range(ns):
                 r = np.int64(sample_indices[start + a])
@@ -1446,15 +1441,17 @@ def split_small_nodes(
     for ch in prange(n_chunks):
         _split_chunk(
             np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes,
-            sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split,
-            missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain,
+            sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
+            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature,
+            out_bin, out_missing_left, out_gain,
         )
 
 
 @njit(cache=True)
 def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
-    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    ch, n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+    sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds,
+    n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -1486,8 +1483,9 @@ def _subtree_chunk(
 
 @njit(cache=True)
 def _subtree_chunk_roots(
-    ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
-    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+    sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds,
+    n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop, subtree_scratch, scratch,
@@ -1500,8 +1498,7 @@ def _subtree_chunk_roots(
         out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
         codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
-        node_ranges,
-        node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
+        node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
         out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
         out_right, out_depth, out_start, out_stop,
     ))
@@ -1585,6 +1582,7 @@ def _subtree_chunk_roots(
                 n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
                 cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
+                # no stored-entry columns here: arrays of the columns' types, never read
                 row_ptr, row_features, row_codes, occupied, weights, targets, t,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
@@ -1642,8 +1640,9 @@ def _subtree_chunk_roots(
 
 @njit(parallel=True, cache=True)
 def grow_subtrees(
-    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree,
-    node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
+    node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates,
+    min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -1654,8 +1653,9 @@ def grow_subtrees(
     for ch in prange(n_chunks):
         _subtree_chunk(
             np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr,
-            row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-            thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+            row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed,
+            node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf,
+            min_samples_split, max_depth,
             min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
             out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
             out_depth, out_start, out_stop,

@@ -39,6 +39,7 @@ __all__ = [
     "sparse_bin_codes_xp",
     "sparse_codes",
     "sparse_column_edges",
+    "zero_codes",
 ]
 
 # stored entries compared with their edge rows at once by the array version
@@ -51,11 +52,21 @@ def canonical_csc(X: Any) -> Any:
     Densifying sums duplicate entries; reading the stored entries must see the
     same values.
     """
-    X = X.tocsc()
+    return _canonical(X.tocsc())
+
+
+def _canonical(X: Any) -> Any:
+    """A compressed ``X`` itself when canonical, else a copy with its duplicates summed."""
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
     return X
+
+
+def zero_codes(thresholds: Any) -> Any:
+    """The code of 0.0 of each feature (uint8): its number of negative edges in the
+    ``(p, n_bins - 1)`` edge table (+inf padded), on the table's backend."""
+    return (thresholds < 0.0).sum(axis=1).astype("uint8")
 
 
 @njit(parallel=True, cache=True)
@@ -161,7 +172,7 @@ def sparse_bin_codes_xp(
     """
     xp = backend.xp
     p, width = edges.shape
-    out[...] = (edges < 0.0).sum(axis=1).astype(xp.uint8)[:, None]
+    out[...] = zero_codes(edges)[:, None]
     nnz = int(data.shape[0])
     if nnz == 0:
         return
@@ -228,19 +239,15 @@ def _compressed_codes(indptr: Any, indices: Any, codes: Any, zero_code: Any, by_
             xp.ascontiguousarray(entry_codes[keep]))
 
 
-def sparse_codes(X: Any, codes: Any, thresholds: Any, backend: Backend) -> SparseCodes:
+def sparse_codes(X: Any, codes: Any, zero_code: Any, backend: Backend) -> SparseCodes:
     """The stored entries of sparse ``X`` (n, p) with their codes from ``codes`` (p, n).
 
-    ``thresholds`` is the (p, n_bins - 1) edge table (+inf padded), whose
-    count of negative edges per row is the code of 0.0. Runs in ``xp`` on
-    the backend (NumPy or CuPy arrays, SciPy or cupyx ``X``).
+    ``zero_code`` (uint8 (p,), :func:`zero_codes`) is each feature's code of
+    0.0; entries with that code are left out. Runs in ``xp`` on the backend
+    (NumPy or CuPy arrays, SciPy or cupyx ``X``).
     """
     xp = backend.xp
-    zero_code = (thresholds < 0.0).sum(axis=1).astype(xp.uint8)
-    csr = X.tocsr()
-    if not csr.has_canonical_format:
-        csr = csr.copy()
-        csr.sum_duplicates()
+    csr = _canonical(X.tocsr())
     csc = canonical_csc(X)
     rows = _compressed_codes(backend.asarray(csr.indptr).astype(xp.int64),
                              backend.asarray(csr.indices).astype(xp.int64), codes, zero_code,

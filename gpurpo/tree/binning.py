@@ -51,6 +51,7 @@ from gpurpo.tree._sparse_binning import (
     canonical_csc,
     sparse_codes,
     sparse_column_edges,
+    zero_codes,
 )
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
@@ -264,8 +265,8 @@ class BinMapper:
         """The codes with this mapper's bins and thresholds, on ``backend``."""
         xp = backend.xp
         thresholds = backend.asarray(self.thresholds_)
-        stored = None if X_sparse is None else sparse_codes(X_sparse, codes, thresholds, backend)
-        zero_code = (thresholds < 0.0).sum(axis=1).astype(xp.int32)
+        zero_code = zero_codes(thresholds)
+        stored = None if X_sparse is None else sparse_codes(X_sparse, codes, zero_code, backend)
         p, n = codes.shape
         if stored is not None:
             n_zero = n - xp.diff(stored.col_ptr)
@@ -273,7 +274,7 @@ class BinMapper:
             n_zero = xp.empty(p, dtype=xp.int64)
             step = max(1, _COUNT_BLOCK_CELLS // max(n, 1))
             for f0 in range(0, p, step):
-                block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None].astype(xp.uint8)
+                block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None]
                 n_zero[f0 : f0 + step] = block.sum(axis=1)
         return BinnedMatrix(
             codes=codes,
@@ -283,7 +284,7 @@ class BinMapper:
             thresholds_host=self.thresholds_,
             backend=backend,
             subtracted_bin=xp.ascontiguousarray(
-                xp.where(2 * n_zero >= n, zero_code, -1).astype(xp.int32)),
+                xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), -1).astype(xp.int32)),
             sparse_codes=stored,
         )
 
@@ -330,6 +331,7 @@ class BinMapper:
         table = backend.asarray(self.thresholds_)
         n_edges = backend.asarray(self.n_value_bins_ - 1)
         if backend.issparse(X):
+            X = canonical_csc(X)  # once, for the codes and the stored-entry views
             kernels.bin_codes_sparse(backend, X, table, n_edges, self.missing_bin_, codes)
             return self._binned(codes, backend, X_sparse=X)
         kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)

@@ -333,6 +333,18 @@ def _subtracted(backend: Backend, subtracted_bin: Any, p: int) -> Any:
     return _c(backend, subtracted_bin, xp.int32)
 
 
+def _rows(backend: Backend, sparse_codes: Any, p: int) -> tuple[Any, Any, Any, Any]:
+    """The ``zero_code, row_ptr, row_features, row_codes`` arguments of ``tree_grow_subtrees``."""
+    xp = backend.xp
+    if sparse_codes is None:
+        return (xp.zeros(p, dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
+                xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8))
+    return (_c(backend, sparse_codes.zero_code, xp.uint8),
+            _c(backend, sparse_codes.row_ptr, xp.int64),
+            _c(backend, sparse_codes.row_features, xp.int32),
+            _c(backend, sparse_codes.row_codes, xp.uint8))
+
+
 def _columns(backend: Backend, sparse_codes: Any) -> tuple[Any, Any, Any]:
     """The ``col_ptr, col_rows, col_codes`` arguments of ``tree_split_small``."""
     xp = backend.xp
@@ -705,14 +717,6 @@ def grow_subtrees(
     ``sparse_codes`` as for :func:`split_small` (None: the copies read ``codes``).
     """
     xp = backend.xp
-    if sparse_codes is None:
-        row_view = (xp.zeros(codes.shape[0], dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
-                    xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8))
-    else:
-        row_view = (_c(backend, sparse_codes.zero_code, xp.uint8),
-                    _c(backend, sparse_codes.row_ptr, xp.int64),
-                    _c(backend, sparse_codes.row_features, xp.int32),
-                    _c(backend, sparse_codes.row_codes, xp.uint8))
     ranges = _c(backend, node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
     sizes = ranges[:, 1] - ranges[:, 0]
@@ -729,7 +733,7 @@ def grow_subtrees(
     backend.kernel("tree_grow_subtrees")(
         _c(backend, codes, xp.uint8),
         _subtracted(backend, subtracted_bin, codes.shape[0]),
-        *row_view,
+        *_rows(backend, sparse_codes, codes.shape[0]),
         sample_indices,
         ranges,
         _c(backend, node_tree, xp.int32),

@@ -454,15 +454,24 @@ def _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missin
 
 
 @njit(inline="always", cache=True)
-def _fill_table_columns(col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, hist,
-                        missing_bin):
+def _mark(bits, b):
+    """Set bit ``b`` of the bit set ``bits`` (uint64 words)."""
+    bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
+@njit(inline="always", cache=True)
+def _fill_table_columns(col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
+                        missing_bin, mark, occupied):
     """:func:`_fill_table_skipping` from feature ``f``'s stored entries (sparse X).
 
     The column lists, in increasing row order, the rows whose code is not the
-    feature's subtracted bin; ``member`` is the node's bit set of rows. For a
-    node whose positions hold increasing rows, each bin's samples are added in
-    position order, with ``w * y`` formed as the gathered ``wy`` is, so the
-    sums are the same bits. Returns (bmin, bmax, number of the node's rows
+    feature's subtracted bin; ``slot_of_row[r]`` is the position of row ``r``
+    in the node (-1 outside it), whose data are ``w[rows[d0 + a]]`` and
+    ``wy[rows[d0 + a]]``. For a node whose positions hold increasing rows,
+    each bin's samples are added in position order, as the plain fill adds
+    them: the same bits. With ``mark``, each filled bin is also marked in
+    the bit set ``occupied`` (for :func:`_derive_occupied8` and
+    :func:`_scan_occupied8`). Returns (bmin, bmax, number of the node's rows
     listed).
     """
     mp = hist.shape[1] - 2
@@ -470,16 +479,20 @@ def _fill_table_columns(col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, h
     bmax = -1
     listed = 0
     for e in range(col_ptr[f], col_ptr[f + 1]):
-        r = np.int64(col_rows[e])
-        if (member[r >> 6] >> np.uint64(r & 63)) & np.uint64(1) == np.uint64(0):
+        a = np.int64(slot_of_row[col_rows[e]])
+        if a < 0:
             continue
         b = np.int64(col_codes[e])
-        wr = np.float64(gw[t, r])
-        hist[b, mp] += wr
-        for c in range(m):
-            hist[b, c] += wr * gy[r, t, c]
-        hist[b, mp + 1] += 1.0
+        ra = rows[d0 + a]
+        row = hist[b]
+        row[mp] += w[ra]
+        for c0 in range(0, mp, 8):
+            for c in range(c0, c0 + 8):
+                row[c] += wy[ra, c]
+        row[mp + 1] += 1.0
         listed += 1
+        if mark:
+            _mark(occupied, b)
         bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
     return bmin, bmax, listed
 
@@ -507,6 +520,102 @@ def _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W):
         row[c] = S[c] - row[c]
     row[mp] = W - row[mp]
     row[mp + 1] = np.float64(n_z)
+
+
+@njit(inline="always", cache=True)
+def _derive_occupied8(hist, occupied, z, n_z, S, W):
+    """:func:`_derive_subtracted_bin` over the marked bins, 8 channels; marks ``z``.
+
+    The marked bins are exactly the occupied rows other than ``z`` (the
+    missing bin, the largest code, among them), visited in increasing order
+    and summed in registers: the same additions in the same order, so the
+    same bits, without walking the empty bins of ``bmin .. bmax``.
+    """
+    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
+    rw = 0.0
+    for word in range(occupied.shape[0]):
+        bits = occupied[word]
+        while bits != np.uint64(0):
+            b = word * 64 + np.int64(_count_trailing_zeros(bits))
+            bits &= bits - np.uint64(1)
+            row = hist[b]
+            r0 += row[0]
+            r1 += row[1]
+            r2 += row[2]
+            r3 += row[3]
+            r4 += row[4]
+            r5 += row[5]
+            r6 += row[6]
+            r7 += row[7]
+            rw += row[8]
+    row = hist[z]
+    row[0] = S[0] - r0
+    row[1] = S[1] - r1
+    row[2] = S[2] - r2
+    row[3] = S[3] - r3
+    row[4] = S[4] - r4
+    row[5] = S[5] - r5
+    row[6] = S[6] - r6
+    row[7] = S[7] - r7
+    row[8] = W - rw
+    row[9] = np.float64(n_z)
+    _mark(occupied, z)
+
+
+@njit(inline="always", cache=True)
+def _clear_occupied(hist, occupied):
+    """Zero the marked rows of ``hist`` and the bit set."""
+    for word in range(occupied.shape[0]):
+        bits = occupied[word]
+        occupied[word] = np.uint64(0)
+        while bits != np.uint64(0):
+            b = word * 64 + np.int64(_count_trailing_zeros(bits))
+            bits &= bits - np.uint64(1)
+            for c in range(hist.shape[1]):
+                hist[b, c] = 0.0
+
+
+@njit(inline="always", cache=True)
+def _scan_occupied8(hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent,
+                    min_samples_leaf):
+    """:func:`_scan_table8` (best split) over the marked bins only; clears them.
+
+    The missing bin must be unmarked. Empty bins add nothing and score no
+    split point in the best-split scan, so visiting the marked bins in
+    increasing order makes the same additions and comparisons: the same bits.
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    for word in range(occupied.shape[0]):
+        bits = occupied[word]
+        occupied[word] = np.uint64(0)
+        while bits != np.uint64(0):
+            b = word * 64 + np.int64(_count_trailing_zeros(bits))
+            bits &= bits - np.uint64(1)
+            row = hist[b]
+            WL += row[8]
+            nL += np.int64(row[9])
+            l0 += row[0]
+            l1 += row[1]
+            l2 += row[2]
+            l3 += row[3]
+            l4 += row[4]
+            l5 += row[5]
+            l6 += row[6]
+            l7 += row[7]
+            for c in range(10):
+                row[c] = 0.0
+            at_end = b >= bmax
+            if at_end and n_miss == 0:
+                continue
+            best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+                b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+                parent, min_samples_leaf, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml
 
 
 @njit(inline="always", cache=True)
@@ -628,7 +737,7 @@ def _eval_node(
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns, col_ptr,
-    col_rows, col_codes, member, gw, gy, t,
+    col_rows, col_codes, slot_of_row,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
@@ -642,21 +751,20 @@ def _eval_node(
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
     Nodes above SORT_LIMIT samples derive the table row of each feature's
     ``subtracted_bin`` (when >= 0) from the node's totals; with ``use_columns``
-    (a sparse X whose node positions hold increasing rows, marked in the bit set
-    ``member``; ``gw``, ``gy``: the weights and targets of tree ``t``) the other
-    rows come from the feature's column of stored entries when it is shorter
-    than the node.
+    (a sparse X whose node positions hold increasing rows; ``slot_of_row``:
+    each row's position in the node, -1 outside it) the other rows come from
+    the feature's column of stored entries when it is shorter than the node.
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
-        col_codes, member, gw, gy,
+        col_codes, slot_of_row,
     ) = borrow_all((
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
-        col_codes, member, gw, gy,
+        col_codes, slot_of_row,
     ))
     p = codes.shape[0]
     mp = wy.shape[1]
@@ -743,6 +851,9 @@ def _eval_node(
         u = uniform_at_nb(seed, pos) if random_split else 0.0
         pos += 1
         # ---- per-feature statistics: missing part and occupied range
+        # marked: a sparse feature's table bins are marked in ``occupied``, and only
+        # they are visited afterwards
+        marked = False
         Wm = 0.0
         n_miss = 0
         for c in range(mp):
@@ -812,8 +923,10 @@ def _eval_node(
             z = np.int64(subtracted_bin[f])
             n_z = 0
             if z >= 0 and use_columns and col_ptr[f + 1] - col_ptr[f] < ns:
+                marked = mp == 8 and not random_split
                 bmin, bmax, listed = _fill_table_columns(
-                    col_ptr, col_rows, col_codes, f, member, gw, gy, t, m, hist, missing_bin)
+                    col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
+                    missing_bin, marked, occupied)
                 n_z = ns - listed
             elif z < 0 and mp == 8:
                 bmin, bmax = _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist,
@@ -822,7 +935,10 @@ def _eval_node(
                 bmin, bmax, n_z = _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy,
                                                        hist, missing_bin, z)
             if n_z > 0:
-                _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W)
+                if marked:
+                    _derive_occupied8(hist, occupied, z, n_z, S, W)
+                else:
+                    _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W)
                 bmin = min(bmin, z)
                 bmax = max(bmax, z)
             n_miss = np.int64(hist[missing_bin, cn])
@@ -831,11 +947,16 @@ def _eval_node(
                 MS[c] = hist[missing_bin, c]
             for c in range(mp + 2):
                 hist[missing_bin, c] = 0.0
+            if marked:
+                occupied[missing_bin >> 6] &= ~(np.uint64(1) << np.uint64(missing_bin & 63))
             nn = ns - n_miss
             if (nn == 0) or (bmin == bmax and n_miss == 0):
-                for b in range(bmin, bmax + 1):
-                    for c in range(mp + 2):
-                        hist[b, c] = 0.0
+                if marked:
+                    _clear_occupied(hist, occupied)
+                else:
+                    for b in range(bmin, bmax + 1):
+                        for c in range(mp + 2):
+                            hist[b, c] = 0.0
                 continue
         found += 1
         best_gain = -np.inf
@@ -845,7 +966,10 @@ def _eval_node(
         if random_split:
             cut = _random_cut(thresholds, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
-        if not use_sort and mp == 8:
+        if marked:
+            best_gain, best_b, best_ml = _scan_occupied8(
+                hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf)
+        elif not use_sort and mp == 8:
             best_gain, best_b, best_ml = _scan_table8(
                 hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
                 random_split, cut,
@@ -1336,13 +1460,14 @@ def _split_chunk(
     identity = np.empty(max_ns, dtype=np.int32)
     for a in range(max_ns):
         identity[a] = a
-    # the rows of the current node, as a bit set (only read with the column lists)
-    member = np.zeros((codes.shape[1] + 63) // 64 if col_ptr.shape[0] > 0 else 1, dtype=np.uint64)
+    # each row's position in the current node, -1 outside it (read with the column lists)
+    slot_of_row = np.full(codes.shape[1] if col_ptr.shape[0] > 0 else 1, -1, dtype=np.int32)
     _split_chunk_nodes(
         ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
         node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
         min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
-        out_missing_left, out_gain, identity, member, _eval_scratch(max_ns, mp, n_bins, n_slots),
+        out_missing_left, out_gain, identity, slot_of_row,
+        _eval_scratch(max_ns, mp, n_bins, n_slots),
     )
 
 
@@ -1351,17 +1476,17 @@ def _split_chunk_nodes(
     ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
     node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
-    out_missing_left, out_gain, identity, member, scratch,
+    out_missing_left, out_gain, identity, slot_of_row, scratch,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
         codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, member,
+        out_missing_left, out_gain, identity, slot_of_row,
     ) = borrow_all((
         codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, member,
+        out_missing_left, out_gain, identity, slot_of_row,
     ))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
@@ -1391,18 +1516,17 @@ def _split_chunk_nodes(
                     break
         if use_columns:
             for a in range(ns):
-                r = np.int64(sample_indices[start + a])
-                member[r >> 6] |= np.uint64(1) << np.uint64(r & 63)
+                slot_of_row[sample_indices[start + a]] = a
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns,
-            col_ptr, col_rows, col_codes, member, weights, targets, t,
+            col_ptr, col_rows, col_codes, slot_of_row,
         )
         if use_columns:
             for a in range(ns):
-                member[np.int64(sample_indices[start + a]) >> 6] = np.uint64(0)
+                slot_of_row[sample_indices[start + a]] = -1
         out_feature[i] = f
         out_bin[i] = b
         out_missing_left[i] = ml
@@ -1583,7 +1707,7 @@ def _subtree_chunk_roots(
                 thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
                 cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
                 # no stored-entry columns here: arrays of the columns' types, never read
-                row_ptr, row_features, row_codes, occupied, weights, targets, t,
+                row_ptr, row_features, row_codes, cols,
             )
             if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                 continue

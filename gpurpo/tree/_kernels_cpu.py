@@ -460,6 +460,25 @@ def _mark(bits, b):
 
 
 @njit(inline="always", cache=True)
+def _next_marked(marks, word, bits, clear):
+    """The next set bit of the bit set ``marks``, in increasing order.
+
+    ``(word, bits)`` is the walk's state: start from ``(-1, 0)``; returns
+    ``(b, word, bits)``, ``b = -1`` at the end. With ``clear``, each word is
+    zeroed when the walk enters it (the walk leaves the set empty).
+    """
+    while bits == np.uint64(0):
+        word += 1
+        if word >= marks.shape[0]:
+            return -1, word, bits
+        bits = marks[word]
+        if clear:
+            marks[word] = np.uint64(0)
+    b = word * 64 + np.int64(_count_trailing_zeros(bits))
+    return b, word, bits & (bits - np.uint64(1))
+
+
+@njit(inline="always", cache=True)
 def _fill_table_columns(col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
                         missing_bin, mark, occupied):
     """:func:`_fill_table_skipping` from feature ``f``'s stored entries (sparse X).
@@ -533,21 +552,21 @@ def _derive_occupied8(hist, occupied, z, n_z, S, W):
     """
     r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
     rw = 0.0
-    for word in range(occupied.shape[0]):
-        bits = occupied[word]
-        while bits != np.uint64(0):
-            b = word * 64 + np.int64(_count_trailing_zeros(bits))
-            bits &= bits - np.uint64(1)
-            row = hist[b]
-            r0 += row[0]
-            r1 += row[1]
-            r2 += row[2]
-            r3 += row[3]
-            r4 += row[4]
-            r5 += row[5]
-            r6 += row[6]
-            r7 += row[7]
-            rw += row[8]
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, False)
+        if b < 0:
+            break
+        row = hist[b]
+        r0 += row[0]
+        r1 += row[1]
+        r2 += row[2]
+        r3 += row[3]
+        r4 += row[4]
+        r5 += row[5]
+        r6 += row[6]
+        r7 += row[7]
+        rw += row[8]
     row = hist[z]
     row[0] = S[0] - r0
     row[1] = S[1] - r1
@@ -565,14 +584,31 @@ def _derive_occupied8(hist, occupied, z, n_z, S, W):
 @njit(inline="always", cache=True)
 def _clear_occupied(hist, occupied):
     """Zero the marked rows of ``hist`` and the bit set."""
-    for word in range(occupied.shape[0]):
-        bits = occupied[word]
-        occupied[word] = np.uint64(0)
-        while bits != np.uint64(0):
-            b = word * 64 + np.int64(_count_trailing_zeros(bits))
-            bits &= bits - np.uint64(1)
-            for c in range(hist.shape[1]):
-                hist[b, c] = 0.0
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, True)
+        if b < 0:
+            break
+        for c in range(hist.shape[1]):
+            hist[b, c] = 0.0
+
+
+@njit(inline="always", cache=True)
+def _take_row8(row, WL, nL, l0, l1, l2, l3, l4, l5, l6, l7):
+    """Add a table row (8 sums, weight, count) to the running left sums in scalars; zero it."""
+    WL += row[8]
+    nL += np.int64(row[9])
+    l0 += row[0]
+    l1 += row[1]
+    l2 += row[2]
+    l3 += row[3]
+    l4 += row[4]
+    l5 += row[5]
+    l6 += row[6]
+    l7 += row[7]
+    for c in range(10):
+        row[c] = 0.0
+    return WL, nL, l0, l1, l2, l3, l4, l5, l6, l7
 
 
 @njit(inline="always", cache=True)
@@ -590,31 +626,19 @@ def _scan_occupied8(hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent,
     best_gain = -np.inf
     best_b = 0
     best_ml = 0
-    for word in range(occupied.shape[0]):
-        bits = occupied[word]
-        occupied[word] = np.uint64(0)
-        while bits != np.uint64(0):
-            b = word * 64 + np.int64(_count_trailing_zeros(bits))
-            bits &= bits - np.uint64(1)
-            row = hist[b]
-            WL += row[8]
-            nL += np.int64(row[9])
-            l0 += row[0]
-            l1 += row[1]
-            l2 += row[2]
-            l3 += row[3]
-            l4 += row[4]
-            l5 += row[5]
-            l6 += row[6]
-            l7 += row[7]
-            for c in range(10):
-                row[c] = 0.0
-            at_end = b >= bmax
-            if at_end and n_miss == 0:
-                continue
-            best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
-                b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
-                parent, min_samples_leaf, best_gain, best_b, best_ml)
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, True)
+        if b < 0:
+            break
+        WL, nL, l0, l1, l2, l3, l4, l5, l6, l7 = _take_row8(
+            hist[b], WL, nL, l0, l1, l2, l3, l4, l5, l6, l7)
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
     return best_gain, best_b, best_ml
 
 
@@ -639,18 +663,8 @@ def _scan_table8(hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samp
         row = hist[b]
         cnt = np.int64(row[9])
         if cnt > 0:
-            WL += row[8]
-            nL += cnt
-            l0 += row[0]
-            l1 += row[1]
-            l2 += row[2]
-            l3 += row[3]
-            l4 += row[4]
-            l5 += row[5]
-            l6 += row[6]
-            l7 += row[7]
-            for c in range(10):
-                row[c] = 0.0
+            WL, nL, l0, l1, l2, l3, l4, l5, l6, l7 = _take_row8(
+                row, WL, nL, l0, l1, l2, l3, l4, l5, l6, l7)
         if random_split:
             if b != cut:
                 continue
@@ -892,21 +906,20 @@ def _eval_node(
                     b = np.int64(codes[f, cols[c0ff + a]])
                     link[a] = bin_pos[b]
                     bin_pos[b] = a + 1
-                    occupied[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                    _mark(occupied, b)
                 k = 0
-                for word in range(occupied.shape[0]):
-                    bits = occupied[word]
-                    occupied[word] = np.uint64(0)
-                    while bits != np.uint64(0):
-                        b = word * 64 + np.int64(_count_trailing_zeros(bits))
-                        bits &= bits - np.uint64(1)
-                        e = bin_pos[b]
-                        bin_pos[b] = 0
-                        while e != 0:
-                            order[k] = e - 1
-                            code_buf[k] = b
-                            k += 1
-                            e = link[e - 1]
+                word, bits = -1, np.uint64(0)
+                while True:
+                    b, word, bits = _next_marked(occupied, word, bits, True)
+                    if b < 0:
+                        break
+                    e = bin_pos[b]
+                    bin_pos[b] = 0
+                    while e != 0:
+                        order[k] = e - 1
+                        code_buf[k] = b
+                        k += 1
+                        e = link[e - 1]
             nn = ns
             while nn > 0 and code_buf[nn - 1] == missing_bin:
                 nn -= 1

@@ -60,6 +60,28 @@ def test_feature_order_is_a_permutation_and_numba_matches_numpy(p):
         assert got == row.tolist()
 
 
+def _splitmix64_finaliser(x):
+    # SplitMix64's output function (Steele, Lea & Flood 2014) in Python integers
+    mask = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_children_seeds_match_the_kernels_and_splitmix64():
+    # the grower's host seeds of both children equal the numba twin the subtree kernel
+    # uses, and the SplitMix64 hash of the salted parent seed
+    seeds = np.array([0, 1, 2**63 + 11, 2**64 - 1, 123456789], dtype=np.uint64)
+    got = _random.children_seeds(seeds)
+    assert got.dtype == np.uint64 and got.shape == (2 * seeds.size,)
+    for j, s in enumerate(seeds):
+        for side, salt in ((0, 0x8CB92BA72F3D8DD7), (1, 0xE7037ED1A0B428DB)):
+            want = _splitmix64_finaliser(int(s) ^ salt)
+            assert int(got[2 * j + side]) == want
+            assert int(_random.child_seed_nb(s, side)) == want
+
+
 def test_feature_order_is_roughly_uniform():
     # first visited feature over many seeds: chi-square-like check on counts
     p = 10

@@ -90,7 +90,7 @@ __all__ = [
     "hash64",
     "feature_at",
     "uniform_at",
-    "child_seed",
+    "children_seeds",
     "hash64_nb",
     "child_seed_nb",
     "round_keys_nb",
@@ -201,11 +201,17 @@ def uniform_at(seed: Any, pos: Any, xp: ModuleType = np) -> Any:
     return (h >> u(11)).astype(xp.float64) * (2.0**-53)
 
 
-def child_seed(seed: Any, side: int, xp: ModuleType = np) -> Any:
-    """Seeds of the left (``side=0``) or right (``side=1``) children of nodes."""
-    u = xp.uint64
-    salt = u(_LEFT if side == 0 else _RIGHT)
-    return hash64(xp.asarray(seed).astype(u) ^ salt, xp)
+def children_seeds(seed: np.ndarray) -> np.ndarray:
+    """Seeds of both children of nodes, interleaved: ``[left_0, right_0, left_1, ...]``.
+
+    ``child_seed(seed, 0)`` and ``child_seed(seed, 1)`` of the module
+    docstring (the values of :func:`child_seed_nb`), from one hash of the
+    salted pairs (host arrays).
+    """
+    salted = np.repeat(np.asarray(seed, dtype=np.uint64), 2)
+    salted[0::2] ^= np.uint64(_LEFT)
+    salted[1::2] ^= np.uint64(_RIGHT)
+    return hash64(salted)
 
 
 # --------------------------------------------------------------------------

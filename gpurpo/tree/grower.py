@@ -94,7 +94,7 @@ from gpurpo.tree._node_tables import (
     sum_internal_weights,
 )
 from gpurpo.tree._params import GrowthParams
-from gpurpo.tree._random import child_seed, feistel_params, feature_table, uniform_at
+from gpurpo.tree._random import children_seeds, feistel_params, feature_table, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
@@ -336,6 +336,13 @@ class _Grower:
 
     # ------------------------------------------------------------------ utils
 
+    def _ranges(self, ids: np.ndarray) -> np.ndarray:
+        """int64 (len(ids), 2): the ``[start, stop)`` sample ranges of the nodes ``ids``."""
+        out = np.empty((len(ids), 2), dtype=np.int64)
+        out[:, 0] = self.nodes.start[ids]
+        out[:, 1] = self.nodes.stop[ids]
+        return out
+
     def _dev(self, a: np.ndarray, dtype: Any) -> Any:
         if not self.backend.is_gpu:
             return np.ascontiguousarray(a, dtype=dtype)
@@ -347,7 +354,7 @@ class _Grower:
         if len(ids) == 0:
             return np.zeros(0, dtype=bool), np.zeros(0)
         nodes = self.nodes
-        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        ranges = self._ranges(ids)
         impure, q = kernels.node_stats(
             self.backend,
             self.sample_indices,
@@ -415,7 +422,7 @@ class _Grower:
     def _split_small(self, ids: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, ...]:
         xp = self.xp
         nodes = self.nodes
-        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        ranges = self._ranges(ids)
         out = kernels.split_small(
             self.backend,
             self.binned.codes,
@@ -476,7 +483,7 @@ class _Grower:
     def _hist(self, ids: np.ndarray, feats: Any) -> Any:
         xp = self.xp
         nodes = self.nodes
-        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        ranges = self._ranges(ids)
         return histogram.node_histograms(
             self.binned,
             self.sample_indices,
@@ -649,7 +656,7 @@ class _Grower:
             self.backend,
             self.binned.codes,
             self.sample_indices,
-            self._dev(np.stack([starts, stops], axis=1), xp.int64),
+            self._dev(self._ranges(ids), xp.int64),
             self._dev(nodes.feature[ids], xp.int32),
             self._dev(nodes.bin[ids], xp.int32),
             self._dev(nodes.missing_left[ids], xp.uint8),
@@ -665,10 +672,8 @@ class _Grower:
         child_stop = np.empty(2 * count, dtype=np.int64)
         child_start[0::2], child_stop[0::2] = starts, mid
         child_start[1::2], child_stop[1::2] = mid, stops
-        seed = np.empty(2 * count, dtype=np.uint64)
-        seed[0::2] = child_seed(nodes.seed[ids], 0)
-        seed[1::2] = child_seed(nodes.seed[ids], 1)
-        children = nodes.add(tree, parent, depth, child_start, child_stop, seed)
+        children = nodes.add(tree, parent, depth, child_start, child_stop,
+                             children_seeds(nodes.seed[ids]))
         nodes.left[ids] = children[0::2]
         nodes.right[ids] = children[1::2]
         return children[0::2], children[1::2]
@@ -680,7 +685,7 @@ class _Grower:
         xp = self.xp
         nodes = self.nodes
         params = self.params
-        ranges = np.stack([nodes.start[ids], nodes.stop[ids]], axis=1)
+        ranges = self._ranges(ids)
         out = kernels.grow_subtrees(
             self.backend,
             self.binned.codes,

@@ -11,12 +11,23 @@ from gpurpo.tree._sparse_leaves import stack_csr_arrays
 from gpurpo.tree.leaves import leaf_values, stack_leaf_values
 
 
-def _problem(seed, n=300, d=50, n_leaves=40, dtype=np.float64):
+def _problem(seed, n=300, d=50, n_leaves=40, dtype=np.float64, layout="canonical"):
     rng = np.random.default_rng(seed)
     Y = sp.random(n, d, density=0.1, format="csr", random_state=seed, dtype=np.float64)
     Y.data = np.round(Y.data * 4) / 4  # exact zeros stored, and sums that cancel
     Y.data[::7] = -Y.data[::7]
     Y = Y.astype(dtype)
+    if layout != "canonical":
+        # each row's entries in reverse order; "duplicates": each entry split in two
+        rows = np.repeat(np.arange(n), np.diff(Y.indptr))
+        order = np.lexsort((-Y.indices, rows))
+        rows, cols, vals = rows[order], Y.indices[order], Y.data[order]
+        if layout == "duplicates":
+            rows, cols = np.repeat(rows, 2), np.repeat(cols, 2)
+            vals = np.repeat(vals / 2, 2)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+        Y = sp.csr_matrix((vals, cols, indptr), shape=(n, d))
+        assert not Y.has_canonical_format
     leaf = rng.integers(-1, n_leaves, n).astype(np.int32)
     leaf[leaf == 3] = -1  # an empty leaf
     weights = rng.integers(0, 3, n).astype(np.float64)  # bootstrap counts, zeros included
@@ -25,8 +36,10 @@ def _problem(seed, n=300, d=50, n_leaves=40, dtype=np.float64):
 
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_sparse_leaf_values_equal_scipy_product(seed, dtype):
-    Y, leaf, weights, n_leaves = _problem(seed, dtype=dtype)
+@pytest.mark.parametrize("n_leaves", [40, 250])  # 250: mostly leaves of one sample
+@pytest.mark.parametrize("layout", ["canonical", "unsorted", "duplicates"])
+def test_sparse_leaf_values_equal_scipy_product(seed, dtype, n_leaves, layout):
+    Y, leaf, weights, n_leaves = _problem(seed, n_leaves=n_leaves, dtype=dtype, layout=layout)
     got = leaf_values(Y, leaf, weights, n_leaves, NUMPY).values
     # reference: diag(1/W) A^T diag(w) Y through SciPy (its product drops exact zeros)
     inside = leaf >= 0
@@ -42,7 +55,12 @@ def test_sparse_leaf_values_equal_scipy_product(seed, dtype):
     assert sp.isspmatrix_csr(got) and got.has_sorted_indices
     np.testing.assert_array_equal(got.indptr, expected.indptr)
     np.testing.assert_array_equal(got.indices, expected.indices)
-    np.testing.assert_array_equal(got.data, expected.data)  # same sums, same order
+    if layout == "duplicates":
+        # SciPy's astype sums each row's duplicates before the product; gpurpo adds them
+        # one by one: the same sums up to rounding
+        np.testing.assert_allclose(got.data, expected.data, rtol=1e-12, atol=1e-15)
+    else:
+        np.testing.assert_array_equal(got.data, expected.data)  # same sums, same order
     assert not (got.data == 0).any()
     # and the weighted means themselves, densely
     dense = np.zeros((n_leaves, Y.shape[1]))

@@ -34,8 +34,14 @@ def _sort_small(a, n):
 
 
 @njit(cache=True, nogil=True)
-def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_outputs):
+def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_outputs,
+                    canonical):
     """CSR arrays of ``A^T diag(scale) Y`` for ``Y`` in CSR (``indptr``, ``indices``, ``data``).
+
+    With ``canonical`` (each row's column indices increasing and distinct), a
+    leaf of one sample is that sample's row scaled, copied in order without
+    the accumulator (the same values: each sum is ``0.0 + s * y``); fully
+    grown trees are mostly such leaves.
 
     Parameters
     ----------
@@ -45,6 +51,8 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
         Factor of each sample's row (its weight over its leaf's weight).
     indptr, indices, data : CSR arrays of Y (n, n_outputs)
     n_leaves, n_outputs : int
+    canonical : bool
+        Whether every row's column indices are increasing and distinct.
 
     Returns
     -------
@@ -80,6 +88,17 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
     touched = np.empty(n_outputs, dtype=np.int64)
     nnz = 0
     for leaf in range(n_leaves):
+        if canonical and first[leaf + 1] - first[leaf] == 1:
+            i = members[first[leaf]]
+            s = scale[i]
+            for r in range(indptr[i], indptr[i + 1]):
+                v = s * np.float64(data[r])
+                if v != 0.0:
+                    out_indices[nnz] = indices[r]
+                    out_data[nnz] = v
+                    nnz += 1
+            out_indptr[leaf + 1] = nnz
+            continue
         n_touched = 0
         for q in range(first[leaf], first[leaf + 1]):
             i = members[q]

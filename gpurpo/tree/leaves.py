@@ -103,7 +103,7 @@ def leaf_values(
         Yc = (Y if sparse_y else sp.csr_matrix(Y)).tocsr()
         indptr, indices, data = leaf_values_csr(
             leaf, w * inv[np.where(inside, leaf, 0)], Yc.indptr, Yc.indices, Yc.data,
-            int(n_leaves), int(Y.shape[1]),
+            int(n_leaves), int(Y.shape[1]), bool(Yc.has_canonical_format),
         )
         return LeafValues(sp.csr_matrix((data, indices, indptr), shape=(int(n_leaves), Y.shape[1])))
     if sparse_out:

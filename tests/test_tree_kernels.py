@@ -423,6 +423,35 @@ def test_split_small_visits_k_features_in_seed_order(n_constant):
         assert (f[i], b[i]) == ref[1:3]
 
 
+@pytest.mark.parametrize("below_zero", [True, False])
+def test_columns_find_a_split_isolating_one_stored_entry(below_zero):
+    # a node above SORT_LIMIT whose only informative feature has a single stored entry, an
+    # outlier: the best split isolates it, on the left when its code lies below the zero code
+    # (one sample left of the first split point), on the right otherwise
+    rng = np.random.default_rng(7)
+    p, n_bins, ns = 6, 12, 400
+    zero = np.full(p, 5, dtype=np.uint8)
+    codes = np.repeat(zero[:, None], ns, axis=1)
+    for f in range(1, p):  # uninformative stored entries elsewhere
+        codes[f, rng.choice(ns, 20, replace=False)] = rng.integers(6, n_bins - 1, 20)
+    outlier = 123
+    codes[0, outlier] = 2 if below_zero else 9
+    weights = np.ones((1, ns), dtype=np.float32)
+    targets = rng.normal(scale=0.01, size=(ns, 1, 3)).astype(np.float32)
+    targets[outlier, 0, :] = 50.0
+    thresholds = np.cumsum(np.ones((p, n_bins - 1)), axis=1)
+    args = (codes, np.arange(ns, dtype=np.int32), np.array([[0, ns]], dtype=np.int64),
+            np.zeros(1, np.int32), np.array([42], dtype=np.uint64), weights, targets, thresholds,
+            p, 1, False, n_bins - 1, 1e-5)
+    plain = kernels.split_small(NUMPY, *args)
+    by_columns = kernels.split_small(NUMPY, *args, subtracted_bin=zero.astype(np.int32),
+                                     sparse_codes=code_rows(codes, zero))
+    expected_bin = 2 if below_zero else 5
+    for got in (plain, by_columns):
+        assert (got[0][0], got[1][0]) == (0, expected_bin)
+    np.testing.assert_allclose(by_columns[3], plain[3], rtol=1e-9)
+
+
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), share=st.floats(0.5, 0.99), ns=st.integers(257, 700),
        missing=st.sampled_from([0.0, 0.1]), m=st.sampled_from([1, 3, 8, 9]),

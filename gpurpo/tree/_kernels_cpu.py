@@ -460,6 +460,12 @@ def _mark(bits, b):
 
 
 @njit(inline="always", cache=True)
+def _unmark(bits, b):
+    """Clear bit ``b`` of the bit set ``bits`` (uint64 words)."""
+    bits[b >> 6] &= ~(np.uint64(1) << np.uint64(b & 63))
+
+
+@njit(inline="always", cache=True)
 def _next_marked(marks, word, bits, clear):
     """The next set bit of the bit set ``marks``, in increasing order.
 
@@ -961,7 +967,7 @@ def _eval_node(
             for c in range(mp + 2):
                 hist[missing_bin, c] = 0.0
             if marked:
-                occupied[missing_bin >> 6] &= ~(np.uint64(1) << np.uint64(missing_bin & 63))
+                _unmark(occupied, missing_bin)
             nn = ns - n_miss
             if (nn == 0) or (bmin == bmax and n_miss == 0):
                 if marked:

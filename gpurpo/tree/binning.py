@@ -284,7 +284,7 @@ class BinMapper:
             thresholds_host=self.thresholds_,
             backend=backend,
             subtracted_bin=xp.ascontiguousarray(
-                xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), -1).astype(xp.int32)),
+                xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
             sparse_codes=stored,
         )
 

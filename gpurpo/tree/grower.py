@@ -651,12 +651,13 @@ class _Grower:
         """Partition the samples of the (splitting) nodes ``ids``; create children."""
         xp = self.xp
         nodes = self.nodes
-        starts, stops = nodes.start[ids], nodes.stop[ids]
+        ranges = self._ranges(ids)
+        starts, stops = ranges[:, 0], ranges[:, 1]
         n_left_dev = kernels.partition(
             self.backend,
             self.binned.codes,
             self.sample_indices,
-            self._dev(self._ranges(ids), xp.int64),
+            self._dev(ranges, xp.int64),
             self._dev(nodes.feature[ids], xp.int32),
             self._dev(nodes.bin[ids], xp.int32),
             self._dev(nodes.missing_left[ids], xp.uint8),

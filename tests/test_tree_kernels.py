@@ -169,6 +169,63 @@ def test_bin_codes_kernel_matches_searchsorted(dtype):
         np.testing.assert_array_equal(out[f], ref)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(["normal", "clustered", "near", "one", "none", "wide", "tiny"]),
+    n_edges=st.integers(0, 254),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_cell_tables_count_edges_below_like_searchsorted(kind, n_edges, seed):
+    """The codes "#{edges < x}" from the one-edge-per-cell tables (and the binary search
+    they fall back to) equal searchsorted for edges spread evenly, in clusters, a
+    few ulps apart (too close for any table), one edge, none, spanning most of
+    float64's range or a denormal one; values on the edges, one ulp either side,
+    between them, beyond them, infinite and NaN; the fitted path (float32 values,
+    float32 comparisons) likewise for the float32 values of the same data."""
+    from gpurpo.tree._kernels_cpu import bin_codes_fitted
+
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        e = rng.normal(size=n_edges)
+    elif kind == "clustered":
+        e = rng.choice([-3.0, 0.0, 5.0], n_edges) + rng.normal(size=n_edges) * 1e-3
+    elif kind == "near":
+        e = 1.0 + np.arange(n_edges) * np.spacing(1.0) * rng.integers(1, 4)
+    elif kind == "one":
+        e = rng.normal(size=min(n_edges, 1)) * 10.0
+    elif kind == "none":
+        e = np.empty(0)
+    elif kind == "wide":
+        e = rng.uniform(-1e300, 1e300, n_edges)
+    else:
+        e = rng.uniform(0.0, 1e-310, n_edges)
+    with np.errstate(over="ignore"):  # "wide": beyond float32, infinite: a binary search
+        e = np.unique(e.astype(np.float32).astype(np.float64))
+    ne = e.size
+    base = rng.normal(size=300) * (np.abs(e).max() if ne else 1.0)
+    with np.errstate(invalid="ignore"):
+        x = np.concatenate([
+            base, e, np.nextafter(e, np.inf), np.nextafter(e, -np.inf),
+            0.5 * (e[1:] + e[:-1]), [np.inf, -np.inf, np.nan, 0.0, -0.0],
+        ])
+    width = max(ne, 1) + 3
+    edges = np.full((1, width), np.inf)
+    edges[0, :ne] = e
+    n_edges_arr = np.array([ne], dtype=np.int64)
+    missing = width
+    expected = np.where(np.isnan(x), missing, np.searchsorted(e, x, side="left"))
+    out = np.empty((1, x.size), dtype=np.uint8)
+    kernels.bin_codes(NUMPY, np.ascontiguousarray(x[:, None]), edges, n_edges_arr, missing, out)
+    np.testing.assert_array_equal(out[0], expected)
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)
+    expected32 = np.where(np.isnan(x32), missing,
+                          np.searchsorted(e, x32.astype(np.float64), side="left"))
+    bin_codes_fitted(x32[None, :], np.ascontiguousarray(x32[:, None]), edges, n_edges_arr,
+                     np.array([True]), missing, out)
+    np.testing.assert_array_equal(out[0], expected32)
+
+
 # --------------------------------------------------------------------------
 # histograms
 # --------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def test_edges_from_stored_entries_equal_edges_of_the_dense_columns(case):
     n_edges = np.zeros(p, dtype=np.int64)
     sparse_column_edges(matrix.indptr.astype(np.int64), matrix.data, matrix.shape[0], max_bins,
                         out, n_edges)
-    dense_fit = _fit_edges_sorted(matrix.toarray(), max_bins)[0]
+    dense_fit = _fit_edges_sorted(matrix.toarray(), max_bins)
     for f, ref in enumerate(_reference_edges(matrix.toarray(), max_bins)):
         np.testing.assert_array_equal(out[f, : n_edges[f]], ref)
         np.testing.assert_array_equal(out[f, : n_edges[f]], dense_fit[f])
@@ -131,6 +131,14 @@ def test_subtracted_bin_is_the_zero_code_of_mostly_zero_features(case):
     np.testing.assert_array_equal(dense.subtracted_bin, expected)
     np.testing.assert_array_equal(sparse.subtracted_bin, expected)
     assert dense.subtracted_bin.dtype == np.int32
+    # fit_transform of the dense X counts the codes of 0.0 in the codes kernel
+    fused_mapper = BinMapper(max_bins=max_bins)
+    dense_X = np.ascontiguousarray(matrix.toarray())
+    assert fused_mapper._fuses(dense_X, NUMPY, None)
+    fused = fused_mapper.fit_transform(dense_X, NUMPY)
+    np.testing.assert_array_equal(fused.codes, dense.codes)
+    np.testing.assert_array_equal(fused.subtracted_bin, expected)
+    assert fused.subtracted_bin.dtype == np.int32
 
 
 def test_duplicate_entries_are_summed_as_densifying_does():

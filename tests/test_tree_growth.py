@@ -500,12 +500,12 @@ def test_ties_between_features_do_not_favour_low_indices():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_binning_transpose_helper_equals_numpy(dtype):
-    """The tiled float32 transpose used by BinMapper.fit (odd sizes, NaN, inf, overflow).
+    """The block float32 transpose used by BinMapper (odd sizes, NaN, inf, overflow).
 
-    1,100 rows: two tasks of up to 1,024 rows, the last tile of 12 rows; 70 features: a
-    last tile of 6 features.
+    1,100 rows: a chunk of 1,024 rows and one of 76; blocks of 7 features from
+    feature 0, 3 and 63 (the last 7 features of 70).
     """
-    from gpurpo.tree._kernels_cpu import transpose_to_float32
+    from gpurpo.tree._kernels_cpu import transpose_block_to_float32
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1100, 70)).astype(dtype) * 10.0
@@ -513,10 +513,11 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     X[0, 0], X[1, 1] = np.inf, -np.inf
     if dtype == np.float64:
         X[2, 2] = 1e300  # beyond float32: inf, as numpy's cast
-    out = np.empty((70, 1100), dtype=np.float32)
-    transpose_to_float32(X, out)
-    with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(out, np.array(X.T, dtype=np.float32))
+    for f0 in (0, 3, 63):
+        out = np.empty((7, 1100), dtype=np.float32)
+        transpose_block_to_float32(X, f0, out)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(out, np.array(X[:, f0 : f0 + 7].T, dtype=np.float32))
 
 
 def _binning_columns(rng, n):
@@ -588,23 +589,34 @@ def test_fit_transform_without_the_shortcut_equals_fit_then_transform():
         np.testing.assert_array_equal(binned.codes, reference.transform(data, NUMPY).codes)
 
 
-def test_rows_sorted_by_a_thread_pool_equal_numpy_sort():
-    """BinMapper's row sort splits rows over numba's thread count (blocks of rows)."""
+@pytest.mark.parametrize("n_rows", [3000, 70_000])
+def test_binning_by_blocks_on_two_threads_equals_one(n_rows, monkeypatch):
+    """BinMapper deals blocks of features to numba's thread count of Python threads:
+    the same edges and codes on two threads as on one, for blocks of 80 features
+    (3,000 rows) and of 3 (70,000 rows), 83 features in all (a last, shorter block),
+    and the codes of "#edges < x" (searchsorted) and NaN in the missing bin."""
     import numba
 
-    from gpurpo.tree.binning import _sort_rows
-
     rng = np.random.default_rng(8)
-    values = rng.normal(size=(37, 40_000)).astype(np.float32)
-    values[rng.random(values.shape) < 0.01] = np.nan
-    expected = np.sort(values, axis=1)
+    X = rng.normal(size=(n_rows, 83))
+    X[rng.random(X.shape) < 0.01] = np.nan
+    X[:, 5] = rng.integers(0, 3, n_rows)
+    monkeypatch.setattr("gpurpo.tree.binning._BLOCK_BYTES", 1 << 20)
     previous = numba.get_num_threads()
-    try:
-        numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        _sort_rows(values)
-    finally:
-        numba.set_num_threads(previous)
-    np.testing.assert_array_equal(values, expected)
+    for max_bins, missing_bin in ((255, 255), (16, 16)):  # NaN coded 255, then recoded
+        results = []
+        try:
+            for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+                numba.set_num_threads(threads)
+                mapper = BinMapper(max_bins=max_bins)
+                results.append((mapper, mapper.fit_transform(X, NUMPY)))
+        finally:
+            numba.set_num_threads(previous)
+        (one, binned_one), (two, binned_two) = results
+        np.testing.assert_array_equal(one.thresholds_, two.thresholds_)
+        np.testing.assert_array_equal(binned_one.codes, binned_two.codes)
+        np.testing.assert_array_equal(binned_one.codes, _codes_by_searchsorted(one, X))
+        assert one.missing_bin_ == missing_bin and one.n_value_bins_[5] == 3
 
 
 @pytest.mark.parametrize("n_nan", [0, 1, 7, 40])
@@ -623,10 +635,10 @@ def test_edges_count_the_values_before_the_nans_of_each_sorted_row(n_nan):
         X[: min(n_nan, 40), f] = nans[:40]
     row = np.sort(X[:, 0].astype(np.float32))
     assert _count_below_nan(row) == 40 - min(n_nan, 40)
-    edges = _fit_edges_sorted(X, 16)[0]
+    edges = _fit_edges_sorted(X, 16)
     for f in range(3):
         kept = X[~np.isnan(X[:, f]), f]
-        want = _fit_edges_sorted(kept[:, None], 16)[0][0] if kept.size else np.empty(0)
+        want = _fit_edges_sorted(kept[:, None], 16)[0] if kept.size else np.empty(0)
         np.testing.assert_array_equal(edges[f], want)
 
 

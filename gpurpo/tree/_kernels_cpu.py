@@ -2083,6 +2083,8 @@ def _cell(x, lo, scale, cells):
 
     Monotone in ``x`` (each rounded step is), so a value below an edge never
     lands in a later cell than the edge, nor a value above it in an earlier one.
+    Two selects, NaN-safe by their order (numba's ``max`` passes NaN through):
+    the codes of a delicious-shaped X from given tables 12.5 -> 10.9 ms.
     """
     g = (x - lo) * scale
     g = g if g < cells else np.float64(cells)  # NaN: cells
@@ -2152,8 +2154,8 @@ def _float32_cuts(edges, n_edges, lo, scale, cells, above):
 
     For a float32 ``x``, ``x >= above[g]`` if and only if ``x > cut[g]``
     (compared in float64; :func:`_fill_cells`): a float32 comparison with the
-    cell tables (bin_codes_fitted, delicious-shaped X, one thread:
-    12.5 -> 10.9 ms).
+    cell tables (the codes of a delicious-shaped X from given tables, one
+    thread: 14.1 -> 12.5 ms).
     """
     for g in range(cells + 1):
         above[g] = np.nan

@@ -21,8 +21,8 @@ loaded machine the CPU time of single-threaded runs is the steadier figure).
 
 Everyone runs on the same number of threads (scikit-learn trees use one;
 gpurpo's numba kernels are limited to ``--threads``, default 1). Several
-trees are fitted per method (different seeds); medians and ratios are
-printed with the test LRAP of each method.
+trees are fitted per method (different seeds), the methods taking turns seed
+by seed; medians and ratios are printed with the test LRAP of each method.
 
 Run ``python bench/tree.py`` (or ``--quick`` for a fast smoke run at a
 quarter of the rows).
@@ -104,32 +104,25 @@ def run_dataset(name, X, Y, n_test, args):
     # against 0.18-0.22 s for the next fits, delicious-shaped, one thread)
     DecisionTreeRegressor(projection="gaussian", n_components=m, max_features="sqrt",
                           random_state=123).fit(Xtr, Ytr)
-    times, lraps, leaves = [], [], []
-    for seed in range(args.repeats):
-        est = DecisionTreeRegressor(projection="gaussian", n_components=m,
-                                    max_features="sqrt", random_state=seed)
-        t, _ = _timed(lambda: est.fit(Xtr, Ytr))
-        times.append(t)
-        leaves.append(est.get_n_leaves())
-        lraps.append(_lrap(Yte, est.predict(Xte)))
-    results["gpurpo"] = (times, lraps, leaves)
-
     # gpurpo growth alone, on inputs binned once
     binned = BinMapper().fit(Xtr).transform(Xtr, NUMPY)
     k = n_candidate_features("sqrt", Xtr.shape[1])
-    times, lraps, leaves = [], [], []
-    for seed in range(args.repeats):
+
+    def fit_gpurpo(seed):
+        est = DecisionTreeRegressor(projection="gaussian", n_components=m,
+                                    max_features="sqrt", random_state=seed)
+        t, _ = _timed(lambda: est.fit(Xtr, Ytr))
+        return t, _lrap(Yte, est.predict(Xte)), est.get_n_leaves()
+
+    def grow_gpurpo(seed):
         P = make_projection("gaussian", m, d, random_state=seed)
         targets = np.ascontiguousarray(np.asarray(Ytr @ P.T, dtype=np.float32)[:, None, :])
         t, res = _timed(lambda: grow_trees(binned, targets, None, GrowthParams(n_candidates=k),
                                            np.random.default_rng(seed), NUMPY))
-        times.append(t)
-        leaves.append(res.structures[0].n_leaves)
-    results["gpurpo-grow"] = (times, [float("nan")], leaves)
+        return t, float("nan"), res.structures[0].n_leaves
 
-    # scikit-learn on the same projected outputs, relabelled
-    times, lraps, leaves = [], [], []
-    for seed in range(args.repeats):
+    def fit_sk_proj(seed):
+        # scikit-learn on the same projected outputs, relabelled
         P = make_projection("gaussian", m, d, random_state=seed)
 
         def fit_proj():
@@ -139,10 +132,19 @@ def run_dataset(name, X, Y, n_test, args):
             return sk, leaf_train
 
         t, (sk, leaf_train) = _timed(fit_proj)
-        times.append(t)
-        leaves.append(sk.get_n_leaves())
-        lraps.append(_lrap(Yte, _relabel(leaf_train, Ytr, sk.apply(Xte))))
-    results["sk-proj"] = (times, lraps, leaves)
+        return t, _lrap(Yte, _relabel(leaf_train, Ytr, sk.apply(Xte))), sk.get_n_leaves()
+
+    # the methods take turns, seed by seed, so that a change of the machine's load
+    # between repeats reaches all of them alike
+    methods = {"gpurpo": fit_gpurpo, "gpurpo-grow": grow_gpurpo, "sk-proj": fit_sk_proj}
+    runs = {key: ([], [], []) for key in methods}
+    for seed in range(args.repeats):
+        for key, method in methods.items():
+            t, lrap, n_leaves = method(seed)
+            runs[key][0].append(t)
+            runs[key][1].append(lrap)
+            runs[key][2].append(n_leaves)
+    results.update(runs)
 
     # scikit-learn on the full output space
     if not args.skip_full:

@@ -353,12 +353,10 @@ def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
 
 def _block_width(n: int, p: int) -> int:
     """Features per block of :func:`_bin_by_blocks`: about ``_BLOCK_BYTES`` of float32
-    values, a multiple of 8 where that is at least 8 (whole 64-byte lines of a
-    float64 row)."""
-    width = max(1, _BLOCK_BYTES // max(4 * n, 1))
-    if width >= 8:
-        width -= width % 8
-    return min(width, max(p, 1))
+    values, and a multiple of 8 (whole 64-byte lines of a float64 row: with fewer,
+    each block would read every line of ``X`` for a part of it)."""
+    width = max(8, _BLOCK_BYTES // max(4 * n, 1))
+    return min(width - width % 8, max(p, 1))
 
 
 def _float32_block(sample: Any, f0: int, out: np.ndarray) -> None:

@@ -593,7 +593,7 @@ def test_fit_transform_without_the_shortcut_equals_fit_then_transform():
 def test_binning_by_blocks_on_two_threads_equals_one(n_rows, monkeypatch):
     """BinMapper deals blocks of features to numba's thread count of Python threads:
     the same edges and codes on two threads as on one, for blocks of 80 features
-    (3,000 rows) and of 3 (70,000 rows), 83 features in all (a last, shorter block),
+    (3,000 rows) and of 8 (70,000 rows), 83 features in all (a last block of 3),
     and the codes of "#edges < x" (searchsorted) and NaN in the missing bin."""
     import numba
 

@@ -243,6 +243,83 @@ def test_leaf_of_sample_matches_traversal_of_raw_inputs():
         np.testing.assert_array_equal(tree.leaf_index[leaves], res.leaf_of_sample[0])
 
 
+def _grown_on_paths(X, Y, w=None, **params):
+    """The same tree grown level-wise to the leaves and by the subtree kernel from the
+    roots of up to 4,096 samples: (preorder, leaf_of_sample) of each."""
+    import scipy.sparse as sparse
+
+    mapper = BinMapper(max_bins=255).fit(X)
+    binned = mapper.transform(X, NUMPY)
+    assert (binned.sparse_codes is not None) == sparse.issparse(X)
+    targets = np.asarray(Y, dtype=np.float32)[:, None, :]
+    weights = None if w is None else np.asarray(w, dtype=np.float32)[None, :]
+    out = []
+    for subtree in (0, 4096):
+        res = grow_trees(binned, targets, weights, GrowthParams(subtree_size=subtree, **params),
+                         np.random.default_rng(0), NUMPY)
+        tree = res.structures[0]
+        # each sample's leaf as that leaf's rank in preorder (numbering-free)
+        rank = np.empty(tree.n_leaves, dtype=np.int64)
+        stack, seen = [0], 0
+        while stack:
+            g = stack.pop()
+            if tree.feature[g] >= 0:
+                stack += [tree.children_right[g], tree.children_left[g]]
+            else:
+                rank[tree.leaf_index[g]] = seen
+                seen += 1
+        out.append((preorder(tree), rank[res.leaf_of_sample[0]]))
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    dict(n_candidates=40),
+    dict(n_candidates=40, min_samples_leaf=3, max_depth=14),
+    dict(n_candidates=9000, min_impurity_decrease=1e-3, min_samples_split=9),
+])
+def test_subtree_kernel_grows_roots_above_its_block_size_as_levels_do(params):
+    """With 9,000 features a subtree kernel's codes block holds 64 samples: a root of
+    700 samples is grown on the global codes, its nodes evaluated as the small-node
+    kernel does, until a node fits a block, whose subtree is grown in it. The same
+    trees (structure in preorder, leaf of every sample) as level-wise growth, with
+    missing values, weights, and the stopping rules."""
+    from gpurpo.tree._kernels_cpu import _block_limit
+
+    assert _block_limit(9000) == 64
+    rng = np.random.default_rng(11)
+    n, p = 700, 9000
+    X = rng.integers(0, 40, size=(n, p)).astype(np.float64)
+    X[rng.random(X.shape) < 0.02] = np.nan
+    Y = rng.normal(size=(n, 3)) + 3.0 * (X[:, :1] > 20)
+    w = rng.integers(1, 4, n)
+    (level_tree, level_leaves), (kernel_tree, kernel_leaves) = _grown_on_paths(X, Y, w, **params)
+    assert len(level_tree) > 50 and level_tree[0][3] == n
+    assert kernel_tree == level_tree
+    np.testing.assert_array_equal(kernel_leaves, level_leaves)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_subtree_kernel_reads_a_sparse_x_by_columns_above_its_block_size(sign):
+    """A text-like CSR X (1 % stored): roots above the block size are evaluated with the
+    features' stored-entry columns (nodes above 256 samples whose rows increase), as the
+    small-node kernel does; the same trees as level-wise growth. Nonnegative X: the
+    samples without the split feature go left (the large child starts where its
+    parent does); nonpositive X: they go right, after the few samples peeled off."""
+    import scipy.sparse as sparse
+
+    rng = np.random.default_rng(12)
+    n, p = 1500, 9000
+    X = sparse.random(n, p, density=0.01, format="csr", random_state=12)
+    X.data = sign * np.ceil(X.data * 8)
+    signal = sign * np.asarray(X[:, :50].sum(axis=1)).ravel()
+    Y = np.column_stack([signal, rng.normal(size=n), signal > 1.0])
+    for params in (dict(n_candidates=95), dict(n_candidates=95, min_samples_leaf=2)):
+        (level_tree, level_leaves), (kernel_tree, kernel_leaves) = _grown_on_paths(X, Y, **params)
+        assert len(level_tree) > 100
+        assert kernel_tree == level_tree
+        np.testing.assert_array_equal(kernel_leaves, level_leaves)
+
+
 # --------------------------------------------------------------------------
 # scikit-learn on the same binned features
 # --------------------------------------------------------------------------

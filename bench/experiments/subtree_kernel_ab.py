@@ -78,9 +78,9 @@ def captured_calls(dataset: str, n_trees: int) -> list[tuple]:
     calls = []
     original = grower.kernels.grow_subtrees
 
-    def capture(backend, *args):
-        calls.append(args)
-        return original(backend, *args)
+    def capture(backend, *args, **kwargs):
+        calls.append((args, kwargs))
+        return original(backend, *args, **kwargs)
 
     grower.kernels.grow_subtrees = capture
     try:
@@ -90,24 +90,28 @@ def captured_calls(dataset: str, n_trees: int) -> list[tuple]:
     return calls
 
 
+class _VariantBackend:
+    """The NumPy backend whose ``tree_grow_subtrees`` is a variant module's kernel."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str):
+        return getattr(NUMPY, name)
+
+    def kernel(self, name: str):
+        assert name == "tree_grow_subtrees", name
+        return self._module.grow_subtrees
+
+
 def run(module: types.ModuleType, calls: list[tuple]) -> float:
-    """Seconds for all captured calls (fresh outputs and sample buffers)."""
+    """Seconds for all captured calls (fresh outputs and sample buffers), through the
+    kernel wrapper of :mod:`gpurpo.tree.kernels`."""
+    backend = _VariantBackend(module)
     start = time.perf_counter()
-    for (codes, sample_indices, ranges, tree, seed, depth, w, targets, thresholds, k, msl,
-         mss, max_depth, mid, root_weight, random_split, missing_bin, tie) in calls:
-        sizes = ranges[:, 1] - ranges[:, 0]
-        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(2 * sizes - 1)
-        total = int(offsets[-1])
-        outs = [np.zeros(len(sizes), np.int32)] + [
-            np.empty(total, dt) for dt in (np.int32, np.int32, np.uint8, np.float64, np.int32,
-                                           np.int32, np.int32, np.int64, np.int64)
-        ]
-        module.grow_subtrees(
-            codes, sample_indices.copy(), ranges, tree, seed, depth, w, targets, thresholds, k,
-            msl, mss, -1 if max_depth is None else max_depth, mid, root_weight,
-            int(random_split), missing_bin, tie, offsets, *outs,
-        )
+    for args, kwargs in calls:
+        codes, sample_indices, *rest = args
+        grower.kernels.grow_subtrees(backend, codes, sample_indices.copy(), *rest, **kwargs)
     return time.perf_counter() - start
 
 

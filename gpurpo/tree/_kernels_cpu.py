@@ -1590,11 +1590,24 @@ def split_small_nodes(
         )
 
 
+# A subtree kernel's node of at most this many samples (and at least 64) is grown from a
+# private copy of its samples' codes, ``p x size`` bytes (cache resident); larger nodes
+# are evaluated on the global codes (see grow_subtrees).
+SUBTREE_BLOCK_BYTES = 1 << 19
+MAX_BLOCK_SAMPLES = 4096
+
+
+@njit(cache=True)
+def _block_limit(p):
+    """The largest node grown from a private codes block, for ``p`` features."""
+    return min(MAX_BLOCK_SAMPLES, max(64, SUBTREE_BLOCK_BYTES // max(p, 1)))
+
+
 @njit(cache=True)
 def _subtree_chunk(
     ch, n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
-    sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds,
-    n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -1605,60 +1618,233 @@ def _subtree_chunk(
     mp = ((m + 7) // 8) * 8
     n_bins = missing_bin + 1
     n_slots = max(1, min(n_candidates, p))
+    max_nb = min(max_ns, _block_limit(p))
     subtree_scratch = (
-        np.empty(p * max_ns, dtype=np.uint8),  # the root's codes block
-        np.empty(max_ns, dtype=np.int32),  # global sample of each position
+        np.empty(p * max_nb, dtype=np.uint8),  # a codes block
+        np.empty(max_ns, dtype=np.int32),  # the root's samples (global ids)
         np.empty(max_ns, dtype=np.int32),  # positions in node order
         np.empty(max_ns, dtype=np.int32),  # partition buffer
         np.empty(max_ns + 2, dtype=np.int64),  # depth-first stack
         np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
     )
+    big = max_ns > max_nb  # roots above the block size: nodes evaluated on the global codes
+    sparse_columns = big and col_ptr.shape[0] > 0
+    big_scratch = (
+        np.empty(max_ns if big else 1, dtype=np.int32),  # a node's samples in position order
+        np.empty(max_nb + 2 if big else 1, dtype=np.int64),  # a block's depth-first stack
+        np.empty(max_nb if big else 1, dtype=np.int32),  # a block's samples (global ids)
+        np.empty(max_nb if big else 1, dtype=np.int32),  # its positions
+        # each row's position in the current node, -1 outside it (read with the columns)
+        np.full(codes.shape[1] if sparse_columns else 1, -1, dtype=np.int32),
+    )
+    block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots)
     _subtree_chunk_roots(
         ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
-        sample_indices, node_ranges, node_tree, node_seed, node_depth,
-        weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
-        max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
-        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
-        out_right, out_depth, out_start, out_stop, subtree_scratch,
-        _eval_scratch(max_ns, mp, n_bins, n_slots),
+        col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
+        node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf,
+        min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
+        missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
+        out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
+        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots), block_scratch,
     )
+
+
+@njit(cache=True)
+def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_features,
+                row_codes, one_zero_code):
+    """``block[f, a] = codes[f, gid[a]]`` (p x ns, feature-major): from the codes, or
+    from the samples' stored entries over each feature's code of 0.0 (sparse X)."""
+    if row_ptr.shape[0] > 0:
+        # each feature's code of 0.0, then the samples' stored entries: the
+        # samples' entries are read instead of p scattered codes per sample
+        if one_zero_code:
+            # a loop LLVM makes a memset (text-like roots: subtree kernel 0.25 ->
+            # 0.14 s, where the per-feature fill below spent most of its time)
+            z0 = zero_code[0]
+            for i in range(p * ns):
+                block_buf[i] = z0
+        elif ns <= 8:
+            # a pass over the features per sample: long loops that vectorise, where
+            # a loop of ns stores per feature costs about 3 ns per feature
+            for a in range(ns):
+                for f in range(p):
+                    block_buf[f * ns + a] = zero_code[f]
+        else:
+            for f in range(p):
+                z = zero_code[f]
+                for a in range(ns):
+                    block[f, a] = z
+        for a in range(ns):
+            s = gid[a]
+            for e in range(row_ptr[s], row_ptr[s + 1]):
+                block[row_features[e], a] = row_codes[e]
+    else:
+        for f in range(p):
+            for a in range(ns):
+                block[f, a] = codes[f, gid[a]]
+
+
+@njit(inline="always", cache=True)
+def _clear_node(g, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right):
+    out_feature[g] = -1
+    out_bin[g] = 0
+    out_missing_left[g] = 0
+    out_gain[g] = 0.0
+    out_left[g] = -1
+    out_right[g] = -1
+
+
+@njit(inline="always", cache=True)
+def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out_feature,
+                  out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+                  out_start, out_stop):
+    """Record node ``j``'s split and its children ``count`` (left), ``count + 1``."""
+    left = count
+    right = count + 1
+    out_feature[g_j] = f
+    out_bin[g_j] = b
+    out_missing_left[g_j] = ml
+    out_gain[g_j] = gain
+    out_left[g_j] = left
+    out_right[g_j] = right
+    out_start[base + left] = a0
+    out_stop[base + left] = a0 + nl
+    out_start[base + right] = a0 + nl
+    out_stop[base + right] = a1
+    out_depth[base + left] = depth + 1
+    out_depth[base + right] = depth + 1
+    seeds[left] = child_seed_nb(seeds[j], 0)
+    seeds[right] = child_seed_nb(seeds[j], 1)
+
+
+@njit(cache=True)
+def _grow_in_block(
+    block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
+    min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
+    random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
+    row_ptr, row_features, row_codes, scratch, out_feature, out_bin, out_missing_left, out_gain,
+    out_left, out_right, out_depth, out_start, out_stop,
+):
+    """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
+    at the root's positions ``pos0 ..``) to completion, depth first, in the block.
+
+    ``cols`` starts as the identity and ends in the final order of the samples
+    (leaves left to right); their data are ``w[cols[a]]``, ``wy[cols[a]]``,
+    ``y[cols[a]]``. New nodes take the local ids ``count, count + 1, ...``; the
+    node ``j_root``'s start, stop, depth and seed are set by the caller.
+    Returns the next free local id.
+    """
+    (w_s, wy_s, y_s, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
+    eps = np.finfo(np.float64).eps
+    # False, typed as a run-time flag like the small-node kernel's (a literal False
+    # would compile a second specialisation of _eval_node)
+    no_columns = row_ptr.shape[0] < 0
+    stack[0] = j_root
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        j = stack[sp]
+        g_j = base + j
+        a0 = out_start[g_j] - pos0
+        a1 = out_stop[g_j] - pos0
+        nsj = a1 - a0
+        depth = out_depth[g_j]
+        _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right)
+        if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+            continue
+        f, b, ml, g = _eval_node(
+            block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
+            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+            thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
+            # no stored-entry columns here: arrays of the columns' types, never read
+            row_ptr, row_features, row_codes, cols,
+        )
+        if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+            continue
+        # stable partition of positions a0..a1: left child first
+        nl = 0
+        for a in range(a0, a1):
+            code = np.int64(block[f, cols[a]])
+            if code == missing_bin:
+                go_left = ml == 1
+            else:
+                go_left = code <= b
+            if go_left:
+                nl += 1
+        il = a0
+        ir = a0 + nl
+        for a in range(a0, a1):
+            code = np.int64(block[f, cols[a]])
+            if code == missing_bin:
+                go_left = ml == 1
+            else:
+                go_left = code <= b
+            if go_left:
+                cols2[il] = cols[a]
+                il += 1
+            else:
+                cols2[ir] = cols[a]
+                ir += 1
+        for a in range(a0, a1):
+            cols[a] = cols2[a]
+        _add_children(g_j, j, count, base, f, b, ml, g, pos0 + a0, nl, pos0 + a1, depth, seeds,
+                      out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                      out_depth, out_start, out_stop)
+        stack[sp] = count + 1
+        stack[sp + 1] = count
+        sp += 2
+        count += 2
+    return count
 
 
 @njit(cache=True)
 def _subtree_chunk_roots(
     ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
-    sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds,
-    n_candidates, min_samples_leaf, min_samples_split, max_depth,
-    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
-    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
-    out_start, out_stop, subtree_scratch, scratch,
+    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
+    node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
+    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
+    out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+    out_right, out_depth, out_start, out_stop, subtree_scratch, big_scratch, scratch,
+    block_scratch,
 ):
-    """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference."""
+    """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference.
+
+    A root of at most ``_block_limit(p)`` samples is grown in a codes block of
+    its samples (:func:`_grow_in_block`). A larger root is grown depth first
+    on the global codes, as the small-node kernel evaluates its nodes (with
+    the stored-entry columns of a sparse X, where its rows increase) from the
+    root's gathered data, until a node fits a block: that node's samples are
+    gathered again into the block and grown there.
+    """
     (
-        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
-        node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
-        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
-        out_right, out_depth, out_start, out_stop,
+        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
+        targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
+        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
-        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
-        node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, root_weight,
-        out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
-        out_right, out_depth, out_start, out_stop,
+        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
+        targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
+        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ))
     sparse_rows = row_ptr.shape[0] > 0
-    # False, typed as a run-time flag like the small-node kernel's (a literal False
-    # would compile a second specialisation of _eval_node)
-    no_columns = row_ptr.shape[0] < 0
     block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
+    node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch[:4])
+    slot_of_row = borrow(big_scratch[4])
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
+    w_b, wy_b, y_b = borrow_all(block_scratch[:3])
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
+    limit = _block_limit(p)
     lo_bits, hi_bits = feistel_params(p)
     eps = np.finfo(np.float64).eps
-    # one code of 0.0 for every feature (all of a nonnegative X's): a root's block
-    # starts as one fill of memory
+    use_slots = slot_of_row.shape[0] == codes.shape[1]
+    # one code of 0.0 for every feature (all of a nonnegative X's): a block starts as
+    # one fill of memory
     one_zero_code = sparse_rows
     for f in range(1, p if sparse_rows else 0):
         if zero_code[f] != zero_code[0]:
@@ -1669,9 +1855,7 @@ def _subtree_chunk_roots(
         ns_r = node_ranges[r, 1] - start_r
         t = node_tree[r]
         base = out_offsets[r]
-        # gather the subtree's samples: codes block (feature-major, ns_r bytes per
-        # feature, so that a small root touches little memory), weights, targets
-        block = block_buf[: p * ns_r].reshape((p, ns_r))
+        # gather the root's samples: global ids, weights, targets (data by local id)
         for a in range(ns_r):
             s = sample_indices[start_r + a]
             gid[a] = s
@@ -1682,113 +1866,125 @@ def _subtree_chunk_roots(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-        if sparse_rows:
-            # each feature's code of 0.0, then the samples' stored entries: the
-            # samples' entries are read instead of p scattered codes per sample
-            if one_zero_code:
-                # a loop LLVM makes a memset (text-like roots: subtree kernel 0.25 ->
-                # 0.14 s, where the per-feature fill below spent most of its time)
-                z0 = zero_code[0]
-                for i in range(p * ns_r):
-                    block_buf[i] = z0
-            elif ns_r <= 8:
-                # a pass over the features per sample: long loops that vectorise, where
-                # a loop of ns_r stores per feature costs about 3 ns per feature
-                for a in range(ns_r):
-                    for f in range(p):
-                        block_buf[f * ns_r + a] = zero_code[f]
-            else:
-                for f in range(p):
-                    z = zero_code[f]
-                    for a in range(ns_r):
-                        block[f, a] = z
-            for a in range(ns_r):
-                s = gid[a]
-                for e in range(row_ptr[s], row_ptr[s + 1]):
-                    block[row_features[e], a] = row_codes[e]
-        else:
-            for f in range(p):
-                for a in range(ns_r):
-                    block[f, a] = codes[f, gid[a]]
-        count = 1
         out_start[base] = 0
         out_stop[base] = ns_r
         out_depth[base] = node_depth[r]
         seeds[0] = node_seed[r]
-        stack[0] = 0
-        sp = 1
-        while sp > 0:
-            sp -= 1
-            j = stack[sp]
-            g_j = base + j
-            a0 = out_start[g_j]
-            a1 = out_stop[g_j]
-            nsj = a1 - a0
-            depth = out_depth[g_j]
-            out_feature[g_j] = -1
-            out_bin[g_j] = 0
-            out_missing_left[g_j] = 0
-            out_gain[g_j] = 0.0
-            out_left[g_j] = -1
-            out_right[g_j] = -1
-            if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
-                continue
-            f, b, ml, g = _eval_node(
-                block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
-                n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-                thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-                cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
-                # no stored-entry columns here: arrays of the columns' types, never read
-                row_ptr, row_features, row_codes, cols,
+        if ns_r <= limit:
+            # the codes block (feature-major, ns_r bytes per feature, so that a small
+            # root touches little memory)
+            block = block_buf[: p * ns_r].reshape((p, ns_r))
+            _fill_block(block_buf, block, p, ns_r, gid, codes, zero_code, row_ptr,
+                        row_features, row_codes, one_zero_code)
+            count = _grow_in_block(
+                block, cols, cols2, stack, seeds, w, wy, y, 0, 1, base, 0, t, n_candidates,
+                min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
+                root_weight, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
+                hi_bits, m, subtracted_bin, row_ptr, row_features, row_codes, scratch,
+                out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                out_depth, out_start, out_stop,
             )
-            if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
-                continue
-            # stable partition of positions a0..a1: left child first
-            nl = 0
-            for a in range(a0, a1):
-                code = np.int64(block[f, cols[a]])
-                if code == missing_bin:
-                    go_left = ml == 1
-                else:
-                    go_left = code <= b
-                if go_left:
-                    nl += 1
-            il = a0
-            ir = a0 + nl
-            for a in range(a0, a1):
-                code = np.int64(block[f, cols[a]])
-                if code == missing_bin:
-                    go_left = ml == 1
-                else:
-                    go_left = code <= b
-                if go_left:
-                    cols2[il] = cols[a]
-                    il += 1
-                else:
-                    cols2[ir] = cols[a]
-                    ir += 1
-            for a in range(a0, a1):
-                cols[a] = cols2[a]
-            left = count
-            right = count + 1
-            count += 2
-            out_feature[g_j] = f
-            out_bin[g_j] = b
-            out_missing_left[g_j] = ml
-            out_gain[g_j] = g
-            out_left[g_j] = left
-            out_right[g_j] = right
-            out_start[base + left] = a0
-            out_stop[base + left] = a0 + nl
-            out_start[base + right] = a0 + nl
-            out_stop[base + right] = a1
-            out_depth[base + left] = depth + 1
-            out_depth[base + right] = depth + 1
-            seeds[left] = child_seed_nb(seeds[j], 0)
-            seeds[right] = child_seed_nb(seeds[j], 1)
-            stack[sp] = right
-            stack[sp + 1] = left
-            sp += 2
+        else:
+            count = 1
+            stack[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                j = stack[sp]
+                g_j = base + j
+                a0 = out_start[g_j]
+                a1 = out_stop[g_j]
+                nsj = a1 - a0
+                depth = out_depth[g_j]
+                _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left,
+                            out_right)
+                if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+                    continue
+                if nsj <= limit:
+                    # gather the node's samples into a block (positions 0 .. nsj - 1)
+                    for a in range(nsj):
+                        la = cols[a0 + a]
+                        block_gid[a] = gid[la]
+                        block_cols[a] = a
+                        w_b[a] = w[la]
+                        for c in range(m):
+                            y_b[a, c] = y[la, c]
+                            wy_b[a, c] = wy[la, c]
+                    block = block_buf[: p * nsj].reshape((p, nsj))
+                    _fill_block(block_buf, block, p, nsj, block_gid, codes, zero_code,
+                                row_ptr, row_features, row_codes, one_zero_code)
+                    count = _grow_in_block(
+                        block, block_cols, cols2, block_stack, seeds, w_b, wy_b, y_b, j, count,
+                        base, a0, t, n_candidates, min_samples_leaf, min_samples_split,
+                        max_depth, min_impurity_decrease, root_weight, random_split,
+                        missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
+                        row_ptr, row_features, row_codes, block_scratch, out_feature, out_bin,
+                        out_missing_left, out_gain, out_left, out_right, out_depth, out_start,
+                        out_stop,
+                    )
+                    # the block's final order, as local ids of the root
+                    for a in range(nsj):
+                        cols2[a] = cols[a0 + block_cols[a]]
+                    for a in range(nsj):
+                        cols[a0 + a] = cols2[a]
+                    continue
+                for a in range(a0, a1):
+                    node_rows[a] = gid[cols[a]]
+                # the column lists give each bin's samples in row order: the node's
+                # position order when its rows increase (stable partitions keep them so)
+                use_columns = use_slots and nsj > SORT_LIMIT
+                if use_columns:
+                    for a in range(a0 + 1, a1):
+                        if node_rows[a] <= node_rows[a - 1]:
+                            use_columns = False
+                            break
+                if use_columns:
+                    for a in range(a0, a1):
+                        slot_of_row[node_rows[a]] = a - a0
+                f, b, ml, g = _eval_node(
+                    codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
+                    min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
+                    hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
+                    cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns,
+                    col_ptr, col_rows, col_codes, slot_of_row,
+                )
+                if use_columns:
+                    for a in range(a0, a1):
+                        slot_of_row[node_rows[a]] = -1
+                if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+                    continue
+                nl = 0
+                for a in range(a0, a1):
+                    code = np.int64(codes[f, node_rows[a]])
+                    if code == missing_bin:
+                        go_left = ml == 1
+                    else:
+                        go_left = code <= b
+                    if go_left:
+                        nl += 1
+                il = a0
+                ir = a0 + nl
+                for a in range(a0, a1):
+                    code = np.int64(codes[f, node_rows[a]])
+                    if code == missing_bin:
+                        go_left = ml == 1
+                    else:
+                        go_left = code <= b
+                    if go_left:
+                        cols2[il] = cols[a]
+                        il += 1
+                    else:
+                        cols2[ir] = cols[a]
+                        ir += 1
+                for a in range(a0, a1):
+                    cols[a] = cols2[a]
+                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
+                              out_feature, out_bin, out_missing_left, out_gain, out_left,
+                              out_right, out_depth, out_start, out_stop)
+                stack[sp] = count + 1
+                stack[sp + 1] = count
+                sp += 2
+                count += 2
         out_count[r] = count
         for a in range(ns_r):
             sample_indices[start_r + a] = gid[cols[a]]
@@ -1796,9 +1992,9 @@ def _subtree_chunk_roots(
 
 @njit(parallel=True, cache=True)
 def grow_subtrees(
-    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices,
-    node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates,
-    min_samples_leaf, min_samples_split, max_depth,
+    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+    col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -1809,12 +2005,11 @@ def grow_subtrees(
     for ch in prange(n_chunks):
         _subtree_chunk(
             np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr,
-            row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed,
-            node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf,
-            min_samples_split, max_depth,
-            min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
-            out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
-            out_depth, out_start, out_stop,
+            row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+            node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates,
+            min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
+            random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin,
+            out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
         )
 
 

@@ -423,6 +423,9 @@ def grow_subtrees(
     row_ptr: Any,
     row_features: Any,
     row_codes: Any,
+    col_ptr: Any,
+    col_rows: Any,
+    col_codes: Any,
     sample_indices: Any,
     node_ranges: Any,
     node_tree: Any,
@@ -459,7 +462,9 @@ def grow_subtrees(
     (for a sparse X given row by row, the codes are the zero codes overwritten
     by the samples' entries);
     the number of blocks follows the device (SM count) and the scratch budget
-    ``SPLIT_SCRATCH_BYTES``.
+    ``SPLIT_SCRATCH_BYTES``. The stored-entry columns (``col_*``) serve the CPU
+    kernel's roots above its block size; every root here fits a block's
+    scratch, and they are not read.
     """
     xp = backend.xp
     n_roots = int(node_ranges.shape[0])

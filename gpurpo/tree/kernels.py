@@ -174,7 +174,7 @@ Kernel contracts
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
@@ -199,6 +199,13 @@ Kernel contracts
     With the view, a root's copy is filled with the zero codes and then its
     samples' entries, instead of reading ``p`` scattered codes per sample:
     the same copy, so the same result.
+    col_ptr, col_rows, col_codes: the stored-entry columns of a sparse X, as for
+    ``tree_split_small`` (length-0 ``col_ptr`` when there are none). The CPU
+    kernel grows a root of more than ``min(4096, max(64, 2**19 // p))``
+    samples on the global codes (and these columns, where a node's rows
+    increase) until a node fits a private copy, so that it takes roots of any
+    size; the CUDA kernel copies every root into its block's scratch (roots
+    of at most ``default_subtree_size`` samples) and does not read them.
     node_depth   int32   (R,)          depth of each root
     min_samples_split int; max_depth int (-1: none); min_impurity_decrease float
     root_weight  float64 (T,)          total weight of each tree (its root)
@@ -734,6 +741,7 @@ def grow_subtrees(
         _c(backend, codes, xp.uint8),
         _subtracted(backend, subtracted_bin, codes.shape[0]),
         *_rows(backend, sparse_codes, codes.shape[0]),
+        *_columns(backend, sparse_codes),
         sample_indices,
         ranges,
         _c(backend, node_tree, xp.int32),

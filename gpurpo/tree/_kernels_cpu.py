@@ -1717,6 +1717,39 @@ def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds,
     seeds[right] = child_seed_nb(seeds[j], 1)
 
 
+@njit(inline="always", cache=True)
+def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_bin):
+    """Stable partition of the positions ``a0 .. a1 - 1`` of ``cols`` (left child first)
+    by the split (f, b, ml) of the codes ``codes[f, columns[a]]``; ``cols2`` is the
+    buffer. Returns the number of positions that go left."""
+    nl = 0
+    for a in range(a0, a1):
+        code = np.int64(codes[f, columns[a]])
+        if code == missing_bin:
+            go_left = ml == 1
+        else:
+            go_left = code <= b
+        if go_left:
+            nl += 1
+    il = a0
+    ir = a0 + nl
+    for a in range(a0, a1):
+        code = np.int64(codes[f, columns[a]])
+        if code == missing_bin:
+            go_left = ml == 1
+        else:
+            go_left = code <= b
+        if go_left:
+            cols2[il] = cols[a]
+            il += 1
+        else:
+            cols2[ir] = cols[a]
+            ir += 1
+    for a in range(a0, a1):
+        cols[a] = cols2[a]
+    return nl
+
+
 @njit(cache=True)
 def _grow_in_block(
     block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
@@ -1763,32 +1796,7 @@ def _grow_in_block(
         )
         if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
             continue
-        # stable partition of positions a0..a1: left child first
-        nl = 0
-        for a in range(a0, a1):
-            code = np.int64(block[f, cols[a]])
-            if code == missing_bin:
-                go_left = ml == 1
-            else:
-                go_left = code <= b
-            if go_left:
-                nl += 1
-        il = a0
-        ir = a0 + nl
-        for a in range(a0, a1):
-            code = np.int64(block[f, cols[a]])
-            if code == missing_bin:
-                go_left = ml == 1
-            else:
-                go_left = code <= b
-            if go_left:
-                cols2[il] = cols[a]
-                il += 1
-            else:
-                cols2[ir] = cols[a]
-                ir += 1
-        for a in range(a0, a1):
-            cols[a] = cols2[a]
+        nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, missing_bin)
         _add_children(g_j, j, count, base, f, b, ml, g, pos0 + a0, nl, pos0 + a1, depth, seeds,
                       out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
                       out_depth, out_start, out_stop)
@@ -1953,31 +1961,8 @@ def _subtree_chunk_roots(
                         slot_of_row[node_rows[a]] = -1
                 if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                     continue
-                nl = 0
-                for a in range(a0, a1):
-                    code = np.int64(codes[f, node_rows[a]])
-                    if code == missing_bin:
-                        go_left = ml == 1
-                    else:
-                        go_left = code <= b
-                    if go_left:
-                        nl += 1
-                il = a0
-                ir = a0 + nl
-                for a in range(a0, a1):
-                    code = np.int64(codes[f, node_rows[a]])
-                    if code == missing_bin:
-                        go_left = ml == 1
-                    else:
-                        go_left = code <= b
-                    if go_left:
-                        cols2[il] = cols[a]
-                        il += 1
-                    else:
-                        cols2[ir] = cols[a]
-                        ir += 1
-                for a in range(a0, a1):
-                    cols[a] = cols2[a]
+                nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
+                                          missing_bin)
                 _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
                               out_feature, out_bin, out_missing_left, out_gain, out_left,
                               out_right, out_depth, out_start, out_stop)

@@ -43,9 +43,12 @@ rounding in near-ties, see the tie rule in :mod:`gpurpo.tree.kernels`):
 * in level-wise growth, a node with at most ``subtree_size`` samples is
   grown to completion, depth first, by one ``tree_grow_subtrees`` call that
   works on a cache-resident copy of its samples' codes (on CUDA, one block
-  per subtree, in the block's scratch); this is where a fully grown tree
-  spends most of its nodes, and on a GPU it replaces one round of host
-  bookkeeping and kernel launches per remaining level by one launch.
+  per subtree, in the block's scratch; on the CPU, a node too large for a
+  copy is evaluated on the global codes until its descendants fit one, so
+  the CPU default hands over every node the small-node kernel would split);
+  this is where a fully grown tree spends most of its nodes, and it replaces
+  one round of host bookkeeping and kernel launches per remaining level by
+  one call.
 
 With ``k < p`` a node visits the features in a pseudo-random order
 (:mod:`gpurpo.tree._random`) until ``k`` features that are not constant in

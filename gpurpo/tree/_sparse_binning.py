@@ -229,7 +229,10 @@ def _compressed_codes(indptr: Any, indices: Any, codes: Any, zero_code: Any, by_
     """(pointers, indices, codes) of the entries of a canonical compressed structure whose
     code is not their feature's zero code."""
     n_major = indptr.shape[0] - 1
-    major = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
+    if xp is np:
+        major = np.repeat(np.arange(n_major), np.diff(indptr))
+    else:
+        major = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
     feature, row = (indices, major) if by_row else (major, indices)
     entry_codes = codes[feature, row]
     keep = entry_codes != zero_code[feature]
@@ -239,16 +242,58 @@ def _compressed_codes(indptr: Any, indices: Any, codes: Any, zero_code: Any, by_
             xp.ascontiguousarray(entry_codes[keep]))
 
 
-def sparse_codes(X: Any, codes: Any, zero_code: Any, backend: Backend) -> SparseCodes:
+@njit(cache=True)
+def _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes):
+    """The column lists' entries listed row by row, features increasing within a row.
+
+    A counting sort by row: ``row_ptr`` (n + 1, zeroed) receives the row
+    pointers, ``row_features`` and ``row_codes`` the entries. Visiting the
+    features in increasing order keeps each row's features sorted, as a
+    canonical CSR lists them.
+    """
+    p = col_ptr.shape[0] - 1
+    n = row_ptr.shape[0] - 1
+    for e in range(col_rows.shape[0]):
+        row_ptr[col_rows[e] + 1] += 1
+    for i in range(n):
+        row_ptr[i + 1] += row_ptr[i]
+    fill = row_ptr[:n].copy()
+    for f in range(p):
+        for e in range(col_ptr[f], col_ptr[f + 1]):
+            i = col_rows[e]
+            q = fill[i]
+            row_features[q] = f
+            row_codes[q] = col_codes[e]
+            fill[i] = q + 1
+
+
+def sparse_codes(
+    X: Any, codes: Any, zero_code: Any, backend: Backend, csc: Any = None
+) -> SparseCodes:
     """The stored entries of sparse ``X`` (n, p) with their codes from ``codes`` (p, n).
 
     ``zero_code`` (uint8 (p,), :func:`zero_codes`) is each feature's code of
-    0.0; entries with that code are left out. Runs in ``xp`` on the backend
-    (NumPy or CuPy arrays, SciPy or cupyx ``X``).
+    0.0; entries with that code are left out. ``csc``: ``canonical_csc(X)``
+    when the caller has it. Runs in ``xp`` on the backend (NumPy or CuPy
+    arrays, SciPy or cupyx ``X``); on NumPy the rows are re-listed from the
+    columns (:func:`_rows_of_columns`) instead of converting ``X`` to CSR
+    and gathering each row's codes across the codes matrix (a text-like X,
+    5,000 x 20,000 with 500,000 entries: 53 -> 20 ms).
     """
     xp = backend.xp
+    csc = canonical_csc(X) if csc is None else csc
+    if xp is np:
+        col_ptr, col_rows, col_codes = _compressed_codes(
+            csc.indptr.astype(np.int64), csc.indices.astype(np.int64), codes, zero_code,
+            False, np)
+        n = X.shape[0]
+        row_ptr = np.zeros(n + 1, dtype=np.int64)
+        row_features = np.empty(col_rows.shape[0], dtype=np.int32)
+        row_codes = np.empty(col_rows.shape[0], dtype=np.uint8)
+        _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes)
+        return SparseCodes(zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+                           col_codes)
     csr = _canonical(X.tocsr())
-    csc = canonical_csc(X)
     rows = _compressed_codes(backend.asarray(csr.indptr).astype(xp.int64),
                              backend.asarray(csr.indices).astype(xp.int64), codes, zero_code,
                              True, xp)

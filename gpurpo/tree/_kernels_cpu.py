@@ -1718,28 +1718,27 @@ def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds,
 
 
 @njit(inline="always", cache=True)
+def _goes_left(code, b, ml, missing_bin):
+    """Whether a sample of bin ``code`` goes left at the split "code <= b" (missing
+    values left when ``ml == 1``)."""
+    if np.int64(code) == missing_bin:
+        return ml == 1
+    return np.int64(code) <= b
+
+
+@njit(inline="always", cache=True)
 def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_bin):
     """Stable partition of the positions ``a0 .. a1 - 1`` of ``cols`` (left child first)
     by the split (f, b, ml) of the codes ``codes[f, columns[a]]``; ``cols2`` is the
     buffer. Returns the number of positions that go left."""
     nl = 0
     for a in range(a0, a1):
-        code = np.int64(codes[f, columns[a]])
-        if code == missing_bin:
-            go_left = ml == 1
-        else:
-            go_left = code <= b
-        if go_left:
+        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
             nl += 1
     il = a0
     ir = a0 + nl
     for a in range(a0, a1):
-        code = np.int64(codes[f, columns[a]])
-        if code == missing_bin:
-            go_left = ml == 1
-        else:
-            go_left = code <= b
-        if go_left:
+        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
             cols2[il] = cols[a]
             il += 1
         else:

@@ -1463,6 +1463,34 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
     )
 
 
+@njit(inline="always", cache=True)
+def _claim_slots(node_rows, start, ns, allowed, slot_of_row):
+    """Whether a node may read the stored-entry columns, and if so its rows' slots.
+
+    The column lists give each bin's samples in row order: the node's position
+    order when its rows ``node_rows[start:start + ns]`` increase (the stable
+    partitions keep them so), for nodes above SORT_LIMIT samples (smaller
+    ones sort their codes) when columns exist (``allowed``). Sets
+    ``slot_of_row[row]`` to the row's position in the node; undo with
+    :func:`_release_slots`.
+    """
+    if not allowed or ns <= SORT_LIMIT:
+        return False
+    for a in range(start + 1, start + ns):
+        if node_rows[a] <= node_rows[a - 1]:
+            return False
+    for a in range(ns):
+        slot_of_row[node_rows[start + a]] = a
+    return True
+
+
+@njit(inline="always", cache=True)
+def _release_slots(node_rows, start, ns, slot_of_row):
+    """Reset the slots that :func:`_claim_slots` set (-1: outside the node)."""
+    for a in range(start, start + ns):
+        slot_of_row[node_rows[a]] = -1
+
+
 @njit(cache=True)
 def _split_chunk(
     ch, n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
@@ -1525,17 +1553,8 @@ def _split_chunk_nodes(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-        # the column lists give each bin's samples in row order: the node's position
-        # order when its rows increase (the grower's stable partitions keep them so)
-        use_columns = col_ptr.shape[0] > 0 and ns > SORT_LIMIT
-        if use_columns:
-            for a in range(1, ns):
-                if sample_indices[start + a] <= sample_indices[start + a - 1]:
-                    use_columns = False
-                    break
-        if use_columns:
-            for a in range(ns):
-                slot_of_row[sample_indices[start + a]] = a
+        use_columns = _claim_slots(sample_indices, start, ns, col_ptr.shape[0] > 0,
+                                   slot_of_row)
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
@@ -1544,8 +1563,7 @@ def _split_chunk_nodes(
             col_ptr, col_rows, col_codes, slot_of_row,
         )
         if use_columns:
-            for a in range(ns):
-                slot_of_row[sample_indices[start + a]] = -1
+            _release_slots(sample_indices, start, ns, slot_of_row)
         out_feature[i] = f
         out_bin[i] = b
         out_missing_left[i] = ml
@@ -1937,17 +1955,7 @@ def _subtree_chunk_roots(
                     continue
                 for a in range(a0, a1):
                     node_rows[a] = gid[cols[a]]
-                # the column lists give each bin's samples in row order: the node's
-                # position order when its rows increase (stable partitions keep them so)
-                use_columns = use_slots and nsj > SORT_LIMIT
-                if use_columns:
-                    for a in range(a0 + 1, a1):
-                        if node_rows[a] <= node_rows[a - 1]:
-                            use_columns = False
-                            break
-                if use_columns:
-                    for a in range(a0, a1):
-                        slot_of_row[node_rows[a]] = a - a0
+                use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
                 f, b, ml, g = _eval_node(
                     codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
                     min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
@@ -1956,8 +1964,7 @@ def _subtree_chunk_roots(
                     col_ptr, col_rows, col_codes, slot_of_row,
                 )
                 if use_columns:
-                    for a in range(a0, a1):
-                        slot_of_row[node_rows[a]] = -1
+                    _release_slots(node_rows, a0, nsj, slot_of_row)
                 if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                     continue
                 nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,

@@ -289,9 +289,7 @@ class BinMapper:
         xp = backend.xp
         thresholds = backend.asarray(self.thresholds_)
         zero_code = zero_codes(thresholds)
-        stored = None
-        if X_sparse is not None:
-            stored = sparse_codes(X_sparse, codes, zero_code, backend, csc=X_sparse)
+        stored = None if X_sparse is None else sparse_codes(X_sparse, codes, zero_code, backend)
         p, n = codes.shape
         if stored is not None:
             n_zero = n - xp.diff(stored.col_ptr)

@@ -25,6 +25,7 @@ from gpurpo.ensemble import (
     RandomForestRegressor,
 )
 from gpurpo.projections import OutputProjection, make_projection
+from gpurpo.tree import BinMapper, GrowthParams, grow_trees
 
 FORESTS = [
     RandomForestRegressor, RandomForestClassifier, ExtraTreesRegressor, ExtraTreesClassifier
@@ -605,6 +606,48 @@ def test_bad_data_raises():
         clf.fit(X, (Y > 0).astype(float) * 2)
     with pytest.raises(ValueError, match="continuous"):
         clf.fit(X, Y[:, 0])
+
+
+@pytest.mark.parametrize("estimator", [RandomForestRegressor, ExtraTreesRegressor])
+def test_mostly_zero_weights_never_give_an_empty_tree(estimator):
+    # a bootstrap draw of rows of zero weight only used to reach the kernels with an
+    # empty root (heap corruption); weighted draws never pick a row of zero weight
+    X, Y = _regression(seed=5, n=40)
+    w = np.zeros(40)
+    w[:5] = 1.0
+    for seed in range(12):
+        forest = estimator(n_estimators=4, bootstrap=True, random_state=seed)
+        forest.fit(X, Y, sample_weight=w)
+        assert np.isfinite(forest.predict(X)).all()
+        for drawn in forest.estimators_samples_:
+            assert set(drawn.tolist()) <= set(range(5))
+    lone = np.zeros(40)
+    lone[7] = 1.0
+    forest = estimator(n_estimators=3, bootstrap=True, random_state=0)
+    forest.fit(X, Y, sample_weight=lone)
+    np.testing.assert_allclose(forest.predict(X[:3]), np.repeat(Y[7:8], 3, axis=0))
+
+
+def test_weighted_bootstrap_draws_rows_in_proportion_to_their_weights():
+    # integer weights act as repetitions: a row of weight 3 is drawn three times as
+    # often as a row of weight 1 (binomial counts over 60 trees x 40 draws)
+    X, Y = _regression(seed=6, n=40)
+    w = np.where(np.arange(40) < 20, 3.0, 1.0)
+    forest = RandomForestRegressor(n_estimators=60, random_state=0).fit(X, Y, sample_weight=w)
+    drawn = np.bincount(np.concatenate(forest.estimators_samples_), minlength=40)
+    ratio = drawn[:20].sum() / drawn[20:].sum()
+    assert 2.6 < ratio < 3.4
+    assert sum(len(s) for s in forest.estimators_samples_) == 60 * 40
+
+
+def test_the_grower_refuses_a_tree_without_positive_weight():
+    X, Y = _regression(seed=7, n=30)
+    binned = BinMapper().fit_transform(X, NUMPY)
+    targets = np.ascontiguousarray(Y[:, None, :].astype(np.float32).repeat(2, axis=1))
+    weights = np.ones((2, 30))
+    weights[1] = 0.0
+    with pytest.raises(ValueError, match="tree 1 has none"):
+        grow_trees(binned, targets, weights, GrowthParams(), np.random.default_rng(0), NUMPY)
 
 
 def test_out_of_memory_says_what_to_lower(monkeypatch):

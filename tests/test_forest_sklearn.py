@@ -22,9 +22,9 @@ from gpurpo.ensemble import (
 )
 
 _BOOTSTRAP_WEIGHTS = (
-    "a bootstrap sample is drawn from all n rows whatever their weights, so a zero "
-    "weight is not the same as removing the row, nor an integer weight as repeating "
-    "it (scikit-learn's own forests are exempted from this check for the same reason)"
+    "the bootstrap draws rows in proportion to their weights, so a zero weight removes "
+    "a row and an integer weight repeats it only in distribution, not draw for draw "
+    "(scikit-learn's own forests are exempted from this check for the same reason)"
 )
 _MULTILABEL_PROBA = (
     "predict_proba of multi-label Y is an (n, d) matrix of label frequencies, as the "

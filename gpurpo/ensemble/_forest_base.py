@@ -231,6 +231,7 @@ class BaseForest(BaseEstimator):
         sw = self._check_sample_weight(sample_weight, n)
         params = self._growth_params(n, p)
         n_draws = n_bootstrap_samples(self.max_samples, n, bool(self.bootstrap))
+        draw_p = sw / sw.sum() if sw is not None and self.bootstrap else None
         n_trees = int(self.n_estimators)
         xp = backend.xp
         rng = check_random_state(self.random_state)
@@ -267,8 +268,9 @@ class BaseForest(BaseEstimator):
 
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             batch_start = time.perf_counter()
-            counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws)
-            w_host = counts if sw is None else counts * sw[None, :]
+            counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws, draw_p)
+            # with bootstrap, the weights decided the draws and the counts are the weights
+            w_host = counts if sw is None or self.bootstrap else counts * sw[None, :]
             unit = sw is None and not self.bootstrap
             weights = None if unit else backend.asarray(w_host.astype(np.float32))
             if self.verbose > 1:
@@ -332,6 +334,7 @@ class BaseForest(BaseEstimator):
         self._plan = plan
         self._seeds = seeds
         self._n_draws = n_draws
+        self._draw_p = draw_p
         self._n_samples_fit = n
         self._n_trees = n_trees
         self._bootstrap = bool(self.bootstrap)
@@ -343,11 +346,16 @@ class BaseForest(BaseEstimator):
         self.batch_size_ = int(batch)
         self._oob_raw = (oob_sum, oob_count) if want_oob else None
 
-    def _batch_counts(self, boot_seeds: np.ndarray, n: int, n_draws: int) -> np.ndarray:
-        """Bootstrap counts (T, n) of the trees of a batch (ones without bootstrap)."""
+    def _batch_counts(
+        self, boot_seeds: np.ndarray, n: int, n_draws: int, draw_p: np.ndarray | None
+    ) -> np.ndarray:
+        """Bootstrap counts (T, n) of the trees of a batch (ones without bootstrap).
+
+        ``draw_p``: the rows' draw probabilities (normalised sample weights), or None.
+        """
         if not self.bootstrap:
             return np.ones((len(boot_seeds), n), dtype=np.float64)
-        return np.stack([bootstrap_counts(s, n, n_draws) for s in boot_seeds])
+        return np.stack([bootstrap_counts(s, n, n_draws, draw_p) for s in boot_seeds])
 
     # ------------------------------------------------------------ prediction
 
@@ -438,7 +446,8 @@ class BaseForest(BaseEstimator):
         n = self._n_samples_fit
         if not self._bootstrap:
             return [np.arange(n) for _ in range(self._n_trees)]
-        return [bootstrap_indices(s, n, self._n_draws) for s in self._seeds[:, 0]]
+        draw_p = self.__dict__.get("_draw_p")
+        return [bootstrap_indices(s, n, self._n_draws, draw_p) for s in self._seeds[:, 0]]
 
     @property
     def feature_importances_(self) -> np.ndarray:

@@ -203,15 +203,32 @@ def n_bootstrap_samples(max_samples: Any, n_samples: int, bootstrap: bool) -> in
     )
 
 
-def bootstrap_indices(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
-    """Indices drawn with replacement for the tree whose bootstrap seed is ``seed``."""
+def bootstrap_indices(
+    seed: int, n_samples: int, n_draws: int, probabilities: np.ndarray | None = None
+) -> np.ndarray:
+    """Indices drawn with replacement for the tree whose bootstrap seed is ``seed``.
+
+    ``probabilities``: each row's chance per draw, the normalised sample
+    weights (None: uniform). As in scikit-learn 1.9, a weighted forest
+    draws rows in proportion to their weights and grows each tree on the
+    counts alone, so that a zero weight removes a row and an integer weight
+    repeats it (in distribution), and a tree never draws only rows of zero
+    weight.
+    """
     rng = np.random.default_rng(int(seed))
-    return rng.integers(0, n_samples, size=n_draws)
+    if probabilities is None:
+        return rng.integers(0, n_samples, size=n_draws)
+    return rng.choice(n_samples, size=n_draws, replace=True, p=probabilities)
 
 
-def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
-    """How often each sample is drawn (Breiman 2001): float64 (n_samples,)."""
-    idx = bootstrap_indices(seed, n_samples, n_draws)
+def bootstrap_counts(
+    seed: int, n_samples: int, n_draws: int, probabilities: np.ndarray | None = None
+) -> np.ndarray:
+    """How often each sample is drawn (Breiman 2001): float64 (n_samples,).
+
+    ``probabilities`` as for :func:`bootstrap_indices`.
+    """
+    idx = bootstrap_indices(seed, n_samples, n_draws, probabilities)
     return np.bincount(idx, minlength=n_samples).astype(np.float64)
 
 

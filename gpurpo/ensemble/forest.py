@@ -69,7 +69,11 @@ class _ForestRegressorMixin(RegressorMixin):
         y : array (n,) or (n, d), or sparse matrix (n, d)
             Outputs, finite. Sparse ``y`` gives sparse leaf values.
         sample_weight : array (n,), optional
-            Non-negative weights, multiplied with the bootstrap counts.
+            Non-negative weights. With ``bootstrap=True`` each tree draws its rows
+            with probabilities proportional to them and is grown on the draw
+            counts (as scikit-learn 1.9 does): a zero weight removes a row,
+            an integer weight repeats it, in distribution. Without bootstrap the
+            trees are grown on the weights themselves.
 
         Returns
         -------
@@ -141,7 +145,11 @@ class _ForestClassifierMixin(ClassifierMixin):
             indicator matrix (sparse ``y`` gives sparse leaf values and a
             sparse ``predict``).
         sample_weight : array (n,), optional
-            Non-negative weights, multiplied with the bootstrap counts.
+            Non-negative weights. With ``bootstrap=True`` each tree draws its rows
+            with probabilities proportional to them and is grown on the draw
+            counts (as scikit-learn 1.9 does): a zero weight removes a row,
+            an integer weight repeats it, in distribution. Without bootstrap the
+            trees are grown on the weights themselves.
 
         Returns
         -------

@@ -320,6 +320,11 @@ class _Grower:
         tree_idx, sample_idx = xp.nonzero(weights > 0)
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
         counts = backend.to_host(xp.bincount(tree_idx, minlength=n_trees)).astype(np.int64)
+        if not counts.all():
+            raise ValueError(
+                "weights must give every tree at least one sample of positive weight; "
+                f"tree {int(np.argmin(counts))} has none"
+            )
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.nodes = _Nodes()
         # a binary tree on c samples has at most 2c - 1 nodes (one leaf per sample),

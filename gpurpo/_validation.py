@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,7 @@ def check_array(
     allow_nan: bool = False,
     ensure_2d: bool = True,
     min_rows: int = 1,
+    float32_range: bool = False,
 ) -> Any:
     """Validate and move ``a`` to ``backend``.
 
@@ -78,6 +80,11 @@ def check_array(
         Require a 2-D array.
     min_rows : int
         Minimum number of rows.
+    float32_range : bool
+        Values must also lie within float32's finite range (the tree models
+        bin and store inputs and outputs in float32, where a larger value
+        would become infinite: a feature collapsed into one bin, outputs
+        that nothing can split), as scikit-learn's trees require.
     """
     if a is None:
         raise ValueError(f"{name} is required, got None")
@@ -125,13 +132,40 @@ def check_array(
         )
     if values.dtype.kind == "f":
         xp = backend.xp
-        if allow_nan:
+        if float32_range:
+            # two reductions without a temporary array replace the infinity scan
+            _check_float32_magnitude(values, name, allow_nan, xp)
+        elif allow_nan:
             bad = bool(xp.isinf(values).any())
             if bad:
                 raise ValueError(f"{name} contains infinity; only NaN (missing) is allowed")
         elif not bool(xp.isfinite(values).all()):
             raise ValueError(f"{name} contains NaN or infinity")
     return arr
+
+
+def _check_float32_magnitude(values: Any, name: str, allow_nan: bool, xp: Any) -> None:
+    """Raise unless every value of ``values`` is NaN (if allowed) or finite in float32."""
+    if values.size == 0:
+        return
+    largest, smallest = float(values.max()), float(values.min())
+    if math.isnan(largest) or math.isnan(smallest):
+        if not allow_nan:
+            raise ValueError(f"{name} contains NaN or infinity")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN: nothing to check
+            largest, smallest = float(xp.nanmax(values)), float(xp.nanmin(values))
+    magnitude = max(abs(largest), abs(smallest))
+    if math.isinf(magnitude):
+        if allow_nan:
+            raise ValueError(f"{name} contains infinity; only NaN (missing) is allowed")
+        raise ValueError(f"{name} contains NaN or infinity")
+    limit = float(np.finfo(np.float32).max)
+    if magnitude > limit:
+        raise ValueError(
+            f"{name} contains a value of magnitude {magnitude:.4g}, beyond float32's largest "
+            f"({limit:.4g}): the tree models store {name} in float32; rescale it"
+        )
 
 
 def check_consistent_rows(**arrays: Any) -> None:

@@ -185,7 +185,7 @@ class BaseForest(BaseEstimator):
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
         check_feature_names(self, X, reset=reset)
-        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True, float32_range=True)
         if Xv.shape[1] < 1:
             raise ValueError(
                 f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."

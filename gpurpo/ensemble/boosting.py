@@ -181,7 +181,7 @@ class _BaseGradientBoosting(BaseEstimator):
     # -- input handling -----------------------------------------------------
 
     def _check_X(self, X: Any, backend: Backend, name: str = "X") -> Any:
-        X = check_array(X, name, backend, accept_sparse=True, allow_nan=True)
+        X = check_array(X, name, backend, accept_sparse=True, allow_nan=True, float32_range=True)
         if X.shape[1] < 1:
             raise ValueError(
                 f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 "
@@ -725,7 +725,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
 
     def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
         name = "y" if fitting else "eval_set[1]"
-        Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
+        Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False, float32_range=True)
         if Y.ndim == 1:
             Y = Y[:, None]
             one_d = True

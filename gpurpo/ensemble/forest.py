@@ -83,9 +83,9 @@ class _ForestRegressorMixin(RegressorMixin):
         backend = resolve_backend(X, y, device=self.device)
         one_d = len(y.shape) == 1
         if one_d:
-            Y = check_array(y, "y", backend, ensure_2d=False).reshape(-1, 1)
+            Y = check_array(y, "y", backend, ensure_2d=False, float32_range=True).reshape(-1, 1)
         else:
-            Y = check_array(y, "y", backend, accept_sparse=True)
+            Y = check_array(y, "y", backend, accept_sparse=True, float32_range=True)
         self._y_1d = one_d
         self._fit_forest(X, Y, sample_weight, backend)
         if self._oob_raw is not None:

@@ -156,7 +156,7 @@ class _BaseTree(BaseEstimator):
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
         check_feature_names(self, X, reset=reset)
-        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True)
+        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True, float32_range=True)
         if Xv.shape[1] < 1:
             raise ValueError(
                 f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."
@@ -494,6 +494,6 @@ def _is_1d(y: Any) -> bool:
 
 def _as_2d_outputs(y: Any, backend: Backend) -> Any:
     if _is_1d(y):
-        arr = check_array(y, "y", backend, ensure_2d=False)
+        arr = check_array(y, "y", backend, ensure_2d=False, float32_range=True)
         return arr.reshape(-1, 1)
-    return check_array(y, "y", backend, accept_sparse=True)
+    return check_array(y, "y", backend, accept_sparse=True, float32_range=True)

@@ -300,6 +300,11 @@ class _Grower:
         self.msl = int(params.min_samples_leaf)
 
         targets = xp.asarray(targets, dtype=xp.float32)
+        if not bool(xp.isfinite(targets).all()):
+            raise ValueError(
+                "targets must be finite in float32: the outputs (or their projections, or the "
+                "gradients of boosting) overflow float32's range; rescale y"
+            )
         w_sum = weights.sum(axis=1, dtype=xp.float64)
         self.w_root = backend.to_host(w_sum).astype(np.float64)
         if self.newton:

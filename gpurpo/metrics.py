@@ -71,8 +71,8 @@ def _validate(
     binary_other: bool = False,
 ) -> tuple[Backend, Any, Any]:
     backend = resolve_backend(y_true, other)
-    yt = check_array(y_true, "y_true", backend)
-    yo = check_array(other, other_name, backend)
+    yt = _summed_duplicates(check_array(y_true, "y_true", backend), backend)
+    yo = _summed_duplicates(check_array(other, other_name, backend), backend)
     if yt.shape != yo.shape:
         raise ValueError(
             f"y_true and {other_name} must have the same shape, got {tuple(yt.shape)} "
@@ -85,6 +85,19 @@ def _validate(
     if binary_other:
         _check_binary(yo, other_name, backend)
     return backend, yt, yo
+
+
+def _summed_duplicates(a: Any, backend: Backend) -> Any:
+    """``a``, or for a sparse matrix with repeated entries a copy with them summed.
+
+    The entries of a repeated position add up (SciPy's meaning), so a 0/1
+    check must see their sum: entry by entry, two 1s at one position passed
+    as 0/1 labels and counted as a 2 (a precision above 1).
+    """
+    if backend.issparse(a) and not a.has_canonical_format:
+        a = a.copy()
+        a.sum_duplicates()
+    return a
 
 
 def _check_binary(a: Any, name: str, backend: Backend) -> None:

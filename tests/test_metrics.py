@@ -378,3 +378,21 @@ def test_cupy_inputs_give_the_numpy_results():
         assert M.rmse(yt, Sg) == pytest.approx(np.sqrt(mean_squared_error(Y, S)), rel=1e-12)
         assert M.hamming_loss(yt, Pg) == pytest.approx(sk_hamming_loss(Y, P), rel=1e-12)
     assert M.hamming_loss(Ysg, cusp.csr_matrix(Pg)) == pytest.approx(sk_hamming_loss(Y, P))
+
+
+def test_repeated_sparse_entries_count_as_their_sum():
+    # two 1s stored at one position are a 2 (SciPy's meaning): not a 0/1 label;
+    # 0.5 + 0.5 is a 1; the caller's matrix is left as it was
+    scores = np.array([[1.0, 0.0], [0.0, 1.0]])
+    twice = sp.csr_matrix(
+        (np.ones(4), np.array([0, 0, 1, 1]), np.array([0, 2, 4])), shape=(2, 2))
+    for metric, kwargs in ((M.precision_at_k, {"k": 1}), (M.hamming_loss, {}),
+                           (M.label_ranking_average_precision, {})):
+        with pytest.raises(ValueError, match="y_true must be a 0/1 label indicator"):
+            metric(twice, scores, **kwargs)
+    halves = sp.csr_matrix(
+        (np.array([0.5, 0.5, 1.0]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 2))
+    assert M.precision_at_k(halves, scores, k=1) == 1.0
+    assert M.hamming_loss(halves, scores) == 0.0
+    assert not halves.has_canonical_format
+    np.testing.assert_array_equal(halves.data, [0.5, 0.5, 1.0])

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, is_gpu_array
+from gpurpo.backend import Backend, is_gpu_array, namespace_of
 
 
 def _shape_of(a: Any) -> tuple[int, ...]:
@@ -126,6 +126,8 @@ def check_array(
         values = arr
     if ensure_2d:
         check_2d(arr, name)
+    elif len(_shape_of(arr)) == 0:
+        raise ValueError(f"{name} must be an array, got a scalar (shape ())")
     if _shape_of(arr)[0] < min_rows:
         raise ValueError(
             f"{name} must have at least {min_rows} row(s), got shape {_shape_of(arr)}"
@@ -250,3 +252,36 @@ def check_weight_scale(weights: Any, name: str = "sample_weight") -> None:
             f"{name} must have a weight of at least {float(limits.tiny):.4g} (weights are stored "
             f"in float32), got at most {largest:.4g}; multiply the weights by a common factor"
         )
+
+
+def encode_class_labels(y: Any, xp: Any = np) -> tuple[Any, Any]:
+    """Sorted distinct class labels of a 1-D ``y`` and each sample's index among them.
+
+    ``np.unique`` with ``return_inverse``; labels that cannot be ordered
+    (numbers mixed with strings in an object array) raise a ``TypeError``
+    naming ``y`` instead of NumPy's comparison error.
+    """
+    try:
+        classes, encoded = xp.unique(y, return_inverse=True)
+    except TypeError as exc:
+        kinds = sorted({type(v).__name__ for v in np.asarray(y, dtype=object).ravel()[:1000]})
+        raise TypeError(
+            f"y's class labels must be of one orderable type (all numbers or all strings), "
+            f"got {', '.join(kinds)} ({exc})"
+        ) from exc
+    return classes, encoded.reshape(-1)
+
+
+def check_finite_product(a: Any, what: str, inputs: str) -> None:
+    """Raise a ``ValueError`` when a product formed from the inputs overflowed.
+
+    Finite inputs of huge magnitude (say 1e300) give an infinite Gram matrix
+    or cross product, on which a factorisation or eigendecomposition fails
+    with an unhelpful ``LinAlgError``; this names the inputs to rescale.
+    """
+    if not bool(namespace_of(a).isfinite(a).all()):
+        raise ValueError(
+            f"{what} overflows float64: the values of {inputs} are too large to "
+            f"multiply; rescale {inputs}"
+        )
+

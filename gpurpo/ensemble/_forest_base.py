@@ -51,6 +51,7 @@ from gpurpo._validation import (
     check_has_outputs,
     check_int,
     check_weight_scale,
+    is_sparse,
 )
 from gpurpo.backend import (
     Backend,
@@ -202,7 +203,15 @@ class BaseForest(BaseEstimator):
     def _check_sample_weight(self, sample_weight: Any, n: int) -> np.ndarray | None:
         if sample_weight is None:
             return None
-        w = np.asarray(to_host(sample_weight), dtype=np.float64)
+        if is_sparse(sample_weight):
+            raise TypeError(
+                "sample_weight must be a dense array of shape (n_samples,), got a sparse "
+                f"matrix of shape {sample_weight.shape}"
+            )
+        try:
+            w = np.asarray(to_host(sample_weight), dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"sample_weight must be an array of numbers: {exc}") from exc
         if w.ndim != 1 or w.shape[0] != n:
             raise ValueError(
                 f"sample_weight must have shape (n_samples,) = ({n},), got {tuple(w.shape)}"

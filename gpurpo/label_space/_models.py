@@ -22,7 +22,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
-from gpurpo._validation import check_array, check_choice, check_float, check_int
+from gpurpo._validation import (
+    check_array,
+    check_choice,
+    check_float,
+    check_int,
+    encode_class_labels,
+)
 from gpurpo.backend import Backend, check_random_state, namespace_of, resolve_backend, to_host
 from gpurpo.label_space._decoders import fit_logistic_decoder, logistic_scores
 from gpurpo.label_space._feature_maps import KERNELS, RandomFourierFeatures
@@ -122,7 +128,7 @@ def _encode_labels(y: Any, backend: Backend, name: str) -> tuple[Any, np.ndarray
                 )
         if y.dtype.kind == "c":
             raise ValueError("Complex data not supported: y has a complex dtype")
-        classes, inverse = ns.unique(y, return_inverse=True)
+        classes, inverse = encode_class_labels(y, ns)
         if int(classes.shape[0]) < 2:
             raise ValueError(
                 f"{name} needs samples of at least 2 classes in y, got 1 class ({classes[0]!r})"

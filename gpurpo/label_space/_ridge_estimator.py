@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._validation import check_array, check_consistent_rows
+from gpurpo._validation import check_array, check_consistent_rows, check_finite_product
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.linalg import RidgeSolver, as_operator, centered
 from gpurpo.linalg.ridge import DIRECT_MAX_FEATURES, check_solver_params
@@ -140,7 +140,9 @@ def ridge_fit(
         solver = "direct" if p <= DIRECT_MAX_FEATURES or backend.issparse(Y) else "cg"
     if solver == "direct" or backend.issparse(Y):
         gram = _centered_gram(X, x_mean, backend)
+        check_finite_product(gram, "the Gram matrix X^T X", "X")
         rhs = _cross(X, Y, backend) - n * xp.outer(x_mean, y_mean)
+        check_finite_product(rhs, "the cross product X^T y", "X and y")
         B = _solve_normal_equations(gram, rhs, alpha, xp)
         n_iter = 1
     else:

@@ -40,7 +40,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpurpo._validation import check_choice, check_consistent_rows, check_int
+from gpurpo._validation import (
+    check_choice,
+    check_consistent_rows,
+    check_finite_product,
+    check_int,
+)
 from gpurpo.backend import Backend, check_random_state, resolve_backend
 from gpurpo.linalg._operators import MatrixOperator, as_operator, check_n_components
 from gpurpo.linalg._qr import _cholesky_pass, normalize_block, orthonormalize, qr_factor
@@ -209,14 +214,18 @@ def _exact_embedding(
     n = opX.shape[0]
     if c < d:
         D = W @ inv_lower.T  # C^T
-        values, V = _top(*xp.linalg.eigh(D @ D.T), k, xp)
+        M = D @ D.T
+        check_finite_product(M, "the matrix Y^T P_X Y", "X and Y")
+        values, V = _top(*xp.linalg.eigh(M), k, xp)
         return V, values
     gram_costs, rotate_costs = exact_products_costs(n, d, c, k, product_cost(opY))
     if gram_costs["cross"] <= gram_costs["data"]:
         gram = W.T @ W
+        check_finite_product(gram, "the product W^T W of W = Y^T X", "X and Y")
     else:
         gram = xp.asarray(opX.rmatmat(xp.asarray(opY.matmat(W), dtype=opX.dtype)), dtype=xp.float64)
         gram = (gram + gram.T) / 2
+        check_finite_product(gram, "the product X^T Y W of W = Y^T X", "X and Y")
     values, U = _top(*xp.linalg.eigh(inv_lower @ gram @ inv_lower.T), k, xp)
     # V = C^T U Lambda^{-1/2} = W L^{-T} U Lambda^{-1/2}; directions of
     # numerically zero eigenvalues are dropped here and completed by the
@@ -251,8 +260,11 @@ def _range_finder(
         Q = orthonormalize(Q, xp, "QR")
     for i in range(n_iter):
         T = product(Q)
+        check_finite_product(T, "a product with Y^T P_X Y", "X and Y")
         Q = orthonormalize(T, xp, "QR") if i == n_iter - 1 else normalize_block(T, xp, "QR")
-    _, sigma, Vt = xp.linalg.svd(qr_factor(product(Q), xp)[1])
+    T = product(Q)
+    check_finite_product(T, "a product with Y^T P_X Y", "X and Y")
+    _, sigma, Vt = xp.linalg.svd(qr_factor(T, xp)[1])
     return Q @ Vt[:k].T, sigma[:k]
 
 
@@ -353,6 +365,7 @@ def rembrandt(
 
     else:
         W = xp.asarray(opY.rmatmat(opX.data), dtype=dtype)  # Y^T X, c x d
+        check_finite_product(W, "the cross product W = Y^T X", "X and Y")
         if method == "exact":
             R, s = _exact_embedding(opX, opY, W, ridge, k)
             return opY.output(xp.ascontiguousarray(R.astype(dtype)), s.astype(dtype))

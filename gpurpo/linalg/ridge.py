@@ -25,6 +25,7 @@ from gpurpo._validation import (
     check_array,
     check_choice,
     check_consistent_rows,
+    check_finite_product,
     check_float,
     check_int,
 )
@@ -111,6 +112,7 @@ class RidgeSolver:
         xp = self.op.xp
         d = self.op.shape[1]
         gram = self.op.gram()
+        check_finite_product(gram, "the Gram matrix X^T X", "X")
         gram = gram + self.alpha * xp.eye(d, dtype=xp.float64)
         try:
             lower = xp.linalg.cholesky(gram)

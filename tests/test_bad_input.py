@@ -1,0 +1,66 @@
+"""Bad inputs found by an audit of the estimators: each gets an error naming the argument."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gpurpo.ensemble import (
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from gpurpo.label_space import LabelSpaceClassifier
+from gpurpo.tree import DecisionTreeClassifier
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((40, 3)), rng.random((40, 2))
+
+
+def test_a_scalar_sample_weight_is_refused_by_name():
+    X, Y = _data()
+    with pytest.raises(ValueError, match=r"sample_weight must be an array, got a scalar"):
+        GradientBoostingRegressor(n_estimators=2).fit(X, Y, sample_weight=2.0)
+    with pytest.raises(ValueError, match=r"sample_weight must have shape \(n_samples,\)"):
+        RandomForestRegressor(n_estimators=2).fit(X, Y, sample_weight=2.0)
+
+
+def test_a_sparse_or_non_numeric_forest_sample_weight_is_refused_by_name():
+    X, Y = _data(1)
+    with pytest.raises(TypeError, match="sample_weight must be a dense array"):
+        RandomForestRegressor(n_estimators=2).fit(X, Y, sample_weight=sp.csr_matrix(np.ones((1, 40))))
+    with pytest.raises(TypeError, match="sample_weight must be an array of numbers"):
+        RandomForestRegressor(n_estimators=2).fit(X, Y, sample_weight=["a"] * 40)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomForestClassifier(n_estimators=2, random_state=0),
+    lambda: DecisionTreeClassifier(random_state=0),
+    lambda: LabelSpaceClassifier(n_components=1),
+])
+def test_class_labels_mixing_numbers_and_strings_are_refused_by_name(make):
+    X, _ = _data(2)
+    y = np.array(["a", 1] * 20, dtype=object)
+    with pytest.raises(TypeError, match="y's class labels must be of one orderable type.*int, str"):
+        make().fit(X, y)
+    strings = np.array(["a", "b", "c", "d"] * 10, dtype=object)
+    assert set(make().fit(X, strings).predict(X).tolist()) <= {"a", "b", "c", "d"}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_products_that_overflow_float64_name_what_to_rescale():
+    # finite inputs of huge magnitude used to end in numpy's LinAlgError
+    from gpurpo.label_space import LabelSpaceRegressor
+    from gpurpo.linalg import rembrandt
+
+    X, Y = _data(3)
+    with pytest.raises(ValueError, match="Gram matrix X.T X overflows float64.*rescale X"):
+        LabelSpaceRegressor(n_components=2).fit(X * 1e300, Y)
+    with pytest.raises(ValueError, match="Gram matrix X.T X overflows float64.*rescale X"):
+        LabelSpaceRegressor(n_components=2).fit(sp.csr_matrix(X * 1e300), Y)
+    for method in ("auto", "precomputed", "factored"):
+        with pytest.raises(ValueError, match="overflows float64.*rescale X and Y"):
+            rembrandt(X, Y * 1e200, 1, method=method)
+        with pytest.raises(ValueError, match="overflows float64.*rescale X and Y"):
+            rembrandt(X, sp.csr_matrix(Y * 1e200), 1, method=method)

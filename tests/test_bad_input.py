@@ -64,3 +64,16 @@ def test_products_that_overflow_float64_name_what_to_rescale():
             rembrandt(X, Y * 1e200, 1, method=method)
         with pytest.raises(ValueError, match="overflows float64.*rescale X and Y"):
             rembrandt(X, sp.csr_matrix(Y * 1e200), 1, method=method)
+
+
+@pytest.mark.parametrize("make", [
+    lambda c: GradientBoostingRegressor(n_estimators=2, strategy="multi_output", n_components=c),
+    lambda c: RandomForestRegressor(n_estimators=2, projection=None, n_components=c),
+    lambda c: __import__("gpurpo.tree", fromlist=["x"]).DecisionTreeRegressor(n_components=c),
+])
+@pytest.mark.parametrize("bad", ["bad", 0, -1, float("nan"), True, 1.5])
+def test_n_components_is_validated_even_when_unused(make, bad):
+    X, Y = _data(4)
+    with pytest.raises((ValueError, TypeError), match="n_components"):
+        make(bad).fit(X, Y)
+    make(3).fit(X, Y)

@@ -89,6 +89,8 @@ class ProjectionPlan:
         self.shared_components: Any = None
         self._shape_only = None
         if projection is None:
+            # unused, but validated (scikit-learn checks unused parameters too)
+            projections.resolve_n_components(n_components, self.d, n_samples=self.n)
             self.n_components = self.d
         elif isinstance(projection, str):
             if projection not in projections.KINDS:

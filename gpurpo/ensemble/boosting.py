@@ -117,9 +117,11 @@ class _BaseGradientBoosting(BaseEstimator):
                 "strategy='rpo' grows each tree on one random projection of the gradient and "
                 f"needs a projection kind from {KINDS}, got projection=None"
             )
+        # validated whatever the strategy (scikit-learn checks unused parameters too)
+        resolved = resolve_n_components(self.n_components, n_outputs, n_samples)
         n_components = 1
         if self.strategy == "relabel_rpo" and self.projection is not None:
-            n_components = resolve_n_components(self.n_components, n_outputs, n_samples)
+            n_components = resolved
             if self.projection in ("subsample",) and n_components > n_outputs:
                 raise ValueError(
                     f"n_components={self.n_components!r} gives {n_components} components, more "

@@ -177,6 +177,8 @@ class _BaseTree(BaseEstimator):
         n, d = Y.shape
         proj = self.projection
         if proj is None:
+            # unused, but validated (scikit-learn checks unused parameters too)
+            projections.resolve_n_components(self.n_components, d, n_samples=n)
             if backend.issparse(Y):
                 if 4 * n * d > _MAX_DENSE_TARGET_BYTES:
                     raise ValueError(

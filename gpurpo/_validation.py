@@ -48,6 +48,28 @@ def is_sparse(a: Any) -> bool:
     return False
 
 
+def _nullable_frame_as_float(a: Any) -> Any:
+    """A pandas frame or series of nullable numeric columns as float64, ``pd.NA`` as NaN.
+
+    NumPy turns such a frame (``Float64``, ``Int64``, ``boolean`` columns)
+    into an object array holding ``pd.NA``, which does not convert to float;
+    scikit-learn reads ``pd.NA`` as a missing value, and so do we. Anything
+    else is returned as it is.
+    """
+    if not type(a).__module__.startswith("pandas") or not hasattr(a, "to_numpy"):
+        return a
+    import pandas as pd
+
+    dtypes = [a.dtype] if hasattr(a, "dtype") else list(a.dtypes)
+    nullable = any(pd.api.types.is_extension_array_dtype(t) for t in dtypes)
+    numeric = all(
+        pd.api.types.is_numeric_dtype(t) or pd.api.types.is_bool_dtype(t) for t in dtypes
+    )
+    if nullable and numeric:
+        return a.to_numpy(dtype=np.float64, na_value=np.nan)
+    return a
+
+
 def check_array(
     a: Any,
     name: str,
@@ -101,6 +123,7 @@ def check_array(
             arr = arr.astype(dtype)
         values = arr.data
     else:
+        a = _nullable_frame_as_float(a)
         if isinstance(a, (list, tuple)) or not hasattr(a, "dtype"):
             try:
                 a = np.asarray(a)

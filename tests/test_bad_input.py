@@ -77,3 +77,22 @@ def test_n_components_is_validated_even_when_unused(make, bad):
     with pytest.raises((ValueError, TypeError), match="n_components"):
         make(bad).fit(X, Y)
     make(3).fit(X, Y)
+
+
+def test_pandas_missing_values_in_nullable_columns_are_nan():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({
+        "a": pd.array([1.5, None, 3.0] * 10, dtype="Float64"),
+        "b": pd.array([1, 2, None] * 10, dtype="Int64"),
+        "c": pd.array([True, False, None] * 10, dtype="boolean"),
+    })
+    dense = np.array([[1.5, 1.0, 1.0], [np.nan, 2.0, 0.0], [3.0, np.nan, np.nan]] * 10)
+    Y = rng.random((30, 2))
+    from_frame = RandomForestRegressor(n_estimators=3, random_state=0).fit(frame, Y)
+    from_array = RandomForestRegressor(n_estimators=3, random_state=0).fit(dense, Y)
+    np.testing.assert_array_equal(from_frame.predict(frame), from_array.predict(dense))
+    assert list(from_frame.feature_names_in_) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="y contains NaN"):
+        RandomForestRegressor(n_estimators=2).fit(
+            frame, pd.Series(pd.array([1.0, None] * 15, dtype="Float64")))

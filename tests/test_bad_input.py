@@ -96,3 +96,17 @@ def test_pandas_missing_values_in_nullable_columns_are_nan():
     with pytest.raises(ValueError, match="y contains NaN"):
         RandomForestRegressor(n_estimators=2).fit(
             frame, pd.Series(pd.array([1.0, None] * 15, dtype="Float64")))
+
+
+def test_boosting_classifier_keeps_boolean_labels_and_refuses_a_single_class():
+    from gpurpo.ensemble import GradientBoostingClassifier
+
+    X, _ = _data(6)
+    y = X[:, 0] > 0.5
+    model = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(X, y)
+    assert model.classes_.dtype == bool and model.predict(X).dtype == bool
+    as_int = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(X, y.astype(int))
+    np.testing.assert_array_equal(model.predict(X), as_int.predict(X) == 1)
+    for single in (np.zeros(40), np.ones(40), -np.ones(40), np.zeros(40, dtype=bool)):
+        with pytest.raises(ValueError, match="y holds a single class"):
+            GradientBoostingClassifier(n_estimators=2).fit(X, single)

@@ -787,7 +787,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-        The label values, ``[0, 1]`` or ``[-1, 1]``, as given in fit.
+        The label values, ``[0, 1]``, ``[-1, 1]`` or ``[False, True]``, as given in fit.
     n_estimators_, init_, steps_, outputs_, projections_, train_loss_,
     validation_loss_, bin_mapper_, n_features_in_, n_outputs_
         As in :class:`GradientBoostingRegressor`.
@@ -862,6 +862,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
     def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
         name = "y" if fitting else "eval_set[1]"
         xp = backend.xp
+        boolean = getattr(getattr(Y, "dtype", None), "kind", None) == "b"
         Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
         one_d = Y.ndim == 1
         if one_d:
@@ -880,9 +881,17 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
                 f"{name} must hold multi-label indicators, 0/1 or -1/1 (not both), got the "
                 f"values {found}"
             )
+        if fitting and one_d and Y.shape[0] and bool((Y == Y[0, 0]).all()):
+            raise ValueError(
+                f"{name} holds a single class ({float(Y[0, 0]):g}); a binary classifier needs "
+                "samples of both classes"
+            )
         if fitting:
             self._one_d = one_d
-            self.classes_ = np.array([-1, 1] if has_neg else [0, 1])
+            if boolean:
+                self.classes_ = np.array([False, True])
+            else:
+                self.classes_ = np.array([-1, 1] if has_neg else [0, 1])
         return xp.where(Y > 0, 1.0, -1.0)
 
     def _validation_score(self, Y: Any, F: Any) -> float:
@@ -919,6 +928,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     def _to_labels(self, F: Any) -> Any:
         xp = self._model.backend.xp
+        if self.classes_.dtype == bool:
+            return F > 0
         neg, pos = (int(v) for v in self.classes_)
         return xp.where(F > 0, pos, neg).astype(xp.int64)
 

@@ -510,6 +510,8 @@ def project(Y: Any, components: Any, backend: Backend | None = None) -> Any:
     if Y.dtype != dtype:
         Y = Y.astype(dtype)
     C = backend.asarray(components, dtype=dtype)
+    if not bool(xp.isfinite(C.data if backend.issparse(C) else C).all()):
+        raise ValueError("components contains NaN or infinity")
     if backend.issparse(C):
         C = C.tocsr()
         if backend.issparse(Y):

@@ -110,3 +110,21 @@ def test_boosting_classifier_keeps_boolean_labels_and_refuses_a_single_class():
     for single in (np.zeros(40), np.ones(40), -np.ones(40), np.zeros(40, dtype=bool)):
         with pytest.raises(ValueError, match="y holds a single class"):
             GradientBoostingClassifier(n_estimators=2).fit(X, single)
+
+
+def test_projection_components_and_tree_index_are_checked():
+    from gpurpo.projections import project
+
+    Y = np.ones((4, 3))
+    with pytest.raises(ValueError, match="components contains NaN or infinity"):
+        project(Y, np.array([[1.0, np.nan, 0.0]]))
+    with pytest.raises(ValueError, match="components contains NaN or infinity"):
+        project(sp.csr_matrix(Y), sp.csr_matrix(np.array([[np.inf, 0.0, 1.0]])))
+    X, Yr = _data(7)
+    forest = RandomForestRegressor(n_estimators=2, projection="gaussian", n_components=1,
+                                   random_state=0).fit(X, Yr)
+    assert forest.get_projection(1).shape == (1, 2)
+    with pytest.raises(TypeError, match="i must be an int"):
+        forest.get_projection(1.0)
+    with pytest.raises(ValueError, match="i must be <= 1"):
+        forest.get_projection(2)

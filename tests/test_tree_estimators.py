@@ -258,6 +258,9 @@ def test_inspection_attributes():
     assert imp.shape == (X.shape[1],) and abs(imp.sum() - 1) < 1e-12 and imp.argmax() == 0
     assert est.predict(X).shape == Y.shape
     assert DecisionTreeRegressor(max_depth=2).fit(X, Y[:, 0]).predict(X).shape == (X.shape[0],)
+    stump = DecisionTreeRegressor().fit(np.ones_like(X), Y)  # no split: float zeros
+    assert stump.feature_importances_.dtype == np.float64
+    np.testing.assert_array_equal(stump.feature_importances_, np.zeros(X.shape[1]))
 
 
 # --------------------------------------------------------------------------

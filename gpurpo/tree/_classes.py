@@ -259,7 +259,7 @@ class _BaseTree(BaseEstimator):
         imp = np.bincount(
             s.feature[internal], weights=np.maximum(s.gain[internal], 0.0),
             minlength=self.n_features_in_,
-        )
+        ).astype(np.float64)  # bincount of no entry is int64
         total = imp.sum()
         return imp / total if total > 0 else imp
 

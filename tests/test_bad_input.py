@@ -128,3 +128,15 @@ def test_projection_components_and_tree_index_are_checked():
         forest.get_projection(1.0)
     with pytest.raises(ValueError, match="i must be <= 1"):
         forest.get_projection(2)
+
+
+@pytest.mark.parametrize("name, value", [("max_bins", 31), ("strategy", "multi_output"),
+                                         ("loss", "absolute_error")])
+def test_a_warm_start_refuses_to_change_what_shaped_the_fitted_stages(name, value):
+    X, Y = _data(8)
+    model = GradientBoostingRegressor(n_estimators=2, warm_start=True, random_state=0).fit(X, Y)
+    model.set_params(n_estimators=3, **{name: value})
+    with pytest.raises(ValueError, match=f"warm_start: {name} was .* in the first fit"):
+        model.fit(X, Y)
+    model.set_params(warm_start=False).fit(X, Y)
+    assert len(model.train_loss_) == 3

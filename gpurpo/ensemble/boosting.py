@@ -295,6 +295,7 @@ class _BaseGradientBoosting(BaseEstimator):
             else:
                 mapper.fit(X[xp.nonzero(w > 0)[0]])
             self.bin_mapper_ = mapper
+            self._warm_fixed = {name: getattr(self, name) for name in self._WARM_FIXED}
             self._model = StagedModel(backend, loss.init_estimate(backend, Yb, w))
             self._steps: list[Any] = []
             self._outputs: list[int | None] = []
@@ -486,7 +487,17 @@ class _BaseGradientBoosting(BaseEstimator):
         stage = Stage(structure=structure, values=values, scale=scale, output=output)
         return stage, rho, projection
 
+    #: parameters that shape the stages already fitted: a warm start keeps them
+    _WARM_FIXED = ("loss", "strategy", "max_bins")
+
     def _check_warm_start(self, backend: Backend, p: int, d: int) -> None:
+        fixed = self.__dict__.get("_warm_fixed", {})
+        for name in self._WARM_FIXED:
+            if name in fixed and getattr(self, name) != fixed[name]:
+                raise ValueError(
+                    f"warm_start: {name} was {fixed[name]!r} in the first fit, got "
+                    f"{getattr(self, name)!r}; fit with warm_start=False to change it"
+                )
         if backend.name != self._model.backend.name:
             raise ValueError(
                 f"warm_start: the model was fitted on the {self._model.backend.name!r} backend, "

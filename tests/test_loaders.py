@@ -285,6 +285,10 @@ def test_path_str_and_file_objects_agree(tmp_path):
          {}, r"-C 5, expected a nonzero label count of at most the 2 attributes"),
         ("@relation r\n@attribute a numeric\n@attribute l {0,1}\n@data\n1,0\n",
          dict(n_labels=3), r"n_labels must be <= 2"),
+        ("@relation r\n@attribute l numeric\n@attribute l {0,1}\n@data\n1,0\n",
+         dict(n_labels=1), r"line 3: attribute 'l' declared twice \(first on line 2\)"),
+        ("@relation r\n@attribute a {u,v,u}\n@attribute l {0,1}\n@data\nu,0\n",
+         dict(n_labels=1), r"line 2: nominal value 'u' declared twice for attribute 'a'"),
     ],
 )
 def test_malformed_arff_errors_name_line_and_expectation(text, kwargs, match):
@@ -378,6 +382,13 @@ def test_xmc_matches_sklearn_svmlight_reader(tmp_path):
         ("2 4 3\n0 1:1\n1 4:1\n", r"line 3: expected feature ids in \[0, 4\), got 4"),
         ("1 4 3\n0,0 1:1\n", r"line 2: expected each label id at most once per line, got 0 twice"),
         ("1 4 3\n0 1:1 1:2\n", r"line 2: expected each feature id at most once per line"),
+        ("1 4 3\n0 1.0:1\n", r"line 2: expected a 'feature:value' pair of numbers, got '1.0:1'"),
+        ("1 4 3\n0 1e0:1\n", r"line 2: expected a 'feature:value' pair of numbers, got '1e0:1'"),
+        ("1 4 3\n0 99999999999999999999:1\n",
+         r"line 2: expected feature ids below 2\*\*62, got 99999999999999999999"),
+        ("1 4 3\n99999999999999999999 1:1\n",
+         r"line 2: expected label ids below 2\*\*62, got 99999999999999999999"),
+        ("1 4 3\n0 9007199254740993:1\n", r"line 2: expected feature ids in \[0, 4\), got 9007199254740993"),
     ],
 )
 def test_malformed_xmc_errors_name_line_and_expectation(text, match):
@@ -386,6 +397,10 @@ def test_malformed_xmc_errors_name_line_and_expectation(text, match):
 
 
 def test_xmc_rejects_bad_arguments():
+    for dtype in ("U3", object, np.float16, np.int64):
+        with pytest.raises(TypeError, match="dtype must be float32 or float64"):
+            load_xmc(io.StringIO("1 2 1\n0 1:1\n"), dtype=dtype)
+    assert load_xmc(io.StringIO("1 2 1\n0 1:1\n"), dtype=np.float32).X.dtype == np.float32
     with pytest.raises(TypeError, match="zero_based must be a bool"):
         load_xmc(io.StringIO("0 1 1\n"), zero_based="auto")
     with pytest.raises(TypeError, match="path must be a path"):

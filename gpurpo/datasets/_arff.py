@@ -162,6 +162,12 @@ def _parse_attribute(rest: str, line: int) -> _Attribute:
         values = [_unquote(t, line) for t in _split_raw(spec[1:-1], line)]
         if any(v == "" for v in values):
             raise _Error(line, f"empty nominal value in the declaration of {name!r}")
+        if len(set(values)) < len(values):
+            seen: set[str] = set()
+            repeated = next(v for v in values if v in seen or seen.add(v))
+            raise _Error(
+                line, f"nominal value {repeated!r} declared twice for attribute {name!r}"
+            )
         attr = _Attribute(name, line, nominal=values)
         attr.codes = {v: i for i, v in enumerate(values)}
         return attr
@@ -182,6 +188,7 @@ def _parse_attribute(rest: str, line: int) -> _Attribute:
 def _parse_header(lines: Any) -> tuple[str, list[_Attribute], int]:
     relation = None
     attributes: list[_Attribute] = []
+    first_line: dict[str, int] = {}
     for number, raw in lines:
         text = _strip_comment(raw).strip()
         if not text:
@@ -194,7 +201,15 @@ def _parse_header(lines: Any) -> tuple[str, list[_Attribute], int]:
         elif lower.startswith("@attribute") and len(text) > 10 and text[10].isspace():
             if relation is None:
                 raise _Error(number, "expected @relation before the first @attribute")
-            attributes.append(_parse_attribute(text[10:], number))
+            attr = _parse_attribute(text[10:], number)
+            if attr.name in first_line:
+                raise _Error(
+                    number,
+                    f"attribute {attr.name!r} declared twice (first on line "
+                    f"{first_line[attr.name]})",
+                )
+            first_line[attr.name] = number
+            attributes.append(attr)
         elif lower == "@data":
             if not attributes:
                 raise _Error(number, "expected @attribute declarations before @data")

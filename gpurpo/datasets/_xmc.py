@@ -30,6 +30,10 @@ class _Error(ValueError):
         self.message = message
 
 
+#: label and feature ids must stay below this (int64 arithmetic on them is exact)
+_MAX_ID = 2**62
+
+
 def _parse_header(text: str | None) -> tuple[int, int, int]:
     if text is None:
         raise _Error(1, "expected a header 'n_samples n_features n_labels', got an empty file")
@@ -59,7 +63,9 @@ def _parse_line(
         head = head.split("\t", 1)[0]
         if ":" not in head:
             try:
-                ids = [int(t) for t in head.split(",")]
+                ids = _ids(head.split(","), line, "label")
+            except _Error:
+                raise
             except ValueError:
                 raise _Error(
                     line, f"expected comma-separated integer label ids, got {head!r}"
@@ -78,8 +84,10 @@ def _parse_line(
             if not sep:
                 raise _Error(line, f"expected a 'feature:value' pair, got {tok!r}")
             try:
-                cols.append(int(index))
+                cols.extend(_ids([index], line, "feature"))
                 vals.append(float(value))
+            except _Error:
+                raise
             except ValueError:
                 raise _Error(
                     line, f"expected a 'feature:value' pair of numbers, got {tok!r}"
@@ -94,16 +102,26 @@ def _fast_pairs(rest: str, n_tokens: int) -> tuple[np.ndarray, np.ndarray] | Non
     """Parse ``f:v f:v ...`` with one NumPy conversion; None if anything is unusual."""
     if rest.count(":") != n_tokens:
         return None
+    tokens = rest.replace(":", " ").split()
+    if len(tokens) != 2 * n_tokens or not "".join(tokens[0::2]).isdigit():
+        return None  # feature ids must be plain integers ("1.0:" and "1e0:" are not)
     try:
-        numbers = np.array(rest.replace(":", " ").split(), dtype=np.float64)
+        numbers = np.array(tokens, dtype=np.float64)
     except ValueError:
         return None
-    if numbers.size != 2 * n_tokens:
-        return None
     index = numbers[0::2]
-    if not bool(np.all(index == np.floor(index))):
-        return None
+    if not bool(np.all(index < 2**53)):
+        return None  # beyond float64's integers: the exact parse decides
     return index.astype(np.int64), numbers[1::2]
+
+
+def _ids(tokens: list[str], line: int, what: str) -> list[int]:
+    """Integer ids of the tokens, which must fit in 63 bits."""
+    ids = [int(t) for t in tokens]
+    for v in ids:
+        if abs(v) >= _MAX_ID:
+            raise _Error(line, f"expected {what} ids below 2**62, got {v}")
+    return ids
 
 
 def _check_ids(
@@ -169,6 +187,12 @@ def load_xmc(
     """
     if not isinstance(zero_based, bool):
         raise TypeError(f"zero_based must be a bool, got {type(zero_based).__name__}")
+    try:
+        value_dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be a NumPy float dtype, got {dtype!r}") from exc
+    if value_dtype not in (np.float32, np.float64):
+        raise TypeError(f"dtype must be float32 or float64, got {value_dtype}")
     base = 0 if zero_based else 1
     name = source_name(path)
     labels: list[Any] = []

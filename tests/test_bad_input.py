@@ -126,7 +126,7 @@ def test_projection_components_and_tree_index_are_checked():
     assert forest.get_projection(1).shape == (1, 2)
     with pytest.raises(TypeError, match="i must be an int"):
         forest.get_projection(1.0)
-    with pytest.raises(ValueError, match="i must be <= 1"):
+    with pytest.raises(ValueError, match=r"i must be in \[0, n_estimators=2\), got 2"):
         forest.get_projection(2)
 
 
@@ -140,3 +140,23 @@ def test_a_warm_start_refuses_to_change_what_shaped_the_fitted_stages(name, valu
         model.fit(X, Y)
     model.set_params(warm_start=False).fit(X, Y)
     assert len(model.train_loss_) == 3
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_diverging_boosting_says_to_lower_the_learning_rate():
+    # it used to return NaN predictions
+    X, Y = _data(9)
+    with pytest.raises(ValueError, match="lower learning_rate"):
+        GradientBoostingRegressor(n_estimators=5, learning_rate=1e300).fit(X, Y)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_boosting_loss_that_overflows_is_refused():
+    # bounded logistic gradients, but raw scores beyond float64 after a few steps
+    from gpurpo.ensemble import GradientBoostingClassifier
+
+    X, Y = _data(10)
+    with pytest.raises(ValueError, match=r"training loss overflowed at iteration \d+"):
+        # (a draw of the projections whose gradients stay within float32's range)
+        GradientBoostingClassifier(
+            n_estimators=5, learning_rate=1e308, random_state=17).fit(X, Y > 0.5)

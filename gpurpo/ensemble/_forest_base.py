@@ -495,7 +495,9 @@ class BaseForest(BaseEstimator):
         large); they are drawn again from the tree's seed, on the host.
         """
         check_is_fitted(self, "n_outputs_")
-        i = check_int(i, "i", low=0, high=self._n_trees - 1)
+        i = check_int(i, "i")
+        if not 0 <= i < self._n_trees:
+            raise ValueError(f"i must be in [0, n_estimators={self._n_trees}), got {i}")
         return self._plan.components(int(self._seeds[i, 1]))
 
     def __getstate__(self) -> dict:

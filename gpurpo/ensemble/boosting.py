@@ -361,6 +361,13 @@ class _BaseGradientBoosting(BaseEstimator):
             if train_losses
             else np.zeros(0)
         )
+        overflowed = np.flatnonzero(~np.isfinite(new_train))
+        if overflowed.size:
+            # checked once after the loop: a check per iteration would sync the device
+            raise ValueError(
+                f"the training loss overflowed at iteration {len(self.train_loss_) + int(overflowed[0]) + 1} "
+                f"(learning_rate={self.learning_rate!r}); lower learning_rate or rescale y"
+            )
         self.train_loss_ = np.concatenate([self.train_loss_, new_train])[: len(model)]
         if F_val is not None:
             self.validation_loss_ = np.asarray(stopper.history)

@@ -303,7 +303,8 @@ class _Grower:
         if not bool(xp.isfinite(targets).all()):
             raise ValueError(
                 "targets must be finite in float32: the outputs (or their projections, or the "
-                "gradients of boosting) overflow float32's range; rescale y"
+                "gradients of boosting) overflow float32's range; rescale y (or, for "
+                "boosting, lower learning_rate)"
             )
         w_sum = weights.sum(axis=1, dtype=xp.float64)
         self.w_root = backend.to_host(w_sum).astype(np.float64)

@@ -640,6 +640,22 @@ def test_weighted_bootstrap_draws_rows_in_proportion_to_their_weights():
     assert sum(len(s) for s in forest.estimators_samples_) == 60 * 40
 
 
+def test_without_bootstrap_leaves_average_with_the_exact_weights():
+    # the weights were rounded to float32 for the leaves (1e-8 from the weighted tree)
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 20, (300, 5)).astype(float)
+    Y = np.c_[X[:, 0] * 1.3 + rng.normal(size=300), X[:, 2] + rng.normal(size=300)]
+    w = rng.uniform(0.2, 3.0, 300)
+    kwargs = dict(projection=None, max_features=None, max_depth=4)
+    forest = RandomForestRegressor(n_estimators=2, bootstrap=False, **kwargs)
+    tree = DecisionTreeRegressor(**kwargs)
+    forest.fit(X, Y, sample_weight=w)
+    tree.fit(X, Y, sample_weight=w)
+    np.testing.assert_allclose(forest.predict(X), tree.predict(X), rtol=1e-13, atol=1e-13)
+
+
 def test_the_grower_refuses_a_tree_without_positive_weight():
     X, Y = _regression(seed=7, n=30)
     binned = BinMapper().fit_transform(X, NUMPY)

@@ -282,6 +282,10 @@ class BaseForest(BaseEstimator):
             w_host = counts if sw is None or self.bootstrap else counts * sw[None, :]
             unit = sw is None and not self.bootstrap
             weights = None if unit else backend.asarray(w_host.astype(np.float32))
+            # the leaves average with the exact weights (draw counts are exact in float32;
+            # sample weights are not, and the single tree labels with float64 weights)
+            exact = sw is None or self.bootstrap
+            leaf_weights = weights if exact else backend.asarray(w_host)
             if self.verbose > 1:
                 print(
                     f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
@@ -296,7 +300,7 @@ class BaseForest(BaseEstimator):
                     leaf_values(
                         Y,
                         result.leaf_of_sample[t],
-                        None if weights is None else weights[t],
+                        None if leaf_weights is None else leaf_weights[t],
                         s.n_leaves,
                         backend,
                     )

@@ -281,7 +281,11 @@ def rembrandt(
     max_iter: int | None = None,
     method: str = "auto",
 ) -> tuple[Any, Any]:
-    """Label embedding: the top eigenspace of ``Y^T P_X Y``.
+    """Label embedding: the top eigenspace of ``Y^T P_X Y``, ``P_X = X (X^T X + alpha I)^{-1} X^T``.
+
+    ``P_X`` is the ridge projector: with ``alpha = 0`` the projection onto the
+    column space of ``X`` (the paper's least-squares fits), with ``alpha > 0``
+    its ridge version, whose eigenvalues differ accordingly.
 
     Algorithm 2 of Mineiro & Karampatziakis, with ``l = k + p`` columns:
 
@@ -333,8 +337,9 @@ def rembrandt(
     R : array, shape (c, k)
         The label embedding, orthonormal columns (eigenvectors of ``M``).
     s : array, shape (k,)
-        The corresponding eigenvalues of ``M = Y^T P_X Y`` (its singular
-        values, ``M`` being positive semi-definite), decreasing.
+        The corresponding eigenvalues of ``M = Y^T P_X Y`` with the ridge
+        projector above (its singular values, ``M`` being positive
+        semi-definite), decreasing.
     """
     operators = [a for a in (X, Y) if isinstance(a, MatrixOperator)]
     backend = operators[0].backend if operators else resolve_backend(X, Y)

@@ -61,7 +61,11 @@ def main(argv=None) -> int:
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="gpurpo's device: cpu or cuda")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 1,000 rows, 5,000 features, 3 trees")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rows, args.features, args.trees = 1000, 5000, 3
 
     import numba
 

@@ -110,7 +110,14 @@ def _cupy_status() -> tuple[bool, str]:
 
 
 def cupy_available() -> bool:
-    """Return True when CuPy imports and a CUDA device runs a kernel."""
+    """Return True when CuPy imports and a CUDA device runs a kernel.
+
+    Returns
+    -------
+    bool
+        The result of a one-off check (import, device count, a test
+        kernel), cached for the process.
+    """
     return _cupy_status()[0]
 
 
@@ -125,7 +132,19 @@ def _require_cupy() -> ModuleType:
 
 
 def is_gpu_array(a: Any) -> bool:
-    """True for CuPy arrays and cupyx sparse matrices (checked without importing CuPy)."""
+    """True for CuPy arrays and cupyx sparse matrices (checked without importing CuPy).
+
+    Parameters
+    ----------
+    a : object
+        Any object; ``None`` gives False.
+
+    Returns
+    -------
+    bool
+        True when the type of ``a`` is defined in a ``cupy`` or ``cupyx``
+        module.
+    """
     if a is None:
         return False
     module = type(a).__module__ or ""
@@ -240,6 +259,18 @@ class Backend:
         return a
 
     def to_host(self, a: Any) -> Any:
+        """``a`` on the host: the module function :func:`to_host`.
+
+        Parameters
+        ----------
+        a : array, sparse matrix or None
+            NumPy/SciPy or CuPy/cupyx data.
+
+        Returns
+        -------
+        ndarray, SciPy sparse matrix or None
+            ``a.get()`` for GPU data, else ``a`` itself (no copy).
+        """
         return to_host(a)
 
     def device_attributes(self) -> dict[str, int]:
@@ -386,7 +417,30 @@ def set_backend(name: str | None) -> None:
 
 @contextlib.contextmanager
 def use_backend(name: str | None) -> Iterator[Backend]:
-    """Context manager form of :func:`set_backend`; yields the resolved backend."""
+    """Context manager form of :func:`set_backend`; yields the resolved backend.
+
+    The setting holds for the current thread until the block exits, and
+    blocks nest.
+
+    Parameters
+    ----------
+    name : {"numpy", "cupy", "auto", "emulated"} or None
+        As in :func:`set_backend`; ``None`` follows the data within the block
+        (ignoring the process-wide setting and ``GPURPO_BACKEND``).
+
+    Returns
+    -------
+    context manager
+        Yields the :class:`Backend` that :func:`get_backend` gives under the
+        new setting; the previous setting is back on exit.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of the settings.
+    BackendUnavailableError
+        If ``name="cupy"`` where CuPy or a CUDA device is missing.
+    """
     setting = _check_setting(name)
     stack = getattr(_state, "stack", None)
     if stack is None:
@@ -399,7 +453,22 @@ def use_backend(name: str | None) -> Iterator[Backend]:
 
 
 def get_backend() -> Backend:
-    """The backend used for host (NumPy/SciPy) inputs under the current setting."""
+    """The backend used for host (NumPy/SciPy) inputs under the current setting.
+
+    Returns
+    -------
+    Backend
+        From the innermost :func:`use_backend` block, else
+        :func:`set_backend`, else ``GPURPO_BACKEND``; NumPy when none is set
+        (and for ``"auto"`` without a working CuPy).
+
+    Raises
+    ------
+    BackendUnavailableError
+        If the setting is ``"cupy"`` and CuPy or a CUDA device is missing.
+    ValueError
+        If ``GPURPO_BACKEND`` holds an unknown name.
+    """
     setting = _current_setting()
     if setting in (None, "numpy"):
         return NUMPY
@@ -412,7 +481,18 @@ def get_backend() -> Backend:
 
 
 def show_backend(file: Any = None) -> str:
-    """Print (and return) the active backend, device and library versions."""
+    """Print (and return) the active backend, device and library versions.
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to print, as for :func:`print` (default: ``sys.stdout``).
+
+    Returns
+    -------
+    str
+        The printed text, four lines without a final newline.
+    """
     import numba
     import scipy
     import sklearn
@@ -440,7 +520,13 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
     device : {"auto", "cpu", "cuda", "cuda-emulated"}
         ``"auto"``: CuPy inputs compute on the GPU; host inputs follow the
         global setting (default: CPU). ``"cpu"``/``"cuda"`` force the device;
-        host inputs are moved to the GPU for ``"cuda"``.
+        host inputs are moved to the GPU for ``"cuda"``. ``"cuda-emulated"``
+        gives the ``"emulated"`` backend.
+
+    Returns
+    -------
+    Backend
+        ``"cupy"``, ``"numpy"`` or ``"emulated"``.
 
     Raises
     ------
@@ -479,12 +565,41 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
 
 
 def namespace_of(*arrays: Any) -> ModuleType:
-    """The array module (``numpy`` or ``cupy``) the inputs live in."""
+    """The array module (``numpy`` or ``cupy``) the inputs live in.
+
+    Parameters
+    ----------
+    *arrays
+        Dense or sparse arrays, host or GPU (``None`` is ignored).
+
+    Returns
+    -------
+    module
+        ``cupy`` when any input is a GPU array, else ``numpy`` (whatever the
+        global setting).
+
+    Raises
+    ------
+    ValueError
+        If the inputs mix host and GPU arrays.
+    """
     return resolve_backend(*arrays).xp if any(is_gpu_array(a) for a in arrays) else np
 
 
 def to_host(a: Any) -> Any:
-    """Return a NumPy array / SciPy sparse matrix for any supported input."""
+    """Return a NumPy array / SciPy sparse matrix for any supported input.
+
+    Parameters
+    ----------
+    a : array, sparse matrix or None
+        NumPy/SciPy or CuPy/cupyx data.
+
+    Returns
+    -------
+    ndarray, SciPy sparse matrix or None
+        ``a.get()`` for GPU data (a device-to-host copy), else ``a`` itself
+        (not copied); ``None`` for ``None``.
+    """
     if a is None:
         return None
     if is_gpu_array(a):
@@ -566,6 +681,23 @@ def check_random_state(random_state: Any) -> np.random.Generator:
     ``Generator`` (returned as is) or a legacy ``RandomState`` (a seed is
     drawn from it). Random numbers are drawn on the host and moved to the
     device, so the same seed gives the same model on every backend.
+
+    Parameters
+    ----------
+    random_state : None, int, SeedSequence, Generator or RandomState
+        The seed or source of random numbers; an int must be non-negative.
+
+    Returns
+    -------
+    numpy.random.Generator
+        A new generator, or ``random_state`` itself when it is one.
+
+    Raises
+    ------
+    ValueError
+        If ``random_state`` is a negative int.
+    TypeError
+        If ``random_state`` has another type.
     """
     if random_state is None or isinstance(random_state, (int, np.integer, np.random.SeedSequence)):
         if isinstance(random_state, (int, np.integer)) and random_state < 0:
@@ -582,7 +714,20 @@ def check_random_state(random_state: Any) -> np.random.Generator:
 
 
 def spawn_seeds(random_state: Any, n: int) -> list[int]:
-    """Draw ``n`` independent integer seeds from ``random_state``."""
+    """Draw ``n`` independent integer seeds from ``random_state``.
+
+    Parameters
+    ----------
+    random_state : None, int, SeedSequence, Generator or RandomState
+        As in :func:`check_random_state`; a Generator is advanced.
+    n : int
+        Number of seeds.
+
+    Returns
+    -------
+    list of int
+        ``n`` Python ints in ``[0, 2**63 - 1)``.
+    """
     rng = check_random_state(random_state)
     return [int(s) for s in rng.integers(0, 2**63 - 1, size=n, dtype=np.int64)]
 
@@ -610,6 +755,12 @@ def serial_cpu_kernels() -> Iterator[None]:
     numba's default threading layer for pip installs, ``workqueue``, must not
     be entered by several threads at once, and a kernel holding the GIL would
     serialise them anyway. The twins are cached on disk like the kernels.
+
+    Returns
+    -------
+    context manager
+        Yields None; the previous state of the thread is restored on exit
+        (blocks nest).
     """
     previous = getattr(_serial_state, "on", False)
     _serial_state.on = True
@@ -626,6 +777,18 @@ def cpu_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
     a ``parallel=True`` function (as :meth:`Backend.kernel` does for the
     registered kernels); else ``fn`` itself. For numba functions the grower
     calls directly, outside the kernel registry.
+
+    Parameters
+    ----------
+    fn : callable
+        A numba-compiled function (or any callable).
+
+    Returns
+    -------
+    callable
+        The serial twin of ``fn`` when this thread is inside
+        :func:`serial_cpu_kernels` and ``fn`` was compiled with
+        ``parallel=True``; else ``fn``.
     """
     if getattr(_serial_state, "on", False):
         return _serial_twin(fn)
@@ -681,7 +844,14 @@ def register_kernel(
 
 
 def registered_kernels() -> dict[str, tuple[str, ...]]:
-    """Names of registered kernels and which implementations they have."""
+    """Names of registered kernels and which implementations they have.
+
+    Returns
+    -------
+    dict of str to tuple of str
+        Kernel name to the sorted names of its implementations, a subset of
+        ``("cpu", "cuda")``.
+    """
     return {k: tuple(sorted(v)) for k, v in _KERNELS.items()}
 
 
@@ -690,6 +860,16 @@ def kernel_dir() -> Path:
 
     An installed wheel ships them as ``gpurpo/kernels``; a source checkout or
     editable install has them in the top-level ``kernels/`` folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The first of the two folders that holds a ``*.cu`` file.
+
+    Raises
+    ------
+    FileNotFoundError
+        If neither does.
     """
     here = Path(__file__).resolve().parent
     for candidate in (here / "kernels", here.parent / "kernels"):
@@ -711,6 +891,21 @@ def kernel_source(filename: str) -> str:
     ``kernels/name.cuh`` (once per source, headers may include headers), so
     that NVRTC, CuPy and the CUDA emulator compile one self-contained text
     without include paths.
+
+    Parameters
+    ----------
+    filename : str
+        Name of the source in :func:`kernel_dir`, e.g. ``"tree_predict.cu"``.
+
+    Returns
+    -------
+    str
+        The source text with its local headers expanded.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``filename`` or a header it includes is not in :func:`kernel_dir`.
     """
     return _expand_includes(filename, set())
 

@@ -267,6 +267,11 @@ def precision_at_k(
         Number of top-ranked labels, ``1 <= k <= n_labels``.
     chunk_size : int, optional
         Rows per block.
+
+    Returns
+    -------
+    float
+        Precision at k in [0, 1].
     """
     backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
     xp = backend.xp
@@ -294,8 +299,20 @@ def micro_auprc(y_true: Any, y_score: Any, *, chunk_size: int | None = None) -> 
     ``>= t`` is counted block by block: memory stays O(nnz(y_true)) plus
     one block.
 
-    Returns 0.0 with a RuntimeWarning when ``y_true`` has no positive
-    (scikit-learn's value).
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_labels)
+        0/1 relevance.
+    y_score : array or sparse matrix of shape (n_samples, n_labels)
+        Scores; higher means more relevant.
+    chunk_size : int, optional
+        Rows per block (default: from a ~128 MiB memory budget).
+
+    Returns
+    -------
+    float
+        Micro-averaged AUPRC in (0, 1]; 0.0 with a RuntimeWarning when
+        ``y_true`` has no positive (scikit-learn's value).
     """
     backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
     xp = backend.xp
@@ -339,6 +356,25 @@ def macro_r2(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> floa
     An output with constant ``y_true`` scores 1 when predicted exactly and 0
     otherwise, as in scikit-learn's ``r2_score(multioutput="uniform_average")``
     (which this equals). Needs at least two samples.
+
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_outputs)
+        True values, ``n_samples >= 2``.
+    y_pred : array or sparse matrix of shape (n_samples, n_outputs)
+        Predicted values.
+    chunk_size : int, optional
+        Rows per block (default: from a ~128 MiB memory budget).
+
+    Returns
+    -------
+    float
+        Macro R^2 of eq. 26, at most 1 (unbounded below).
+
+    Raises
+    ------
+    ValueError
+        If ``y_true`` has fewer than two rows.
     """
     backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=False)
     xp = backend.xp
@@ -372,6 +408,27 @@ def rmse(
     the squared error averaged over labels and samples. With
     ``normalize=False`` the per-sample squared norm is not divided by d,
     ``sqrt(1/n sum_i ||y_i - yhat_i||^2)``.
+
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_labels)
+        True label vectors (any real values).
+    y_pred : array or sparse matrix of shape (n_samples, n_labels)
+        Real-valued predictions.
+    normalize : bool, default=True
+        Divide the squared norms by d, as in eq. 6.
+    chunk_size : int, optional
+        Rows per block (default: from a ~128 MiB memory budget).
+
+    Returns
+    -------
+    float
+        RMSE of eq. 6 (or its unnormalized form), ``>= 0``.
+
+    Raises
+    ------
+    TypeError
+        If ``normalize`` is not a bool.
     """
     if not isinstance(normalize, bool):
         raise TypeError(f"normalize must be a bool, got {type(normalize).__name__}")
@@ -392,6 +449,21 @@ def hamming_loss(y_true: Any, y_pred: Any, *, chunk_size: int | None = None) -> 
     ``hamming_loss`` on label indicator matrices. When both arguments are
     sparse the count works on the sparse difference (memory O(nnz)), never
     densifying.
+
+    Parameters
+    ----------
+    y_true : array or sparse matrix of shape (n_samples, n_labels)
+        0/1 true labels.
+    y_pred : array or sparse matrix of shape (n_samples, n_labels)
+        0/1 predicted labels (thresholded; other values raise ValueError).
+    chunk_size : int, optional
+        Rows per block (default: from a ~128 MiB memory budget); not used
+        when both arguments are sparse.
+
+    Returns
+    -------
+    float
+        Hamming loss in [0, 1].
     """
     backend, yt, yp = _validate(y_true, y_pred, "y_pred", binary_true=True, binary_other=True)
     xp = backend.xp

@@ -347,6 +347,23 @@ def make_delicious_like(
     Calls :func:`make_multilabel` with ``n_features=500``, ``n_labels=983``,
     ``label_cardinality=19.02`` (the delicious training set's cardinality);
     other keyword arguments are passed on. ``Y`` is CSR by default.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy Generator, default=0
+        Seed, as in :func:`make_multilabel`.
+    n_samples : int, default=12920
+        Number of samples (the size of delicious's training set).
+    **kwargs
+        Other keyword arguments of :func:`make_multilabel`; they may also
+        override ``n_features``, ``n_labels`` and ``label_cardinality``.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 500)
+        Inputs (float64 unless ``dtype`` is given).
+    Y : scipy.sparse.csr_matrix or ndarray of shape (n_samples, 983)
+        0/1 label matrix, as in :func:`make_multilabel`.
     """
     params = dict(n_features=500, n_labels=983, label_cardinality=19.02)
     params.update(kwargs)
@@ -361,6 +378,23 @@ def make_mediamill_like(
     Calls :func:`make_multilabel` with ``n_features=120``, ``n_labels=101``,
     ``label_cardinality=4.376``; other keyword arguments are passed on.
     ``Y`` is CSR by default.
+
+    Parameters
+    ----------
+    random_state : None, int or numpy Generator, default=0
+        Seed, as in :func:`make_multilabel`.
+    n_samples : int, default=30993
+        Number of samples (the size of mediamill's training set).
+    **kwargs
+        Other keyword arguments of :func:`make_multilabel`; they may also
+        override ``n_features``, ``n_labels`` and ``label_cardinality``.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 120)
+        Inputs (float64 unless ``dtype`` is given).
+    Y : scipy.sparse.csr_matrix or ndarray of shape (n_samples, 101)
+        0/1 label matrix, as in :func:`make_multilabel`.
     """
     params = dict(n_features=120, n_labels=101, label_cardinality=4.376)
     params.update(kwargs)

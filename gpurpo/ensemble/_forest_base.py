@@ -421,6 +421,16 @@ class BaseForest(BaseEstimator):
 
         Node indices refer to each tree's own node arrays
         (``estimators_[t].children_left`` etc.), as in scikit-learn.
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs (NumPy/SciPy or CuPy/cupyx); NaN marks missing values.
+
+        Returns
+        -------
+        int64 array (n, n_estimators)
+            In the namespace of ``X``.
         """
         check_is_fitted(self, "n_outputs_")
         backend = resolve_backend(X, device=self.device)
@@ -497,6 +507,23 @@ class BaseForest(BaseEstimator):
 
         Per-tree projections are not stored (100 trees x m x d could be
         large); they are drawn again from the tree's seed, on the host.
+
+        Parameters
+        ----------
+        i : int
+            Index of the tree, ``0 <= i < n_estimators``.
+
+        Returns
+        -------
+        ndarray, SciPy CSR matrix or None
+            ``Phi_i`` (m, d) on the host (the shared ``projection_`` for
+            every ``i`` with ``shared_projection=True``); None with
+            ``projection=None``.
+
+        Raises
+        ------
+        ValueError
+            If ``i`` is out of range.
         """
         check_is_fitted(self, "n_outputs_")
         i = check_int(i, "i")

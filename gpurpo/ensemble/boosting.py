@@ -563,7 +563,21 @@ class _BaseGradientBoosting(BaseEstimator):
             yield F, host
 
     def apply(self, X: Any) -> Any:
-        """Leaf reached by every sample in every iteration's tree: int (n, n_estimators_)."""
+        """Leaf reached by every sample in every iteration's tree: int (n, n_estimators_).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Returns
+        -------
+        int32 array of shape (n_samples, n_estimators_)
+            Column m holds the index of the leaf of iteration m's tree, in
+            ``[0, n_leaves)`` (a leaf index, not a node index as in the
+            forests' ``apply``). On the host for host ``X``, else on the
+            backend of fit.
+        """
         Xb, host = self._predict_input(X)
         leaves = self._model.apply(Xb)
         return to_host(leaves) if host else leaves
@@ -765,12 +779,37 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         return macro_r2(Y, F) if Y.shape[0] >= 2 else float("nan")
 
     def predict(self, X: Any) -> Any:
-        """Predicted outputs: (n, d), or (n,) when fitted on a 1-D ``y``."""
+        """Predicted outputs: (n, d), or (n,) when fitted on a 1-D ``y``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Returns
+        -------
+        float64 array of shape (n_samples, n_outputs) or (n_samples,)
+            ``F_M(X)``, the initial model plus the shrunken steps of every
+            kept iteration. On the host for host ``X``, else on the backend
+            of fit.
+        """
         F, host = self._raw_predict(X)
         return _finish(F, host, self._one_d)
 
     def staged_predict(self, X: Any) -> Iterator[Any]:
-        """Predictions after each iteration (a generator)."""
+        """Predictions after each iteration (a generator).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Yields
+        ------
+        float64 array of shape (n_samples, n_outputs) or (n_samples,)
+            ``F_m(X)`` for m = 1, ..., ``n_estimators_``, as :meth:`predict`;
+            a new array each time.
+        """
         for F, host in self._staged_raw_predict(X):
             yield _finish(F, host, self._one_d)
 
@@ -919,12 +958,37 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         return label_ranking_average_precision((Y > 0).astype(xp.float64), F)
 
     def decision_function(self, X: Any) -> Any:
-        """Scores (log-odds) of each label: (n, d), or (n,) when fitted on a 1-D ``y``."""
+        """Scores (log-odds) of each label: (n, d), or (n,) when fitted on a 1-D ``y``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Returns
+        -------
+        float64 array of shape (n_samples, n_outputs) or (n_samples,)
+            The raw scores ``F_M(X)``. On the host for host ``X``, else on
+            the backend of fit.
+        """
         F, host = self._raw_predict(X)
         return _finish(F, host, self._one_d)
 
     def predict_proba(self, X: Any) -> Any:
-        """Probability of each label, ``sigmoid(F)``: (n, d); (n, 2) for a 1-D ``y``."""
+        """Probability of each label, ``sigmoid(F)``: (n, d); (n, 2) for a 1-D ``y``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Returns
+        -------
+        float64 array of shape (n_samples, n_outputs) or (n_samples, 2)
+            For a 1-D ``y`` the columns are ``1 - sigmoid(F)`` and
+            ``sigmoid(F)``, in the order of ``classes_``. On the host for
+            host ``X``, else on the backend of fit.
+        """
         F, host = self._raw_predict(X)
         P = self._to_proba(F)
         return _finish(P, host, False)
@@ -940,7 +1004,20 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         return P
 
     def predict(self, X: Any) -> Any:
-        """Predicted labels (probability > 0.5), in the encoding of fit (0/1 or -1/1)."""
+        """Predicted labels (probability > 0.5), in the encoding of fit (0/1 or -1/1).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Returns
+        -------
+        array of shape (n_samples, n_outputs) or (n_samples,)
+            int64 labels from ``classes_`` (``F > 0`` gives the larger one), or
+            bool when fitted on a bool ``y``. On the host for host ``X``,
+            else on the backend of fit.
+        """
         F, host = self._raw_predict(X)
         return _finish(self._to_labels(F), host, self._one_d)
 
@@ -952,17 +1029,53 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         return xp.where(F > 0, pos, neg).astype(xp.int64)
 
     def staged_predict(self, X: Any) -> Iterator[Any]:
-        """Predicted labels after each iteration (a generator)."""
+        """Predicted labels after each iteration (a generator).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Yields
+        ------
+        array of shape (n_samples, n_outputs) or (n_samples,)
+            The labels of :meth:`predict` after iterations 1, ...,
+            ``n_estimators_``.
+        """
         for F, host in self._staged_raw_predict(X):
             yield _finish(self._to_labels(F), host, self._one_d)
 
     def staged_predict_proba(self, X: Any) -> Iterator[Any]:
-        """Label probabilities after each iteration (a generator)."""
+        """Label probabilities after each iteration (a generator).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Yields
+        ------
+        float64 array of shape (n_samples, n_outputs) or (n_samples, 2)
+            The probabilities of :meth:`predict_proba` after iterations 1,
+            ..., ``n_estimators_``.
+        """
         for F, host in self._staged_raw_predict(X):
             yield _finish(self._to_proba(F), host, False)
 
     def staged_decision_function(self, X: Any) -> Iterator[Any]:
-        """Scores after each iteration (a generator)."""
+        """Scores after each iteration (a generator).
+
+        Parameters
+        ----------
+        X : array or sparse matrix of shape (n_samples, n_features)
+            Inputs; NaN marks a missing value.
+
+        Yields
+        ------
+        float64 array of shape (n_samples, n_outputs) or (n_samples,)
+            The scores of :meth:`decision_function` after iterations 1, ...,
+            ``n_estimators_``.
+        """
         for F, host in self._staged_raw_predict(X):
             yield _finish(F, host, self._one_d)
 

@@ -250,7 +250,16 @@ class _ForestClassifierMixin(ClassifierMixin):
         return to_host(out) if host else out
 
     def predict_log_proba(self, X: Any) -> Any:
-        """Logarithm of :meth:`predict_proba` (``-inf`` for probability 0)."""
+        """Logarithm of :meth:`predict_proba` (``-inf`` for probability 0).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+
+        Returns
+        -------
+        float64 array (n, d) or (n, n_classes), in the namespace of ``X``
+        """
         proba, backend, host = self._predict_sum(X)
         with np.errstate(divide="ignore"):
             out = backend.xp.log(proba)
@@ -262,6 +271,17 @@ class _ForestClassifierMixin(ClassifierMixin):
         The multi-label matrix is a CSR matrix when the forest was fitted on
         sparse ``y``, a dense int64 array otherwise; in the namespace of
         ``X``.
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+
+        Returns
+        -------
+        int64 array or CSR matrix (n, d), or array (n,) of class labels
+            Multi-label 0/1 predictions, or the most probable class (first on
+            ties) for single-label ``y``; non-numeric classes come back as a
+            NumPy array whatever ``X``.
         """
         proba, backend, host = self._predict_sum(X)
         labels = self._labels_from_proba(proba, backend)

@@ -324,6 +324,34 @@ def make_reducer(
 
     ``alpha`` is only used by ``"rembrandt"``; the other arguments are those
     of :class:`LabelReducer`.
+
+    Parameters
+    ----------
+    name : {"plst", "rembrandt", "random", "cssp"}
+        The reducer (see the module docstring): PLST (Tai & Lin 2012),
+        Rembrandt (Mineiro & Karampatziakis 2014), a Gaussian projection
+        (Hsu et al. 2009) or ML-CSSP (Bi & Kwok 2013).
+    n_components : int
+        Code length ``k``, ``1 <= k <= min(n, d)``.
+    alpha : float, default=1.0
+        Ridge parameter of :class:`RembrandtReducer`.
+    random_state : None, int or numpy Generator, default=None
+        Seed of the randomized factorisation, projection or sampling.
+    n_oversamples : int or None, default=None
+        Oversampling of the randomized range finders.
+    n_iter : int or "auto", default="auto"
+        Power (range-finder) iterations.
+
+    Returns
+    -------
+    LabelReducer
+        An unfitted :class:`PLSTReducer`, :class:`RembrandtReducer`,
+        :class:`RandomReducer` or :class:`CSSPReducer`.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not in :data:`REDUCERS`.
     """
     check_choice(name, "reducer", REDUCERS)
     common = dict(random_state=random_state, n_oversamples=n_oversamples, n_iter=n_iter)

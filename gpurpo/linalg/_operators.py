@@ -278,6 +278,21 @@ def centered(op: MatrixOperator, mean: Any) -> MatrixOperator:
     Products follow from distributivity: ``C @ B = A @ B - 1 (mean^T B)`` and
     ``C.T @ B = A.T @ B - mean (1^T B)``; each costs one product with ``A``
     plus ``O((m + n) l)``.
+
+    Parameters
+    ----------
+    op : MatrixOperator
+        ``A``, of shape (m, n).
+    mean : array of shape (n,)
+        The row vector subtracted from every row of ``A`` (usually
+        ``op.column_means()``), on the backend of ``op``; cast to
+        ``op.dtype``.
+
+    Returns
+    -------
+    MatrixOperator
+        ``C``, of the same shape, dtype, backend and ``input_on_gpu`` as
+        ``op``, with ``kind="operator"`` (no ``data``).
     """
     xp = op.xp
     mean = xp.asarray(mean, dtype=op.dtype)

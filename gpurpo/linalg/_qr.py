@@ -85,6 +85,21 @@ def qr_factor(Y: Any, xp: Any) -> tuple[Any, Any]:
 
     Cholesky QR2 when it certifies itself, Householder QR otherwise (see the
     module docstring). ``Q`` has orthonormal columns to working precision.
+
+    Parameters
+    ----------
+    Y : array, shape (m, l)
+        Tall block, ``l <= m``, float32 or float64.
+    xp : module
+        NumPy or CuPy (the namespace of ``Y``).
+
+    Returns
+    -------
+    Q : array, shape (m, l)
+        Orthonormal columns spanning ``span(Y)`` (when ``Y`` has full rank).
+    R : array, shape (l, l)
+        Upper triangular, ``Y = Q R``; its diagonal is positive on the
+        Cholesky QR2 path and may have either sign on the Householder path.
     """
     result = _cholesky_qr2(Y, xp)
     if result is None:
@@ -104,6 +119,12 @@ def orthonormalize(Y: Any, xp: Any, method: str = "QR") -> Any:
     method : {"QR", "auto", "householder", "none"}
         ``"QR"``/``"auto"``: :func:`qr_factor`; ``"householder"``: LAPACK
         Householder QR only; ``"none"``: return ``Y`` unchanged.
+
+    Returns
+    -------
+    array, shape (m, l)
+        ``Q`` of the thin QR factorisation of ``Y`` (``Y`` itself for
+        ``"none"``), on ``xp``.
     """
     if method == "none":
         return Y

@@ -264,7 +264,20 @@ class _BaseTree(BaseEstimator):
         return imp / total if total > 0 else imp
 
     def apply(self, X: Any) -> Any:
-        """Index of the leaf node reached by each row (int, in X's namespace)."""
+        """Index of the leaf node reached by each row (int, in X's namespace).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values.
+
+        Returns
+        -------
+        int32 array (n,)
+            Node index of the leaf (into ``tree_.children_left`` etc.).
+            CuPy/cupyx when computed on the GPU (CuPy ``X``, or
+            ``device="cuda"``), else NumPy/SciPy.
+        """
         check_is_fitted(self, "tree_")
         backend = resolve_backend(X, device=self.device)
         X = self._check_X(X, backend, reset=False)
@@ -375,6 +388,10 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
             Outputs, finite.
         sample_weight : array (n,), optional
             Non-negative weights; 0 removes a sample.
+
+        Returns
+        -------
+        self
         """
         y = _check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
@@ -384,7 +401,21 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         return self._fit(X, Y, sample_weight)
 
     def predict(self, X: Any) -> Any:
-        """Mean training output of the leaf of each row: (n,) or (n, d) (CSR for sparse leaves)."""
+        """Mean training output of the leaf of each row: (n,) or (n, d) (CSR for sparse leaves).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values.
+
+        Returns
+        -------
+        float64 array (n,) or (n, d), or CSR matrix (n, d)
+            The leaf value ``v_l`` (weighted mean of the original outputs,
+            Joly et al. 2014 section 3.1): (n,) when fitted on a 1-D ``y``,
+            CSR when fitted on a sparse ``y``. CuPy/cupyx when computed on
+            the GPU (CuPy ``X``, or ``device="cuda"``), else NumPy/SciPy.
+        """
         out, _ = self._raw_predict(X)
         if self._y_1d and not hasattr(out, "tocsr"):
             return out[:, 0]
@@ -419,7 +450,29 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         return tags
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeClassifier":
-        """Grow the tree on multi-label Y (n, d) of 0/1, or single-label y (n,)."""
+        """Grow the tree on multi-label Y (n, d) of 0/1, or single-label y (n,).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values, infinity is an error.
+        y : array (n,) of class labels, or 0/1 array or sparse matrix (n, d)
+            Single-label classes (one-hot encoded; a column vector (n, 1) is
+            ravelled with a DataConversionWarning) or a multi-label indicator
+            matrix (sparse ``y`` gives sparse leaf values).
+        sample_weight : array (n,), optional
+            Non-negative weights; 0 removes a sample.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            If single-label ``y`` is continuous or holds NaN/infinity, or if
+            multi-label ``y`` holds values other than 0 and 1.
+        """
         y = _check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         xp = backend.xp
@@ -461,12 +514,41 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         return self._fit(X, Y, sample_weight)
 
     def predict_proba(self, X: Any) -> Any:
-        """Label probabilities: (n, d) multi-label (CSR with sparse leaves), else (n, n_classes)."""
+        """Label probabilities: (n, d) multi-label (CSR with sparse leaves), else (n, n_classes).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values.
+
+        Returns
+        -------
+        float64 array or CSR matrix (n, d), or float64 array (n, n_classes)
+            The label frequencies of the leaf of each row (Joly et al. 2014
+            section 3.1); classes in the order of ``classes_``. CuPy/cupyx
+            when computed on the GPU (CuPy ``X``, or ``device="cuda"``), else
+            NumPy/SciPy.
+        """
         out, _ = self._raw_predict(X)
         return out
 
     def predict(self, X: Any) -> Any:
-        """0/1 label matrix (multi-label), or class labels (single-label)."""
+        """0/1 label matrix (multi-label), or class labels (single-label).
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs; NaN marks missing values.
+
+        Returns
+        -------
+        int64 array or CSR matrix (n, d), or array (n,)
+            Multi-label: 1 where :meth:`predict_proba` is > 0.5 (CSR with
+            sparse leaves). Single-label: the most probable class of
+            ``classes_`` (first on ties). CuPy/cupyx when computed on the
+            GPU (CuPy ``X``, or ``device="cuda"``), else NumPy/SciPy;
+            non-numeric classes come back as a NumPy array.
+        """
         proba, backend = self._raw_predict(X)
         xp = backend.xp
         if self._multilabel:

@@ -21,6 +21,18 @@ def n_candidate_features(max_features: Any, n_features: int) -> int:
     ``max(1, int(max_features * p))``; ``"sqrt"`` -> ``max(1, int(sqrt p))``;
     ``"log2"`` -> ``max(1, int(log2 p))``.
 
+    Parameters
+    ----------
+    max_features : None, int, float or {"sqrt", "log2"}
+        The estimator's ``max_features``.
+    n_features : int
+        p, the number of input features.
+
+    Returns
+    -------
+    int
+        k, in ``[1, p]`` (p itself for ``None``).
+
     Raises
     ------
     ValueError, TypeError

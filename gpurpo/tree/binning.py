@@ -206,6 +206,12 @@ class BinMapper:
             validated: finite or NaN.
         sample_weight : array (n,), optional
             Rows with weight 0 are ignored; quantiles are weighted.
+
+        Returns
+        -------
+        self
+            With ``thresholds_``, ``n_value_bins_``, ``n_bins_``,
+            ``missing_bin_`` and ``n_features_in_`` set (host NumPy).
         """
         self._check_params()
         n, p = X.shape

@@ -888,7 +888,39 @@ def grow_tree_best_first(
     split next, as scikit-learn's best-first builder does; ``max_depth`` and
     the other stopping rules apply as in :func:`grow_trees`.
 
-    Parameters and result as in :func:`grow_trees`.
+    Parameters
+    ----------
+    binned : BinnedMatrix
+        Binned inputs of the n training samples
+        (:meth:`gpurpo.tree.binning.BinMapper.transform`).
+    targets : float32 array (n, T, m)
+        Each tree's (projected) outputs, on ``backend``; boosting passes
+        T = 1 and its gradients.
+    weights : float32 array (T, n) or None
+        Sample weights / bootstrap counts per tree (None: ones); a weight of
+        0 leaves the sample out of the tree.
+    params : GrowthParams
+        Stopping rules and split options; ``max_leaf_nodes`` must be set.
+    rng : numpy.random.Generator
+        Draws one seed per tree (host side); node seeds derive from it.
+    backend : Backend
+    root_seeds : uint64 array (T,), optional
+        The trees' root seeds, instead of drawing them from ``rng``
+        (:func:`draw_root_seeds`).
+
+    Returns
+    -------
+    GrowResult
+        The T tree structures (at most ``max_leaf_nodes`` leaves each) and
+        ``leaf_of_sample``, int32 (T, n) on ``backend`` (-1 where the weight
+        is 0).
+
+    Raises
+    ------
+    ValueError
+        If ``params.max_leaf_nodes`` is None.
+    TypeError
+        If ``binned`` is not a BinnedMatrix.
     """
     _check_binned(binned)
     if params.max_leaf_nodes is None:

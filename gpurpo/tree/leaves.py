@@ -48,6 +48,14 @@ class LeafValues:
         return LeafValues(backend.asarray(self.values))
 
     def to_host(self) -> "LeafValues":
+        """The same values on the host.
+
+        Returns
+        -------
+        LeafValues
+            With a NumPy array or SciPy CSR matrix (not copied when already
+            on the host).
+        """
         return LeafValues(to_host(self.values))
 
 
@@ -129,6 +137,20 @@ def stack_leaf_values(parts: list[LeafValues], backend: Backend) -> tuple[Any, n
 
     Tree ``t``'s leaf ``l`` is row ``offsets[t] + l`` of the result (dense
     float64 array, or CSR when any part is sparse).
+
+    Parameters
+    ----------
+    parts : list of LeafValues
+        The leaf values of each tree, all with the same d; moved to
+        ``backend``.
+    backend : Backend
+
+    Returns
+    -------
+    values : float64 array or CSR matrix (sum of L_t, d), on ``backend``
+        The stacked values.
+    offsets : int64 ndarray (T,)
+        Host row offset of each tree's first leaf.
     """
     xp = backend.xp
     sizes = np.array([p.shape[0] for p in parts], dtype=np.int64)

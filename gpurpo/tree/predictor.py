@@ -173,6 +173,24 @@ def pack_trees(
     every packed array, with children and leaf rows shifted to global ids.
     ``leaf_offsets`` gives each tree's first leaf row; by default the trees'
     leaves follow each other.
+
+    Parameters
+    ----------
+    structures : sequence of TreeStructure
+        The trees, in order.
+    leaf_offsets : sequence of int, optional
+        Row of each tree's leaf 0 in the stacked leaf values (the offsets of
+        :func:`gpurpo.tree.leaves.stack_leaf_values`).
+
+    Returns
+    -------
+    PackedTrees
+        Host NumPy node arrays; tree t's root is node ``node_offsets[t]``.
+
+    Raises
+    ------
+    ValueError
+        If the trees have 2**31 nodes or more in all (int32 node ids).
     """
     counts = np.array([s.node_count for s in structures], dtype=np.int64)
     node_offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -206,7 +224,26 @@ def _row_chunks(X: Any, backend: Backend) -> Any:
 
 
 def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
-    """Global index of the leaf node reached by each row in each tree: int32 (n, T)."""
+    """Global index of the leaf node reached by each row in each tree: int32 (n, T).
+
+    Internal node ``i`` sends a row left when ``x[feature[i]] <= threshold[i]``
+    and NaN to the side of ``missing_go_left[i]`` (module docstring); rows
+    go through the ``tree_apply`` kernel in blocks.
+
+    Parameters
+    ----------
+    packed : PackedTrees
+        The T trees (:func:`pack_trees`).
+    X : array or sparse matrix (n, p), on ``backend``
+        Raw inputs; sparse ``X`` is densified block by block.
+    backend : Backend
+
+    Returns
+    -------
+    int32 array (n, T), on ``backend``
+        Index into the packed node arrays; subtract ``packed.node_offsets[t]``
+        for tree t's own node index.
+    """
     xp = backend.xp
     out = xp.empty((X.shape[0], len(packed.roots)), dtype=xp.int32)
     for r0, block in _row_chunks(X, backend):
@@ -341,7 +378,23 @@ class Tree:
 def predict_trees(
     trees: Sequence[Tree], X: Any, backend: Backend, dense_output: bool = True
 ) -> Any:
-    """Sum of the predictions of several trees (one packed traversal)."""
+    """Sum of the predictions of several trees (one packed traversal).
+
+    Parameters
+    ----------
+    trees : sequence of Tree
+    X : array or sparse matrix (n, p), on ``backend``
+        Raw inputs.
+    backend : Backend
+    dense_output : bool, default=True
+        As in :func:`predict_sum`.
+
+    Returns
+    -------
+    float64 array (n, d) or CSR matrix, on ``backend``
+        ``sum_t v_t(x)`` (not the mean); CSR only with sparse leaf values and
+        ``dense_output=False``.
+    """
     packed_leaves = [t.leaves for t in trees]
     values, offsets = stack_leaf_values(packed_leaves, backend)
     packed = pack_trees([t.structure for t in trees], leaf_offsets=offsets)

@@ -362,6 +362,21 @@ def test_cupy_in_cupy_out(cp):
         assert type(out).__module__.startswith("cupy"), type(out)
 
 
+def test_host_input_gets_host_output_from_a_gpu_tree(cp):
+    # device="cuda" computes on the GPU; NumPy X gets NumPy results, as from the forests
+    from gpurpo.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 5))
+    Y = (rng.random((200, 4)) < 0.3).astype(float)
+    tree = DecisionTreeRegressor(max_depth=4, device="cuda", random_state=0).fit(X, Y)
+    clf = DecisionTreeClassifier(max_depth=4, device="cuda", random_state=0).fit(X, Y)
+    cpu = DecisionTreeClassifier(max_depth=4, device="cpu", random_state=0).fit(X, Y)
+    for out in (tree.predict(X), tree.apply(X), clf.predict(X), clf.predict_proba(X)):
+        assert isinstance(out, np.ndarray), type(out)
+    np.testing.assert_allclose(clf.predict_proba(X), cpu.predict_proba(X), atol=1e-12)
+
+
 def test_predict_top_k_on_the_gpu_equals_the_cpu(cp):
     # the CUDA backends' top-k (CuPy primitives) against the numba kernel, on a forest
     from gpurpo.datasets import make_multilabel

@@ -275,13 +275,13 @@ class _BaseTree(BaseEstimator):
         -------
         int32 array (n,)
             Node index of the leaf (into ``tree_.children_left`` etc.).
-            CuPy/cupyx when computed on the GPU (CuPy ``X``, or
-            ``device="cuda"``), else NumPy/SciPy.
+            In ``X``'s namespace: CuPy/cupyx for CuPy/cupyx ``X``, else
+            NumPy/SciPy (copied back when computed with ``device="cuda"``).
         """
         check_is_fitted(self, "tree_")
         backend = resolve_backend(X, device=self.device)
-        X = self._check_X(X, backend, reset=False)
-        return self.tree_.apply(X, backend)
+        Xv = self._check_X(X, backend, reset=False)
+        return _in_namespace_of(X, self.tree_.apply(Xv, backend))
 
     def _raw_predict(self, X: Any) -> tuple[Any, Backend]:
         check_is_fitted(self, "tree_")
@@ -413,13 +413,14 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         float64 array (n,) or (n, d), or CSR matrix (n, d)
             The leaf value ``v_l`` (weighted mean of the original outputs,
             Joly et al. 2014 section 3.1): (n,) when fitted on a 1-D ``y``,
-            CSR when fitted on a sparse ``y``. CuPy/cupyx when computed on
-            the GPU (CuPy ``X``, or ``device="cuda"``), else NumPy/SciPy.
+            CSR when fitted on a sparse ``y``. In ``X``'s namespace: CuPy/cupyx
+            for CuPy/cupyx ``X``, else NumPy/SciPy (copied back when computed
+            with ``device="cuda"``).
         """
         out, _ = self._raw_predict(X)
         if self._y_1d and not hasattr(out, "tocsr"):
-            return out[:, 0]
-        return out
+            out = out[:, 0]
+        return _in_namespace_of(X, out)
 
 
 class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
@@ -525,12 +526,12 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         -------
         float64 array or CSR matrix (n, d), or float64 array (n, n_classes)
             The label frequencies of the leaf of each row (Joly et al. 2014
-            section 3.1); classes in the order of ``classes_``. CuPy/cupyx
-            when computed on the GPU (CuPy ``X``, or ``device="cuda"``), else
-            NumPy/SciPy.
+            section 3.1); classes in the order of ``classes_``. In ``X``'s
+            namespace: CuPy/cupyx for CuPy/cupyx ``X``, else NumPy/SciPy
+            (copied back when computed with ``device="cuda"``).
         """
         out, _ = self._raw_predict(X)
-        return out
+        return _in_namespace_of(X, out)
 
     def predict(self, X: Any) -> Any:
         """0/1 label matrix (multi-label), or class labels (single-label).
@@ -545,9 +546,9 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         int64 array or CSR matrix (n, d), or array (n,)
             Multi-label: 1 where :meth:`predict_proba` is > 0.5 (CSR with
             sparse leaves). Single-label: the most probable class of
-            ``classes_`` (first on ties). CuPy/cupyx when computed on the
-            GPU (CuPy ``X``, or ``device="cuda"``), else NumPy/SciPy;
-            non-numeric classes come back as a NumPy array.
+            ``classes_`` (first on ties). In ``X``'s namespace (CuPy/cupyx
+            for CuPy/cupyx ``X``, else NumPy/SciPy); non-numeric classes come
+            back as a NumPy array.
         """
         proba, backend = self._raw_predict(X)
         xp = backend.xp
@@ -556,11 +557,11 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
                 out = proba.tocsr()
                 out.data = (out.data > 0.5).astype(out.data.dtype)
                 out.eliminate_zeros()
-                return out.astype(xp.int64)
-            return (proba > 0.5).astype(xp.int64)
+                return _in_namespace_of(X, out.astype(xp.int64))
+            return _in_namespace_of(X, (proba > 0.5).astype(xp.int64))
         idx = xp.argmax(proba, axis=1)
         if self.classes_.dtype.kind in "biuf":
-            return backend.asarray(self.classes_)[idx]
+            return _in_namespace_of(X, backend.asarray(self.classes_)[idx])
         return self.classes_[backend.to_host(idx)]
 
 
@@ -582,3 +583,13 @@ def _as_2d_outputs(y: Any, backend: Backend) -> Any:
         arr = check_array(y, "y", backend, ensure_2d=False, float32_range=True)
         return arr.reshape(-1, 1)
     return check_array(y, "y", backend, accept_sparse=True, float32_range=True)
+
+
+def _in_namespace_of(X: Any, out: Any) -> Any:
+    """``out`` as CuPy/cupyx for a CuPy or cupyx ``X``, else copied to NumPy/SciPy.
+
+    A tree computing on the GPU for host input (``device="cuda"``) returns
+    host results, as the forests and boosting do.
+    """
+    return out if is_gpu_array(X) else to_host(out)
+

@@ -160,3 +160,16 @@ def test_a_boosting_loss_that_overflows_is_refused():
         # (a draw of the projections whose gradients stay within float32's range)
         GradientBoostingClassifier(
             n_estimators=5, learning_rate=1e308, random_state=17).fit(X, Y > 0.5)
+
+
+@pytest.mark.parametrize("reducer", ["plst", "random", "cssp"])
+def test_every_reducer_checks_its_code_length(reducer):
+    # the random reducer accepted k > min(n, d), and all truncated a float k
+    from gpurpo.label_space.reducers import make_reducer
+
+    _, Y = _data(11)
+    with pytest.raises(ValueError, match=r"n_components must be <= 2"):
+        make_reducer(reducer, 3).fit(Y)
+    with pytest.raises(TypeError, match="n_components must be an int"):
+        make_reducer(reducer, 1.5).fit(Y)
+    assert make_reducer(reducer, 2).fit(Y).n_components_ == 2

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo._validation import check_choice
+from gpurpo._validation import check_choice, check_int
 from gpurpo.backend import Backend, check_random_state, resolve_backend, use_backend
 from gpurpo.label_space._ridge_estimator import _column_means, _cross
 from gpurpo.linalg import as_operator, centered, cssp_select, plst, qr_factor, rembrandt
@@ -132,7 +132,10 @@ class LabelReducer:
             backend = resolve_backend(X, Y)
         self.backend_ = backend
         self.n_labels_ = int(Y.shape[1])
-        self.n_components_ = int(self.n_components)
+        # an int (2.5 was truncated) in [1, min(n, d)], for every reducer
+        self.n_components_ = check_int(
+            self.n_components, "n_components", low=1, high=min(int(Y.shape[0]), self.n_labels_)
+        )
         self.mean_ = None
         self._fit(Y, X, backend, check_random_state(self.random_state))
         return self

@@ -194,6 +194,7 @@ class Backend:
 
     @property
     def is_gpu(self) -> bool:
+        """Whether arrays of this backend live on a CUDA device (the CuPy backend)."""
         return self.name == "cupy"
 
     @property
@@ -203,6 +204,7 @@ class Backend:
 
     @property
     def device_name(self) -> str:
+        """The device computing for this backend, in words (the GPU's name, or the CPU)."""
         if self.name == "cupy":
             cupy = _require_cupy()
             props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)

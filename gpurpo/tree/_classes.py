@@ -241,12 +241,24 @@ class _BaseTree(BaseEstimator):
     # ------------------------------------------------------------ inspection
 
     def get_depth(self) -> int:
-        """Depth of the tree (root alone: 0)."""
+        """Depth of the tree.
+
+        Returns
+        -------
+        int
+            The largest number of splits from the root to a leaf (root alone: 0).
+        """
         check_is_fitted(self, "tree_")
         return self.tree_.max_depth
 
     def get_n_leaves(self) -> int:
-        """Number of leaves."""
+        """Number of leaves.
+
+        Returns
+        -------
+        int
+            The number of leaf nodes of ``tree_``.
+        """
         check_is_fitted(self, "tree_")
         return self.tree_.n_leaves
 

@@ -704,3 +704,16 @@ def test_tree_batches_deal_100_trees_to_two_threads_as_50_and_50():
     batches = tree_batches(100, 8, 2)
     sizes = [b1 - b0 for b0, b1 in batches]
     assert len(batches) == 14 and sum(sizes[0::2]) == sum(sizes[1::2]) == 50
+
+
+def test_oob_predictions_too_large_for_memory_are_refused_up_front(monkeypatch):
+    # oob_score kept (n, d) dense float64 arrays even for sparse Y of 100,000 labels
+    import gpurpo.ensemble._forest_base as forest_base
+
+    X, Y = _regression(seed=31, n=60, d=5)
+    monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 60 * 5 - 1)
+    forest = RandomForestRegressor(n_estimators=3, oob_score=True, random_state=0)
+    with pytest.raises(ValueError, match=r"oob_score=True keeps .* shape \(60, 5\) \(2400 bytes\)"):
+        forest.fit(X, Y)
+    monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 60 * 5)
+    assert np.isfinite(forest.fit(X, Y).oob_score_)

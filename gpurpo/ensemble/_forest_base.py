@@ -82,7 +82,11 @@ from gpurpo.tree.binning import MAX_BINS
 from gpurpo.tree.grower import draw_root_seeds
 from gpurpo.tree.predictor import Tree, apply_trees
 
-__all__ = ["BaseForest"]
+__all__ = ["BaseForest", "OOB_MAX_BYTES"]
+
+#: ``oob_score=True`` keeps the (n, d) float64 out-of-bag predictions
+#: (``oob_decision_function_`` / ``oob_prediction_``); larger fits are refused.
+OOB_MAX_BYTES = 2 * 1024**3
 
 _OOB_WARNING = (
     "Some inputs do not have OOB scores: every tree was grown on them. This probably "
@@ -271,6 +275,13 @@ class BaseForest(BaseEstimator):
         workers = min(threads, len(batches)) if tree_parallel else 1
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         want_oob = self.oob_score is not False
+        if want_oob and 8 * n * d > OOB_MAX_BYTES:
+            raise ValueError(
+                f"oob_score=True keeps the out-of-bag predictions as a dense float64 array of "
+                f"shape {(n, d)} ({8 * n * d} bytes), more than {OOB_MAX_BYTES}; fit without "
+                "oob_score and score a held-out set (the metrics and predict_top_k work in "
+                "row blocks)"
+            )
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
         root_seeds = draw_root_seeds(rng, n_trees)
@@ -551,6 +562,9 @@ class BaseForest(BaseEstimator):
         if not valid.all():
             warnings.warn(_OOB_WARNING, UserWarning, stacklevel=3)
         count = backend.asarray(np.maximum(oob_count, 1).astype(np.float64))
-        mean = oob_sum / count[:, None]
-        mean = xp.where(backend.asarray(valid)[:, None], mean, xp.nan)
+        # in place: the (n, d) sums become the means, without a copy of that size
+        mean = oob_sum
+        mean /= count[:, None]
+        if not valid.all():
+            mean[backend.asarray(np.flatnonzero(~valid))] = xp.nan
         return mean, np.flatnonzero(valid)

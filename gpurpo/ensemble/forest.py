@@ -104,6 +104,8 @@ class _ForestRegressorMixin(RegressorMixin):
         if callable(self.oob_score):
             y_host = to_host(y)
             self.oob_score_ = float(self.oob_score(y_host[valid], to_host(pred)[valid]))
+        elif valid.size == mean.shape[0]:
+            self.oob_score_ = macro_r2(Y, mean)  # no (n, d) copy of the rows
         else:
             self.oob_score_ = macro_r2(Y[rows], mean[rows])
 
@@ -216,6 +218,8 @@ class _ForestClassifierMixin(ClassifierMixin):
             y_true = y_host[valid]
             pred = self._labels_from_proba(mean[rows], backend)
             self.oob_score_ = float(self.oob_score(y_true, to_host(pred)))
+        elif self._multilabel and valid.size == mean.shape[0]:
+            self.oob_score_ = label_ranking_average_precision(Y, mean)  # no (n, d) copy
         elif self._multilabel:
             self.oob_score_ = label_ranking_average_precision(Y[rows], mean[rows])
         else:
@@ -333,7 +337,8 @@ _PARAMETERS = """
     oob_score : bool or callable, default=False
         Score the forest on the out-of-bag samples (needs ``bootstrap``):
         {oob_metric}; a callable ``score(y_true, y_pred)`` gets the
-        out-of-bag {oob_pred}.
+        out-of-bag {oob_pred}. The (n, d) out-of-bag predictions are kept
+        dense in float64: a fit where they would exceed 2 GiB is refused.
     max_samples : None, int or float, default=None
         Bootstrap sample size: n, an int in [1, n], or a fraction of n.
     max_bins : int in [2, {max_bins}], default={max_bins}

@@ -173,3 +173,18 @@ def test_every_reducer_checks_its_code_length(reducer):
     with pytest.raises(TypeError, match="n_components must be an int"):
         make_reducer(reducer, 1.5).fit(Y)
     assert make_reducer(reducer, 2).fit(Y).n_components_ == 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: __import__("gpurpo.tree", fromlist=["x"]).DecisionTreeRegressor(max_binned_bytes=b),
+    lambda b: RandomForestRegressor(n_estimators=2, max_binned_bytes=b),
+    lambda b: GradientBoostingRegressor(n_estimators=2, max_binned_bytes=b),
+])
+def test_the_binned_size_budget_is_a_parameter(make):
+    # the error said "raise the budget", which no estimator let a user do
+    X, Y = _data(12)
+    with pytest.raises(ValueError, match=r"needs 120 bytes .* or raise max_binned_bytes"):
+        make(119).fit(X, Y)
+    make(120).fit(X, Y)
+    with pytest.raises(TypeError, match="max_binned_bytes must be an int"):
+        make(2.5e9).fit(X, Y)

@@ -249,7 +249,8 @@ class BaseForest(BaseEstimator):
         xp = backend.xp
         rng = check_random_state(self.random_state)
 
-        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng)
+        mapper = BinMapper(max_bins=int(self.max_bins),
+                               max_binned_bytes=self.max_binned_bytes, random_state=rng)
         with numba_threads(self.n_jobs):
             binned = mapper.fit_transform(X, backend, None if sw is None else backend.asarray(sw))
         plan = ProjectionPlan(

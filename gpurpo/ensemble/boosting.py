@@ -71,7 +71,7 @@ from gpurpo.ensemble._strategies import (
 from gpurpo.ensemble.losses import Loss, get_loss, weighted_mean
 from gpurpo.projections import KINDS, resolve_n_components
 from gpurpo.tree._params import GrowthParams, n_candidate_features
-from gpurpo.tree.binning import MAX_BINS, BinMapper
+from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper
 
 __all__ = ["GradientBoostingRegressor", "GradientBoostingClassifier"]
 
@@ -288,7 +288,8 @@ class _BaseGradientBoosting(BaseEstimator):
 
         binned = None
         if not warm:
-            mapper = BinMapper(max_bins=int(self.max_bins), random_state=self._rng)
+            mapper = BinMapper(max_bins=int(self.max_bins),
+                               max_binned_bytes=self.max_binned_bytes, random_state=self._rng)
             # bin edges from the rows that carry weight (a zero weight removes a row)
             if unit:
                 binned = mapper.fit_transform(X, backend)
@@ -665,6 +666,9 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         Fraction of rows drawn (without replacement) for each tree and step.
     max_bins : int in [2, 255], default=255
         Quantile bins per feature (one more bin holds missing values).
+    max_binned_bytes : int, default=4294967296 (4 GiB)
+        Largest binned copy of X a fit may make (uint8 codes, n x p bytes, sparse X
+        included); a larger X is refused with a ValueError.
     validation_fraction : float in (0, 1), default=0.1
         Rows held out for early stopping when ``n_iter_no_change`` is set and
         no ``eval_set`` is given.
@@ -725,6 +729,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         min_samples_leaf: int = 1,
         subsample: float = 1.0,
         max_bins: int = 255,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         validation_fraction: float = 0.1,
         n_iter_no_change: int | None = None,
         tol: float = 1e-4,
@@ -749,6 +754,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.min_samples_leaf = min_samples_leaf
         self.subsample = subsample
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
@@ -884,6 +890,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         min_samples_leaf: int = 1,
         subsample: float = 1.0,
         max_bins: int = 255,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         validation_fraction: float = 0.1,
         n_iter_no_change: int | None = None,
         tol: float = 1e-4,
@@ -908,6 +915,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.min_samples_leaf = min_samples_leaf
         self.subsample = subsample
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol

@@ -38,7 +38,7 @@ from gpurpo._validation import check_array, encode_class_labels
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.ensemble._forest_base import BaseForest
 from gpurpo.metrics import label_ranking_average_precision, macro_r2
-from gpurpo.tree.binning import MAX_BINS
+from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS
 
 __all__ = [
     "RandomForestRegressor",
@@ -343,6 +343,9 @@ _PARAMETERS = """
         Bootstrap sample size: n, an int in [1, n], or a fraction of n.
     max_bins : int in [2, {max_bins}], default={max_bins}
         Maximum number of quantile bins per feature (one more holds NaN).
+    max_binned_bytes : int, default=4294967296 (4 GiB)
+        Largest binned copy of X a fit may make (uint8 codes, n x p bytes, sparse X
+        included); a larger X is refused with a ValueError.
     batch_size : int or "auto", default="auto"
         Largest number of trees grown together (level by level, one
         projection product per batch); the trees are dealt into batches as
@@ -450,6 +453,7 @@ class RandomForestRegressor(_ForestRegressorMixin, BaseForest):
         oob_score: Any = False,
         max_samples: Any = None,
         max_bins: int = MAX_BINS,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         batch_size: Any = "auto",
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -470,6 +474,7 @@ class RandomForestRegressor(_ForestRegressorMixin, BaseForest):
         self.oob_score = oob_score
         self.max_samples = max_samples
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -497,6 +502,7 @@ class ExtraTreesRegressor(_ForestRegressorMixin, BaseForest):
         oob_score: Any = False,
         max_samples: Any = None,
         max_bins: int = MAX_BINS,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         batch_size: Any = "auto",
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -517,6 +523,7 @@ class ExtraTreesRegressor(_ForestRegressorMixin, BaseForest):
         self.oob_score = oob_score
         self.max_samples = max_samples
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -544,6 +551,7 @@ class RandomForestClassifier(_ForestClassifierMixin, BaseForest):
         oob_score: Any = False,
         max_samples: Any = None,
         max_bins: int = MAX_BINS,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         batch_size: Any = "auto",
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -564,6 +572,7 @@ class RandomForestClassifier(_ForestClassifierMixin, BaseForest):
         self.oob_score = oob_score
         self.max_samples = max_samples
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -591,6 +600,7 @@ class ExtraTreesClassifier(_ForestClassifierMixin, BaseForest):
         oob_score: Any = False,
         max_samples: Any = None,
         max_bins: int = MAX_BINS,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         batch_size: Any = "auto",
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -611,6 +621,7 @@ class ExtraTreesClassifier(_ForestClassifierMixin, BaseForest):
         self.oob_score = oob_score
         self.max_samples = max_samples
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.batch_size = batch_size
         self.n_jobs = n_jobs
         self.random_state = random_state

@@ -34,7 +34,7 @@ from gpurpo._validation import (
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
-from gpurpo.tree.binning import MAX_BINS, BinMapper
+from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaves import leaf_values
 from gpurpo.tree.predictor import Tree
@@ -76,6 +76,7 @@ class _BaseTree(BaseEstimator):
         max_features: Any = None,
         min_impurity_decrease: float = 0.0,
         max_bins: int = MAX_BINS,
+        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
         random_state: Any = None,
         device: str = "auto",
     ) -> None:
@@ -89,6 +90,7 @@ class _BaseTree(BaseEstimator):
         self.max_features = max_features
         self.min_impurity_decrease = min_impurity_decrease
         self.max_bins = max_bins
+        self.max_binned_bytes = max_binned_bytes
         self.random_state = random_state
         self.device = device
 
@@ -221,7 +223,8 @@ class _BaseTree(BaseEstimator):
             raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
         if not 2 <= self.max_bins <= MAX_BINS:
             raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
-        mapper = BinMapper(max_bins=int(self.max_bins), random_state=rng)
+        mapper = BinMapper(max_bins=int(self.max_bins),
+                               max_binned_bytes=self.max_binned_bytes, random_state=rng)
         binned = mapper.fit_transform(X, backend, sample_weight)
         targets = self._targets(Y, backend, rng)
         self.n_projected_outputs_ = int(targets.shape[1])
@@ -365,6 +368,9 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         definition, with the impurity averaged over the grown outputs).
     max_bins : int in [2, 255]
         Maximum number of bins per feature for non-missing values.
+    max_binned_bytes : int, default=4294967296 (4 GiB)
+        Largest binned copy of X a fit may make (uint8 codes, n x p bytes, sparse X
+        included); a larger X is refused with a ValueError.
     random_state : None, int or Generator
         Seeds binning subsample, projection and per-node randomness.
     device : {"auto", "cpu", "cuda"}

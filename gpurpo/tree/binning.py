@@ -332,7 +332,7 @@ class BinMapper:
             raise ValueError(
                 f"binning X of shape {(n, p)} needs {n * p} bytes (uint8 codes), more than "
                 f"max_binned_bytes={self.max_binned_bytes}; reduce the number of rows or "
-                "features (e.g. select features), or raise the budget"
+                "features (e.g. select features), or raise max_binned_bytes"
             )
 
     def transform(self, X: Any, backend: Backend) -> BinnedMatrix:

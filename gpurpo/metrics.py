@@ -101,13 +101,24 @@ def _summed_duplicates(a: Any, backend: Backend) -> Any:
 
 
 def _check_binary(a: Any, name: str, backend: Backend) -> None:
+    """Raise unless every value of ``a`` is 0 or 1; dense input in row blocks.
+
+    The comparisons make boolean temporaries of the checked rows: in blocks
+    of about ``_MEMORY_BUDGET / 4`` cells they stay within the metrics'
+    memory budget whatever the number of labels.
+    """
     xp = backend.xp
-    values = a.data if backend.issparse(a) else a
-    if values.size and not bool(xp.all((values == 0) | (values == 1))):
-        bad = values[(values != 0) & (values != 1)]
-        raise ValueError(
-            f"{name} must be a 0/1 label indicator matrix, got the value {float(bad[0])!r}"
-        )
+    if backend.issparse(a):
+        blocks = [a.data]
+    else:
+        step = max(1, _MEMORY_BUDGET // (4 * max(1, int(a.shape[1]))))
+        blocks = (a[r0 : r0 + step] for r0 in range(0, int(a.shape[0]), step))
+    for values in blocks:
+        if values.size and not bool(xp.all((values == 0) | (values == 1))):
+            bad = values[(values != 0) & (values != 1)]
+            raise ValueError(
+                f"{name} must be a 0/1 label indicator matrix, got the value {float(bad[0])!r}"
+            )
 
 
 def _chunks(n: int, d: int, chunk_size: int | None, cell_bytes: int) -> list[tuple[int, int]]:

@@ -396,3 +396,26 @@ def test_repeated_sparse_entries_count_as_their_sum():
     assert M.hamming_loss(halves, scores) == 0.0
     assert not halves.has_canonical_format
     np.testing.assert_array_equal(halves.data, [0.5, 0.5, 1.0])
+
+
+def test_input_checks_stay_within_the_memory_budget(monkeypatch):
+    # the finiteness and 0/1 checks made boolean copies of whole inputs (n x d bytes
+    # each, outside the row blocks); now a max/min reduction and blocks of rows
+    import tracemalloc
+
+    monkeypatch.setattr(M, "_MEMORY_BUDGET", 2**20)
+    rng = np.random.default_rng(0)
+    y_true = (rng.random((1000, 2000)) < 0.01).astype(float)  # 16 MB, 2e6 cells
+    scores = rng.random((1000, 2000))
+    cases = ((M.precision_at_k, (y_true, scores), {"k": 5}),
+             (M.hamming_loss, (y_true, (scores > 0.5).astype(float)), {}),
+             (M.label_ranking_average_precision, (y_true, scores), {}),
+             (M.macro_r2, (y_true, scores), {}))
+    for metric, args, kwargs in cases:
+        tracemalloc.start()
+        try:
+            metric(*args, **kwargs)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 1.5 * 2**20, (metric.__name__, peak)

@@ -717,3 +717,13 @@ def test_oob_predictions_too_large_for_memory_are_refused_up_front(monkeypatch):
         forest.fit(X, Y)
     monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 60 * 5)
     assert np.isfinite(forest.fit(X, Y).oob_score_)
+
+
+def test_pickles_hold_each_tree_once():
+    # the packed node arrays repeated the structures (a pickle about a fifth larger)
+    X, Y = _regression(seed=32, n=300, d=6)
+    forest = RandomForestRegressor(n_estimators=6, batch_size=3, random_state=0).fit(X, Y)
+    assert all("packed" not in chunk.__getstate__() for chunk in forest._chunks)
+    loaded = pickle.loads(pickle.dumps(forest))
+    np.testing.assert_array_equal(loaded.predict(X), forest.predict(X))
+    np.testing.assert_array_equal(loaded.apply(X), forest.apply(X))

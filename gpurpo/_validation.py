@@ -155,34 +155,22 @@ def check_array(
         raise ValueError(
             f"{name} must have at least {min_rows} row(s), got shape {_shape_of(arr)}"
         )
-    if values.dtype.kind == "f":
-        xp = backend.xp
-        if float32_range:
-            # two reductions without a temporary array replace the infinity scan
-            _check_float32_magnitude(values, name, allow_nan, xp)
-        elif allow_nan:
-            bad = bool(xp.isinf(values).any())
-            if bad:
-                raise ValueError(f"{name} contains infinity; only NaN (missing) is allowed")
-        elif values.size and not _all_finite(values):
-            raise ValueError(f"{name} contains NaN or infinity")
+    if values.dtype.kind == "f" and values.size:
+        _check_values(values, name, allow_nan, float32_range, backend.xp)
     return arr
 
 
-def _all_finite(values: Any) -> bool:
-    """Whether no value is NaN or infinite, by a max and a min reduction.
+def _check_values(
+    values: Any, name: str, allow_nan: bool, float32_range: bool, xp: Any
+) -> None:
+    """Raise for NaN (unless allowed), infinity, or (with ``float32_range``) values beyond float32.
 
-    Both propagate NaN and reach infinity when one is present, and neither
-    allocates an array the size of ``values`` (``isfinite(values).all()``
-    made a boolean copy: an eighth of a float64 input).
+    A max and a min reduction decide, as NaN propagates through both and an
+    infinity reaches one of them; neither allocates an array the size of
+    ``values`` (``isfinite(values).all()`` made a boolean copy of it). With
+    NaN present and allowed, ``nanmax``/``nanmin`` give the magnitude of the
+    other values.
     """
-    return math.isfinite(float(values.max())) and math.isfinite(float(values.min()))
-
-
-def _check_float32_magnitude(values: Any, name: str, allow_nan: bool, xp: Any) -> None:
-    """Raise unless every value of ``values`` is NaN (if allowed) or finite in float32."""
-    if values.size == 0:
-        return
     largest, smallest = float(values.max()), float(values.min())
     if math.isnan(largest) or math.isnan(smallest):
         if not allow_nan:
@@ -196,7 +184,7 @@ def _check_float32_magnitude(values: Any, name: str, allow_nan: bool, xp: Any) -
             raise ValueError(f"{name} contains infinity; only NaN (missing) is allowed")
         raise ValueError(f"{name} contains NaN or infinity")
     limit = float(np.finfo(np.float32).max)
-    if magnitude > limit:
+    if float32_range and magnitude > limit:
         raise ValueError(
             f"{name} contains a value of magnitude {magnitude:.4g}, beyond float32's largest "
             f"({limit:.4g}): the tree models store {name} in float32; rescale it"

@@ -249,8 +249,9 @@ class BaseForest(BaseEstimator):
         xp = backend.xp
         rng = check_random_state(self.random_state)
 
-        mapper = BinMapper(max_bins=int(self.max_bins),
-                               max_binned_bytes=self.max_binned_bytes, random_state=rng)
+        mapper = BinMapper(
+            max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
+        )
         with numba_threads(self.n_jobs):
             binned = mapper.fit_transform(X, backend, None if sw is None else backend.asarray(sw))
         plan = ProjectionPlan(
@@ -290,14 +291,14 @@ class BaseForest(BaseEstimator):
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             batch_start = time.perf_counter()
             counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws, draw_p)
-            # with bootstrap, the weights decided the draws and the counts are the weights
-            w_host = counts if sw is None or self.bootstrap else counts * sw[None, :]
+            # with bootstrap (or no sample weights) the weights are the draw counts, exact
+            # in float32; without bootstrap they are the sample weights, and the leaves
+            # average with their float64 values (as the single tree does)
+            drawn = sw is None or self.bootstrap
+            w_host = counts if drawn else counts * sw[None, :]
             unit = sw is None and not self.bootstrap
             weights = None if unit else backend.asarray(w_host.astype(np.float32))
-            # the leaves average with the exact weights (draw counts are exact in float32;
-            # sample weights are not, and the single tree labels with float64 weights)
-            exact = sw is None or self.bootstrap
-            leaf_weights = weights if exact else backend.asarray(w_host)
+            leaf_weights = weights if drawn else backend.asarray(w_host)
             if self.verbose > 1:
                 print(
                     f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "

@@ -288,8 +288,10 @@ class _BaseGradientBoosting(BaseEstimator):
 
         binned = None
         if not warm:
-            mapper = BinMapper(max_bins=int(self.max_bins),
-                               max_binned_bytes=self.max_binned_bytes, random_state=self._rng)
+            mapper = BinMapper(
+                max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes,
+                random_state=self._rng,
+            )
             # bin edges from the rows that carry weight (a zero weight removes a row)
             if unit:
                 binned = mapper.fit_transform(X, backend)
@@ -365,8 +367,9 @@ class _BaseGradientBoosting(BaseEstimator):
         overflowed = np.flatnonzero(~np.isfinite(new_train))
         if overflowed.size:
             # checked once after the loop: a check per iteration would sync the device
+            iteration = len(self.train_loss_) + int(overflowed[0]) + 1
             raise ValueError(
-                f"the training loss overflowed at iteration {len(self.train_loss_) + int(overflowed[0]) + 1} "
+                f"the training loss overflowed at iteration {iteration} "
                 f"(learning_rate={self.learning_rate!r}); lower learning_rate or rescale y"
             )
         self.train_loss_ = np.concatenate([self.train_loss_, new_train])[: len(model)]

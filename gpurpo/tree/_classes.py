@@ -223,8 +223,9 @@ class _BaseTree(BaseEstimator):
             raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
         if not 2 <= self.max_bins <= MAX_BINS:
             raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
-        mapper = BinMapper(max_bins=int(self.max_bins),
-                               max_binned_bytes=self.max_binned_bytes, random_state=rng)
+        mapper = BinMapper(
+            max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
+        )
         binned = mapper.fit_transform(X, backend, sample_weight)
         targets = self._targets(Y, backend, rng)
         self.n_projected_outputs_ = int(targets.shape[1])

@@ -163,3 +163,49 @@ def test_forest_on_sparse_x_equals_forest_on_dense_x(fmt):
     on_dense = RandomForestRegressor(**kwargs).fit(dense, Y)
     on_sparse = RandomForestRegressor(**kwargs).fit(sp.csr_matrix(dense).asformat(fmt), Y)
     np.testing.assert_array_equal(on_sparse.predict(dense), on_dense.predict(dense))
+
+
+@pytest.mark.parametrize("params", [dict(max_features=20),
+                                    dict(max_features=None, max_leaf_nodes=40),
+                                    dict(max_features=20, splitter="random")])
+def test_large_nodes_of_a_sparse_x_are_split_from_their_columns(monkeypatch, params):
+    # On the CPU a sparse X takes no histogram, whatever a node's size (a mostly-zero
+    # feature costs its column's stored entries); a dense X builds histograms for nodes
+    # above 4,096 samples (and, with all features, above 512). Both grow the same trees.
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(15)
+    n, p = 6000, 60
+    dense = np.where(rng.random((n, p)) < 0.1, rng.normal(size=(n, p)), 0.0)
+    Y = dense[:, :4] @ rng.normal(size=(4, 3)) + 0.1 * rng.normal(size=(n, 3))
+    calls = []
+    build = kernels.build_histograms
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return build(*args, **kwargs)
+
+    monkeypatch.setattr(kernels, "build_histograms", counted)
+    on_dense = DecisionTreeRegressor(random_state=0, **params).fit(dense, Y)
+    assert calls, "the dense X should build histograms for its large nodes"
+    calls.clear()
+    on_sparse = DecisionTreeRegressor(random_state=0, **params).fit(sp.csr_matrix(dense), Y)
+    assert not calls
+    assert on_dense.tree_.node_count > 60
+    # the paths number the nodes differently (level by level, or depth first in one call)
+    assert _preorder(on_sparse.tree_) == _preorder(on_dense.tree_)
+    np.testing.assert_array_equal(on_sparse.predict(dense), on_dense.predict(dense))
+
+
+def _preorder(tree):
+    """(feature, threshold, missing side, samples) of every node, parents before children,
+    left subtrees first: the tree whatever the numbering of its nodes."""
+    out, stack = [], [0]
+    while stack:
+        i = stack.pop()
+        f = int(tree.feature[i])
+        split = (float(tree.threshold[i]), int(tree.missing_go_left[i])) if f >= 0 else None
+        out.append((f, split, int(tree.n_node_samples[i])))
+        if f >= 0:
+            stack += [int(tree.children_right[i]), int(tree.children_left[i])]
+    return out

@@ -5,7 +5,8 @@ bare addresses. This script grows delicious-shaped trees (one thread) after
 writing ``/tmp/perf-<pid>.map``, the symbol map ``perf`` reads for JIT code,
 with the address of every function numba compiled for gpurpo, and dumps the
 machine code of one function so that ``objdump`` can annotate its hot
-instructions. The addresses are only known for functions compiled in this
+instructions (``--data text``: the text-like sparse X of
+``bench/sparse_forest.py`` instead). The addresses are only known for functions compiled in this
 process, so run it with an empty numba cache (about 1.5 minutes of
 compilation first)::
 
@@ -99,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", type=int, default=300, help="trees grown after READY")
     parser.add_argument("--dump", default="_eval_node", help="function whose code to dump")
     parser.add_argument("--out", default="/tmp/numba_function.bin")
+    parser.add_argument("--data", choices=["delicious", "text"], default="delicious",
+                        help="delicious-shaped dense X, or bench/sparse_forest.py's text-like "
+                             "CSR X (--rows rows, 20,000 features, 0.5 %% nonzero)")
+    parser.add_argument("--rows", type=int, default=20000, help="rows of the text-like X")
     args = parser.parse_args(argv)
 
     import numba
@@ -110,8 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     from gpurpo.tree import BinMapper, GrowthParams, grow_trees, n_candidate_features
 
     started = time.time()
-    X, Y = make_delicious_like(random_state=0)
-    Y = sp.csr_matrix(Y)
+    if args.data == "text":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from sparse_forest import make_text_like
+
+        X, Y = make_text_like(args.rows, 20000, 0.005)
+    else:
+        X, Y = make_delicious_like(random_state=0)
+        Y = sp.csr_matrix(Y)
     d = Y.shape[1]
     m = round(math.log(d))
     binned = BinMapper().fit(X).transform(X, NUMPY)

@@ -878,7 +878,13 @@ def _eval_node(
         n_miss = 0
         for c in range(mp):
             MS[c] = 0.0
-        if use_sort:
+        z = np.int64(subtracted_bin[f])
+        # a sparse feature whose column of stored entries is shorter than the node takes
+        # the table from its column at every node size: sorting would cost the node's
+        # samples times its channels, for the few stored entries the node holds
+        columns = z >= 0 and use_columns and col_ptr[f + 1] - col_ptr[f] < ns
+        sort_f = use_sort and not columns
+        if sort_f:
             # constant features (common for sparse or discrete inputs) skip the sort
             c_first = codes[f, cols[c0ff]]
             constant = True
@@ -939,9 +945,8 @@ def _eval_node(
             bmin = code_buf[0] if nn > 0 else missing_bin
             bmax = code_buf[nn - 1] if nn > 0 else missing_bin
         else:
-            z = np.int64(subtracted_bin[f])
             n_z = 0
-            if z >= 0 and use_columns and col_ptr[f + 1] - col_ptr[f] < ns:
+            if columns:
                 marked = mp == 8 and not random_split
                 bmin, bmax, listed = _fill_table_columns(
                     col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
@@ -988,12 +993,12 @@ def _eval_node(
         if marked:
             best_gain, best_b, best_ml = _scan_occupied8(
                 hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf)
-        elif not use_sort and mp == 8:
+        elif not sort_f and mp == 8:
             best_gain, best_b, best_ml = _scan_table8(
                 hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
                 random_split, cut,
             )
-        elif use_sort and mp == 8:
+        elif sort_f and mp == 8:
             best_gain, best_b, best_ml = _scan_sorted8(
                 order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
                 min_samples_leaf, random_split, cut,
@@ -1003,10 +1008,10 @@ def _eval_node(
             nL = 0
             for c in range(mp):
                 LS[c] = 0.0
-            a_first = 0 if use_sort else bmin
-            a_last = nn - 1 if use_sort else bmax
+            a_first = 0 if sort_f else bmin
+            a_last = nn - 1 if sort_f else bmax
             for a in range(a_first, a_last + 1):
-                if use_sort:
+                if sort_f:
                     idx = rows[d0 + order[a]]
                     b = code_buf[a]
                     WL += w[idx]
@@ -1469,12 +1474,13 @@ def _claim_slots(node_rows, start, ns, allowed, slot_of_row):
 
     The column lists give each bin's samples in row order: the node's position
     order when its rows ``node_rows[start:start + ns]`` increase (the stable
-    partitions keep them so), for nodes above SORT_LIMIT samples (smaller
-    ones sort their codes) when columns exist (``allowed``). Sets
-    ``slot_of_row[row]`` to the row's position in the node; undo with
-    :func:`_release_slots`.
+    partitions keep them so), when columns exist (``allowed``). Nodes above
+    SORT_LIMIT samples fill their tables from the columns; smaller ones sort
+    their codes, and find the features without a stored entry in the node
+    (constant) from the columns. Sets ``slot_of_row[row]`` to the row's
+    position in the node; undo with :func:`_release_slots`.
     """
-    if not allowed or ns <= SORT_LIMIT:
+    if not allowed:
         return False
     for a in range(start + 1, start + ns):
         if node_rows[a] <= node_rows[a - 1]:

@@ -386,7 +386,9 @@ def split_small_nodes(
     out_missing_left: Any,
     out_gain: Any,
 ) -> None:
-    """``tree_split_small``: one block per node, bit-compatible with the numba kernel.
+    """``tree_split_small``: one block per node, bit-compatible with the numba kernel
+    (on a sparse X, up to the rounding of the numba kernel's column tables in nodes of
+    at most SORT_LIMIT samples: see ``tree_split_small`` in :mod:`gpurpo.tree.kernels`).
 
     The block scans the node's codes in parallel, so the stored-entry columns
     of a sparse X (``col_*``) are not read; the subtracted bins' sums are
@@ -455,7 +457,9 @@ def grow_subtrees(
     out_start: Any,
     out_stop: Any,
 ) -> None:
-    """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel.
+    """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel
+    (on a sparse X, up to the rounding of the numba kernel's column tables, as for
+    :func:`split_small`).
 
     Each block copies its root's samples (codes of every feature, weights,
     targets) into its own scratch and grows the subtree depth first there

@@ -647,9 +647,15 @@ def test_sum_leaves_dense_and_csr():
     out = np.ones((n, d))
     kernels.sum_leaves_dense(NUMPY, rows, values, out)
     np.testing.assert_allclose(out, ref + 1, rtol=1e-12)
-    out = np.zeros((n, d))
-    kernels.sum_leaves_csr(NUMPY, rows, sp.csr_matrix(values), out)
-    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+    csr = sp.csr_matrix(values)
+    # SciPy's int32 indices are read as they are; int64 and other integer types too
+    for index_dtype in (np.int32, np.int64, np.uint16):
+        typed = sp.csr_matrix(values)
+        typed.indices = csr.indices.astype(index_dtype)
+        typed.indptr = csr.indptr.astype(np.int64 if index_dtype == np.uint16 else index_dtype)
+        out = np.zeros((n, d))
+        kernels.sum_leaves_csr(NUMPY, rows, typed, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
 
 
 def test_feature_table_equals_the_vectorised_visiting_order():

@@ -773,7 +773,9 @@ def _eval_node(
     ``subtracted_bin`` (when >= 0) from the node's totals; with ``use_columns``
     (a sparse X whose node positions hold increasing rows; ``slot_of_row``:
     each row's position in the node, -1 outside it) the other rows come from
-    the feature's column of stored entries when it is shorter than the node.
+    the feature's column of stored entries when it is shorter than the node,
+    and such a feature takes this table path in smaller nodes too (instead of
+    sorting the node's codes).
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
@@ -1474,10 +1476,9 @@ def _claim_slots(node_rows, start, ns, allowed, slot_of_row):
 
     The column lists give each bin's samples in row order: the node's position
     order when its rows ``node_rows[start:start + ns]`` increase (the stable
-    partitions keep them so), when columns exist (``allowed``). Nodes above
-    SORT_LIMIT samples fill their tables from the columns; smaller ones sort
-    their codes, and find the features without a stored entry in the node
-    (constant) from the columns. Sets ``slot_of_row[row]`` to the row's
+    partitions keep them so), when columns exist (``allowed``): at every node
+    size, a feature whose column is shorter than the node takes its table from
+    the column (see :func:`_eval_node`). Sets ``slot_of_row[row]`` to the row's
     position in the node; undo with :func:`_release_slots`.
     """
     if not allowed:

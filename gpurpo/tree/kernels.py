@@ -122,8 +122,9 @@ Kernel contracts
     samples for its few stored entries: a text-like node of 200 samples and
     20,000 features 40 -> 2 ms); the CUDA twin sorts every node of at most
     SORT_LIMIT samples, so on a sparse X the two agree up to float rounding
-    (the same trees but for near-ties). Extra-Trees: one cut ``b = _random_cut`` per feature
-    from ``u = uniform_at(seed, position)`` (the split "code <= cut" may land
+    (the same trees but for near-ties). Extra-Trees: one cut
+    ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``
+    (the split "code <= cut" may land
     in an empty bin: the stored bin is the cut). Sides need at least
     ``min_samples_leaf`` samples. Sums in float64. The best split of a
     feature is its largest gain (exact ties: lowest bin, then missing right).
@@ -866,7 +867,8 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> A
         indptr = _c(backend, values.indptr, xp.int64)
         indices = _c(backend, values.indices, xp.int64)
     else:
-        indptr, indices = _index_array(backend, values.indptr), _index_array(backend, values.indices)
+        indptr = _index_array(backend, values.indptr)
+        indices = _index_array(backend, values.indices)
     backend.kernel("tree_sum_leaves_csr")(
         _c(backend, leaf_rows, xp.int32), indptr, indices, _c(backend, values.data, xp.float64),
         out,

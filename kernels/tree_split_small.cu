@@ -29,7 +29,9 @@
 //      occupied bin in exactly the CPU kernel's summation order with one
 //      pass over the sorted samples per channel (threads = channels, plus
 //      one for the weights; sorted order for nodes of at most ``sort_limit``
-//      samples, O(ns) whatever the codes' range, per-bin sums otherwise,
+//      samples, O(ns) whatever the codes' range, except for a feature with
+//      a subtracted bin and fewer other codes (``listed``) than the node has
+//      samples; per-bin sums otherwise,
 //      the sums of the feature's ``subtracted_bin`` then being the node's
 //      totals minus the other bins' sums, as the CPU kernel derives them;
 //      including the CPU's "LS += MS;
@@ -164,6 +166,7 @@ struct SplitView {
 struct SplitRules {
     const double* thresholds;  // (p, n_thr) raw upper bin edges
     const int* subtracted_bin; // (p,) bin derived from the node's totals in tables, or -1
+    const long long* listed;   // (p,) codes other than subtracted_bin in all the data
     int n_thr;
     int p;
     int m;
@@ -445,7 +448,10 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             }
             __syncthreads();
             const int n_miss = cnt[missing_bin];
-            const bool use_sort = ns <= r.sort_limit;
+            // a feature with fewer codes of other bins than the node has samples is
+            // summed as a larger node's (the CPU kernel reads its column of entries)
+            const bool use_sort = ns <= r.sort_limit &&
+                !(r.subtracted_bin[fq] >= 0 && r.listed[fq] < ns);
             const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
             // 3c. running left sums in the CPU kernel's order, one pass over the
             // sorted samples per channel (thread c < m: sums of w y_c, with the
@@ -646,12 +652,13 @@ __device__ __forceinline__ SplitScratch split_scratch(
 }
 
 __device__ __forceinline__ SplitRules split_rules(
-    const double* thresholds, const int* subtracted_bin, int p, int m, int n_candidates, int min_samples_leaf, int random_split,
-    int missing_bin, double tie_rtol, int sort_limit)
+    const double* thresholds, const int* subtracted_bin, const long long* listed, int p, int m, int n_candidates,
+    int min_samples_leaf, int random_split, int missing_bin, double tie_rtol, int sort_limit)
 {
     SplitRules r;
     r.thresholds = thresholds;
     r.subtracted_bin = subtracted_bin;
+    r.listed = listed;
     r.n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
     r.p = p;
     r.m = m;
@@ -668,6 +675,7 @@ __device__ __forceinline__ SplitRules split_rules(
 extern "C" __global__ void tree_split_small(
     const unsigned char* __restrict__ codes,
     const int* __restrict__ subtracted_bin,
+    const long long* __restrict__ listed,
     const int* __restrict__ sample_indices,
     const long long* __restrict__ node_ranges,
     const int* __restrict__ node_tree,
@@ -701,7 +709,7 @@ extern "C" __global__ void tree_split_small(
     unsigned char* out_missing_left,
     double* out_gain)
 {
-    const SplitRules rules = split_rules(thresholds, subtracted_bin, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(thresholds, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blockIdx.x, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);
@@ -730,6 +738,7 @@ extern "C" __global__ void tree_split_small(
 extern "C" __global__ void tree_grow_subtrees(
     const unsigned char* __restrict__ codes,
     const int* __restrict__ subtracted_bin,
+    const long long* __restrict__ listed,
     const unsigned char* __restrict__ zero_code,
     const long long* __restrict__ row_ptr,
     const int* __restrict__ row_features,
@@ -793,7 +802,7 @@ extern "C" __global__ void tree_grow_subtrees(
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
     const long long blk = blockIdx.x;
-    const SplitRules rules = split_rules(thresholds, subtracted_bin, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(thresholds, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blk, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);

@@ -213,10 +213,11 @@ def _preorder(tree):
 
 @pytest.mark.parametrize("random_split", [False, True])
 def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
-    # Nodes of up to SORT_LIMIT samples sort their codes, except that a sparse X's
-    # features whose column is shorter than the node take their table from the column
-    # (a few stored entries, where sorting costs every sample). Reference: the same
-    # nodes on the dense codes, all sorted.
+    # Nodes of up to SORT_LIMIT samples sort their codes, except for the features with
+    # a subtracted bin and fewer other codes (``listed``) than the node has samples,
+    # summed as a larger node's: from the column of stored entries for a sparse X, from
+    # the codes for a dense X or on CUDA, with the same bits. Reference: the same nodes
+    # with every feature sorted (``listed`` left at n).
     from gpurpo.tree._kernels_cpu import SORT_LIMIT
 
     rng = np.random.default_rng(21 + random_split)
@@ -224,10 +225,12 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
     density = rng.uniform(0.005, 0.08, size=p)  # columns of 15 to 240 stored entries
     dense = np.where(rng.random((n, p)) < density, rng.normal(size=(n, p)), 0.0)
     dense[rng.random((n, p)) < 0.002] = np.nan
-    binned_sparse = BinMapper(max_bins=64).fit(dense).transform(sp.csr_matrix(dense), NUMPY)
-    stored = binned_sparse.sparse_codes
-    short = np.diff(stored.col_ptr) < 120
-    assert 0.2 < short.mean() < 0.9  # some columns shorter than the nodes, some longer
+    mapper = BinMapper(max_bins=64).fit(dense)
+    on_sparse = mapper.transform(sp.csr_matrix(dense), NUMPY)
+    on_dense = mapper.transform(dense, NUMPY)
+    np.testing.assert_array_equal(on_dense.listed, np.diff(on_sparse.sparse_codes.col_ptr))
+    short = on_dense.listed < 120
+    assert 0.2 < short.mean() < 0.9  # some features listed less than the nodes, some more
     sizes = [40, 90, 150, 200, SORT_LIMIT]
     rows = np.concatenate([np.sort(rng.choice(n, s, replace=False)) for s in sizes])
     stops = np.cumsum(sizes)
@@ -235,14 +238,25 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
     targets = (np.nan_to_num(dense[:, :5]) @ rng.normal(size=(5, m)))[:, None, :]
     targets = (targets + 0.1 * rng.normal(size=targets.shape)).astype(np.float32)
     weights = rng.integers(1, 4, size=(1, n)).astype(np.float32)  # root lists: positive
-    args = (binned_sparse.codes, rows.astype(np.int32), ranges,
+    args = (on_dense.codes, rows.astype(np.int32), ranges,
             np.zeros(len(sizes), dtype=np.int32), np.arange(len(sizes), dtype=np.uint64),
-            weights, targets, binned_sparse.thresholds, p, 1, random_split,
-            binned_sparse.missing_bin, 1e-5)
-    got = kernels.split_small(NUMPY, *args, subtracted_bin=binned_sparse.subtracted_bin,
-                              sparse_codes=stored)
-    ref = kernels.split_small(NUMPY, *args, subtracted_bin=binned_sparse.subtracted_bin)
+            weights, targets, on_dense.thresholds, p, 1, random_split, on_dense.missing_bin, 1e-5)
+    subtracted = on_dense.subtracted_bin
+    got = {
+        "sparse": kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
+                                      sparse_codes=on_sparse.sparse_codes,
+                                      listed=on_sparse.listed),
+        "dense": kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
+                                     listed=on_dense.listed),
+        "emulated": kernels.split_small(EMULATED, *args, subtracted_bin=subtracted,
+                                        listed=on_dense.listed),
+    }
+    ref = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
     assert (ref[0] >= 0).all()
-    for g, r in zip(got[:3], ref[:3]):
-        np.testing.assert_array_equal(g, r)
-    np.testing.assert_allclose(got[3], ref[3], rtol=1e-12)
+    for name, out in got.items():
+        for g, r in zip(out[:3], ref[:3]):
+            np.testing.assert_array_equal(g, r, err_msg=name)
+        np.testing.assert_allclose(out[3], ref[3], rtol=1e-12, err_msg=name)
+    for name in ("dense", "emulated"):
+        for g, r in zip(got[name], got["sparse"]):
+            np.testing.assert_array_equal(g, r, err_msg=name)

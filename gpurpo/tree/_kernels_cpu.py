@@ -756,7 +756,8 @@ def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-    cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns, col_ptr,
+    cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
+    col_ptr,
     col_rows, col_codes, slot_of_row,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
@@ -770,22 +771,25 @@ def _eval_node(
     the inner loops vectorise; gains sum the ``m`` real channels only); ``hist`` is
     (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
     Nodes above SORT_LIMIT samples derive the table row of each feature's
-    ``subtracted_bin`` (when >= 0) from the node's totals; with ``use_columns``
-    (a sparse X whose node positions hold increasing rows; ``slot_of_row``:
-    each row's position in the node, -1 outside it) the other rows come from
-    the feature's column of stored entries when it is shorter than the node,
-    and such a feature takes this table path in smaller nodes too (instead of
-    sorting the node's codes).
+    ``subtracted_bin`` (when >= 0) from the node's totals, and so does a
+    smaller node for a feature with fewer other codes in all the data
+    (``listed``) than the node has samples, instead of sorting the node's
+    codes. With ``use_columns`` (a sparse X whose node positions hold
+    increasing rows; ``slot_of_row``: each row's position in the node, -1
+    outside it) the other rows of such a feature come from its column of
+    stored entries (``listed[f]`` entries), with the same sums.
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
+        col_rows,
         col_codes, slot_of_row,
     ) = borrow_all((
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, col_ptr, col_rows,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
+        col_rows,
         col_codes, slot_of_row,
     ))
     p = codes.shape[0]
@@ -881,11 +885,13 @@ def _eval_node(
         for c in range(mp):
             MS[c] = 0.0
         z = np.int64(subtracted_bin[f])
-        # a sparse feature whose column of stored entries is shorter than the node takes
-        # the table from its column at every node size: sorting would cost the node's
-        # samples times its channels, for the few stored entries the node holds
-        columns = z >= 0 and use_columns and col_ptr[f + 1] - col_ptr[f] < ns
-        sort_f = use_sort and not columns
+        # a feature with fewer codes other than its subtracted bin (in all the data) than
+        # the node has samples takes the table path at every node size: sorting would
+        # cost the node's samples times its channels, for the few codes of other bins
+        # (a sparse X reads them from the feature's column of stored entries)
+        short = z >= 0 and listed[f] < ns
+        columns = short and use_columns
+        sort_f = use_sort and not short
         if sort_f:
             # constant features (common for sparse or discrete inputs) skip the sort
             c_first = codes[f, cols[c0ff]]
@@ -950,10 +956,10 @@ def _eval_node(
             n_z = 0
             if columns:
                 marked = mp == 8 and not random_split
-                bmin, bmax, listed = _fill_table_columns(
+                bmin, bmax, n_in_node = _fill_table_columns(
                     col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
                     missing_bin, marked, occupied)
-                n_z = ns - listed
+                n_z = ns - n_in_node
             elif z < 0 and mp == 8:
                 bmin, bmax = _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist,
                                           missing_bin)
@@ -1477,8 +1483,8 @@ def _claim_slots(node_rows, start, ns, allowed, slot_of_row):
     The column lists give each bin's samples in row order: the node's position
     order when its rows ``node_rows[start:start + ns]`` increase (the stable
     partitions keep them so), when columns exist (``allowed``): at every node
-    size, a feature whose column is shorter than the node takes its table from
-    the column (see :func:`_eval_node`). Sets ``slot_of_row[row]`` to the row's
+    size, a feature whose column (``listed``) is shorter than the node takes
+    its table from the column (see :func:`_eval_node`). Sets ``slot_of_row[row]`` to the row's
     position in the node; undo with :func:`_release_slots`.
     """
     if not allowed:
@@ -1500,7 +1506,8 @@ def _release_slots(node_rows, start, ns, slot_of_row):
 
 @njit(cache=True)
 def _split_chunk(
-    ch, n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+    ch, n_chunks, max_ns, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes,
+    sample_indices,
     node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
     out_missing_left, out_gain,
@@ -1517,7 +1524,7 @@ def _split_chunk(
     # each row's position in the current node, -1 outside it (read with the column lists)
     slot_of_row = np.full(codes.shape[1] if col_ptr.shape[0] > 0 else 1, -1, dtype=np.int32)
     _split_chunk_nodes(
-        ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+        ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
         node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
         min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row,
@@ -1527,18 +1534,18 @@ def _split_chunk(
 
 @njit(cache=True)
 def _split_chunk_nodes(
-    ch, n_chunks, codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices,
+    ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
     node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
     out_missing_left, out_gain, identity, slot_of_row, scratch,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
-        codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+        codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row,
     ) = borrow_all((
-        codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+        codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row,
     ))
@@ -1566,7 +1573,7 @@ def _split_chunk_nodes(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
             col_ptr, col_rows, col_codes, slot_of_row,
         )
         if use_columns:
@@ -1581,6 +1588,7 @@ def _split_chunk_nodes(
 def split_small_nodes(
     codes,
     subtracted_bin,
+    listed,
     col_ptr,
     col_rows,
     col_codes,
@@ -1608,7 +1616,8 @@ def split_small_nodes(
     n_chunks = min(n_nodes, N_CHUNKS)
     for ch in prange(n_chunks):
         _split_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, col_ptr, col_rows, col_codes,
+            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, col_ptr, col_rows,
+            col_codes,
             sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature,
             out_bin, out_missing_left, out_gain,
@@ -1630,7 +1639,8 @@ def _block_limit(p):
 
 @njit(cache=True)
 def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+    ch, n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr, row_features,
+    row_codes,
     col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
     weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
@@ -1664,7 +1674,7 @@ def _subtree_chunk(
     )
     block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots)
     _subtree_chunk_roots(
-        ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+        ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
         col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
         node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf,
         min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
@@ -1778,7 +1788,7 @@ def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_
 def _grow_in_block(
     block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
     min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
-    random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
+    random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin, listed,
     row_ptr, row_features, row_codes, scratch, out_feature, out_bin, out_missing_left, out_gain,
     out_left, out_right, out_depth, out_start, out_stop,
 ):
@@ -1814,7 +1824,7 @@ def _grow_in_block(
             block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
             thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, no_columns,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
             # no stored-entry columns here: arrays of the columns' types, never read
             row_ptr, row_features, row_codes, cols,
         )
@@ -1833,7 +1843,7 @@ def _grow_in_block(
 
 @njit(cache=True)
 def _subtree_chunk_roots(
-    ch, n_chunks, codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+    ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
     col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
     node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
     max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
@@ -1851,12 +1861,14 @@ def _subtree_chunk_roots(
     gathered again into the block and grown there.
     """
     (
-        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
+        col_rows,
         col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
         targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
         out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
-        codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
+        col_rows,
         col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
         targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
         out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
@@ -1912,7 +1924,7 @@ def _subtree_chunk_roots(
                 block, cols, cols2, stack, seeds, w, wy, y, 0, 1, base, 0, t, n_candidates,
                 min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
                 root_weight, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
-                hi_bits, m, subtracted_bin, row_ptr, row_features, row_codes, scratch,
+                hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes, scratch,
                 out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
                 out_depth, out_start, out_stop,
             )
@@ -1950,6 +1962,7 @@ def _subtree_chunk_roots(
                         base, a0, t, n_candidates, min_samples_leaf, min_samples_split,
                         max_depth, min_impurity_decrease, root_weight, random_split,
                         missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
+                        listed,
                         row_ptr, row_features, row_codes, block_scratch, out_feature, out_bin,
                         out_missing_left, out_gain, out_left, out_right, out_depth, out_start,
                         out_stop,
@@ -1967,7 +1980,7 @@ def _subtree_chunk_roots(
                     codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
                     min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
                     hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
-                    cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, use_columns,
+                    cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
                     col_ptr, col_rows, col_codes, slot_of_row,
                 )
                 if use_columns:
@@ -1990,7 +2003,7 @@ def _subtree_chunk_roots(
 
 @njit(parallel=True, cache=True)
 def grow_subtrees(
-    codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+    codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
     col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
     thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
@@ -2002,7 +2015,7 @@ def grow_subtrees(
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
         _subtree_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, zero_code, row_ptr,
+            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr,
             row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
             node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates,
             min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,

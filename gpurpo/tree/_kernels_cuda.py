@@ -366,6 +366,7 @@ def split_small_nodes(
     backend: Backend,
     codes: Any,
     subtracted_bin: Any,
+    listed: Any,
     col_ptr: Any,
     col_rows: Any,
     col_codes: Any,
@@ -386,9 +387,7 @@ def split_small_nodes(
     out_missing_left: Any,
     out_gain: Any,
 ) -> None:
-    """``tree_split_small``: one block per node, bit-compatible with the numba kernel
-    (on a sparse X, up to the rounding of the numba kernel's column tables in nodes of
-    at most SORT_LIMIT samples: see ``tree_split_small`` in :mod:`gpurpo.tree.kernels`).
+    """``tree_split_small``: one block per node, bit-compatible with the numba kernel.
 
     The block scans the node's codes in parallel, so the stored-entry columns
     of a sparse X (``col_*``) are not read; the subtracted bins' sums are
@@ -407,9 +406,11 @@ def split_small_nodes(
         (n_blocks,),
         (block,),
         (
-            codes, subtracted_bin, sample_indices, node_ranges, node_tree, node_seed, weights,
+            codes, subtracted_bin, listed, sample_indices, node_ranges, node_tree, node_seed,
+            weights,
             targets, thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
-            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(1 if random_split else 0),
+            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf),
+            _i32(1 if random_split else 0),
             _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
             *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
             out_feature, out_bin, out_missing_left, out_gain,
@@ -421,6 +422,7 @@ def grow_subtrees(
     backend: Backend,
     codes: Any,
     subtracted_bin: Any,
+    listed: Any,
     zero_code: Any,
     row_ptr: Any,
     row_features: Any,
@@ -457,9 +459,7 @@ def grow_subtrees(
     out_start: Any,
     out_stop: Any,
 ) -> None:
-    """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel
-    (on a sparse X, up to the rounding of the numba kernel's column tables, as for
-    :func:`split_small`).
+    """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel.
 
     Each block copies its root's samples (codes of every feature, weights,
     targets) into its own scratch and grows the subtree depth first there
@@ -487,7 +487,7 @@ def grow_subtrees(
         (n_blocks,),
         (block,),
         (
-            codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes,
+            codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
             _i64(row_ptr.shape[0]),
             sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
             thresholds, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_roots),

@@ -117,6 +117,11 @@ class BinnedMatrix:
     sparse_codes : SparseCodes or None
         For a sparse X, the codes of its stored entries by row and by column
         (the other codes are each feature's code of 0.0); None for a dense X.
+    listed : int64 array of shape (n_features,), on the backend
+        Each feature's number of codes other than its code of 0.0 (for a
+        sparse X, the length of its column in ``sparse_codes``): the split
+        kernels sum a feature with a subtracted bin from a table instead of
+        sorting a node's codes when the node has more samples than this.
     """
 
     codes: Any
@@ -127,11 +132,14 @@ class BinnedMatrix:
     backend: Backend = field(repr=False)
     subtracted_bin: Any = field(default=None, repr=False)
     sparse_codes: SparseCodes | None = field(default=None, repr=False)
+    listed: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        xp = self.backend.xp
         if self.subtracted_bin is None:
-            xp = self.backend.xp
             self.subtracted_bin = xp.full(self.codes.shape[0], -1, dtype=xp.int32)
+        if self.listed is None:
+            self.listed = xp.full(self.codes.shape[0], self.codes.shape[1], dtype=xp.int64)
 
     @property
     def n_features(self) -> int:
@@ -315,6 +323,7 @@ class BinMapper:
             subtracted_bin=xp.ascontiguousarray(
                 xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
             sparse_codes=stored,
+            listed=xp.ascontiguousarray((n - n_zero).astype(xp.int64)),
         )
 
     def _fuses(self, X: Any, backend: Backend, sample_weight: Any) -> bool:

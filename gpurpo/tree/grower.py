@@ -482,6 +482,7 @@ class _Grower:
             TIE_RTOL,
             subtracted_bin=self.binned.subtracted_bin,
             sparse_codes=self.binned.sparse_codes,
+            listed=self.binned.listed,
         )
         return tuple(self.backend.to_host(a) for a in out)
 
@@ -751,6 +752,7 @@ class _Grower:
             TIE_RTOL,
             subtracted_bin=self.binned.subtracted_bin,
             sparse_codes=self.binned.sparse_codes,
+            listed=self.binned.listed,
         )
         out = out.to_host(self.backend)  # one device-to-host copy
         count = out.count.astype(np.int64)

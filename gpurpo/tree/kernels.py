@@ -71,13 +71,16 @@ Kernel contracts
     its right-going ones, each in their previous order (a stable partition);
     entries outside the nodes' ranges are untouched.
 
-``tree_split_small(codes, subtracted_bin, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
+``tree_split_small(codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
     codes, sample_indices, node_ranges, node_tree, weights, targets: as above
     subtracted_bin int32 (p,)          per feature, the bin whose sums nodes of more than
                                        SORT_LIMIT samples derive from their totals, or -1
                                        (``BinnedMatrix.subtracted_bin``)
+    listed       int64   (p,)          per feature, its number of codes other than
+                                       ``subtracted_bin`` in all the data
+                                       (``BinnedMatrix.listed``; n where no bin is)
     col_ptr      int64   (p + 1,)      a sparse X's codes column by column (the
     col_rows     int32   (nnz,)        ``SparseCodes`` columns: the rows whose code is not
     col_codes    uint8   (nnz,)        the feature's code of 0.0, increasing, and their
@@ -117,12 +120,12 @@ Kernel contracts
     code order, the missing code last): so a sparse feature's table costs its
     nonzeros in the node, listed by ``col_*`` (the CPU kernel reads them when
     the node's rows increase and the column is shorter than the node; the CUDA
-    twin reads ``codes``). With such a column the CPU kernel sums a feature
-    as a larger node does at EVERY node size (sorting would cost the node's
-    samples for its few stored entries: a text-like node of 200 samples and
-    20,000 features 40 -> 2 ms); the CUDA twin sorts every node of at most
-    SORT_LIMIT samples, so on a sparse X the two agree up to float rounding
-    (the same trees but for near-ties). Extra-Trees: one cut
+    twin reads ``codes``). A node of at most SORT_LIMIT samples sums a
+    feature with ``listed[f] < ns`` (and ``z >= 0``) as a larger node does, too:
+    sorting would cost the node's samples for a few codes of other bins (a
+    text-like node of 200 samples and 20,000 features: 40 -> 2 ms). The path
+    depends on the feature and the node size only, so dense and sparse X and
+    both twins give the same bits. Extra-Trees: one cut
     ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``
     (the split "code <= cut" may land
     in an empty bin: the stored bin is the cut). Sides need at least
@@ -180,7 +183,7 @@ Kernel contracts
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, subtracted_bin, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
@@ -335,6 +338,17 @@ register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_l
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
     return backend.xp.ascontiguousarray(a, dtype=dtype)
+
+
+def _listed(backend: Backend, listed: Any, shape: tuple[int, int]) -> Any:
+    """The ``listed`` argument of the split kernels (None: ``n`` for every feature)."""
+    xp = backend.xp
+    p, n = (int(s) for s in shape)
+    if listed is None:
+        return xp.full(p, n, dtype=xp.int64)
+    if listed.shape != (p,):
+        raise ValueError(f"listed must have shape ({p},), got {listed.shape}")
+    return _c(backend, listed, xp.int64)
 
 
 def _subtracted(backend: Backend, subtracted_bin: Any, p: int) -> Any:
@@ -520,12 +534,14 @@ def split_small(
     tie_rtol: float,
     subtracted_bin: Any = None,
     sparse_codes: Any = None,
+    listed: Any = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Exact best split per node; returns (feature, bin, missing_left, gain).
 
     See ``tree_split_small`` in the module docstring. ``subtracted_bin``
-    (None: -1 for every feature) and ``sparse_codes`` (the ``SparseCodes`` of
-    a sparse X, or None) come from the ``BinnedMatrix``.
+    (None: -1 for every feature), ``sparse_codes`` (the ``SparseCodes`` of
+    a sparse X, or None) and ``listed`` (None: n for every feature) come from
+    the ``BinnedMatrix``.
     """
     xp = backend.xp
     n_nodes = node_ranges.shape[0]
@@ -538,6 +554,7 @@ def split_small(
     backend.kernel("tree_split_small")(
         _c(backend, codes, xp.uint8),
         _subtracted(backend, subtracted_bin, codes.shape[0]),
+        _listed(backend, listed, codes.shape),
         *_columns(backend, sparse_codes),
         _c(backend, sample_indices, xp.int32),
         _c(backend, node_ranges, xp.int64),
@@ -724,11 +741,13 @@ def grow_subtrees(
     tie_rtol: float,
     subtracted_bin: Any = None,
     sparse_codes: Any = None,
+    listed: Any = None,
 ) -> Subtrees:
     """Grow the subtrees under the given nodes; ``sample_indices`` is updated in place.
 
-    See ``tree_grow_subtrees`` in the module docstring; ``subtracted_bin`` and
-    ``sparse_codes`` as for :func:`split_small` (None: the copies read ``codes``).
+    See ``tree_grow_subtrees`` in the module docstring; ``subtracted_bin``,
+    ``sparse_codes`` (None: the copies read ``codes``) and ``listed`` as for
+    :func:`split_small`.
     """
     xp = backend.xp
     ranges = _c(backend, node_ranges, xp.int64)
@@ -747,6 +766,7 @@ def grow_subtrees(
     backend.kernel("tree_grow_subtrees")(
         _c(backend, codes, xp.uint8),
         _subtracted(backend, subtracted_bin, codes.shape[0]),
+        _listed(backend, listed, codes.shape),
         *_rows(backend, sparse_codes, codes.shape[0]),
         *_columns(backend, sparse_codes),
         sample_indices,

@@ -533,8 +533,9 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
     Raises
     ------
     ValueError
-        If the inputs mix host and GPU arrays, if ``device`` is unknown, or if
-        GPU inputs are given with ``device="cpu"``.
+        If the inputs mix host and GPU arrays (allowed with ``device="cuda"``,
+        which moves the host ones), if ``device`` is unknown, or if GPU inputs
+        are given with ``device="cpu"``.
     BackendUnavailableError
         If ``"cuda"`` is asked for where CuPy or a device is missing.
     """
@@ -542,7 +543,7 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
         raise ValueError(f"device must be one of {DEVICE_NAMES}, got {device!r}")
     present = [a for a in arrays if a is not None]
     on_gpu = [is_gpu_array(a) for a in present]
-    if any(on_gpu) and not all(on_gpu):
+    if any(on_gpu) and not all(on_gpu) and device != "cuda":
         kinds = ", ".join(f"argument {i}: {'GPU' if g else 'host'}" for i, g in enumerate(on_gpu))
         raise ValueError(
             "inputs mix host (NumPy/SciPy) and GPU (CuPy) arrays "

@@ -34,6 +34,16 @@ def test_gpu_array_detection_by_module():
 def test_mixing_devices_is_a_clear_error():
     with pytest.raises(ValueError, match="mix host"):
         B.resolve_backend(np.ones((3, 2)), _FakeGpuArray())
+    with pytest.raises(ValueError, match="mix host"):
+        B.resolve_backend(_FakeGpuArray(), np.ones((3, 2)), device="cpu")
+
+
+@pytest.mark.skipif(B.cupy_available(), reason="a working CUDA device is present")
+def test_device_cuda_accepts_host_inputs_beside_gpu_inputs():
+    # device="cuda" moves host inputs to the GPU, so a host Y beside a CuPy X is no mixing
+    # error; here the only refusal left is the missing CuPy
+    with pytest.raises(B.BackendUnavailableError, match="cupy-cuda12x"):
+        B.resolve_backend(_FakeGpuArray(), np.ones((3, 2)), device="cuda")
 
 
 def test_gpu_input_with_cpu_device_is_refused():

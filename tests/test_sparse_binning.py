@@ -260,3 +260,119 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
     for name in ("dense", "emulated"):
         for g, r in zip(got[name], got["sparse"]):
             np.testing.assert_array_equal(g, r, err_msg=name)
+
+
+def test_a_sparse_x_is_binned_at_its_stored_entries_only():
+    # On the CPU a sparse X keeps no dense (p, n) codes: max_binned_bytes bounds them only
+    # when something builds them (BinnedMatrix.codes), and they equal the dense X's codes
+    rng = np.random.default_rng(30)
+    n, p = 400, 120
+    dense = np.where(rng.random((n, p)) < 0.05, rng.normal(size=(n, p)), 0.0)
+    dense[rng.random((n, p)) < 0.003] = np.nan
+    mapper = BinMapper(max_bins=32, max_binned_bytes=n * p - 1).fit(sp.csr_matrix(dense))
+    binned = mapper.transform(sp.csr_matrix(dense), NUMPY)
+    assert binned.dense_codes is None
+    assert binned.kernel_codes.shape == (p, 0)
+    assert (binned.n_features, binned.n_samples) == (p, n)
+    with pytest.raises(ValueError, match=r"dense codes .* max_binned_bytes"):
+        binned.codes
+    with pytest.raises(ValueError, match="max_binned_bytes"):
+        mapper.transform(dense, NUMPY)
+    mapper.max_binned_bytes = n * p
+    on_dense = mapper.transform(dense, NUMPY)
+    np.testing.assert_array_equal(mapper.transform(sp.csr_matrix(dense), NUMPY).codes,
+                                  on_dense.codes)
+    np.testing.assert_array_equal(binned.listed, on_dense.listed)
+    np.testing.assert_array_equal(binned.subtracted_bin, on_dense.subtracted_bin)
+
+
+@pytest.mark.parametrize("random_split", [False, True])
+@pytest.mark.parametrize("order", ["increasing", "shuffled"])
+def test_split_kernels_without_dense_codes_read_the_columns(random_split, order):
+    # Without dense codes (codes of shape (p, 0)) the small-node kernel gathers a node's
+    # codes of a feature from its column: by the node's row slots when its rows increase,
+    # by binary search otherwise (shuffled rows), for sorted nodes and for tables of
+    # nodes above SORT_LIMIT samples. Reference: the same kernel on the dense codes.
+    # The CPU partition reads the columns too (partition_columns against partition).
+    rng = np.random.default_rng(40 + random_split)
+    n, p, m = 3000, 200, 3
+    density = rng.uniform(0.005, 0.4, size=p)
+    dense = np.where(rng.random((n, p)) < density, rng.normal(size=(n, p)), 0.0)
+    dense[rng.random((n, p)) < 0.002] = np.nan
+    mapper = BinMapper(max_bins=64).fit(dense)
+    on_sparse = mapper.transform(sp.csr_matrix(dense), NUMPY)
+    on_dense = mapper.transform(dense, NUMPY)
+    assert on_sparse.dense_codes is None
+    sizes = [2, 3, 40, 150, 256, 700, 1500]
+    rows = [rng.choice(n, s, replace=False) for s in sizes]
+    rows = np.concatenate([np.sort(r) if order == "increasing" else r for r in rows])
+    stops = np.cumsum(sizes)
+    ranges = np.column_stack([stops - sizes, stops]).astype(np.int64)
+    targets = (np.nan_to_num(dense[:, :5]) @ rng.normal(size=(5, m)))[:, None, :]
+    targets = (targets + 0.1 * rng.normal(size=targets.shape)).astype(np.float32)
+    weights = rng.integers(1, 4, size=(1, n)).astype(np.float32)
+    rest = (rows.astype(np.int32), ranges, np.zeros(len(sizes), dtype=np.int32),
+            np.arange(len(sizes), dtype=np.uint64), weights, targets, on_dense.thresholds, 15,
+            1, random_split, on_dense.missing_bin, 1e-5)
+    kw = dict(subtracted_bin=on_dense.subtracted_bin, listed=on_dense.listed)
+    ref = kernels.split_small(NUMPY, on_dense.codes, *rest, **kw)
+    got = kernels.split_small(NUMPY, on_sparse.kernel_codes, *rest, **kw,
+                              sparse_codes=on_sparse.sparse_codes)
+    assert (ref[0] >= 0).sum() >= len(sizes) - 1
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+    split = ref[0] >= 0
+    at = (ranges[split], ref[0][split], ref[1][split], ref[2][split], on_dense.missing_bin)
+    expected_rows = rows.astype(np.int32)
+    expected_left = kernels.partition(NUMPY, on_dense.codes, expected_rows, *at)
+    got_rows = rows.astype(np.int32)
+    got_left = kernels.partition_columns(NUMPY, on_sparse.sparse_codes, on_dense.thresholds,
+                                         got_rows, *at)
+    np.testing.assert_array_equal(got_left, expected_left)
+    np.testing.assert_array_equal(got_rows, expected_rows)
+    assert 0 < got_left.min() and (got_left < np.diff(ranges[split], axis=1)[:, 0]).all()
+
+
+@pytest.mark.parametrize("params", [dict(max_features="sqrt"),
+                                    dict(max_features=None, max_leaf_nodes=30),
+                                    dict(max_features="sqrt", splitter="random")])
+def test_trees_on_a_sparse_x_never_build_its_dense_codes(monkeypatch, params):
+    # Level-wise (the subtree kernel from a root above its block size), best-first
+    # (small-node kernel and partition) and Extra-Trees growth on a sparse X whose dense
+    # codes exceed max_binned_bytes: same trees as the dense X, no dense codes built.
+    from gpurpo.tree import DecisionTreeRegressor, binning
+
+    built = []
+    rebuild = binning.dense_codes_of
+    monkeypatch.setattr(binning, "dense_codes_of", lambda *a: built.append(1) or rebuild(*a))
+    rng = np.random.default_rng(50)
+    n, p = 1500, 3000  # block limit 174 samples: the root and its large nodes read columns
+    dense = np.where(rng.random((n, p)) < 0.01, rng.exponential(size=(n, p)), 0.0)
+    dense[:, :40] = np.where(rng.random((n, 40)) < 0.5, rng.normal(size=(n, 40)), 0.0)
+    Y = dense[:, :6] @ rng.normal(size=(6, 4)) + 0.1 * rng.normal(size=(n, 4))
+    on_sparse = DecisionTreeRegressor(random_state=0, max_binned_bytes=n * p // 10,
+                                      **params).fit(sp.csr_matrix(dense), Y)
+    assert not built
+    on_dense = DecisionTreeRegressor(random_state=0, **params).fit(dense, Y)
+    assert _preorder(on_sparse.tree_) == _preorder(on_dense.tree_)
+    np.testing.assert_array_equal(on_sparse.predict(dense), on_dense.predict(dense))
+    assert on_dense.tree_.node_count > 50
+
+
+def test_newton_boosting_on_a_sparse_x_builds_the_dense_codes_within_the_budget():
+    # second-order splits (the log loss's) use histograms, which read the dense codes:
+    # built on first use, refused by name above max_binned_bytes
+    from gpurpo.ensemble import GradientBoostingClassifier
+
+    rng = np.random.default_rng(60)
+    n, p = 300, 50
+    dense = np.where(rng.random((n, p)) < 0.2, rng.normal(size=(n, p)), 0.0)
+    Y = (dense[:, :3] @ rng.normal(size=(3, 4)) > 0).astype(float)
+    kwargs = dict(n_estimators=3, split_criterion="newton", random_state=0)
+    on_dense = GradientBoostingClassifier(**kwargs).fit(dense, Y)
+    on_sparse = GradientBoostingClassifier(**kwargs).fit(sp.csr_matrix(dense), Y)
+    np.testing.assert_allclose(on_sparse.predict_proba(dense), on_dense.predict_proba(dense),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="dense codes .* max_binned_bytes"):
+        GradientBoostingClassifier(max_binned_bytes=n * p - 1, **kwargs).fit(
+            sp.csr_matrix(dense), Y)

@@ -370,8 +370,10 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
     max_bins : int in [2, 255]
         Maximum number of bins per feature for non-missing values.
     max_binned_bytes : int, default=4294967296 (4 GiB)
-        Largest binned copy of X a fit may make (uint8 codes, n x p bytes, sparse X
-        included); a larger X is refused with a ValueError.
+        Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
+        larger X is refused with a ValueError. A sparse X on the CPU is binned at
+        its stored entries only and needs no such copy, except for second-order
+        splits (``split_criterion="newton"``) and on the GPU.
     random_state : None, int or Generator
         Seeds binning subsample, projection and per-node randomness.
     device : {"auto", "cpu", "cuda"}

@@ -171,6 +171,39 @@ def partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_m
 
 
 @njit(parallel=True, cache=True)
+def partition_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, node_ranges,
+                      node_feature, node_bin, node_missing_left, missing_bin, out_n_left):
+    """:func:`partition` of a sparse X held without its dense codes: each sample's code
+    of the node's feature is looked up in the feature's stored-entry column (binary
+    search; rows absent from it take the feature's code of 0.0). Same result."""
+    for i in prange(node_ranges.shape[0]):
+        start = node_ranges[i, 0]
+        stop = node_ranges[i, 1]
+        ns = stop - start
+        f = node_feature[i]
+        b = node_bin[i]
+        miss_left = node_missing_left[i] != 0
+        codes = np.empty(ns, dtype=np.uint8)
+        _node_codes_of(f, sample_indices, start, ns, thresholds, False, col_ptr, col_rows,
+                       col_codes, col_rows, codes)
+        right = np.empty(ns, dtype=sample_indices.dtype)
+        w = start
+        r = 0
+        for a in range(ns):
+            s = sample_indices[start + a]
+            code = codes[a]
+            if (miss_left if code == missing_bin else code <= b):
+                sample_indices[w] = s  # w <= start + a: not read again
+                w += 1
+            else:
+                right[r] = s
+                r += 1
+        for j in range(r):
+            sample_indices[w + j] = right[j]
+        out_n_left[i] = w - start
+
+
+@njit(parallel=True, cache=True)
 def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q):
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]
@@ -751,6 +784,41 @@ def _tie_pick(cand_g, found, tol):
     return -1
 
 
+@njit(inline="always", cache=True)
+def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows, col_codes,
+                   slot_of_row, out):
+    """``out[a]`` = the code of feature ``f`` of row ``cols[c0ff + a]``, ``a < ns``, for a
+    sparse X held without its dense codes: its column's stored entries (increasing rows,
+    codes other than the feature's code of 0.0) over that code.
+
+    With ``use_columns`` (the node's rows claimed in ``slot_of_row``) and a column of at
+    most 8 entries per sample of the node, the column is scanned once; otherwise each
+    row is found by binary search in the column.
+    """
+    zero = np.uint8(_count_below(thresholds[f], thresholds.shape[1], 0.0))
+    e0 = col_ptr[f]
+    e1 = col_ptr[f + 1]
+    if use_columns and e1 - e0 <= 8 * ns:
+        for a in range(ns):
+            out[a] = zero
+        for e in range(e0, e1):
+            slot = slot_of_row[col_rows[e]]
+            if slot >= 0:
+                out[slot] = col_codes[e]
+        return
+    for a in range(ns):
+        r = cols[c0ff + a]
+        lo = e0
+        hi = e1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if col_rows[mid] < r:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[a] = col_codes[lo] if lo < e1 and col_rows[lo] == r else zero
+
+
 @njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
@@ -758,7 +826,7 @@ def _eval_node(
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
     col_ptr,
-    col_rows, col_codes, slot_of_row,
+    col_rows, col_codes, slot_of_row, node_codes, identity,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
@@ -778,6 +846,10 @@ def _eval_node(
     increasing rows; ``slot_of_row``: each row's position in the node, -1
     outside it) the other rows of such a feature come from its column of
     stored entries (``listed[f]`` entries), with the same sums.
+    ``codes`` with no columns (a sparse X held without its dense codes, rows
+    ``cols[c0ff + a]``): a feature's codes in the node are gathered from its
+    stored-entry column into ``node_codes[0, :ns]`` (:func:`_node_codes_of`) and
+    read there through ``identity`` (``identity[a] = a``), the same codes.
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
@@ -785,14 +857,15 @@ def _eval_node(
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
-        col_codes, slot_of_row,
+        col_codes, slot_of_row, node_codes, identity,
     ) = borrow_all((
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
-        col_codes, slot_of_row,
+        col_codes, slot_of_row, node_codes, identity,
     ))
     p = codes.shape[0]
+    gather = codes.shape[1] == 0
     mp = wy.shape[1]
     cw = mp
     cn = mp + 1
@@ -892,12 +965,24 @@ def _eval_node(
         short = z >= 0 and listed[f] < ns
         columns = short and use_columns
         sort_f = use_sort and not short
+        # where the node's codes of f are read: the codes, or a gathered copy
+        src = codes
+        src_f = f
+        src_cols = cols
+        src_c0 = c0ff
+        if gather and not columns:
+            _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows,
+                           col_codes, slot_of_row, node_codes[0])
+            src = node_codes
+            src_f = 0
+            src_cols = identity
+            src_c0 = 0
         if sort_f:
             # constant features (common for sparse or discrete inputs) skip the sort
-            c_first = codes[f, cols[c0ff]]
+            c_first = src[src_f, src_cols[src_c0]]
             constant = True
             for a in range(1, ns):
-                if codes[f, cols[c0ff + a]] != c_first:
+                if src[src_f, src_cols[src_c0 + a]] != c_first:
                     constant = False
                     break
             if constant:
@@ -907,7 +992,7 @@ def _eval_node(
                 # rank is the number of smaller keys (a branch-free loop that
                 # vectorises, where an insertion sort mispredicts once per sample)
                 for a in range(ns):
-                    order[a] = (np.int64(codes[f, cols[c0ff + a]]) << 20) | a
+                    order[a] = (np.int64(src[src_f, src_cols[src_c0 + a]]) << 20) | a
                 for a in range(ns):
                     key = order[a]
                     rank = 0
@@ -923,7 +1008,7 @@ def _eval_node(
                 # marked in a bit set and visited in increasing order, so that the
                 # 255-bin range is never scanned
                 for a in range(ns - 1, -1, -1):
-                    b = np.int64(codes[f, cols[c0ff + a]])
+                    b = np.int64(src[src_f, src_cols[src_c0 + a]])
                     link[a] = bin_pos[b]
                     bin_pos[b] = a + 1
                     _mark(occupied, b)
@@ -961,11 +1046,11 @@ def _eval_node(
                     missing_bin, marked, occupied)
                 n_z = ns - n_in_node
             elif z < 0 and mp == 8:
-                bmin, bmax = _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist,
-                                          missing_bin)
+                bmin, bmax = _fill_table8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy,
+                                          hist, missing_bin)
             else:
-                bmin, bmax, n_z = _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy,
-                                                       hist, missing_bin, z)
+                bmin, bmax, n_z = _fill_table_skipping(src, src_f, src_cols, src_c0, ns, rows, d0,
+                                                       w, wy, hist, missing_bin, z)
             if n_z > 0:
                 if marked:
                     _derive_occupied8(hist, occupied, z, n_z, S, W)
@@ -1522,12 +1607,14 @@ def _split_chunk(
     for a in range(max_ns):
         identity[a] = a
     # each row's position in the current node, -1 outside it (read with the column lists)
-    slot_of_row = np.full(codes.shape[1] if col_ptr.shape[0] > 0 else 1, -1, dtype=np.int32)
+    slot_of_row = np.full(targets.shape[0] if col_ptr.shape[0] > 0 else 1, -1, dtype=np.int32)
+    # a node's codes of one feature, gathered from its column when there are no dense codes
+    node_codes = np.empty((1, max_ns if codes.shape[1] == 0 else 1), dtype=np.uint8)
     _split_chunk_nodes(
         ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
         node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
         min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
-        out_missing_left, out_gain, identity, slot_of_row,
+        out_missing_left, out_gain, identity, slot_of_row, node_codes,
         _eval_scratch(max_ns, mp, n_bins, n_slots),
     )
 
@@ -1537,17 +1624,17 @@ def _split_chunk_nodes(
     ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
     node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
-    out_missing_left, out_gain, identity, slot_of_row, scratch,
+    out_missing_left, out_gain, identity, slot_of_row, node_codes, scratch,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, slot_of_row,
+        out_missing_left, out_gain, identity, slot_of_row, node_codes,
     ) = borrow_all((
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, slot_of_row,
+        out_missing_left, out_gain, identity, slot_of_row, node_codes,
     ))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
@@ -1574,7 +1661,7 @@ def _split_chunk_nodes(
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
-            col_ptr, col_rows, col_codes, slot_of_row,
+            col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
         )
         if use_columns:
             _release_slots(sample_indices, start, ns, slot_of_row)
@@ -1670,8 +1757,13 @@ def _subtree_chunk(
         np.empty(max_nb if big else 1, dtype=np.int32),  # a block's samples (global ids)
         np.empty(max_nb if big else 1, dtype=np.int32),  # its positions
         # each row's position in the current node, -1 outside it (read with the columns)
-        np.full(codes.shape[1] if sparse_columns else 1, -1, dtype=np.int32),
+        np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
     )
+    # without dense codes (a sparse X), a large node's codes of one feature gathered from
+    # its column, by position, read through the identity
+    gather_size = max_ns if big and codes.shape[1] == 0 else 1
+    node_codes = np.empty((1, gather_size), dtype=np.uint8)
+    identity = np.arange(gather_size).astype(np.int32)
     block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots)
     _subtree_chunk_roots(
         ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
@@ -1680,7 +1772,8 @@ def _subtree_chunk(
         min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
         missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
         out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
-        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots), block_scratch,
+        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots), block_scratch, node_codes,
+        identity,
     )
 
 
@@ -1789,8 +1882,8 @@ def _grow_in_block(
     block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
     min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
     random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin, listed,
-    row_ptr, row_features, row_codes, scratch, out_feature, out_bin, out_missing_left, out_gain,
-    out_left, out_right, out_depth, out_start, out_stop,
+    row_ptr, row_features, row_codes, node_codes, identity, scratch, out_feature, out_bin,
+    out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
 ):
     """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
     at the root's positions ``pos0 ..``) to completion, depth first, in the block.
@@ -1826,7 +1919,7 @@ def _grow_in_block(
             thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
             # no stored-entry columns here: arrays of the columns' types, never read
-            row_ptr, row_features, row_codes, cols,
+            row_ptr, row_features, row_codes, cols, node_codes, identity,
         )
         if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
             continue
@@ -1849,7 +1942,7 @@ def _subtree_chunk_roots(
     max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
     out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
     out_right, out_depth, out_start, out_stop, subtree_scratch, big_scratch, scratch,
-    block_scratch,
+    block_scratch, node_codes, identity,
 ):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference.
 
@@ -1858,7 +1951,10 @@ def _subtree_chunk_roots(
     on the global codes, as the small-node kernel evaluates its nodes (with
     the stored-entry columns of a sparse X, where its rows increase) from the
     root's gathered data, until a node fits a block: that node's samples are
-    gathered again into the block and grown there.
+    gathered again into the block and grown there. Without dense codes
+    (``codes`` with no columns: a sparse X), a large node reads each feature's
+    codes gathered from its stored-entry column into ``node_codes`` (see
+    :func:`_eval_node`), and so does its partition.
     """
     (
         codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
@@ -1873,6 +1969,8 @@ def _subtree_chunk_roots(
         targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
         out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ))
+    node_codes, identity = borrow_all((node_codes, identity))
+    gather = codes.shape[1] == 0
     sparse_rows = row_ptr.shape[0] > 0
     block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch[:4])
@@ -1886,7 +1984,7 @@ def _subtree_chunk_roots(
     limit = _block_limit(p)
     lo_bits, hi_bits = feistel_params(p)
     eps = np.finfo(np.float64).eps
-    use_slots = slot_of_row.shape[0] == codes.shape[1]
+    use_slots = slot_of_row.shape[0] == targets.shape[0]
     # one code of 0.0 for every feature (all of a nonnegative X's): a block starts as
     # one fill of memory
     one_zero_code = sparse_rows
@@ -1924,9 +2022,9 @@ def _subtree_chunk_roots(
                 block, cols, cols2, stack, seeds, w, wy, y, 0, 1, base, 0, t, n_candidates,
                 min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
                 root_weight, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
-                hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes, scratch,
-                out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
-                out_depth, out_start, out_stop,
+                hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
+                node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
+                out_left, out_right, out_depth, out_start, out_stop,
             )
         else:
             count = 1
@@ -1963,9 +2061,9 @@ def _subtree_chunk_roots(
                         max_depth, min_impurity_decrease, root_weight, random_split,
                         missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
                         listed,
-                        row_ptr, row_features, row_codes, block_scratch, out_feature, out_bin,
-                        out_missing_left, out_gain, out_left, out_right, out_depth, out_start,
-                        out_stop,
+                        row_ptr, row_features, row_codes, node_codes, identity, block_scratch,
+                        out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                        out_depth, out_start, out_stop,
                     )
                     # the block's final order, as local ids of the root
                     for a in range(nsj):
@@ -1981,14 +2079,22 @@ def _subtree_chunk_roots(
                     min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
                     hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
                     cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
-                    col_ptr, col_rows, col_codes, slot_of_row,
+                    col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
                 )
+                if f >= 0 and gather:
+                    # the split feature's codes of the node, at positions a0 .. a1 - 1
+                    _node_codes_of(f, node_rows, a0, nsj, thresholds, use_columns, col_ptr,
+                                   col_rows, col_codes, slot_of_row, node_codes[0, a0:a1])
                 if use_columns:
                     _release_slots(node_rows, a0, nsj, slot_of_row)
                 if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
                     continue
-                nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
-                                          missing_bin)
+                if gather:
+                    nl = _partition_positions(node_codes, identity, cols, cols2, a0, a1, 0, b,
+                                              ml, missing_bin)
+                else:
+                    nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
+                                              missing_bin)
                 _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
                               out_feature, out_bin, out_missing_left, out_gain, out_left,
                               out_right, out_depth, out_start, out_stop)

@@ -37,7 +37,9 @@ __all__ = [
     "canonical_csc",
     "sparse_bin_codes_cpu",
     "sparse_bin_codes_xp",
+    "dense_codes_of",
     "sparse_codes",
+    "sparse_codes_of_values",
     "sparse_column_edges",
     "zero_codes",
 ]
@@ -265,6 +267,79 @@ def _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_co
             row_features[q] = f
             row_codes[q] = col_codes[e]
             fill[i] = q + 1
+
+
+@njit(parallel=True, cache=True)
+def _column_code_counts(indptr, data, edges, n_edges, missing_bin, zero_code, out_count):
+    """``out_count[f]``: the stored entries of column ``f`` whose code (as
+    :func:`sparse_bin_codes_cpu` gives it) is not the feature's code of 0.0."""
+    p = indptr.shape[0] - 1
+    for f in prange(p):
+        kept = 0
+        for t in range(indptr[f], indptr[f + 1]):
+            x = np.float64(data[t])
+            code = missing_bin if np.isnan(x) else _count_below(edges[f], n_edges[f], x)
+            kept += code != zero_code[f]
+        out_count[f] = kept
+
+
+@njit(parallel=True, cache=True)
+def _fill_column_codes(indptr, indices, data, edges, n_edges, missing_bin, zero_code, col_ptr,
+                       col_rows, col_codes):
+    """The entries counted by :func:`_column_code_counts`, column by column (rows increasing)."""
+    p = indptr.shape[0] - 1
+    for f in prange(p):
+        q = col_ptr[f]
+        for t in range(indptr[f], indptr[f + 1]):
+            x = np.float64(data[t])
+            code = missing_bin if np.isnan(x) else _count_below(edges[f], n_edges[f], x)
+            if code != zero_code[f]:
+                col_rows[q] = indices[t]
+                col_codes[q] = code
+                q += 1
+
+
+def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missing_bin: int,
+                           zero_code: np.ndarray) -> SparseCodes:
+    """The :class:`SparseCodes` of a canonical CSC SciPy ``X`` (n, p), binned from its
+    stored values, without the dense ``(p, n)`` codes (NumPy backend).
+
+    The same entries and codes as :func:`sparse_codes` of the codes that
+    ``tree_bin_codes_sparse`` writes: ``#{edges[f, :n_edges[f]] < x}``,
+    ``missing_bin`` for NaN, entries coded ``zero_code[f]`` left out.
+    Memory: the stored entries twice (columns and rows), none per (row,
+    feature) cell.
+    """
+    indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(X.indices)
+    data = np.ascontiguousarray(X.data)
+    n_edges = np.ascontiguousarray(n_edges, dtype=np.int64)
+    p = indptr.shape[0] - 1
+    counts = np.empty(p, dtype=np.int64)
+    _column_code_counts(indptr, data, edges, n_edges, int(missing_bin), zero_code, counts)
+    col_ptr = np.zeros(p + 1, dtype=np.int64)
+    np.cumsum(counts, out=col_ptr[1:])
+    nnz = int(col_ptr[-1])
+    col_rows = np.empty(nnz, dtype=np.int32)
+    col_codes = np.empty(nnz, dtype=np.uint8)
+    _fill_column_codes(indptr, indices, data, edges, n_edges, int(missing_bin), zero_code,
+                       col_ptr, col_rows, col_codes)
+    n = X.shape[0]
+    row_ptr = np.zeros(n + 1, dtype=np.int64)
+    row_features = np.empty(nnz, dtype=np.int32)
+    row_codes = np.empty(nnz, dtype=np.uint8)
+    _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes)
+    return SparseCodes(zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes)
+
+
+def dense_codes_of(stored: SparseCodes, n: int) -> np.ndarray:
+    """The feature-major ``(p, n)`` uint8 codes that ``stored`` lists (NumPy arrays)."""
+    p = stored.col_ptr.shape[0] - 1
+    codes = np.empty((p, n), dtype=np.uint8)
+    codes[...] = stored.zero_code[:, None]
+    feature = np.repeat(np.arange(p), np.diff(stored.col_ptr))
+    codes[feature, stored.col_rows] = stored.col_codes
+    return codes
 
 
 def sparse_codes(X: Any, codes: Any, zero_code: Any, backend: Backend) -> SparseCodes:

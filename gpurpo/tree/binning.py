@@ -49,7 +49,9 @@ from gpurpo.tree._kernels_cpu import bin_codes_fitted, edges_from_sorted, transp
 from gpurpo.tree._sparse_binning import (
     SparseCodes,
     canonical_csc,
+    dense_codes_of,
     sparse_codes,
+    sparse_codes_of_values,
     sparse_column_edges,
     zero_codes,
 )
@@ -95,8 +97,11 @@ class BinnedMatrix:
 
     Attributes
     ----------
-    codes : uint8 array of shape (n_features, n_samples), C-contiguous
-        Feature-major bin codes; ``missing_bin`` marks NaN.
+    dense_codes : uint8 array of shape (n_features, n_samples), C-contiguous, or None
+        Feature-major bin codes; ``missing_bin`` marks NaN. None for a sparse
+        X binned on the NumPy backend: its codes are listed in
+        ``sparse_codes`` only, which the CPU kernels read, and :attr:`codes`
+        builds the dense matrix on first use (histograms, Newton splits).
     n_bins : int
         Histogram width: value bins of the widest feature plus the missing
         bin. Codes lie in ``[0, n_bins - 1]``.
@@ -122,9 +127,13 @@ class BinnedMatrix:
         sparse X, the length of its column in ``sparse_codes``): the split
         kernels sum a feature with a subtracted bin from a table instead of
         sorting a node's codes when the node has more samples than this.
+    shape : (int, int)
+        ``(n_features, n_samples)``; from ``dense_codes`` when not given.
+    max_dense_bytes : int or None
+        The largest dense codes matrix :attr:`codes` may build (None: no limit).
     """
 
-    codes: Any
+    dense_codes: Any
     n_bins: int
     missing_bin: int
     thresholds: Any
@@ -133,21 +142,62 @@ class BinnedMatrix:
     subtracted_bin: Any = field(default=None, repr=False)
     sparse_codes: SparseCodes | None = field(default=None, repr=False)
     listed: Any = field(default=None, repr=False)
+    shape: tuple[int, int] | None = None
+    max_dense_bytes: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         xp = self.backend.xp
+        if self.shape is None:
+            if self.dense_codes is None:
+                raise ValueError("BinnedMatrix needs shape when dense_codes is None")
+            self.shape = (int(self.dense_codes.shape[0]), int(self.dense_codes.shape[1]))
+        if self.dense_codes is None and self.sparse_codes is None:
+            raise ValueError("BinnedMatrix needs dense_codes or sparse_codes")
+        p, n = self.shape
         if self.subtracted_bin is None:
-            self.subtracted_bin = xp.full(self.codes.shape[0], -1, dtype=xp.int32)
+            self.subtracted_bin = xp.full(p, -1, dtype=xp.int32)
         if self.listed is None:
-            self.listed = xp.full(self.codes.shape[0], self.codes.shape[1], dtype=xp.int64)
+            self.listed = xp.full(p, n, dtype=xp.int64)
 
     @property
     def n_features(self) -> int:
-        return int(self.codes.shape[0])
+        return int(self.shape[0])
 
     @property
     def n_samples(self) -> int:
-        return int(self.codes.shape[1])
+        return int(self.shape[1])
+
+    @property
+    def codes(self) -> Any:
+        """The dense feature-major codes, built from ``sparse_codes`` on first use.
+
+        Raises
+        ------
+        ValueError
+            If building them needs more than ``max_dense_bytes``.
+        """
+        if self.dense_codes is None:
+            p, n = self.shape
+            if self.max_dense_bytes is not None and n * p > self.max_dense_bytes:
+                raise ValueError(
+                    f"this fit needs the dense codes of the sparse X of shape {(n, p)} "
+                    f"({n * p} bytes of uint8 codes), more than max_binned_bytes="
+                    f"{self.max_dense_bytes}; trees grown from the samples (the default "
+                    "on the CPU, without split_criterion='newton' or small_node_size) do "
+                    "not need them; else reduce the rows or features, or raise "
+                    "max_binned_bytes"
+                )
+            self.dense_codes = dense_codes_of(self.sparse_codes, n)
+        return self.dense_codes
+
+    @property
+    def kernel_codes(self) -> Any:
+        """The ``codes`` argument of the CPU split kernels: the dense codes, or a
+        ``(n_features, 0)`` array when there are none (the kernels then read
+        ``sparse_codes``' columns)."""
+        if self.dense_codes is None:
+            return np.empty((self.n_features, 0), dtype=np.uint8)
+        return self.dense_codes
 
 
 class BinMapper:
@@ -164,8 +214,10 @@ class BinMapper:
     random_state : None, int or Generator
         Seed of the subsample.
     max_binned_bytes : int
-        Upper bound on the size of the binned matrix (n_samples *
-        n_features bytes).
+        Upper bound on the size of the dense binned matrix (n_samples *
+        n_features bytes). A sparse X on the NumPy backend is binned at its
+        stored entries, and the bound applies when a fit builds its dense
+        codes (:attr:`BinnedMatrix.codes`).
 
     Attributes
     ----------
@@ -297,14 +349,22 @@ class BinMapper:
         """The codes with this mapper's bins and thresholds, on ``backend``.
 
         ``X_sparse``: the sparse X the codes are of, in canonical CSC form.
+        ``codes`` None (with ``X_sparse``, NumPy backend): the stored entries
+        are binned from their values and the dense codes are not built.
         ``n_zero``: each feature's number of codes equal to its code of 0.0,
         when already counted (else counted here).
         """
         xp = backend.xp
         thresholds = backend.asarray(self.thresholds_)
         zero_code = zero_codes(thresholds)
-        stored = None if X_sparse is None else sparse_codes(X_sparse, codes, zero_code, backend)
-        p, n = codes.shape
+        if codes is None:
+            stored = sparse_codes_of_values(X_sparse, self.thresholds_, self.n_value_bins_ - 1,
+                                            self.missing_bin_, zero_code)
+            p, n = self.n_features_in_, X_sparse.shape[0]
+        else:
+            stored = (None if X_sparse is None
+                      else sparse_codes(X_sparse, codes, zero_code, backend))
+            p, n = codes.shape
         if stored is not None:
             n_zero = n - xp.diff(stored.col_ptr)
         elif n_zero is None:
@@ -314,7 +374,7 @@ class BinMapper:
                 block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None]
                 n_zero[f0 : f0 + step] = block.sum(axis=1)
         return BinnedMatrix(
-            codes=codes,
+            dense_codes=codes,
             n_bins=self.n_bins_,
             missing_bin=self.missing_bin_,
             thresholds=thresholds,
@@ -324,6 +384,8 @@ class BinMapper:
                 xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
             sparse_codes=stored,
             listed=xp.ascontiguousarray((n - n_zero).astype(xp.int64)),
+            shape=(int(p), int(n)),
+            max_dense_bytes=int(self.max_binned_bytes),
         )
 
     def _fuses(self, X: Any, backend: Backend, sample_weight: Any) -> bool:
@@ -347,6 +409,11 @@ class BinMapper:
     def transform(self, X: Any, backend: Backend) -> BinnedMatrix:
         """Bin ``X`` on ``backend`` into a feature-major uint8 matrix.
 
+        A sparse X on the NumPy backend is binned at its stored entries only
+        (``sparse_codes``): memory proportional to its nonzeros, and no
+        ``max_binned_bytes`` check until something needs the dense codes
+        (:attr:`BinnedMatrix.codes`).
+
         Parameters
         ----------
         X : array or sparse matrix of shape (n, p), on ``backend``
@@ -362,6 +429,10 @@ class BinMapper:
                 f"X has {p} features, but the bin mapper was fitted with "
                 f"{self.n_features_in_} features"
             )
+        if backend.name == "numpy" and backend.issparse(X):
+            # the stored entries only: the dense codes are built if a fit needs them
+            # (BinnedMatrix.codes, which checks max_binned_bytes then)
+            return self._binned(None, backend, X_sparse=canonical_csc(X))
         self._check_binned_size(n, p)
         xp = backend.xp
         codes = xp.empty((p, n), dtype=xp.uint8)

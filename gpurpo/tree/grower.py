@@ -467,7 +467,7 @@ class _Grower:
         ranges = self._ranges(ids)
         out = kernels.split_small(
             self.backend,
-            self.binned.codes,
+            self.binned.kernel_codes,
             self.sample_indices,
             self._dev(ranges, xp.int64),
             self._dev(nodes.tree[ids], xp.int32),
@@ -696,9 +696,7 @@ class _Grower:
         nodes = self.nodes
         ranges = self._ranges(ids)
         starts, stops = ranges[:, 0], ranges[:, 1]
-        n_left_dev = kernels.partition(
-            self.backend,
-            self.binned.codes,
+        split_at = (
             self.sample_indices,
             self._dev(ranges, xp.int64),
             self._dev(nodes.feature[ids], xp.int32),
@@ -706,6 +704,11 @@ class _Grower:
             self._dev(nodes.missing_left[ids], xp.uint8),
             self.binned.missing_bin,
         )
+        if self.binned.dense_codes is None:
+            n_left_dev = kernels.partition_columns(
+                self.backend, self.binned.sparse_codes, self.binned.thresholds, *split_at)
+        else:
+            n_left_dev = kernels.partition(self.backend, self.binned.codes, *split_at)
         n_left = self.backend.to_host(n_left_dev).astype(np.int64)
         mid = starts + n_left
         count = len(ids)
@@ -732,7 +735,7 @@ class _Grower:
         ranges = self._ranges(ids)
         out = kernels.grow_subtrees(
             self.backend,
-            self.binned.codes,
+            self.binned.kernel_codes,
             self.sample_indices,
             self._dev(ranges, xp.int64),
             self._dev(nodes.tree[ids], xp.int32),

@@ -478,6 +478,47 @@ def partition(
     return out_n_left
 
 
+def partition_columns(
+    backend: Backend,
+    sparse_codes: Any,
+    thresholds: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_feature: Any,
+    node_bin: Any,
+    node_missing_left: Any,
+    missing_bin: int,
+) -> Any:
+    """:func:`partition` for a sparse X binned without its dense codes (CPU only).
+
+    The codes are read from the stored-entry columns of ``sparse_codes``
+    (:class:`~gpurpo.tree._sparse_binning.SparseCodes`); same partition and
+    return value as ``tree_partition`` on the dense codes. CUDA backends bin
+    a sparse X into dense codes and use :func:`partition`.
+    """
+    xp = backend.xp
+    if backend.name != "numpy":
+        raise ValueError(f"partition_columns runs on the numpy backend only, got {backend.name!r}")
+    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
+        raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
+                        f"in place), got {sample_indices.dtype}")
+    ranges = _c(backend, node_ranges, xp.int64)
+    out_n_left = xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+    if ranges.shape[0]:
+        _cpu.partition_columns(
+            *_columns(backend, sparse_codes),
+            _c(backend, thresholds, xp.float64),
+            sample_indices,
+            ranges,
+            _c(backend, node_feature, xp.int32),
+            _c(backend, node_bin, xp.int32),
+            _c(backend, node_missing_left, xp.uint8),
+            int(missing_bin),
+            out_n_left,
+        )
+    return out_n_left
+
+
 def build_histograms(
     backend: Backend,
     codes: Any,

@@ -43,11 +43,24 @@ N_TEST = 1000
 N_LABELS = 1000
 
 
+def _random_sparse(n_rows: int, n_cols: int, density: float, seed: int) -> sp.csr_matrix:
+    """``scipy.sparse.random`` (uniform values in [0, 1)), or for more than 2^31 cells
+    (where SciPy permutes every cell index) positions drawn with replacement, repeats
+    dropped: a density a little below ``density``."""
+    if n_rows * n_cols < 2**31:
+        return sp.random(n_rows, n_cols, density=density, format="csr", random_state=seed,
+                         dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    size = int(round(density * n_rows * n_cols))
+    cells = np.unique(rng.integers(0, n_rows * n_cols, size=size, dtype=np.int64))
+    rows, cols = np.divmod(cells, n_cols)
+    return sp.csr_matrix((rng.random(cells.size), (rows, cols)), shape=(n_rows, n_cols))
+
+
 def make_text_like(n_rows: int, n_features: int, density: float, seed: int = 0):
     """Sparse nonnegative X (CSR) and sparse 0/1 labels thresholded from sparse linear scores."""
-    X = sp.random(n_rows, n_features, density=density, format="csr", random_state=seed,
-                  dtype=np.float64)
-    W = sp.random(n_features, N_LABELS, density=0.002, random_state=seed + 1)
+    X = _random_sparse(n_rows, n_features, density, seed)
+    W = _random_sparse(n_features, N_LABELS, 0.002, seed + 1)
     Y = sp.csr_matrix(((X @ W).toarray() > 0.05).astype(np.float64))
     return X, Y
 

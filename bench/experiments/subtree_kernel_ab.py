@@ -30,6 +30,7 @@ import types
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -61,12 +62,36 @@ def variant(spec: str) -> types.ModuleType:
     return module
 
 
-def captured_calls(dataset: str, n_trees: int) -> list[tuple]:
+def text_like(n: int, p: int, per_row: int = 40, d: int = 1000) -> tuple:
+    """CSR X with Zipf-like column popularity (``per_row`` draws per row) and CSR 0/1
+    labels: each row's 5 best of ``d`` sparse linear scores."""
+    rng = np.random.default_rng(0)
+    popularity = 1.0 / np.arange(1, p + 1) ** 0.8
+    cols = rng.choice(p, size=n * per_row, p=popularity / popularity.sum())
+    rows = np.repeat(np.arange(n), per_row)
+    values = rng.exponential(size=n * per_row).astype(np.float32)
+    X = sp.csr_matrix((values, (rows, cols)), shape=(n, p))
+    X.sum_duplicates()
+    W = sp.random(p, d, density=20 / p, random_state=1, format="csr")
+    top = np.empty((n, 5), dtype=np.int64)
+    for r0 in range(0, n, 5000):
+        scores = (X[r0:r0 + 5000] @ W).toarray()
+        top[r0:r0 + 5000] = np.argpartition(-scores, 5, axis=1)[:, :5]
+    Y = sp.csr_matrix((np.ones(top.size), top.ravel(), np.arange(0, top.size + 1, 5)),
+                      shape=(n, d))
+    return X, Y
+
+
+def captured_calls(dataset: str, n_trees: int, rows: int = 0, features: int = 0) -> list[tuple]:
     """Arguments of the subtree kernel calls of one batch of bootstrap trees."""
-    make = make_delicious_like if dataset == "delicious" else make_mediamill_like
-    n = 12_920 if dataset == "delicious" else 30_993
-    X, Y = make(random_state=0)[:2]
-    X, Y = X[:n], Y[:n]
+    if dataset == "text":
+        X, Y = text_like(rows, features)
+        n = rows
+    else:
+        make = make_delicious_like if dataset == "delicious" else make_mediamill_like
+        n = 12_920 if dataset == "delicious" else 30_993
+        X, Y = make(random_state=0)[:2]
+        X, Y = X[:n], Y[:n]
     binned = BinMapper().fit(X).transform(X, NUMPY)
     d = Y.shape[1]
     m = int(round(np.log(d)))
@@ -117,7 +142,9 @@ def run(module: types.ModuleType, calls: list[tuple]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dataset", choices=["mediamill", "delicious"])
+    parser.add_argument("dataset", choices=["mediamill", "delicious", "text"])
+    parser.add_argument("--rows", type=int, default=20_000, help="text: training rows")
+    parser.add_argument("--features", type=int, default=20_000, help="text: columns")
     parser.add_argument("variants", nargs="*", help="NAME=value module constants, or file:PATH")
     parser.add_argument("--trees", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=9)
@@ -125,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="compile each variant this many times (code placement varies "
                              "between copies by up to 10 %%; compare the means)")
     args = parser.parse_args(argv)
-    calls = captured_calls(args.dataset, args.trees)
+    calls = captured_calls(args.dataset, args.trees, args.rows, args.features)
     copies = {"base": [base]}
     for spec in args.variants:
         copies[spec] = [variant(spec) for _ in range(args.copies)]

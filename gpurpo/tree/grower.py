@@ -53,6 +53,9 @@ rounding in near-ties, see the tie rule in :mod:`gpurpo.tree.kernels`):
 On the CPU, a sparse X (stored entries listed by column) takes no histogram
 path by default: every node is split from its samples, where a mostly-zero
 feature costs its column's stored entries (:func:`default_small_node_size`).
+It has no dense codes either (``BinnedMatrix.dense_codes`` is None): the
+kernels gather a node's codes of a feature from its column, and the
+partition reads the columns (``kernels.partition_columns``).
 
 With ``k < p`` a node visits the features in a pseudo-random order
 (:mod:`gpurpo.tree._random`) until ``k`` features that are not constant in

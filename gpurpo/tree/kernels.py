@@ -84,7 +84,10 @@ Kernel contracts
     col_ptr      int64   (p + 1,)      a sparse X's codes column by column (the
     col_rows     int32   (nnz,)        ``SparseCodes`` columns: the rows whose code is not
     col_codes    uint8   (nnz,)        the feature's code of 0.0, increasing, and their
-                                       codes), or ``col_ptr`` of length 0 when there are none
+                                       codes), or ``col_ptr`` of length 0 when there are none;
+                                       with the columns, the numba kernel also takes
+                                       ``codes`` of shape (p, 0) (no dense codes) and
+                                       gathers a node's codes of a feature from them
     node_seed    uint64  (N,)          per-node seed (see gpurpo.tree._random)
     thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
     n_candidates int                   k: number of NON-CONSTANT features to evaluate

@@ -597,7 +597,10 @@ def _fit_edges_sparse(sample: Any, max_bins: int) -> tuple[np.ndarray, np.ndarra
     """
     csc = canonical_csc(sample)
     p = csc.shape[1]
-    out = np.empty((p, max(max_bins - 1, 1)), dtype=np.float64)
+    # a column of s stored entries has at most s + 1 distinct values (its zeros one of
+    # them), so at most s edges: text-like columns need a few of the max_bins - 1 slots
+    longest = int(np.diff(csc.indptr).max()) if p else 0
+    out = np.empty((p, max(min(max_bins - 1, longest), 1)), dtype=np.float64)
     n_edges = np.zeros(p, dtype=np.int64)
     sparse_column_edges(csc.indptr.astype(np.int64), csc.data, int(csc.shape[0]), int(max_bins),
                         out, n_edges)

@@ -178,29 +178,15 @@ def partition_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, 
     search; rows absent from it take the feature's code of 0.0). Same result."""
     for i in prange(node_ranges.shape[0]):
         start = node_ranges[i, 0]
-        stop = node_ranges[i, 1]
-        ns = stop - start
+        ns = node_ranges[i, 1] - start
         f = node_feature[i]
-        b = node_bin[i]
-        miss_left = node_missing_left[i] != 0
-        codes = np.empty(ns, dtype=np.uint8)
+        codes = np.empty((1, ns), dtype=np.uint8)
         _node_codes_of(f, sample_indices, start, ns, thresholds, False, col_ptr, col_rows,
-                       col_codes, col_rows, codes)
-        right = np.empty(ns, dtype=sample_indices.dtype)
-        w = start
-        r = 0
-        for a in range(ns):
-            s = sample_indices[start + a]
-            code = codes[a]
-            if (miss_left if code == missing_bin else code <= b):
-                sample_indices[w] = s  # w <= start + a: not read again
-                w += 1
-            else:
-                right[r] = s
-                r += 1
-        for j in range(r):
-            sample_indices[w + j] = right[j]
-        out_n_left[i] = w - start
+                       col_codes, col_rows, codes[0])
+        samples = sample_indices[start : start + ns]
+        out_n_left[i] = _partition_positions(
+            codes, np.arange(ns).astype(np.int32), samples, np.empty_like(samples), 0, ns, 0,
+            node_bin[i], node_missing_left[i], missing_bin)
 
 
 @njit(parallel=True, cache=True)
@@ -806,17 +792,11 @@ def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows
             if slot >= 0:
                 out[slot] = col_codes[e]
         return
+    column = col_rows[e0:e1]
     for a in range(ns):
         r = cols[c0ff + a]
-        lo = e0
-        hi = e1
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if col_rows[mid] < r:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[a] = col_codes[lo] if lo < e1 and col_rows[lo] == r else zero
+        at = _count_below(column, e1 - e0, r)
+        out[a] = col_codes[e0 + at] if at < e1 - e0 and column[at] == r else zero
 
 
 @njit(cache=True)

@@ -447,6 +447,16 @@ def node_stats(
     return out_impure, out_q
 
 
+def _partition_outputs(backend: Backend, sample_indices: Any, node_ranges: Any) -> tuple[Any, Any]:
+    """The checked node ranges (int64) and the zeroed ``out_n_left`` of a partition kernel."""
+    xp = backend.xp
+    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
+        raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
+                        f"in place), got {sample_indices.dtype}")
+    ranges = _c(backend, node_ranges, xp.int64)
+    return ranges, xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+
+
 def partition(
     backend: Backend,
     codes: Any,
@@ -462,11 +472,7 @@ def partition(
     See ``tree_partition`` in the module docstring.
     """
     xp = backend.xp
-    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
-        raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
-                        f"in place), got {sample_indices.dtype}")
-    ranges = _c(backend, node_ranges, xp.int64)
-    out_n_left = xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+    ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
     if ranges.shape[0]:
         backend.kernel("tree_partition")(
             _c(backend, codes, xp.uint8),
@@ -502,11 +508,7 @@ def partition_columns(
     xp = backend.xp
     if backend.name != "numpy":
         raise ValueError(f"partition_columns runs on the numpy backend only, got {backend.name!r}")
-    if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
-        raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
-                        f"in place), got {sample_indices.dtype}")
-    ranges = _c(backend, node_ranges, xp.int64)
-    out_n_left = xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+    ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
     if ranges.shape[0]:
         _cpu.partition_columns(
             *_columns(backend, sparse_codes),

@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="/tmp/numba_function.bin")
     parser.add_argument("--data", choices=["delicious", "text"], default="delicious",
                         help="delicious-shaped dense X, or bench/sparse_forest.py's text-like "
-                             "CSR X (--rows rows, 20,000 features, 0.5 %% nonzero)")
+                             "CSR X (--rows, --features, --density)")
     parser.add_argument("--rows", type=int, default=20000, help="rows of the text-like X")
+    parser.add_argument("--features", type=int, default=20000, help="its columns")
+    parser.add_argument("--density", type=float, default=0.005, help="its share of nonzeros")
     args = parser.parse_args(argv)
 
     import numba
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from sparse_forest import make_text_like
 
-        X, Y = make_text_like(args.rows, 20000, 0.005)
+        X, Y = make_text_like(args.rows, args.features, args.density)
     else:
         X, Y = make_delicious_like(random_state=0)
         Y = sp.csr_matrix(Y)

@@ -376,3 +376,36 @@ def test_newton_boosting_on_a_sparse_x_builds_the_dense_codes_within_the_budget(
     with pytest.raises(ValueError, match="dense codes .* max_binned_bytes"):
         GradientBoostingClassifier(max_binned_bytes=n * p - 1, **kwargs).fit(
             sp.csr_matrix(dense), Y)
+
+
+def test_a_fitted_mapper_keeps_its_edges_without_the_padded_table():
+    # one column of many values makes the table 255 wide for every feature; the mapper
+    # keeps the edges alone (pickles too), and rebuilds the same table and codes
+    import pickle
+
+    rng = np.random.default_rng(70)
+    n, p = 600, 3000
+    dense = np.where(rng.random((n, p)) < 0.003, rng.normal(size=(n, p)), 0.0)
+    dense[:, 0] = rng.normal(size=n)
+    mapper = BinMapper().fit(sp.csr_matrix(dense))
+    table = mapper.thresholds_
+    assert table.shape == (p, 255)  # 255 value bins, 254 edges, +inf padded
+    n_edges = mapper.n_value_bins_ - 1
+    assert mapper.edge_values_.shape == (n_edges.sum(),)
+    for f in (0, 1, p - 1):
+        np.testing.assert_array_equal(mapper.edges_[f], table[f, : n_edges[f]])
+        assert np.isinf(table[f, n_edges[f]:]).all()
+    blob = pickle.dumps(mapper)
+    assert len(blob) < table.nbytes / 20
+    loaded = pickle.loads(blob)
+    np.testing.assert_array_equal(loaded.thresholds_, table)
+    np.testing.assert_array_equal(loaded.transform(dense, NUMPY).codes,
+                                  mapper.transform(dense, NUMPY).codes)
+    # a mapper pickled with the table itself (before session 19) loads the same
+    state = {k: v for k, v in mapper.__dict__.items() if k != "edge_values_"}
+    state["thresholds_"] = table
+    old = BinMapper.__new__(BinMapper)
+    old.__setstate__(state)
+    np.testing.assert_array_equal(old.edge_values_, mapper.edge_values_)
+    with pytest.raises(AttributeError, match="not fitted"):
+        BinMapper().thresholds_

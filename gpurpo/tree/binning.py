@@ -221,9 +221,12 @@ class BinMapper:
 
     Attributes
     ----------
+    edge_values_ : float64 ndarray of shape (n_value_bins_.sum() - n_features,)
+        Every feature's increasing edges, feature after feature: all the
+        fitted mapper keeps (a few per feature on text-like inputs).
     edges_ : list of float64 ndarray
-        Increasing edges of each feature (``len = n_value_bins - 1``), read
-        from ``thresholds_``.
+        Increasing edges of each feature (``len = n_value_bins - 1``), copied
+        from ``edge_values_``.
     n_value_bins_ : int32 ndarray of shape (n_features,)
         Number of value bins of each feature (at least 1).
     n_bins_ : int
@@ -231,7 +234,9 @@ class BinMapper:
     missing_bin_ : int
         ``n_bins_ - 1``.
     thresholds_ : float64 ndarray of shape (n_features, n_bins_ - 1)
-        See :class:`BinnedMatrix`.
+        See :class:`BinnedMatrix`. Built from ``edge_values_`` on each access
+        (the +inf padding of the table is not stored: at 200,000 features with
+        a few of 255 bins it would be 406 MB in every fitted model).
     n_features_in_ : int
     """
 
@@ -270,7 +275,7 @@ class BinMapper:
         Returns
         -------
         self
-            With ``thresholds_``, ``n_value_bins_``, ``n_bins_``,
+            With ``edge_values_``, ``n_value_bins_``, ``n_bins_``,
             ``missing_bin_`` and ``n_features_in_`` set (host NumPy).
         """
         self._check_params()
@@ -302,20 +307,38 @@ class BinMapper:
         self.n_value_bins_ = (n_edges + 1).astype(np.int32)
         self.n_bins_ = int(self.n_value_bins_.max()) + 1 if p else 2
         self.missing_bin_ = self.n_bins_ - 1
-        width = self.n_bins_ - 1
-        table = np.full((p, width), np.inf, dtype=np.float64)
-        shared = min(width, out.shape[1])
-        table[:, :shared] = out[:, :shared]
-        table[np.arange(width) >= n_edges[:, None]] = np.inf
-        self.thresholds_ = table
+        width = min(self.n_bins_ - 1, out.shape[1])
+        self.edge_values_ = np.ascontiguousarray(
+            out[:, :width][np.arange(width) < n_edges[:, None]], dtype=np.float64)
         self.n_features_in_ = p
+
+    @property
+    def thresholds_(self) -> np.ndarray:
+        """The ``(n_features, n_bins_ - 1)`` table of the edges, +inf padded (a new array)."""
+        if "edge_values_" not in self.__dict__:
+            raise AttributeError("thresholds_: the BinMapper is not fitted")
+        n_edges = self.n_value_bins_.astype(np.int64) - 1
+        width = self.n_bins_ - 1
+        table = np.full((n_edges.shape[0], width), np.inf, dtype=np.float64)
+        table[np.arange(width) < n_edges[:, None]] = self.edge_values_
+        return table
 
     @property
     def edges_(self) -> list[np.ndarray]:
         """Increasing edges of each feature (``len = n_value_bins_[f] - 1``), float64."""
-        if not hasattr(self, "thresholds_"):
+        if "edge_values_" not in self.__dict__:
             raise AttributeError("edges_: the BinMapper is not fitted")
-        return [self.thresholds_[f, : b - 1].copy() for f, b in enumerate(self.n_value_bins_)]
+        return [e.copy() for e in np.split(self.edge_values_,
+                                           np.cumsum(self.n_value_bins_[:-1] - 1))]
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # mappers pickled before session 19 hold the padded table itself
+        table = state.pop("thresholds_", None)
+        if table is not None:
+            n_edges = state["n_value_bins_"].astype(np.int64) - 1
+            state["edge_values_"] = np.ascontiguousarray(
+                table[np.arange(table.shape[1]) < n_edges[:, None]])
+        self.__dict__.update(state)
 
     def fit_transform(self, X: Any, backend: Backend, sample_weight: Any = None) -> BinnedMatrix:
         """Fit the bin edges on ``X`` and bin ``X``: ``fit(X, sample_weight).transform(X, backend)``.
@@ -344,7 +367,8 @@ class BinMapper:
         return self._binned(codes, backend, n_zero=n_zero)
 
     def _binned(
-        self, codes: Any, backend: Backend, X_sparse: Any = None, n_zero: Any = None
+        self, codes: Any, backend: Backend, X_sparse: Any = None, n_zero: Any = None,
+        table: np.ndarray | None = None,
     ) -> BinnedMatrix:
         """The codes with this mapper's bins and thresholds, on ``backend``.
 
@@ -352,13 +376,15 @@ class BinMapper:
         ``codes`` None (with ``X_sparse``, NumPy backend): the stored entries
         are binned from their values and the dense codes are not built.
         ``n_zero``: each feature's number of codes equal to its code of 0.0,
-        when already counted (else counted here).
+        when already counted (else counted here). ``table``: ``thresholds_``,
+        when already built.
         """
         xp = backend.xp
-        thresholds = backend.asarray(self.thresholds_)
+        table = self.thresholds_ if table is None else table
+        thresholds = backend.asarray(table)
         zero_code = zero_codes(thresholds)
         if codes is None:
-            stored = sparse_codes_of_values(X_sparse, self.thresholds_, self.n_value_bins_ - 1,
+            stored = sparse_codes_of_values(X_sparse, table, self.n_value_bins_ - 1,
                                             self.missing_bin_, zero_code)
             p, n = self.n_features_in_, X_sparse.shape[0]
         else:
@@ -378,7 +404,7 @@ class BinMapper:
             n_bins=self.n_bins_,
             missing_bin=self.missing_bin_,
             thresholds=thresholds,
-            thresholds_host=self.thresholds_,
+            thresholds_host=table,
             backend=backend,
             subtracted_bin=xp.ascontiguousarray(
                 xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
@@ -436,14 +462,15 @@ class BinMapper:
         self._check_binned_size(n, p)
         xp = backend.xp
         codes = xp.empty((p, n), dtype=xp.uint8)
-        table = backend.asarray(self.thresholds_)
+        host_table = self.thresholds_
+        table = backend.asarray(host_table)
         n_edges = backend.asarray(self.n_value_bins_ - 1)
         if backend.issparse(X):
             X = canonical_csc(X)  # once, for the codes and the stored-entry views
             kernels.bin_codes_sparse(backend, X, table, n_edges, self.missing_bin_, codes)
-            return self._binned(codes, backend, X_sparse=X)
+            return self._binned(codes, backend, X_sparse=X, table=host_table)
         kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
-        return self._binned(codes, backend)
+        return self._binned(codes, backend, table=host_table)
 
 
 def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:

@@ -286,6 +286,24 @@ def test_a_sparse_x_is_binned_at_its_stored_entries_only():
     np.testing.assert_array_equal(binned.subtracted_bin, on_dense.subtracted_bin)
 
 
+def _binned_both_ways(rng, n, p, max_density, nan_share, max_bins):
+    """Random sparse data (columns of 0.5 % to ``max_density`` stored entries, some NaN)
+    and its binned forms from the CSR X (stored entries only) and from the dense X."""
+    density = rng.uniform(0.005, max_density, size=p)
+    dense = np.where(rng.random((n, p)) < density, rng.normal(size=(n, p)), 0.0)
+    dense[rng.random((n, p)) < nan_share] = np.nan
+    mapper = BinMapper(max_bins=max_bins).fit(dense)
+    return dense, mapper.transform(sp.csr_matrix(dense), NUMPY), mapper.transform(dense, NUMPY)
+
+
+def _node_rows(rng, n, sizes, order):
+    """Sample lists of nodes of ``sizes`` (rows increasing or shuffled) and their ranges."""
+    rows = [rng.choice(n, s, replace=False) for s in sizes]
+    rows = np.concatenate([np.sort(r) if order == "increasing" else r for r in rows])
+    stops = np.cumsum(sizes)
+    return rows, np.column_stack([stops - sizes, stops]).astype(np.int64)
+
+
 @pytest.mark.parametrize("random_split", [False, True])
 @pytest.mark.parametrize("order", ["increasing", "shuffled"])
 def test_split_kernels_without_dense_codes_read_the_columns(random_split, order):
@@ -296,18 +314,10 @@ def test_split_kernels_without_dense_codes_read_the_columns(random_split, order)
     # The CPU partition reads the columns too (partition_columns against partition).
     rng = np.random.default_rng(40 + random_split)
     n, p, m = 3000, 200, 3
-    density = rng.uniform(0.005, 0.4, size=p)
-    dense = np.where(rng.random((n, p)) < density, rng.normal(size=(n, p)), 0.0)
-    dense[rng.random((n, p)) < 0.002] = np.nan
-    mapper = BinMapper(max_bins=64).fit(dense)
-    on_sparse = mapper.transform(sp.csr_matrix(dense), NUMPY)
-    on_dense = mapper.transform(dense, NUMPY)
+    dense, on_sparse, on_dense = _binned_both_ways(rng, n, p, 0.4, 0.002, 64)
     assert on_sparse.dense_codes is None
     sizes = [2, 3, 40, 150, 256, 700, 1500]
-    rows = [rng.choice(n, s, replace=False) for s in sizes]
-    rows = np.concatenate([np.sort(r) if order == "increasing" else r for r in rows])
-    stops = np.cumsum(sizes)
-    ranges = np.column_stack([stops - sizes, stops]).astype(np.int64)
+    rows, ranges = _node_rows(rng, n, sizes, order)
     targets = (np.nan_to_num(dense[:, :5]) @ rng.normal(size=(5, m)))[:, None, :]
     targets = (targets + 0.1 * rng.normal(size=targets.shape)).astype(np.float32)
     weights = rng.integers(1, 4, size=(1, n)).astype(np.float32)
@@ -359,23 +369,50 @@ def test_trees_on_a_sparse_x_never_build_its_dense_codes(monkeypatch, params):
     assert on_dense.tree_.node_count > 50
 
 
-def test_newton_boosting_on_a_sparse_x_builds_the_dense_codes_within_the_budget():
-    # second-order splits (the log loss's) use histograms, which read the dense codes:
-    # built on first use, refused by name above max_binned_bytes
+def test_newton_boosting_on_a_sparse_x_never_builds_its_dense_codes(monkeypatch):
+    # second-order splits (the log loss's) use histograms: a sparse X's are summed from
+    # its columns, so the fit takes a max_binned_bytes below the dense codes and gives
+    # the dense X's model
     from gpurpo.ensemble import GradientBoostingClassifier
+    from gpurpo.tree import binning
 
+    built = []
+    rebuild = binning.dense_codes_of
+    monkeypatch.setattr(binning, "dense_codes_of", lambda *a: built.append(1) or rebuild(*a))
     rng = np.random.default_rng(60)
     n, p = 300, 50
     dense = np.where(rng.random((n, p)) < 0.2, rng.normal(size=(n, p)), 0.0)
     Y = (dense[:, :3] @ rng.normal(size=(3, 4)) > 0).astype(float)
     kwargs = dict(n_estimators=3, split_criterion="newton", random_state=0)
     on_dense = GradientBoostingClassifier(**kwargs).fit(dense, Y)
-    on_sparse = GradientBoostingClassifier(**kwargs).fit(sp.csr_matrix(dense), Y)
-    np.testing.assert_allclose(on_sparse.predict_proba(dense), on_dense.predict_proba(dense),
-                               rtol=1e-6)
-    with pytest.raises(ValueError, match="dense codes .* max_binned_bytes"):
-        GradientBoostingClassifier(max_binned_bytes=n * p - 1, **kwargs).fit(
-            sp.csr_matrix(dense), Y)
+    on_sparse = GradientBoostingClassifier(max_binned_bytes=n * p // 10, **kwargs).fit(
+        sp.csr_matrix(dense), Y)
+    assert not built
+    np.testing.assert_array_equal(on_sparse.predict_proba(dense), on_dense.predict_proba(dense))
+
+
+@pytest.mark.parametrize("order", ["increasing", "shuffled"])
+def test_histograms_of_a_sparse_x_without_dense_codes_equal_the_dense_ones(order):
+    # histograms_columns gathers each (node, feature)'s codes from the column: the same
+    # float32 sums, in the same order, as tree_histograms on the dense codes
+    rng = np.random.default_rng(80)
+    n, p, m = 2000, 120, 3
+    dense, on_sparse, on_dense = _binned_both_ways(rng, n, p, 0.5, 0.003, 32)
+    sizes = [1, 30, 500, 1400]
+    rows, ranges = _node_rows(rng, n, sizes, order)
+    features = rng.integers(0, p, size=(len(sizes), 9)).astype(np.int32)
+    features[0, 3] = -1
+    tree = np.array([0, 1, 1, 0], dtype=np.int32)
+    weights = rng.integers(0, 3, size=(2, n)).astype(np.float32)
+    targets = rng.normal(size=(n, 2, m)).astype(np.float32)
+    for channels in (m + 1, m + 2):
+        args = (rows.astype(np.int32), ranges, features, tree, weights, targets,
+                on_dense.n_bins, channels)
+        expected = kernels.build_histograms(NUMPY, on_dense.codes, *args)
+        got = kernels.build_histograms_columns(NUMPY, on_sparse.sparse_codes,
+                                               on_sparse.thresholds, *args)
+        np.testing.assert_array_equal(got, expected)
+        assert expected[:, :, :, 0].sum() > 0
 
 
 def test_a_fitted_mapper_keeps_its_edges_without_the_padded_table():

@@ -672,8 +672,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
         larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy, except for second-order
-        splits (``split_criterion="newton"``) and on the GPU.
+        its stored entries only and needs no such copy (the GPU still makes one).
     validation_fraction : float in (0, 1), default=0.1
         Rows held out for early stopping when ``n_iter_no_change`` is set and
         no ``eval_set`` is given.

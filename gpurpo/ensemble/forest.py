@@ -346,8 +346,7 @@ _PARAMETERS = """
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
         larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy, except for second-order
-        splits (``split_criterion="newton"``) and on the GPU.
+        its stored entries only and needs no such copy (the GPU still makes one).
     batch_size : int or "auto", default="auto"
         Largest number of trees grown together (level by level, one
         projection product per batch); the trees are dealt into batches as

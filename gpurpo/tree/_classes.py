@@ -372,8 +372,7 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
         larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy, except for second-order
-        splits (``split_criterion="newton"``) and on the GPU.
+        its stored entries only and needs no such copy (the GPU still makes one).
     random_state : None, int or Generator
         Seeds binning subsample, projection and per-node randomness.
     device : {"auto", "cpu", "cuda"}

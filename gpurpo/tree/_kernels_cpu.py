@@ -100,21 +100,29 @@ def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m,
 
 @njit(cache=True)
 def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, node_tree,
-                     weights, targets, with_count, acc, out):
+                     weights, targets, with_count, acc, out, col_ptr, col_rows, col_codes,
+                     thresholds, row_buf, pos_buf):
     """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of :func:`histograms`.
 
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
-    ``acc`` is the chunk's accumulator, zeroed for each task.
+    ``acc`` is the chunk's accumulator, zeroed for each task. ``codes`` of shape
+    ``(p, 0)`` (a sparse X without dense codes, :func:`histograms_columns`): the
+    node's codes of the feature are gathered from its stored-entry column
+    (:func:`_node_codes_of`, into ``pos_buf``) and put at their samples in
+    ``row_buf`` (length n), then summed as a row of the codes: the same sums.
     """
     (
         codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
+        col_ptr, col_rows, col_codes, thresholds, row_buf, pos_buf,
     ) = borrow_all((
         codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
+        col_ptr, col_rows, col_codes, thresholds, row_buf, pos_buf,
     ))
     k = node_features.shape[1]
     n_bins = acc.shape[0]
     n_channels = acc.shape[1]
     m = targets.shape[2]
+    gather = codes.shape[1] == 0
     for task in range(ch, node_features.shape[0] * k, n_chunks):
         i = task // k
         j = task - i * k
@@ -124,8 +132,18 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         for b in range(n_bins):
             for c in range(n_channels):
                 acc[b, c] = 0.0
-        _node_feature_histogram(codes[f], sample_indices, node_ranges[i, 0], node_ranges[i, 1],
-                                node_tree[i], weights, targets, m, with_count, acc)
+        start = node_ranges[i, 0]
+        stop = node_ranges[i, 1]
+        row = row_buf
+        if gather:
+            _node_codes_of(f, sample_indices, start, stop - start, thresholds, False, col_ptr,
+                           col_rows, col_codes, col_rows, pos_buf)
+            for a in range(stop - start):
+                row_buf[sample_indices[start + a]] = pos_buf[a]
+        else:
+            row = codes[f]
+        _node_feature_histogram(row, sample_indices, start, stop, node_tree[i], weights, targets,
+                                m, with_count, acc)
         for b in range(n_bins):
             for c in range(n_channels):
                 out[i, j, b, c] = acc[b, c]
@@ -138,10 +156,38 @@ def histograms(codes, sample_indices, node_ranges, node_features, node_tree, wei
     n_channels = out.shape[3]
     with_count = n_channels == targets.shape[2] + 2
     n_chunks = min(n_tasks, N_CHUNKS)
+    # no stored-entry columns: arrays of their types, never read
+    col_ptr = np.zeros(1, dtype=np.int64)
+    col_rows = np.empty(0, dtype=np.int32)
+    unused = np.empty(0, dtype=np.uint8)
     for ch in prange(n_chunks):
         _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features,
                          node_tree, weights, targets, with_count,
-                         np.empty((n_bins, n_channels), dtype=np.float64), out)
+                         np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
+                         col_rows, unused, np.empty((1, 1), dtype=np.float64), unused, unused)
+
+
+@njit(parallel=True, cache=True)
+def histograms_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, node_ranges,
+                       node_features, node_tree, weights, targets, out):
+    """:func:`histograms` of a sparse X held without its dense codes: each (node,
+    feature) reads the feature's codes from its stored-entry column. Same sums."""
+    n_tasks = node_features.shape[0] * node_features.shape[1]
+    n_bins = out.shape[2]
+    n_channels = out.shape[3]
+    with_count = n_channels == targets.shape[2] + 2
+    n_chunks = min(n_tasks, N_CHUNKS)
+    max_ns = 1
+    for i in range(node_ranges.shape[0]):
+        max_ns = max(max_ns, node_ranges[i, 1] - node_ranges[i, 0])
+    no_codes = np.empty((thresholds.shape[0], 0), dtype=np.uint8)
+    for ch in prange(n_chunks):
+        _histogram_chunk(ch, n_chunks, no_codes, sample_indices, node_ranges, node_features,
+                         node_tree, weights, targets, with_count,
+                         np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
+                         col_rows, col_codes, thresholds,
+                         np.empty(targets.shape[0], dtype=np.uint8),
+                         np.empty(max_ns, dtype=np.uint8))
 
 
 @njit(parallel=True, cache=True)

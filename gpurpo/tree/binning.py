@@ -100,8 +100,8 @@ class BinnedMatrix:
     dense_codes : uint8 array of shape (n_features, n_samples), C-contiguous, or None
         Feature-major bin codes; ``missing_bin`` marks NaN. None for a sparse
         X binned on the NumPy backend: its codes are listed in
-        ``sparse_codes`` only, which the CPU kernels read, and :attr:`codes`
-        builds the dense matrix on first use (histograms, Newton splits).
+        ``sparse_codes`` only, which every CPU kernel reads instead, and
+        :attr:`codes` builds the dense matrix on first use (inspection).
     n_bins : int
         Histogram width: value bins of the widest feature plus the missing
         bin. Codes lie in ``[0, n_bins - 1]``.
@@ -180,12 +180,10 @@ class BinnedMatrix:
             p, n = self.shape
             if self.max_dense_bytes is not None and n * p > self.max_dense_bytes:
                 raise ValueError(
-                    f"this fit needs the dense codes of the sparse X of shape {(n, p)} "
-                    f"({n * p} bytes of uint8 codes), more than max_binned_bytes="
-                    f"{self.max_dense_bytes}; trees grown from the samples (the default "
-                    "on the CPU, without split_criterion='newton' or small_node_size) do "
-                    "not need them; else reduce the rows or features, or raise "
-                    "max_binned_bytes"
+                    f"the dense codes of the sparse X of shape {(n, p)} need {n * p} "
+                    f"bytes (uint8 codes), more than max_binned_bytes="
+                    f"{self.max_dense_bytes}; the CPU kernels read its stored entries "
+                    "instead (sparse_codes); raise max_binned_bytes to build them"
                 )
             self.dense_codes = dense_codes_of(self.sparse_codes, n)
         return self.dense_codes

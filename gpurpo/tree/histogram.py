@@ -64,7 +64,8 @@ def node_histograms(
     Parameters
     ----------
     binned : BinnedMatrix
-        Binned inputs (codes of shape (p, n)).
+        Binned inputs: dense codes of shape (p, n), or a sparse X's stored
+        entries alone (read column by column).
     sample_indices : int32 array (total,)
     node_ranges : int64 array (N, 2)
         Each node's [start, stop) in ``sample_indices``.
@@ -81,20 +82,15 @@ def node_histograms(
     -------
     float32 array (N, k, n_bins, channels)
     """
-    if isinstance(binned, BinnedMatrix):
-        return kernels.build_histograms(
-            binned.backend,
-            binned.codes,
-            sample_indices,
-            node_ranges,
-            node_features,
-            node_tree,
-            weights,
-            targets,
-            binned.n_bins,
-            channels,
-        )
-    raise TypeError(f"no histogram builder for binned inputs of type {type(binned).__name__}")
+    if not isinstance(binned, BinnedMatrix):
+        raise TypeError(
+            f"no histogram builder for binned inputs of type {type(binned).__name__}")
+    nodes = (sample_indices, node_ranges, node_features, node_tree, weights, targets,
+             binned.n_bins, channels)
+    if binned.dense_codes is None:
+        return kernels.build_histograms_columns(binned.backend, binned.sparse_codes,
+                                                binned.thresholds, *nodes)
+    return kernels.build_histograms(binned.backend, binned.codes, *nodes)
 
 
 def subtract(parent: Any, child: Any, in_place: bool = False) -> Any:

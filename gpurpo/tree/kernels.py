@@ -524,6 +524,27 @@ def partition_columns(
     return out_n_left
 
 
+def _histogram_out(backend: Backend, node_features: Any, targets: Any, n_bins: int,
+                   n_channels: int) -> Any:
+    """The zeroed ``(N, k, n_bins, n_channels)`` float32 histograms, channels checked."""
+    m = targets.shape[2]
+    if n_channels not in (m + 1, m + 2):
+        raise ValueError(
+            f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}"
+        )
+    n_nodes, k = node_features.shape
+    return backend.xp.zeros((n_nodes, k, n_bins, n_channels), dtype=backend.xp.float32)
+
+
+def _histogram_nodes(backend: Backend, sample_indices: Any, node_ranges: Any,
+                     node_features: Any, node_tree: Any, weights: Any, targets: Any) -> tuple:
+    """The node arguments of the histogram kernels, in their dtypes, C-contiguous."""
+    xp = backend.xp
+    return (_c(backend, sample_indices, xp.int32), _c(backend, node_ranges, xp.int64),
+            _c(backend, node_features, xp.int32), _c(backend, node_tree, xp.int32),
+            _c(backend, weights, xp.float32), _c(backend, targets, xp.float32))
+
+
 def build_histograms(
     backend: Backend,
     codes: Any,
@@ -541,23 +562,49 @@ def build_histograms(
     See ``tree_histograms`` in the module docstring.
     """
     xp = backend.xp
-    n_nodes, k = node_features.shape
-    m = targets.shape[2]
-    if n_channels not in (m + 1, m + 2):
-        raise ValueError(
-            f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}"
-        )
-    out = xp.zeros((n_nodes, k, n_bins, n_channels), dtype=xp.float32)
-    if n_nodes == 0 or k == 0:
+    out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
+    if out.size == 0:
         return out
     backend.kernel("tree_histograms")(
         _c(backend, codes, xp.uint8),
-        _c(backend, sample_indices, xp.int32),
-        _c(backend, node_ranges, xp.int64),
-        _c(backend, node_features, xp.int32),
-        _c(backend, node_tree, xp.int32),
-        _c(backend, weights, xp.float32),
-        _c(backend, targets, xp.float32),
+        *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,
+                          weights, targets),
+        out,
+    )
+    return out
+
+
+def build_histograms_columns(
+    backend: Backend,
+    sparse_codes: Any,
+    thresholds: Any,
+    sample_indices: Any,
+    node_ranges: Any,
+    node_features: Any,
+    node_tree: Any,
+    weights: Any,
+    targets: Any,
+    n_bins: int,
+    n_channels: int,
+) -> Any:
+    """:func:`build_histograms` for a sparse X binned without its dense codes (CPU only).
+
+    Each (node, feature) reads the feature's codes of the node's samples from
+    the stored-entry columns of ``sparse_codes``; the same histograms as
+    ``tree_histograms`` on the dense codes.
+    """
+    xp = backend.xp
+    if backend.name != "numpy":
+        raise ValueError(f"build_histograms_columns runs on the numpy backend only, got "
+                         f"{backend.name!r}")
+    out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
+    if out.size == 0:
+        return out
+    _cpu.histograms_columns(
+        *_columns(backend, sparse_codes),
+        _c(backend, thresholds, xp.float64),
+        *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,
+                          weights, targets),
         out,
     )
     return out

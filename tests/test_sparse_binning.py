@@ -446,3 +446,19 @@ def test_a_fitted_mapper_keeps_its_edges_without_the_padded_table():
     np.testing.assert_array_equal(old.edge_values_, mapper.edge_values_)
     with pytest.raises(AttributeError, match="not fitted"):
         BinMapper().thresholds_
+
+
+def test_sparse_data_of_other_dtypes_are_binned_as_float64():
+    # integer, bool and long double entries: the codes of their float64 values
+    rng = np.random.default_rng(90)
+    dense = np.where(rng.random((200, 6)) < 0.3, rng.integers(-3, 4, size=(200, 6)), 0)
+    mapper = BinMapper(max_bins=8).fit(dense.astype(np.float64))
+    expected = mapper.transform(dense.astype(np.float64), NUMPY).codes
+    for dtype in (np.int64, np.int8, np.longdouble, bool):
+        got = mapper.transform(sp.csr_matrix(dense.astype(dtype)), NUMPY)
+        if dtype is bool:
+            expected_bool = mapper.transform(dense.astype(bool).astype(np.float64), NUMPY).codes
+            np.testing.assert_array_equal(got.codes, expected_bool)
+        else:
+            np.testing.assert_array_equal(got.codes, expected)
+    assert BinMapper().fit(np.zeros((5, 0))).edges_ == []

@@ -13,6 +13,10 @@ mean of the copies' best times is reported)::
     git show HEAD:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
     python bench/experiments/subtree_kernel_ab.py delicious file:/tmp/old.py
 
+``text`` (a sparse X, binned without dense codes since session 19) runs only
+variants from session 19 on: older kernels read the codes the binned X no
+longer has.
+
 "base" is the kernel of this source tree (loaded from numba's cache); a
 variant naming the current value is a control, compiled in this process like
 the other variants. Base and control, or two copies of one variant, have

@@ -107,9 +107,11 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
     ``acc`` is the chunk's accumulator, zeroed for each task. ``codes`` of shape
     ``(p, 0)`` (a sparse X without dense codes, :func:`histograms_columns`): the
-    node's codes of the feature are gathered from its stored-entry column
-    (:func:`_node_codes_of`, into ``pos_buf``) and put at their samples in
-    ``row_buf`` (length n), then summed as a row of the codes: the same sums.
+    node's codes of the feature are put at their samples in ``row_buf``
+    (length n) and summed as a row of the codes, the same sums: the column is
+    written over the node's code of 0.0 when it holds at most 8 entries per
+    sample of the node, else each sample is looked up in it
+    (:func:`_node_codes_of`, into ``pos_buf``).
     """
     (
         codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
@@ -135,7 +137,15 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         start = node_ranges[i, 0]
         stop = node_ranges[i, 1]
         row = row_buf
-        if gather:
+        if gather and col_ptr[f + 1] - col_ptr[f] <= 8 * (stop - start):
+            # the node's samples at the code of 0.0, then the whole column: its rows
+            # outside the node are written too but never read for this task
+            zero = np.uint8(_count_below(thresholds[f], thresholds.shape[1], 0.0))
+            for a in range(start, stop):
+                row_buf[sample_indices[a]] = zero
+            for e in range(col_ptr[f], col_ptr[f + 1]):
+                row_buf[col_rows[e]] = col_codes[e]
+        elif gather:
             _node_codes_of(f, sample_indices, start, stop - start, thresholds, False, col_ptr,
                            col_rows, col_codes, col_rows, pos_buf)
             for a in range(stop - start):

@@ -312,7 +312,8 @@ def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missi
     """
     indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
     indices = np.ascontiguousarray(X.indices)
-    data = np.ascontiguousarray(X.data)
+    data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
+    data = np.ascontiguousarray(data)
     n_edges = np.ascontiguousarray(n_edges, dtype=np.int64)
     p = indptr.shape[0] - 1
     counts = np.empty(p, dtype=np.int64)

@@ -326,6 +326,8 @@ class BinMapper:
         """Increasing edges of each feature (``len = n_value_bins_[f] - 1``), float64."""
         if "edge_values_" not in self.__dict__:
             raise AttributeError("edges_: the BinMapper is not fitted")
+        if self.n_features_in_ == 0:
+            return []
         return [e.copy() for e in np.split(self.edge_values_,
                                            np.cumsum(self.n_value_bins_[:-1] - 1))]
 

@@ -158,8 +158,23 @@ def sparse_bin_codes_cpu(indptr, indices, data, edges, n_edges, missing_bin, out
         for i in range(row.shape[0]):
             row[i] = zero_code
         for t in range(indptr[f], indptr[f + 1]):
-            x = np.float64(data[t])
-            row[indices[t]] = missing_bin if np.isnan(x) else _count_below(edges[f], ne, x)
+            row[indices[t]] = _entry_code(edges[f], ne, data[t], missing_bin)
+
+
+@njit(inline="always", cache=True)
+def _entry_code(edges_f, n_edges_f, x, missing_bin):
+    """The code of the value ``x``: ``#{edges_f[:n_edges_f] < x}``, ``missing_bin`` for NaN."""
+    v = np.float64(x)
+    return missing_bin if np.isnan(v) else _count_below(edges_f, n_edges_f, v)
+
+
+@njit(parallel=True, cache=True)
+def _stored_entry_codes(indptr, data, edges, n_edges, missing_bin, out):
+    """``out[t]``: the code of the stored entry ``t`` of a CSC matrix (as
+    :func:`sparse_bin_codes_cpu` writes it into the dense codes)."""
+    for f in prange(indptr.shape[0] - 1):
+        for t in range(indptr[f], indptr[f + 1]):
+            out[t] = _entry_code(edges[f], n_edges[f], data[t], missing_bin)
 
 
 def sparse_bin_codes_xp(
@@ -236,8 +251,14 @@ def _compressed_codes(indptr: Any, indices: Any, codes: Any, zero_code: Any, by_
     else:
         major = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
     feature, row = (indices, major) if by_row else (major, indices)
-    entry_codes = codes[feature, row]
-    keep = entry_codes != zero_code[feature]
+    return _kept_entries(indices, major, codes[feature, row], zero_code[feature], n_major, xp)
+
+
+def _kept_entries(indices: Any, major: Any, entry_codes: Any, entry_zero: Any, n_major: int,
+                  xp: Any) -> tuple[Any, Any, Any]:
+    """(pointers, indices, codes) of the stored entries whose code ``entry_codes`` is not
+    ``entry_zero`` (their feature's code of 0.0), ``major`` the row or column of each."""
+    keep = entry_codes != entry_zero
     ptr = xp.zeros(n_major + 1, dtype=xp.int64)
     ptr[1:] = xp.cumsum(xp.bincount(major[keep], minlength=n_major))
     return (ptr, xp.ascontiguousarray(indices[keep].astype(xp.int32)),
@@ -269,36 +290,6 @@ def _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_co
             fill[i] = q + 1
 
 
-@njit(parallel=True, cache=True)
-def _column_code_counts(indptr, data, edges, n_edges, missing_bin, zero_code, out_count):
-    """``out_count[f]``: the stored entries of column ``f`` whose code (as
-    :func:`sparse_bin_codes_cpu` gives it) is not the feature's code of 0.0."""
-    p = indptr.shape[0] - 1
-    for f in prange(p):
-        kept = 0
-        for t in range(indptr[f], indptr[f + 1]):
-            x = np.float64(data[t])
-            code = missing_bin if np.isnan(x) else _count_below(edges[f], n_edges[f], x)
-            kept += code != zero_code[f]
-        out_count[f] = kept
-
-
-@njit(parallel=True, cache=True)
-def _fill_column_codes(indptr, indices, data, edges, n_edges, missing_bin, zero_code, col_ptr,
-                       col_rows, col_codes):
-    """The entries counted by :func:`_column_code_counts`, column by column (rows increasing)."""
-    p = indptr.shape[0] - 1
-    for f in prange(p):
-        q = col_ptr[f]
-        for t in range(indptr[f], indptr[f + 1]):
-            x = np.float64(data[t])
-            code = missing_bin if np.isnan(x) else _count_below(edges[f], n_edges[f], x)
-            if code != zero_code[f]:
-                col_rows[q] = indices[t]
-                col_codes[q] = code
-                q += 1
-
-
 def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missing_bin: int,
                            zero_code: np.ndarray) -> SparseCodes:
     """The :class:`SparseCodes` of a canonical CSC SciPy ``X`` (n, p), binned from its
@@ -315,20 +306,21 @@ def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missi
     data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
     data = np.ascontiguousarray(data)
     n_edges = np.ascontiguousarray(n_edges, dtype=np.int64)
-    p = indptr.shape[0] - 1
-    counts = np.empty(p, dtype=np.int64)
-    _column_code_counts(indptr, data, edges, n_edges, int(missing_bin), zero_code, counts)
-    col_ptr = np.zeros(p + 1, dtype=np.int64)
-    np.cumsum(counts, out=col_ptr[1:])
-    nnz = int(col_ptr[-1])
-    col_rows = np.empty(nnz, dtype=np.int32)
-    col_codes = np.empty(nnz, dtype=np.uint8)
-    _fill_column_codes(indptr, indices, data, edges, n_edges, int(missing_bin), zero_code,
-                       col_ptr, col_rows, col_codes)
-    n = X.shape[0]
+    entry_codes = np.empty(data.shape[0], dtype=np.uint8)
+    _stored_entry_codes(indptr, data, edges, n_edges, int(missing_bin), entry_codes)
+    major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    col_ptr, col_rows, col_codes = _kept_entries(indices, major, entry_codes, zero_code[major],
+                                                 indptr.shape[0] - 1, np)
+    return _listed_by_rows_too(zero_code, col_ptr, col_rows, col_codes, X.shape[0])
+
+
+def _listed_by_rows_too(zero_code: np.ndarray, col_ptr: np.ndarray, col_rows: np.ndarray,
+                        col_codes: np.ndarray, n: int) -> SparseCodes:
+    """The :class:`SparseCodes` of the column lists, their rows re-listed by
+    :func:`_rows_of_columns` (NumPy arrays)."""
     row_ptr = np.zeros(n + 1, dtype=np.int64)
-    row_features = np.empty(nnz, dtype=np.int32)
-    row_codes = np.empty(nnz, dtype=np.uint8)
+    row_features = np.empty(col_rows.shape[0], dtype=np.int32)
+    row_codes = np.empty(col_rows.shape[0], dtype=np.uint8)
     _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes)
     return SparseCodes(zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes)
 
@@ -360,13 +352,7 @@ def sparse_codes(X: Any, codes: Any, zero_code: Any, backend: Backend) -> Sparse
         col_ptr, col_rows, col_codes = _compressed_codes(
             csc.indptr.astype(np.int64), csc.indices.astype(np.int64), codes, zero_code,
             False, np)
-        n = X.shape[0]
-        row_ptr = np.zeros(n + 1, dtype=np.int64)
-        row_features = np.empty(col_rows.shape[0], dtype=np.int32)
-        row_codes = np.empty(col_rows.shape[0], dtype=np.uint8)
-        _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes)
-        return SparseCodes(zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
-                           col_codes)
+        return _listed_by_rows_too(zero_code, col_ptr, col_rows, col_codes, X.shape[0])
     csr = _canonical(X.tocsr())
     rows = _compressed_codes(backend.asarray(csr.indptr).astype(xp.int64),
                              backend.asarray(csr.indices).astype(xp.int64), codes, zero_code,

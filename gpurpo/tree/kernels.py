@@ -447,6 +447,14 @@ def node_stats(
     return out_impure, out_q
 
 
+def _split_rules(backend: Backend, node_feature: Any, node_bin: Any, node_missing_left: Any,
+                 missing_bin: int) -> tuple:
+    """The split arguments of the partition kernels, in their dtypes, C-contiguous."""
+    xp = backend.xp
+    return (_c(backend, node_feature, xp.int32), _c(backend, node_bin, xp.int32),
+            _c(backend, node_missing_left, xp.uint8), int(missing_bin))
+
+
 def _partition_outputs(backend: Backend, sample_indices: Any, node_ranges: Any) -> tuple[Any, Any]:
     """The checked node ranges (int64) and the zeroed ``out_n_left`` of a partition kernel."""
     xp = backend.xp
@@ -478,10 +486,7 @@ def partition(
             _c(backend, codes, xp.uint8),
             sample_indices,
             ranges,
-            _c(backend, node_feature, xp.int32),
-            _c(backend, node_bin, xp.int32),
-            _c(backend, node_missing_left, xp.uint8),
-            int(missing_bin),
+            *_split_rules(backend, node_feature, node_bin, node_missing_left, missing_bin),
             out_n_left,
         )
     return out_n_left
@@ -515,10 +520,7 @@ def partition_columns(
             _c(backend, thresholds, xp.float64),
             sample_indices,
             ranges,
-            _c(backend, node_feature, xp.int32),
-            _c(backend, node_bin, xp.int32),
-            _c(backend, node_missing_left, xp.uint8),
-            int(missing_bin),
+            *_split_rules(backend, node_feature, node_bin, node_missing_left, missing_bin),
             out_n_left,
         )
     return out_n_left

@@ -369,6 +369,72 @@ def test_trees_on_a_sparse_x_never_build_its_dense_codes(monkeypatch, params):
     assert on_dense.tree_.node_count > 50
 
 
+@pytest.mark.parametrize("sampled", [True, False])
+def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order(sampled):
+    # Reference: the features with a stored entry in the node's rows (np.unique), ordered
+    # by their positions in NumPy's visiting order (argsort of feature_at's order).
+    from gpurpo.tree import _random
+    from gpurpo.tree._kernels_cpu import _list_node_features
+
+    rng = np.random.default_rng(8)
+    n, p = 50, 700
+    X = sp.random(n, p, density=0.02, format="csr", random_state=3)
+    seed = np.uint64(987654321)
+    keys = np.empty(_random.N_ROUNDS, dtype=np.uint64)
+    _random.round_keys_nb(seed, keys)
+    lo, hi = _random.feistel_params(p)
+    order = _random.feature_at(np.full(p, seed), np.arange(p), p) if sampled else np.arange(p)
+    position = np.argsort(order)
+    cols = rng.permutation(2 * n).astype(np.int32)  # columns of codes; rows through a map
+    row_of_col = np.full(2 * n, -1, dtype=np.int32)
+    row_of_col[cols[5:25]] = rng.choice(n, 20, replace=False)
+    entry_ptr = X.indptr.astype(np.int64)
+    entry_features = X.indices.astype(np.int32)
+    rows = row_of_col[cols[5:25]]
+    features = np.unique(X[rows].indices)
+    expected = features[np.argsort(position[features])]
+    listing = np.empty(4 * X[rows].nnz, dtype=np.int64)
+    got = _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, sampled, keys,
+                              p, lo, hi, listing)
+    assert got == expected.size > 20
+    np.testing.assert_array_equal(listing[:got] & 0xFFFFFFFF, expected)
+    np.testing.assert_array_equal(listing[:got] >> 32, position[expected])
+    # more stored entries than the listing holds: -1 (the order is walked instead)
+    short = np.empty(X[rows].nnz - 1, dtype=np.int64)
+    assert _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, sampled, keys,
+                               p, lo, hi, short) == -1
+    # columns that are the rows themselves (an empty map)
+    direct = np.sort(rng.choice(n, 12, replace=False)).astype(np.int32)
+    features = np.unique(X[direct].indices)
+    got = _list_node_features(entry_ptr, entry_features, np.empty(0, dtype=np.int32), direct, 0,
+                              12, sampled, keys, p, lo, hi, listing)
+    np.testing.assert_array_equal(listing[:got] & 0xFFFFFFFF,
+                                  features[np.argsort(position[features])])
+
+
+@pytest.mark.parametrize("params", [dict(max_features="sqrt"),
+                                    dict(max_features=None),
+                                    dict(max_features=0.2, splitter="random")])
+def test_small_nodes_of_a_wide_sparse_x_visit_only_their_listed_features(params):
+    # A text-like X (3,000 features, about 9 stored entries per row): nodes of a few
+    # samples hold fewer stored entries than max_features, so they visit the features of
+    # those entries only (_list_node_features); the dense X walks the visiting order,
+    # position by position. Same trees, node by node. (Checked to fail when the listing
+    # is emptied: the small nodes then find no split.)
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(21)
+    n, p = 800, 3000
+    X = sp.random(n, p, density=0.003, format="csr", random_state=5,
+                  data_rvs=lambda k: rng.exponential(size=k))
+    Y = rng.normal(size=(n, 4)) + 3.0 * X[:, :4].toarray()
+    on_sparse = DecisionTreeRegressor(random_state=0, **params).fit(X, Y)
+    on_dense = DecisionTreeRegressor(random_state=0, **params).fit(X.toarray(), Y)
+    assert on_dense.tree_.node_count > 400
+    assert _preorder(on_sparse.tree_) == _preorder(on_dense.tree_)
+    np.testing.assert_array_equal(on_sparse.predict(X), on_dense.predict(X.toarray()))
+
+
 def test_newton_boosting_on_a_sparse_x_never_builds_its_dense_codes(monkeypatch):
     # second-order splits (the log loss's) use histograms: a sparse X's are summed from
     # its columns, so the fit takes a max_binned_bytes below the dense codes and gives

@@ -60,6 +60,19 @@ def test_feature_order_is_a_permutation_and_numba_matches_numpy(p):
         assert got == row.tolist()
 
 
+@pytest.mark.parametrize("p", [33, 64, 100, 513, 4097])
+def test_feature_position_inverts_the_feature_order(p):
+    # the position of each feature in NumPy's order (the inverse permutation, by argsort)
+    seeds = np.array([0, 7, 2**63 + 11, 2**64 - 1], dtype=np.uint64)
+    order = _random.feature_at(seeds[:, None], np.arange(p)[None, :], p)
+    lo, hi = _random.feistel_params(p)
+    keys = np.empty(_random.N_ROUNDS, dtype=np.uint64)
+    for s, row in zip(seeds, order):
+        _random.round_keys_nb(s, keys)
+        got = [_random.feature_position_nb(keys, f, p, lo, hi) for f in range(p)]
+        assert got == np.argsort(row).tolist()
+
+
 def _splitmix64_finaliser(x):
     # SplitMix64's output function (Steele, Lea & Flood 2014) in Python integers
     mask = (1 << 64) - 1

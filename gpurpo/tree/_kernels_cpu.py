@@ -21,6 +21,7 @@ from gpurpo.tree._random import (
     SMALL_P,
     child_seed_nb,
     feature_batch_nb,
+    feature_position_nb,
     feistel_params,
     round_keys_nb,
     small_feature_order_nb,
@@ -64,6 +65,8 @@ RANK_LIMIT = 32
 SUBSET_LIMIT = 7
 # Nodes of a batch are dealt to this many chunks (each with its own scratch).
 N_CHUNKS = 256
+# Most stored entries a sparse X's node lists to visit only their features (_eval_node).
+LISTING_LIMIT = 4096
 # Rows ahead whose lines transpose_block_to_float32 prefetches.
 TRANSPOSE_PREFETCH = 64
 
@@ -879,13 +882,57 @@ def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows
 
 
 @njit(cache=True)
+def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, sampled, keys, p,
+                        lo_bits, hi_bits, listing):
+    """The features of a sparse X's node that can be non-constant, in visiting order.
+
+    A feature without a stored entry in the node's rows has the code of 0.0
+    in all of them (the stored entries are those of other codes): it is
+    constant, and the visit of its position changes nothing. When the rows
+    (global row of column ``c``: ``row_of_col[c]``, or ``c`` when
+    ``row_of_col`` is empty) hold at most ``listing.shape[0]`` entries, each
+    entry's feature ``f`` is written to ``listing`` as ``(q << 32) | f``,
+    ``q`` its position in the node's visiting order (``feature_position_nb``,
+    the inverse of the order's permutation; ``q = f`` without sampling),
+    sorted and made distinct. Returns their number, or -1 for more entries
+    (the order is then walked position by position).
+    """
+    cap = listing.shape[0]
+    identity = row_of_col.shape[0] == 0
+    total = 0
+    for a in range(ns):
+        c = cols[c0ff + a]
+        r = c if identity else row_of_col[c]
+        total += entry_ptr[r + 1] - entry_ptr[r]
+        if total > cap:
+            return -1
+    k = 0
+    for a in range(ns):
+        c = cols[c0ff + a]
+        r = c if identity else row_of_col[c]
+        for e in range(entry_ptr[r], entry_ptr[r + 1]):
+            f = np.int64(entry_features[e])
+            q = feature_position_nb(keys, f, p, lo_bits, hi_bits) if sampled else f
+            listing[k] = (q << 32) | f
+            k += 1
+    listing[:k].sort()
+    n_listed = 0
+    for i in range(k):
+        if n_listed == 0 or listing[i] != listing[n_listed - 1]:
+            listing[n_listed] = listing[i]
+            n_listed += 1
+    return n_listed
+
+
+@njit(cache=True)
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
     tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
     cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
     col_ptr,
-    col_rows, col_codes, slot_of_row, node_codes, identity,
+    col_rows, col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col,
+    listing,
 ):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
@@ -909,6 +956,13 @@ def _eval_node(
     ``cols[c0ff + a]``): a feature's codes in the node are gathered from its
     stored-entry column into ``node_codes[0, :ns]`` (:func:`_node_codes_of`) and
     read there through ``identity`` (``identity[a] = a``), the same codes.
+    ``entry_ptr``, ``entry_features`` (a sparse X's stored entries by row,
+    empty for none) and ``row_of_col`` (the global row of each column of
+    ``codes``; empty: the column itself): a node whose rows hold at most
+    ``listing.shape[0]`` entries visits only their features, in the order's
+    positions (:func:`_list_node_features`), where a walk of the order
+    would visit every position (the deep, small nodes of text-like data
+    find few non-constant features among thousands), with the same result.
     Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
@@ -916,12 +970,12 @@ def _eval_node(
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
-        col_codes, slot_of_row, node_codes, identity,
+        col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
     ) = borrow_all((
         codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
-        col_codes, slot_of_row, node_codes, identity,
+        col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
     ))
     p = codes.shape[0]
     gather = codes.shape[1] == 0
@@ -986,12 +1040,29 @@ def _eval_node(
             rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS) - 0.5 * tol
     # nodes that may stop after a few features draw their candidates a few at a time
     batch_cap = n_perm if settled == np.inf else 8
+    n_listed = -1
+    if entry_ptr.shape[0] > 0 and not (sampled and small):
+        n_listed = _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns,
+                                       sampled, keys, p, lo_bits, hi_bits, listing)
     found = 0
     pos = 0
     slot = 0
     n_batch = 0
-    while found < need and pos < p and (pos < n_candidates or found == 0):
-        if sampled and small:
+    at = 0
+    while found < need:
+        if n_listed >= 0:
+            # the next listed feature; the positions between hold constant features
+            if at == n_listed:
+                break
+            q = listing[at] >> 32
+            if not (q < n_candidates or found == 0):
+                break
+            f = listing[at] & 0xFFFFFFFF
+            at += 1
+            u = uniform_at_nb(seed, q) if random_split else 0.0
+        elif not (pos < p and (pos < n_candidates or found == 0)):
+            break
+        elif sampled and small:
             f = perm[pos]
         elif sampled:
             # the visiting order in batches (independent hash chains overlap in the
@@ -1006,8 +1077,9 @@ def _eval_node(
             slot += 1
         else:
             f = pos
-        u = uniform_at_nb(seed, pos) if random_split else 0.0
-        pos += 1
+        if n_listed < 0:
+            u = uniform_at_nb(seed, pos) if random_split else 0.0
+            pos += 1
         # ---- per-feature statistics: missing part and occupied range
         # marked: a sparse feature's table bins are marked in ``occupied``, and only
         # they are visited afterwards
@@ -1589,11 +1661,12 @@ PERM_BATCH = max(32, SMALL_P)
 
 
 @njit(cache=True)
-def _eval_scratch(max_ns, mp, n_bins, n_slots):
+def _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing):
     """Scratch buffers of ``_eval_node`` for nodes of up to ``max_ns`` samples.
 
     Returns (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
-    cand_g, cand_b, cand_ml, link, occupied); ``wy`` and ``y`` are zeroed
+    cand_g, cand_b, cand_ml, link, occupied, listing), ``listing`` of
+    ``n_listing`` entries (:func:`_list_node_features`); ``wy`` and ``y`` are zeroed
     (their padding channels stay zero), ``hist``, the bucket sort's list heads
     ``bin_pos`` and its bit set ``occupied`` too (``_eval_node`` leaves them
     zeroed); ``link`` holds the bucket sort's list links.
@@ -1617,6 +1690,7 @@ def _eval_scratch(max_ns, mp, n_bins, n_slots):
         np.empty(n_slots, dtype=np.int64),
         np.empty(min(max_ns, SORT_LIMIT), dtype=np.int64),
         np.zeros((n_bins + 63) // 64, dtype=np.uint64),
+        np.empty(n_listing, dtype=np.int64),
     )
 
 
@@ -1674,7 +1748,9 @@ def _split_chunk(
         node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
         min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row, node_codes,
-        _eval_scratch(max_ns, mp, n_bins, n_slots),
+        _eval_scratch(max_ns, mp, n_bins, n_slots, 0),
+        # no stored entries by row: nodes walk the visiting order
+        np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int32),
     )
 
 
@@ -1683,20 +1759,23 @@ def _split_chunk_nodes(
     ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
     node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
-    out_missing_left, out_gain, identity, slot_of_row, node_codes, scratch,
+    out_missing_left, out_gain, identity, slot_of_row, node_codes, scratch, entry_ptr,
+    entry_features, row_of_col,
 ):
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, slot_of_row, node_codes,
+        out_missing_left, out_gain, identity, slot_of_row, node_codes, entry_ptr, entry_features,
+        row_of_col,
     ) = borrow_all((
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
         node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
-        out_missing_left, out_gain, identity, slot_of_row, node_codes,
+        out_missing_left, out_gain, identity, slot_of_row, node_codes, entry_ptr, entry_features,
+        row_of_col,
     ))
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]
     lo_bits, hi_bits = feistel_params(codes.shape[0])
@@ -1720,7 +1799,8 @@ def _split_chunk_nodes(
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
             lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
-            col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
+            col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, entry_ptr,
+            entry_features, row_of_col, listing,
         )
         if use_columns:
             _release_slots(sample_indices, start, ns, slot_of_row)
@@ -1817,13 +1897,16 @@ def _subtree_chunk(
         np.empty(max_nb if big else 1, dtype=np.int32),  # its positions
         # each row's position in the current node, -1 outside it (read with the columns)
         np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
+        np.empty(0, dtype=np.int32),  # no row map: a large node's columns are its rows
     )
     # without dense codes (a sparse X), a large node's codes of one feature gathered from
     # its column, by position, read through the identity
     gather_size = max_ns if big and codes.shape[1] == 0 else 1
     node_codes = np.empty((1, gather_size), dtype=np.uint8)
     identity = np.arange(gather_size).astype(np.int32)
-    block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots)
+    # a sparse X's nodes list their rows' stored entries (at most n_listing)
+    n_listing = min(n_slots, LISTING_LIMIT) if row_ptr.shape[0] > 0 else 0
+    block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots, n_listing)
     _subtree_chunk_roots(
         ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
         col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
@@ -1831,7 +1914,8 @@ def _subtree_chunk(
         min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
         missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
         out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
-        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots), block_scratch, node_codes,
+        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing), block_scratch,
+        node_codes,
         identity,
     )
 
@@ -1942,7 +2026,7 @@ def _grow_in_block(
     min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
     random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin, listed,
     row_ptr, row_features, row_codes, node_codes, identity, scratch, out_feature, out_bin,
-    out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
+    out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop, row_of_col,
 ):
     """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
     at the root's positions ``pos0 ..``) to completion, depth first, in the block.
@@ -1951,10 +2035,12 @@ def _grow_in_block(
     (leaves left to right); their data are ``w[cols[a]]``, ``wy[cols[a]]``,
     ``y[cols[a]]``. New nodes take the local ids ``count, count + 1, ...``; the
     node ``j_root``'s start, stop, depth and seed are set by the caller.
+    ``row_of_col``: the global row of each column of the block (a sparse X's
+    nodes read their rows' stored entries, see :func:`_eval_node`).
     Returns the next free local id.
     """
     (w_s, wy_s, y_s, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
     eps = np.finfo(np.float64).eps
     # False, typed as a run-time flag like the small-node kernel's (a literal False
     # would compile a second specialisation of _eval_node)
@@ -1979,6 +2065,7 @@ def _grow_in_block(
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
             # no stored-entry columns here: arrays of the columns' types, never read
             row_ptr, row_features, row_codes, cols, node_codes, identity,
+            row_ptr, row_features, row_of_col, listing,
         )
         if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
             continue
@@ -2034,8 +2121,9 @@ def _subtree_chunk_roots(
     block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
     node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch[:4])
     slot_of_row = borrow(big_scratch[4])
+    columns_are_rows = borrow(big_scratch[5])
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied) = borrow_all(scratch)
+     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
     w_b, wy_b, y_b = borrow_all(block_scratch[:3])
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
@@ -2083,7 +2171,7 @@ def _subtree_chunk_roots(
                 root_weight, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
                 hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
                 node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
-                out_left, out_right, out_depth, out_start, out_stop,
+                out_left, out_right, out_depth, out_start, out_stop, gid,
             )
         else:
             count = 1
@@ -2122,7 +2210,7 @@ def _subtree_chunk_roots(
                         listed,
                         row_ptr, row_features, row_codes, node_codes, identity, block_scratch,
                         out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
-                        out_depth, out_start, out_stop,
+                        out_depth, out_start, out_stop, block_gid,
                     )
                     # the block's final order, as local ids of the root
                     for a in range(nsj):
@@ -2138,7 +2226,8 @@ def _subtree_chunk_roots(
                     min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
                     hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
                     cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
-                    col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
+                    col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, row_ptr,
+                    row_features, columns_are_rows, listing,
                 )
                 if f >= 0 and gather:
                     # the split feature's codes of the node, at positions a0 .. a1 - 1

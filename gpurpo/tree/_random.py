@@ -95,6 +95,7 @@ __all__ = [
     "child_seed_nb",
     "round_keys_nb",
     "feature_at_nb",
+    "feature_position_nb",
     "feature_batch_nb",
     "small_feature_order_nb",
     "feature_table",
@@ -265,6 +266,34 @@ def feature_at_nb(keys: np.ndarray, pos: int, p: int, lo: int, hi: int) -> int:
     x = _feistel_pass_nb(keys, np.uint64(pos), ulo, low_mask, high_mask)
     while x >= np.uint64(p):
         x = _feistel_pass_nb(keys, x, ulo, low_mask, high_mask)
+    return np.int64(x)
+
+
+@numba.njit(inline="always", cache=True)
+def _feistel_inverse_pass_nb(keys: np.ndarray, x: np.uint64, ulo: np.uint64,
+                             low_mask: np.uint64, high_mask: np.uint64) -> np.uint64:
+    """The inverse of :func:`_feistel_pass_nb`: its rounds undone in reverse order."""
+    high = x >> ulo
+    low = x & low_mask
+    for r in range(N_ROUNDS - 2, -1, -2):
+        low ^= hash64_nb(keys[r + 1] ^ high) & low_mask
+        high ^= hash64_nb(keys[r] ^ low) & high_mask
+    return (high << ulo) | low
+
+
+@numba.njit(cache=True)
+def feature_position_nb(keys: np.ndarray, f: int, p: int, lo: int, hi: int) -> int:
+    """The position at which a node visits feature ``f``: the inverse of :func:`feature_at_nb`.
+
+    ``feature_at_nb(keys, feature_position_nb(keys, f, ...), ...) == f`` for
+    ``0 <= f < p`` (``p > SMALL_P``). Cycle walking backwards (Black &
+    Rogaway 2002): the inverse network is applied until the result falls
+    in ``[0, p)``, the first point of ``f``'s cycle before it that does.
+    """
+    ulo, low_mask, high_mask = _feistel_masks_nb(lo, hi)
+    x = _feistel_inverse_pass_nb(keys, np.uint64(f), ulo, low_mask, high_mask)
+    while x >= np.uint64(p):
+        x = _feistel_inverse_pass_nb(keys, x, ulo, low_mask, high_mask)
     return np.int64(x)
 
 

@@ -11,7 +11,8 @@
 // training data in place (columns = sample ids) and the subtree kernel its
 // private copy (columns = positions in the copy). The block
 //   1. sums the node's weights W, weighted targets S and Q = sum w ||y||^2
-//      (float64, in position order like the CPU kernel) and detects pure nodes;
+//      (float64, in position order like the CPU kernel: Q channel by channel,
+//      then the channels' sums in channel order) and detects pure nodes;
 //   2. visits candidate features in the node's pseudo-random order
 //      (feature_at of gpurpo/tree/_random.py, ported bit for bit: a sort of
 //      per-feature hashes up to 32 features, a counter-based Feistel
@@ -256,25 +257,23 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     double* ls = sc.ls;
     __syncthreads();  // the shared state of the previous call has been read
 
-    // ---- 1. totals (position order, as the CPU kernel) and purity
+    // ---- 1. totals (position order, as the CPU kernel) and purity; each channel's
+    // sum of w y^2 waits in ls[c] until Q adds them in channel order
     for (int c = tid; c < m; c += nthreads) {
-        double acc = 0.0;
-        for (long long a = 0; a < ns; ++a) acc = __dadd_rn(acc, split_wy(v, col[a], c));
-        S[c] = acc;
-    }
-    if (tid == 0) {
-        double W = 0.0, Q = 0.0;
+        double acc = 0.0, q = 0.0;
         for (long long a = 0; a < ns; ++a) {
             const long long s = col[a];
-            const double wa = (double)v.w[s];
-            W = __dadd_rn(W, wa);
-            for (int c = 0; c < m; ++c) {
-                const double y = (double)v.y[s * v.y_stride + c];
-                Q = __dadd_rn(Q, __dmul_rn(__dmul_rn(wa, y), y));
-            }
+            const double wy = split_wy(v, s, c);
+            acc = __dadd_rn(acc, wy);
+            q = __dadd_rn(q, __dmul_rn(wy, (double)v.y[s * v.y_stride + c]));
         }
+        S[c] = acc;
+        ls[c] = q;
+    }
+    if (tid == 0) {
+        double W = 0.0;
+        for (long long a = 0; a < ns; ++a) W = __dadd_rn(W, (double)v.w[col[a]]);
         sh_W = W;
-        sh_Q = Q;
     }
     for (int b = tid; b < SPLIT_MAX_BINS; b += nthreads) cnt[b] = 0;
     int differs = 0;
@@ -287,9 +286,12 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             if (v.y[(long long)col[a] * v.y_stride + c] != y0[c]) differs = 1;
         }
     }
-    const int impure = __syncthreads_or(differs);  // also publishes S, W, Q
+    const int impure = __syncthreads_or(differs);  // also publishes S, W and Q's channels
     if (!impure) return none;
     if (tid == 0) {
+        double Q = 0.0;
+        for (int c = 0; c < m; ++c) Q = __dadd_rn(Q, ls[c]);
+        sh_Q = Q;
         double parent = 0.0;
         for (int c = 0; c < m; ++c) parent = __dadd_rn(parent, __dmul_rn(S[c], S[c]));
         sh_parent = parent / sh_W;

@@ -881,6 +881,52 @@ def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows
         out[a] = col_codes[e0 + at] if at < e1 - e0 and column[at] == r else zero
 
 
+@njit(inline="always", cache=True)
+def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
+    """A node's weight (returned), sums ``S[c]`` and ``LS[c] = sum w y_c^2`` (8 channels).
+
+    Each sum runs over the node's positions in order, in its own register:
+    sixteen independent chains, where one sum of ``w ||y||^2`` over samples
+    and channels was a single chain of ``8 ns`` dependent additions (the
+    deep, unbalanced trees of text-like data sum nodes of tens of
+    thousands of samples level after level). The CUDA twin sums the same
+    channels in the same order, and ``Q`` adds them in channel order.
+    """
+    W = 0.0
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
+    for a in range(d0, d0 + ns):
+        ra = rows[a]
+        W += w[ra]
+        v = wy[ra, 0]
+        s0 += v
+        q0 += v * y[ra, 0]
+        v = wy[ra, 1]
+        s1 += v
+        q1 += v * y[ra, 1]
+        v = wy[ra, 2]
+        s2 += v
+        q2 += v * y[ra, 2]
+        v = wy[ra, 3]
+        s3 += v
+        q3 += v * y[ra, 3]
+        v = wy[ra, 4]
+        s4 += v
+        q4 += v * y[ra, 4]
+        v = wy[ra, 5]
+        s5 += v
+        q5 += v * y[ra, 5]
+        v = wy[ra, 6]
+        s6 += v
+        q6 += v * y[ra, 6]
+        v = wy[ra, 7]
+        s7 += v
+        q7 += v * y[ra, 7]
+    S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7] = s0, s1, s2, s3, s4, s5, s6, s7
+    LS[0], LS[1], LS[2], LS[3], LS[4], LS[5], LS[6], LS[7] = q0, q1, q2, q3, q4, q5, q6, q7
+    return W
+
+
 @njit(cache=True)
 def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, sampled, keys, p,
                         lo_bits, hi_bits, listing):
@@ -996,18 +1042,26 @@ def _eval_node(
             break
     if pure:
         return -1, 0, 0, -np.inf
-    for c in range(mp):
-        S[c] = 0.0
-    W = 0.0
+    # totals: weight, sums S and Q = sum w ||y||^2 by channel (LS holds the channels'
+    # sums until Q is formed)
+    if mp == 8:
+        W = _node_totals8(rows, d0, ns, w, wy, y, S, LS)
+    else:
+        for c in range(mp):
+            S[c] = 0.0
+            LS[c] = 0.0
+        W = 0.0
+        for a in range(d0, d0 + ns):
+            ra = rows[a]
+            W += w[ra]
+            for c0 in range(0, mp, 8):
+                for c in range(c0, c0 + 8):
+                    v = wy[ra, c]
+                    S[c] += v
+                    LS[c] += v * y[ra, c]
     Q = 0.0
-    for a in range(d0, d0 + ns):
-        ra = rows[a]
-        W += w[ra]
-        for c0 in range(0, mp, 8):
-            for c in range(c0, c0 + 8):
-                v = wy[ra, c]
-                S[c] += v
-                Q += v * y[ra, c]
+    for c in range(m):
+        Q += LS[c]
     parent = 0.0
     for c in range(m):
         parent += S[c] * S[c]

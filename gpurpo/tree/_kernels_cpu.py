@@ -882,15 +882,22 @@ def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows
 
 
 @njit(inline="always", cache=True)
+def _sum_and_square(total, squares, wy, y):
+    """One sample's channel added to a node's sum (``w y``) and sum of ``w y^2``."""
+    return total + wy, squares + wy * y
+
+
+@njit(inline="always", cache=True)
 def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
     """A node's weight (returned), sums ``S[c]`` and ``LS[c] = sum w y_c^2`` (8 channels).
 
     Each sum runs over the node's positions in order, in its own register:
     sixteen independent chains, where one sum of ``w ||y||^2`` over samples
-    and channels was a single chain of ``8 ns`` dependent additions (the
-    deep, unbalanced trees of text-like data sum nodes of tens of
-    thousands of samples level after level). The CUDA twin sums the same
-    channels in the same order, and ``Q`` adds them in channel order.
+    and channels was a single chain of ``8 ns`` dependent additions
+    (delicious-shaped 30-tree forest, one thread, alternating processes:
+    2.04 -> 1.91 s of CPU time, medians; text-like forests unchanged). The
+    CUDA twin sums the same channels in the same order, and ``Q`` adds them
+    in channel order.
     """
     W = 0.0
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -898,30 +905,14 @@ def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
     for a in range(d0, d0 + ns):
         ra = rows[a]
         W += w[ra]
-        v = wy[ra, 0]
-        s0 += v
-        q0 += v * y[ra, 0]
-        v = wy[ra, 1]
-        s1 += v
-        q1 += v * y[ra, 1]
-        v = wy[ra, 2]
-        s2 += v
-        q2 += v * y[ra, 2]
-        v = wy[ra, 3]
-        s3 += v
-        q3 += v * y[ra, 3]
-        v = wy[ra, 4]
-        s4 += v
-        q4 += v * y[ra, 4]
-        v = wy[ra, 5]
-        s5 += v
-        q5 += v * y[ra, 5]
-        v = wy[ra, 6]
-        s6 += v
-        q6 += v * y[ra, 6]
-        v = wy[ra, 7]
-        s7 += v
-        q7 += v * y[ra, 7]
+        s0, q0 = _sum_and_square(s0, q0, wy[ra, 0], y[ra, 0])
+        s1, q1 = _sum_and_square(s1, q1, wy[ra, 1], y[ra, 1])
+        s2, q2 = _sum_and_square(s2, q2, wy[ra, 2], y[ra, 2])
+        s3, q3 = _sum_and_square(s3, q3, wy[ra, 3], y[ra, 3])
+        s4, q4 = _sum_and_square(s4, q4, wy[ra, 4], y[ra, 4])
+        s5, q5 = _sum_and_square(s5, q5, wy[ra, 5], y[ra, 5])
+        s6, q6 = _sum_and_square(s6, q6, wy[ra, 6], y[ra, 6])
+        s7, q7 = _sum_and_square(s7, q7, wy[ra, 7], y[ra, 7])
     S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7] = s0, s1, s2, s3, s4, s5, s6, s7
     LS[0], LS[1], LS[2], LS[3], LS[4], LS[5], LS[6], LS[7] = q0, q1, q2, q3, q4, q5, q6, q7
     return W

@@ -1047,9 +1047,7 @@ def _eval_node(
             W += w[ra]
             for c0 in range(0, mp, 8):
                 for c in range(c0, c0 + 8):
-                    v = wy[ra, c]
-                    S[c] += v
-                    LS[c] += v * y[ra, c]
+                    S[c], LS[c] = _sum_and_square(S[c], LS[c], wy[ra, c], y[ra, c])
     Q = 0.0
     for c in range(m):
         Q += LS[c]

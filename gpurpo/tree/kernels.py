@@ -492,6 +492,13 @@ def partition(
     return out_n_left
 
 
+def _require_numpy(backend: Backend, name: str) -> None:
+    """Raise for a backend other than NumPy: ``name`` reads the stored-entry columns that
+    only the CPU keeps (CUDA backends bin a sparse X into dense codes)."""
+    if backend.name != "numpy":
+        raise ValueError(f"{name} runs on the numpy backend only, got {backend.name!r}")
+
+
 def partition_columns(
     backend: Backend,
     sparse_codes: Any,
@@ -511,8 +518,7 @@ def partition_columns(
     a sparse X into dense codes and use :func:`partition`.
     """
     xp = backend.xp
-    if backend.name != "numpy":
-        raise ValueError(f"partition_columns runs on the numpy backend only, got {backend.name!r}")
+    _require_numpy(backend, "partition_columns")
     ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
     if ranges.shape[0]:
         _cpu.partition_columns(
@@ -596,9 +602,7 @@ def build_histograms_columns(
     ``tree_histograms`` on the dense codes.
     """
     xp = backend.xp
-    if backend.name != "numpy":
-        raise ValueError(f"build_histograms_columns runs on the numpy backend only, got "
-                         f"{backend.name!r}")
+    _require_numpy(backend, "build_histograms_columns")
     out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
     if out.size == 0:
         return out

@@ -81,6 +81,7 @@ def check_array(
     ensure_2d: bool = True,
     min_rows: int = 1,
     float32_range: bool = False,
+    check_values: bool = True,
 ) -> Any:
     """Validate and move ``a`` to ``backend``.
 
@@ -107,6 +108,12 @@ def check_array(
         bin and store inputs and outputs in float32, where a larger value
         would become infinite: a feature collapsed into one bin, outputs
         that nothing can split), as scikit-learn's trees require.
+    check_values : bool
+        Check the values (NaN, infinity, float32 range) here. False leaves
+        it to the caller, which must then call :func:`validate_values` (or do
+        its check in a pass it makes anyway, as
+        :meth:`gpurpo.tree.BinMapper.fit_transform` does with
+        ``check_range_of``).
     """
     if a is None:
         raise ValueError(f"{name} is required, got None")
@@ -121,7 +128,6 @@ def check_array(
             arr = arr.tocsr()
         if dtype is not None and arr.dtype != dtype:
             arr = arr.astype(dtype)
-        values = arr.data
     else:
         a = _nullable_frame_as_float(a)
         if isinstance(a, (list, tuple)) or not hasattr(a, "dtype"):
@@ -146,7 +152,6 @@ def check_array(
             raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
         if dtype is None and arr.dtype.kind in "iub":
             arr = arr.astype(backend.xp.float64)
-        values = arr
     if ensure_2d:
         check_2d(arr, name)
     elif len(_shape_of(arr)) == 0:
@@ -155,15 +160,18 @@ def check_array(
         raise ValueError(
             f"{name} must have at least {min_rows} row(s), got shape {_shape_of(arr)}"
         )
-    if values.dtype.kind == "f" and values.size:
-        _check_values(values, name, allow_nan, float32_range, backend.xp)
+    if check_values:
+        validate_values(arr, name, allow_nan, float32_range, backend.xp)
     return arr
 
 
-def _check_values(
-    values: Any, name: str, allow_nan: bool, float32_range: bool, xp: Any
+def validate_values(
+    a: Any, name: str, allow_nan: bool, float32_range: bool, xp: Any
 ) -> None:
     """Raise for NaN (unless allowed), infinity, or (with ``float32_range``) values beyond float32.
+
+    ``a``: a dense array or a sparse matrix (its stored values are checked);
+    integer and boolean values pass.
 
     A max and a min reduction decide, as NaN propagates through both and an
     infinity reaches one of them; neither allocates an array the size of
@@ -171,6 +179,9 @@ def _check_values(
     NaN present and allowed, ``nanmax``/``nanmin`` give the magnitude of the
     other values.
     """
+    values = a.data if is_sparse(a) else a
+    if values.dtype.kind != "f" or not values.size:
+        return
     largest, smallest = float(values.max()), float(values.min())
     if math.isnan(largest) or math.isnan(smallest):
         if not allow_nan:

@@ -96,3 +96,30 @@ def test_projections_that_overflow_float32_are_refused():
     with pytest.warns(RuntimeWarning, match="overflow"):
         with pytest.raises(ValueError, match="overflow float32's range; rescale y"):
             forest.fit(X, Y)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("column_has_nan", [False, True])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_tree_fit_finds_every_out_of_range_value_while_binning(dtype, column_has_nan, sign):
+    # A tree fit on a C-ordered float X checks X's values in its binning pass, from
+    # the float32 extremes of each sorted feature (BinMapper.fit_transform with
+    # check_range_of): a float64 value just beyond float32's largest rounds to that
+    # largest, and a column's NaN sort after its largest value.
+    X, Y = _data(5)
+    X = X.astype(dtype)
+    column = np.arange(40) % 3 == 0
+    if column_has_nan:
+        X[column, 2] = np.nan
+    if dtype == np.float64:
+        X[7, 2] = sign * FLOAT32_MAX * (1 + 1e-12)
+        message = r"X contains a value of magnitude 3.403e\+38, beyond float32"
+    else:
+        X[7, 2] = sign * np.inf
+        message = "X contains infinity; only NaN"
+    assert X.flags.c_contiguous
+    with pytest.raises(ValueError, match=message):
+        DecisionTreeRegressor(random_state=0).fit(X, Y)
+    X[7, 2] = sign * FLOAT32_MAX  # the largest float32 value itself fits
+    tree = DecisionTreeRegressor(random_state=0).fit(X, Y)
+    assert np.isfinite(tree.predict(X)).all()

@@ -157,9 +157,11 @@ class _BaseTree(BaseEstimator):
         check_weight_scale(w)
         return w
 
-    def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
+    def _check_X(self, X: Any, backend: Backend, reset: bool, check_values: bool = True) -> Any:
+        """``X`` validated on ``backend``; ``check_values=False`` leaves its values to the caller."""
         check_feature_names(self, X, reset=reset)
-        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True, float32_range=True)
+        Xv = check_array(X, "X", backend, allow_nan=True, accept_sparse=True, float32_range=True,
+                         check_values=check_values)
         if Xv.shape[1] < 1:
             raise ValueError(
                 f"X has 0 feature(s) (shape={tuple(Xv.shape)}) while a minimum of 1 is required."
@@ -210,7 +212,8 @@ class _BaseTree(BaseEstimator):
 
     def _fit(self, X: Any, Y: Any, sample_weight: Any) -> "_BaseTree":
         backend = resolve_backend(X, Y, device=self.device)
-        X = self._check_X(X, backend, reset=True)
+        # X's values (infinity, float32 range) are checked by the binning's own pass
+        X = self._check_X(X, backend, reset=True, check_values=False)
         check_consistent_rows(X=X, y=Y)
         check_has_outputs(Y)
         n = int(X.shape[0])
@@ -226,7 +229,7 @@ class _BaseTree(BaseEstimator):
         mapper = BinMapper(
             max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
         )
-        binned = mapper.fit_transform(X, backend, sample_weight)
+        binned = mapper.fit_transform(X, backend, sample_weight, check_range_of="X")
         targets = self._targets(Y, backend, rng)
         self.n_projected_outputs_ = int(targets.shape[1])
         weights = None

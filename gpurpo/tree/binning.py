@@ -42,10 +42,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gpurpo._validation import check_int
+from gpurpo._validation import check_int, validate_values
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
-from gpurpo.tree._kernels_cpu import bin_codes_fitted, edges_from_sorted, transpose_block_to_float32
+from gpurpo.tree._kernels_cpu import (
+    _count_below_nan,
+    bin_codes_fitted,
+    edges_from_sorted,
+    transpose_block_to_float32,
+)
 from gpurpo.tree._sparse_binning import (
     SparseCodes,
     canonical_csc,
@@ -340,7 +345,10 @@ class BinMapper:
                 table[np.arange(table.shape[1]) < n_edges[:, None]])
         self.__dict__.update(state)
 
-    def fit_transform(self, X: Any, backend: Backend, sample_weight: Any = None) -> BinnedMatrix:
+    def fit_transform(
+        self, X: Any, backend: Backend, sample_weight: Any = None,
+        check_range_of: str | None = None,
+    ) -> BinnedMatrix:
         """Fit the bin edges on ``X`` and bin ``X``: ``fit(X, sample_weight).transform(X, backend)``.
 
         Same edges and codes. On the NumPy backend, for C-ordered dense float
@@ -349,8 +357,21 @@ class BinMapper:
         and its codes (contiguous reads), in :func:`_bin_by_blocks`; the
         float64 values decide for the features where float32 codes could
         differ (see :func:`gpurpo.tree._kernels_cpu.float32_codes_agree`).
+
+        ``check_range_of``: the name of ``X`` in errors, to check its values
+        here, as ``check_array(X, name, allow_nan=True, float32_range=True)``
+        does (:func:`gpurpo._validation.validate_values`: infinity, or a
+        magnitude beyond float32's largest, is a ``ValueError``). On the
+        fused path this costs no pass over ``X``: a float64 value beyond
+        float32's range rounds to float32's largest or to infinity, so only
+        when a sorted block starts or ends (NaN aside) at such a magnitude is
+        ``X`` checked in full, for the exact error. A delicious-shaped tree
+        fit (12,920 x 500 float64) no longer reads ``X`` twice for its min and
+        max: 6.6 ms of its 0.14 s.
         """
         if not self._fuses(X, backend, sample_weight):
+            if check_range_of is not None:
+                validate_values(X, check_range_of, True, True, backend.xp)
             if backend.issparse(X):
                 X = canonical_csc(X)  # once, for the edges, the codes and the entry views
             return self.fit(X, sample_weight).transform(X, backend)
@@ -359,7 +380,9 @@ class BinMapper:
         self._check_binned_size(n, p)
         codes = np.empty((p, n), dtype=np.uint8)
         n_zero = np.empty(p, dtype=np.int64)
-        out, n_edges, has_nan = _bin_by_blocks(X, int(self.max_bins), codes, n_zero)
+        out, n_edges, has_nan, extreme = _bin_by_blocks(X, int(self.max_bins), codes, n_zero)
+        if check_range_of is not None and extreme:
+            validate_values(X, check_range_of, True, True, np)
         self._set_edges(out, n_edges)
         if self.missing_bin_ != _NAN_CODE:
             for f in np.flatnonzero(has_nan):
@@ -475,7 +498,7 @@ class BinMapper:
 
 def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
     """Unweighted edges of every column of a dense sample (:func:`_bin_by_blocks`)."""
-    out, n_edges, _ = _bin_by_blocks(sample, max_bins)
+    out, n_edges = _bin_by_blocks(sample, max_bins)[:2]
     return [out[f, : n_edges[f]].copy() for f in range(n_edges.shape[0])]
 
 
@@ -531,6 +554,9 @@ def _bin_by_blocks(
     n_edges : int64 ndarray of shape (p,)
     has_nan : bool ndarray of shape (p,)
         Which features hold NaN.
+    extreme : bool
+        Whether a feature reaches float32's largest magnitude (or infinity)
+        after rounding to float32 (:func:`_extreme_rows`).
     """
     import numba
 
@@ -539,6 +565,7 @@ def _bin_by_blocks(
     n_edges = np.zeros(p, dtype=np.int64)
     float32_ok = np.zeros(p, dtype=np.bool_)
     has_nan = np.zeros(p, dtype=np.bool_)
+    extreme = np.zeros(p, dtype=np.bool_)
     width = _block_width(n, p)
     starts = list(range(0, p, width))
 
@@ -552,6 +579,7 @@ def _bin_by_blocks(
             np.copyto(b_blk, a_blk)
             b_blk.sort(axis=1)
             has_nan[f0:f1] = np.isnan(b_blk[:, -1]) if n else False
+            extreme[f0:f1] = _extreme_rows(b_blk, has_nan[f0:f1])
             edges_from_sorted(b_blk, max_bins, out[f0:f1], n_edges[f0:f1], float32_ok[f0:f1])
             if codes is not None:
                 bin_codes_fitted(a_blk, sample, f0, out[f0:f1], n_edges[f0:f1],
@@ -565,7 +593,28 @@ def _bin_by_blocks(
 
         with ThreadPoolExecutor(max_workers=threads) as pool:
             list(pool.map(run, [starts[t::threads] for t in range(threads)]))
-    return out, n_edges, has_nan
+    return out, n_edges, has_nan, bool(extreme.any())
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _extreme_rows(sorted_rows: np.ndarray, has_nan: np.ndarray) -> np.ndarray:
+    """Which rows of ``sorted_rows`` (float32, increasing, NaN last) reach float32's largest magnitude.
+
+    Their smallest and largest non-NaN values decide. A float64 value beyond
+    float32's range becomes float32's largest or infinity, so a row without
+    such a value holds no float64 value out of range (the check of
+    ``check_range_of`` in :meth:`BinMapper.fit_transform`).
+    """
+    if not sorted_rows.shape[1]:
+        return np.zeros(sorted_rows.shape[0], dtype=np.bool_)
+    largest = sorted_rows[:, -1].copy()
+    for j in np.flatnonzero(has_nan):
+        k = _count_below_nan(sorted_rows[j])
+        largest[j] = sorted_rows[j, k - 1] if k else 0.0
+    with np.errstate(invalid="ignore"):
+        return (np.abs(sorted_rows[:, 0]) >= _FLOAT32_MAX) | (np.abs(largest) >= _FLOAT32_MAX)
 
 
 def _fit_edges_columns(

@@ -108,7 +108,7 @@ def test_boosting_classifier_keeps_boolean_labels_and_refuses_a_single_class():
     as_int = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(X, y.astype(int))
     np.testing.assert_array_equal(model.predict(X), as_int.predict(X) == 1)
     for single in (np.zeros(40), np.ones(40), -np.ones(40), np.zeros(40, dtype=bool)):
-        with pytest.raises(ValueError, match="y holds a single class"):
+        with pytest.raises(ValueError, match="y holds one class"):
             GradientBoostingClassifier(n_estimators=2).fit(X, single)
 
 

@@ -416,11 +416,18 @@ def test_clone_and_get_params():
             strategy="relabel_rpo", split_criterion="newton", reg_lambda=0.5, n_estimators=10,
             max_leaf_nodes=6, learning_rate=0.3, random_state=0,
         ),
+        GradientBoostingClassifier(
+            n_estimators=10, max_leaf_nodes=6, learning_rate=0.3, random_state=0
+        ),
+        GradientBoostingClassifier(
+            strategy="relabel_rpo", projection="gaussian", n_components=2, n_estimators=10,
+            max_leaf_nodes=6, learning_rate=0.3, random_state=0,
+        ),
     ]
 )
 def test_sklearn_estimator_checks(estimator, check):
-    # The multi-label classifier is exempt: it takes 0/1 or -1/1 label
-    # indicators only, so the multiclass checks do not apply to it.
+    # The classifier runs every check too: a 1-D y holds class labels (binary,
+    # or one-vs-rest labels for three classes or more).
     check(estimator)
 
 
@@ -517,9 +524,9 @@ def test_bad_data():
         est.predict(X[:, :4])
     clf = GradientBoostingClassifier(n_estimators=2, max_leaf_nodes=3)
     with pytest.raises(ValueError, match=r"0/1 or -1/1 .* got the values \[0.0, 1.0, 2.0\]"):
-        clf.fit(X, np.tile([0, 1, 2, 1], 10)[:, None])
+        clf.fit(X, np.tile([[0, 1], [2, 1]], (20, 1)))
     with pytest.raises(ValueError, match=r"got the values \[-1.0, 0.0, 1.0\]"):
-        clf.fit(X, np.tile([0, 1, -1, 1], 10)[:, None])
+        clf.fit(X, np.tile([[0, 1], [-1, 1]], (20, 1)))
     with pytest.raises(ValueError, match="loss must be one of \\('log_loss',\\)"):
         GradientBoostingClassifier(loss="squared_error").fit(X, (Y > 10).astype(int))
 

@@ -458,6 +458,29 @@ def test_logistic_boosting_parity(cp, leaf_step, criterion):
     np.testing.assert_allclose(_host(dev.train_loss_), cpu.train_loss_, rtol=0.05)
 
 
+def test_multiclass_boosting_on_the_gpu(cp):
+    # class labels on the GPU: numeric classes come back on the GPU, and the
+    # accuracy is the CPU model's
+    from sklearn.datasets import make_classification
+
+    from gpurpo.ensemble import GradientBoostingClassifier
+
+    X, y = make_classification(n_samples=1500, n_features=12, n_informative=6, n_classes=4,
+                               n_clusters_per_class=1, random_state=0)
+    params = dict(n_estimators=30, max_leaf_nodes=15, random_state=0)
+    cpu = GradientBoostingClassifier(**params).fit(X[:1000], y[:1000])
+    dev = GradientBoostingClassifier(**params).fit(cp.asarray(X[:1000]), cp.asarray(y[:1000]))
+    np.testing.assert_array_equal(dev.classes_, [0, 1, 2, 3])
+    pred = dev.predict(cp.asarray(X[1000:]))
+    assert isinstance(pred, cp.ndarray)
+    proba = dev.predict_proba(cp.asarray(X[1000:]))
+    np.testing.assert_allclose(proba.sum(axis=1).get(), 1.0)
+    acc_cpu = float((cpu.predict(X[1000:]) == y[1000:]).mean())
+    acc_gpu = float((pred.get() == y[1000:]).mean())
+    assert acc_cpu > 0.6
+    assert abs(acc_gpu - acc_cpu) < 0.03, (acc_cpu, acc_gpu)
+
+
 @pytest.mark.parametrize("reducer", ["plst", "rembrandt", "cssp", "random"])
 @pytest.mark.parametrize("sparse_y", [False, True])
 def test_label_space_models_stay_on_the_gpu(cp, reducer, sparse_y):

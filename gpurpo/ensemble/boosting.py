@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import numbers
 import time
+import warnings
 from typing import Any, Iterator
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 
 from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
@@ -59,6 +60,13 @@ from gpurpo.backend import (
     is_gpu_array,
     resolve_backend,
     to_host,
+)
+from gpurpo.ensemble._boosting_labels import (
+    BINARY,
+    MULTICLASS,
+    MULTILABEL,
+    class_columns,
+    labels_from_scores,
 )
 from gpurpo.ensemble._early_stopping import EarlyStopping, validation_split
 from gpurpo.ensemble._stages import Stage, StagedModel
@@ -832,13 +840,18 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
 
 
 class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
-    """Multi-label gradient tree boosting with the logistic loss.
+    """Multi-label (and binary or multi-class) gradient tree boosting with the logistic loss.
 
     Joly, Wehenkel & Geurts (2019): gbmort (Algorithm 2), gbrt-rpo
     (Algorithm 3), gbrt-relabel-rpo (Algorithm 4) or single-target boosting
-    with the multi-label logistic loss (eq. 8). Labels are 0/1 or -1/1 (dense
-    or sparse); the score ``F`` is the log-odds of each label, and
-    ``predict_proba`` its sigmoid.
+    with the multi-label logistic loss (eq. 8). A 2-D ``y`` holds label
+    indicators, 0/1 or -1/1 (dense or sparse); the score ``F`` is the
+    log-odds of each label, and ``predict_proba`` its sigmoid. A 1-D ``y``
+    holds class labels (numbers, strings or booleans): two classes give one
+    binary label (the second class of ``classes_`` against the first); K >= 3
+    classes give K one-vs-rest labels, the predicted class is the one of
+    largest score and ``predict_proba`` divides each row's K sigmoids by
+    their sum (as scikit-learn's ``OneVsRestClassifier``; not a softmax).
 
     Parameters
     ----------
@@ -853,8 +866,9 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The label values, ``[0, 1]``, ``[-1, 1]`` or ``[False, True]``, as given in fit.
+    classes_ : ndarray
+        1-D ``y``: its sorted distinct class labels. 2-D ``y``: the indicator
+        values, ``[0, 1]``, ``[-1, 1]`` or ``[False, True]``, as given in fit.
     n_estimators_, init_, steps_, outputs_, projections_, train_loss_,
     validation_loss_, bin_mapper_, n_features_in_, n_outputs_
         As in :class:`GradientBoostingRegressor`.
@@ -930,13 +944,28 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
     def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
         name = "y" if fitting else "eval_set[1]"
+        if Y is not None and not hasattr(Y, "shape"):
+            Y = np.asarray(Y)
+        if (Y is not None and not backend.issparse(Y) and len(Y.shape) == 2
+                and Y.shape[1] == 1):
+            warnings.warn(
+                f"A column-vector {name} was passed when a 1d array was expected; it is "
+                "treated as class labels (ravelled).",
+                DataConversionWarning,
+                stacklevel=3,
+            )
+            Y = Y.reshape(-1) if hasattr(Y, "reshape") else np.asarray(Y).reshape(-1)
+        if Y is not None and not backend.issparse(Y) and len(Y.shape) == 1:
+            return self._encode_classes(Y, backend, fitting, name)
+        if not fitting and self._kind != MULTILABEL:
+            raise ValueError(
+                f"{name} must be 1-D class labels like the y of fit, got shape "
+                f"{tuple(Y.shape)}"
+            )
         xp = backend.xp
         boolean = getattr(getattr(Y, "dtype", None), "kind", None) == "b"
         Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False)
-        one_d = Y.ndim == 1
-        if one_d:
-            Y = Y[:, None]
-        elif Y.ndim != 2:
+        if Y.ndim != 2:
             raise ValueError(f"{name} must be 1-D or 2-D, got shape {tuple(Y.shape)}")
         if backend.issparse(Y):
             Y = Y.toarray()
@@ -948,20 +977,58 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
             found = np.unique(to_host(Y))[:10].tolist()
             raise ValueError(
                 f"{name} must hold multi-label indicators, 0/1 or -1/1 (not both), got the "
-                f"values {found}"
-            )
-        if fitting and one_d and Y.shape[0] and bool((Y == Y[0, 0]).all()):
-            raise ValueError(
-                f"{name} holds a single class ({float(Y[0, 0]):g}); a binary classifier needs "
-                "samples of both classes"
+                f"values {found}; a 1-D y holds class labels"
             )
         if fitting:
-            self._one_d = one_d
+            self._check_warm_kind(MULTILABEL, None)
+            self._kind = MULTILABEL
+            self._one_d = False
             if boolean:
                 self.classes_ = np.array([False, True])
             else:
                 self.classes_ = np.array([-1, 1] if has_neg else [0, 1])
         return xp.where(Y > 0, 1.0, -1.0)
+
+    def _encode_classes(self, y: Any, backend: Backend, fitting: bool, name: str) -> Any:
+        """The label columns of the 1-D class labels ``y`` (:func:`class_columns`)."""
+        if not fitting:
+            if self._kind == MULTILABEL:
+                raise ValueError(
+                    f"{name} must be a 2-D label-indicator matrix like the y of fit, got "
+                    f"shape {tuple(y.shape)}"
+                )
+            return class_columns(y, name, backend, self.classes_)[0]
+        columns, classes, kind = class_columns(y, name, backend)
+        self._check_warm_kind(kind, classes)
+        self._kind = kind
+        self._one_d = kind == BINARY
+        self.classes_ = classes
+        return columns
+
+    def _check_warm_kind(self, kind: str, classes: np.ndarray | None) -> None:
+        """A warm start keeps the kind of target and the classes of the first fit."""
+        if not (bool(self.warm_start) and hasattr(self, "_model")):
+            return
+        same = kind == self._kind and (
+            classes is None or (classes.shape == self.classes_.shape
+                                and bool(np.all(classes == self.classes_))))
+        if not same:
+            first = (f"classes {self.classes_.tolist()}" if self._kind != MULTILABEL
+                     else "multi-label indicators")
+            now = f"classes {classes.tolist()}" if classes is not None else "multi-label indicators"
+            raise ValueError(
+                f"warm_start: y held {first} in the first fit, got {now}; fit with "
+                "warm_start=False to change them"
+            )
+
+    @property
+    def _kind(self) -> str:
+        # models pickled before multi-class targets record only whether y was 1-D
+        return self.__dict__.get("_target_kind") or (BINARY if self._one_d else MULTILABEL)
+
+    @_kind.setter
+    def _kind(self, kind: str) -> None:
+        self._target_kind = kind
 
     def _validation_score(self, Y: Any, F: Any) -> float:
         from gpurpo.metrics import label_ranking_average_precision
@@ -970,7 +1037,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         return label_ranking_average_precision((Y > 0).astype(xp.float64), F)
 
     def decision_function(self, X: Any) -> Any:
-        """Scores (log-odds) of each label: (n, d), or (n,) when fitted on a 1-D ``y``.
+        """Scores (log-odds) of each label: (n, d); (n,) for two classes, (n, K) for K classes.
 
         Parameters
         ----------
@@ -980,14 +1047,15 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         Returns
         -------
         float64 array of shape (n_samples, n_outputs) or (n_samples,)
-            The raw scores ``F_M(X)``. On the host for host ``X``, else on
-            the backend of fit.
+            The raw scores ``F_M(X)``, in the order of ``classes_`` for K >= 3
+            classes (a positive score of two classes favours the second). On
+            the host for host ``X``, else on the backend of fit.
         """
         F, host = self._raw_predict(X)
         return _finish(F, host, self._one_d)
 
     def predict_proba(self, X: Any) -> Any:
-        """Probability of each label, ``sigmoid(F)``: (n, d); (n, 2) for a 1-D ``y``.
+        """Probability of each label, ``sigmoid(F)``: (n, d); (n, n_classes) for a 1-D ``y``.
 
         Parameters
         ----------
@@ -996,10 +1064,11 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
 
         Returns
         -------
-        float64 array of shape (n_samples, n_outputs) or (n_samples, 2)
-            For a 1-D ``y`` the columns are ``1 - sigmoid(F)`` and
-            ``sigmoid(F)``, in the order of ``classes_``. On the host for
-            host ``X``, else on the backend of fit.
+        float64 array of shape (n_samples, n_outputs) or (n_samples, n_classes)
+            For two classes the columns are ``1 - sigmoid(F)`` and
+            ``sigmoid(F)``; for K >= 3 classes the K sigmoids divided by
+            their sum; in the order of ``classes_``. On the host for host
+            ``X``, else on the backend of fit.
         """
         F, host = self._raw_predict(X)
         P = self._to_proba(F)
@@ -1011,12 +1080,14 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
     def _to_proba(self, F: Any) -> Any:
         xp = self._model.backend.xp
         P = get_loss("log_loss").raw_to_output(self._model.backend, F)
-        if self._one_d:
+        if self._kind == BINARY:
             P = xp.concatenate([1.0 - P, P], axis=1)
+        elif self._kind == MULTICLASS:
+            P = P / P.sum(axis=1, keepdims=True)
         return P
 
     def predict(self, X: Any) -> Any:
-        """Predicted labels (probability > 0.5), in the encoding of fit (0/1 or -1/1).
+        """Predicted labels (probability > 0.5), or classes for a 1-D ``y``.
 
         Parameters
         ----------
@@ -1026,19 +1097,26 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         Returns
         -------
         array of shape (n_samples, n_outputs) or (n_samples,)
-            int64 labels from ``classes_`` (``F > 0`` gives the larger one), or
-            bool when fitted on a bool ``y``. On the host for host ``X``,
-            else on the backend of fit.
+            2-D ``y``: int64 indicators in the encoding of fit (0/1 or -1/1;
+            ``F > 0`` gives the larger one), or bool for a bool ``y``. 1-D
+            ``y``: the class of ``classes_`` with the largest probability
+            (the second of two where ``F > 0``; first on ties). On the host
+            for host ``X``, else on the backend of fit (non-numeric classes
+            come back as a NumPy array).
         """
         F, host = self._raw_predict(X)
-        return _finish(self._to_labels(F), host, self._one_d)
+        return self._labels(F, host)
 
-    def _to_labels(self, F: Any) -> Any:
-        xp = self._model.backend.xp
+    def _labels(self, F: Any, host: bool) -> Any:
+        """The predictions of :meth:`predict` from the scores ``F``."""
+        backend = self._model.backend
+        if self._kind != MULTILABEL:
+            labels = labels_from_scores(F, self.classes_, self._kind, backend)
+            return to_host(labels) if host else labels
         if self.classes_.dtype == bool:
-            return F > 0
+            return _finish(F > 0, host, False)
         neg, pos = (int(v) for v in self.classes_)
-        return xp.where(F > 0, pos, neg).astype(xp.int64)
+        return _finish(backend.xp.where(F > 0, pos, neg).astype(backend.xp.int64), host, False)
 
     def staged_predict(self, X: Any) -> Iterator[Any]:
         """Predicted labels after each iteration (a generator).
@@ -1055,7 +1133,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
             ``n_estimators_``.
         """
         for F, host in self._staged_raw_predict(X):
-            yield _finish(self._to_labels(F), host, self._one_d)
+            yield self._labels(F, host)
 
     def staged_predict_proba(self, X: Any) -> Iterator[Any]:
         """Label probabilities after each iteration (a generator).

@@ -100,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trees", type=int, default=300, help="trees grown after READY")
     parser.add_argument("--dump", default="_eval_node", help="function whose code to dump")
     parser.add_argument("--out", default="/tmp/numba_function.bin")
-    parser.add_argument("--data", choices=["delicious", "text"], default="delicious",
-                        help="delicious-shaped dense X, or bench/sparse_forest.py's text-like "
-                             "CSR X (--rows, --features, --density)")
+    parser.add_argument("--data", choices=["delicious", "text", "zipf"], default="delicious",
+                        help="delicious-shaped dense X, bench/sparse_forest.py's text-like "
+                             "CSR X (--rows, --features, --density), or subtree_kernel_ab's "
+                             "Zipf-like one (--rows, --features; 40 draws per row)")
     parser.add_argument("--rows", type=int, default=20000, help="rows of the text-like X")
     parser.add_argument("--features", type=int, default=20000, help="its columns")
     parser.add_argument("--density", type=float, default=0.005, help="its share of nonzeros")
@@ -122,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         from sparse_forest import make_text_like
 
         X, Y = make_text_like(args.rows, args.features, args.density)
+    elif args.data == "zipf":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from subtree_kernel_ab import text_like
+
+        X, Y = text_like(args.rows, args.features)
     else:
         X, Y = make_delicious_like(random_state=0)
         Y = sp.csr_matrix(Y)

@@ -104,6 +104,33 @@ def _prefetch(typingctx, flat, index):
     return types.void(flat, index), codegen
 
 
+# Features ahead of the one visited whose first reads _eval_node prefetches
+# (_prefetch_feature_meta), and whose stored-entry columns it prefetches (their
+# column starts, prefetched with the first reads, are in the cache by then).
+META_PREFETCH = 8
+COLUMN_PREFETCH = 4
+
+
+@njit(inline="always", cache=True)
+def _prefetch_feature_meta(f, subtracted_bin, listed, col_ptr):
+    """Prefetch what the visit of feature ``f`` reads first: its subtracted bin, its
+    count of listed codes and (sparse X) its column's start."""
+    _prefetch(subtracted_bin, f)
+    _prefetch(listed, f)
+    if col_ptr.shape[0] > 0:
+        _prefetch(col_ptr, f)
+
+
+@njit(inline="always", cache=True)
+def _prefetch_column(f, col_ptr, col_rows, col_codes):
+    """Prefetch the first stored entries (rows and codes) of feature ``f``'s column."""
+    if col_ptr.shape[0] > 0:
+        e0 = col_ptr[f]
+        if e0 < col_rows.shape[0]:
+            _prefetch(col_rows, e0)
+            _prefetch(col_codes, e0)
+
+
 @njit(cache=True)
 def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m, with_count, acc):
     """Adds the samples ``sample_indices[e0:e1]`` of tree ``t`` to ``acc`` by their code in ``row``.
@@ -1000,7 +1027,14 @@ def _eval_node(
     positions (:func:`_list_node_features`), where a walk of the order
     would visit every position (the deep, small nodes of text-like data
     find few non-constant features among thousands), with the same result.
-    Rules: see ``tree_split_small``.
+    The first reads of each feature (its entries of ``subtracted_bin``,
+    ``listed`` and ``col_ptr``, random accesses into arrays of p entries)
+    are prefetched ``META_PREFETCH`` features ahead, and a sparse feature's
+    column ``COLUMN_PREFETCH`` ahead (:func:`_prefetch_feature_meta`,
+    :func:`_prefetch_column`): Zipf-like text, subtree kernel in one
+    process, 20,000 x 20,000: 1.21 -> 1.15 s; 20,000 x 200,000: 3.75 ->
+    3.05 s; a 50,000 x 200,000 text-like forest 12.4 -> 9.7 s (means of two
+    alternating processes), the same trees. Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (
@@ -1101,6 +1135,9 @@ def _eval_node(
             if not (q < n_candidates or found == 0):
                 break
             f = listing[at] & 0xFFFFFFFF
+            if at + META_PREFETCH < n_listed:
+                ahead = listing[at + META_PREFETCH] & 0xFFFFFFFF
+                _prefetch_feature_meta(ahead, subtracted_bin, listed, col_ptr)
             at += 1
             u = uniform_at_nb(seed, q) if random_split else 0.0
         elif not (pos < p and (pos < n_candidates or found == 0)):
@@ -1115,8 +1152,17 @@ def _eval_node(
                 if pos < n_candidates:
                     n_batch = min(n_batch, n_candidates - pos)
                 feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
+                # the features' first reads are random accesses into arrays of p
+                # entries (and their columns): requested a few features ahead
+                for j in range(min(n_batch, META_PREFETCH)):
+                    _prefetch_feature_meta(perm[j], subtracted_bin, listed, col_ptr)
                 slot = 0
             f = perm[slot]
+            if slot + META_PREFETCH < n_batch:
+                _prefetch_feature_meta(perm[slot + META_PREFETCH], subtracted_bin, listed,
+                                       col_ptr)
+            if slot + COLUMN_PREFETCH < n_batch:
+                _prefetch_column(perm[slot + COLUMN_PREFETCH], col_ptr, col_rows, col_codes)
             slot += 1
         else:
             f = pos

@@ -115,3 +115,20 @@ def test_class_label_errors_and_warnings():
     np.testing.assert_array_equal(column.predict(X), flat.predict(X))
     with pytest.raises(ValueError, match="y contains NaN"):
         GradientBoostingClassifier(n_estimators=2).fit(X, np.where(y == 0, np.nan, y))
+
+
+def test_models_pickled_before_class_labels_still_predict():
+    # a model pickled before session 21 records whether y was 1-D (_one_d) and the
+    # indicator values as classes_, but no target kind
+    import pickle
+
+    X, y = _classes(200)
+    binary = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(X, y >= 2)
+    indicators = GradientBoostingClassifier(n_estimators=3, random_state=0).fit(
+        X, np.eye(4, dtype=int)[y])
+    for model in (binary, indicators):
+        want_labels, want_proba = model.predict(X), model.predict_proba(X)
+        old = pickle.loads(pickle.dumps(model))
+        del old.__dict__["_target_kind"]
+        np.testing.assert_array_equal(old.predict(X), want_labels)
+        np.testing.assert_array_equal(old.predict_proba(X), want_proba)

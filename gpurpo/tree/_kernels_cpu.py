@@ -2013,16 +2013,20 @@ def _subtree_chunk(
 def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_features,
                 row_codes, one_zero_code):
     """``block[f, a] = codes[f, gid[a]]`` (p x ns, feature-major): from the codes, or
-    from the samples' stored entries over each feature's code of 0.0 (sparse X)."""
+    from the samples' stored entries over each feature's code of 0.0 (sparse X).
+
+    With ``one_zero_code`` (every feature's code of 0.0 is ``zero_code[0]``),
+    ``block_buf`` must hold that code everywhere (whatever ``ns``, the
+    block's layout): only the samples' stored entries are written, and
+    :func:`_clean_block` restores the buffer after use. Text-like 50,000 x
+    200,000 (blocks of 64 samples are 12.8 MB), this replaced a memset of
+    the block per subtree root.
+    """
     if row_ptr.shape[0] > 0:
         # each feature's code of 0.0, then the samples' stored entries: the
         # samples' entries are read instead of p scattered codes per sample
         if one_zero_code:
-            # a loop LLVM makes a memset (text-like roots: subtree kernel 0.25 ->
-            # 0.14 s, where the per-feature fill below spent most of its time)
-            z0 = zero_code[0]
-            for i in range(p * ns):
-                block_buf[i] = z0
+            pass
         elif ns <= 8:
             # a pass over the features per sample: long loops that vectorise, where
             # a loop of ns stores per feature costs about 3 ns per feature
@@ -2042,6 +2046,15 @@ def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_fea
         for f in range(p):
             for a in range(ns):
                 block[f, a] = codes[f, gid[a]]
+
+
+@njit(cache=True)
+def _clean_block(block, ns, gid, row_ptr, row_features, z0):
+    """Undo :func:`_fill_block`'s stored entries (``one_zero_code``): ``block`` all ``z0`` again."""
+    for a in range(ns):
+        s = gid[a]
+        for e in range(row_ptr[s], row_ptr[s + 1]):
+            block[row_features[e], a] = z0
 
 
 @njit(inline="always", cache=True)
@@ -2228,6 +2241,11 @@ def _subtree_chunk_roots(
         if zero_code[f] != zero_code[0]:
             one_zero_code = False
             break
+    if one_zero_code:
+        # the blocks' clean state (_fill_block, _clean_block): one fill per call
+        z0 = zero_code[0]
+        for i in range(block_buf.shape[0]):
+            block_buf[i] = z0
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r
@@ -2262,6 +2280,8 @@ def _subtree_chunk_roots(
                 node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
                 out_left, out_right, out_depth, out_start, out_stop, gid,
             )
+            if one_zero_code:
+                _clean_block(block, ns_r, gid, row_ptr, row_features, zero_code[0])
         else:
             count = 1
             stack[0] = 0
@@ -2301,6 +2321,9 @@ def _subtree_chunk_roots(
                         out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
                         out_depth, out_start, out_stop, block_gid,
                     )
+                    if one_zero_code:
+                        _clean_block(block, nsj, block_gid, row_ptr, row_features,
+                                     zero_code[0])
                     # the block's final order, as local ids of the root
                     for a in range(nsj):
                         cols2[a] = cols[a0 + block_cols[a]]

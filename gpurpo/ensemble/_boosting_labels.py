@@ -17,9 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.utils.multiclass import type_of_target
-
-from gpurpo._validation import encode_class_labels
+from gpurpo._validation import class_labels
 from gpurpo.backend import Backend, is_gpu_array, to_host
 
 __all__ = ["BINARY", "MULTICLASS", "MULTILABEL", "class_columns", "labels_from_scores"]
@@ -29,19 +27,12 @@ MULTICLASS = "multiclass"
 MULTILABEL = "multilabel"
 
 
-def _host_labels(y: Any, name: str) -> np.ndarray:
-    """A 1-D ``y`` as a NumPy array, refusing NaN, infinity and continuous values."""
+def _host_labels(y: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 1-D ``y`` as a NumPy array, its classes and class indices (:func:`class_labels`)."""
     labels = np.asarray(to_host(y)) if is_gpu_array(y) else np.asarray(y)
     if labels.dtype.kind == "c":
         raise ValueError(f"Complex data not supported: {name} has dtype {labels.dtype}")
-    if labels.dtype.kind == "f" and not np.isfinite(labels).all():
-        raise ValueError(f"{name} contains NaN or infinity")
-    if labels.dtype.kind in "fiub" and type_of_target(labels) == "continuous":
-        raise ValueError(
-            f"Unknown label type: continuous values in {name}; a classifier needs class "
-            "labels (use GradientBoostingRegressor for continuous targets)"
-        )
-    return labels
+    return (labels, *class_labels(labels, name, "GradientBoostingRegressor"))
 
 
 def class_columns(
@@ -66,9 +57,9 @@ def class_columns(
     classes : ndarray
     kind : ``BINARY`` or ``MULTICLASS``
     """
-    labels = _host_labels(y, name)
+    labels, found, encoded = _host_labels(y, name)
     if classes is None:
-        classes, encoded = encode_class_labels(labels)
+        classes = found
         if classes.shape[0] < 2:
             raise ValueError(
                 f"{name} holds one class ({classes[0]}); a classifier needs samples of at "

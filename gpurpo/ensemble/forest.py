@@ -32,9 +32,8 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import type_of_target
 
-from gpurpo._validation import check_array, encode_class_labels
+from gpurpo._validation import check_array, class_labels
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.ensemble._forest_base import BaseForest
 from gpurpo.metrics import label_ranking_average_precision, macro_r2
@@ -170,14 +169,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             y = y.reshape(-1)
         if len(y.shape) == 1:
             y_host = np.asarray(to_host(y))
-            if y_host.dtype.kind == "f" and not np.isfinite(y_host).all():
-                raise ValueError("y contains NaN or infinity")
-            classes, encoded = encode_class_labels(y_host)
-            if type_of_target(y_host) == "continuous":
-                raise ValueError(
-                    "Unknown label type: continuous values in y; a classifier needs class "
-                    "labels (use a forest regressor for continuous targets)"
-                )
+            classes, encoded = class_labels(y_host, "y", "a forest regressor")
             self.classes_ = classes
             self.n_classes_ = int(classes.shape[0])
             self._multilabel = False

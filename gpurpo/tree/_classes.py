@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.exceptions import DataConversionWarning
-from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
@@ -30,7 +29,7 @@ from gpurpo._validation import (
     check_has_outputs,
     check_int,
     check_weight_scale,
-    encode_class_labels,
+    class_labels,
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
@@ -510,14 +509,7 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
             y = y.reshape(-1)
         if _is_1d(y):
             y_host = np.asarray(backend.to_host(y))
-            if y_host.dtype.kind == "f" and not np.isfinite(y_host).all():
-                raise ValueError("y contains NaN or infinity")
-            classes, encoded = encode_class_labels(y_host)
-            if type_of_target(y_host) == "continuous":
-                raise ValueError(
-                    "Unknown label type: continuous values in y; a classifier needs class "
-                    "labels (use DecisionTreeRegressor for continuous targets)"
-                )
+            classes, encoded = class_labels(y_host, "y", "DecisionTreeRegressor")
             self.classes_ = classes
             self._multilabel = False
             onehot = np.zeros((y_host.shape[0], classes.shape[0]), dtype=np.float32)

@@ -2023,17 +2023,15 @@ def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_fea
     the block per subtree root.
     """
     if row_ptr.shape[0] > 0:
-        # each feature's code of 0.0, then the samples' stored entries: the
-        # samples' entries are read instead of p scattered codes per sample
-        if one_zero_code:
-            pass
-        elif ns <= 8:
+        # each feature's code of 0.0 (already there with one_zero_code), then the
+        # samples' stored entries: read instead of p scattered codes per sample
+        if not one_zero_code and ns <= 8:
             # a pass over the features per sample: long loops that vectorise, where
             # a loop of ns stores per feature costs about 3 ns per feature
             for a in range(ns):
                 for f in range(p):
                     block_buf[f * ns + a] = zero_code[f]
-        else:
+        elif not one_zero_code:
             for f in range(p):
                 z = zero_code[f]
                 for a in range(ns):

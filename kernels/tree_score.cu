@@ -22,6 +22,8 @@
 // to the numba kernel. Scratch per block: n_channels totals, then
 // (n_bins - 1) x n_channels running sums, bin-major.
 
+#include "bin_edges.cuh"
+
 #define SCORE_THREADS 128
 
 __device__ __forceinline__ double score_sq_norm(const double* a, long long stride, int m)
@@ -111,7 +113,8 @@ __device__ __forceinline__ bool score_better(double g, int key, double g2, int k
 
 extern "C" __global__ void tree_score_histograms(
     const float* __restrict__ hist, const int* __restrict__ node_features,
-    const double* __restrict__ uniforms, const double* __restrict__ thresholds,
+    const double* __restrict__ uniforms, const double* __restrict__ edge_values,
+    const long long* __restrict__ edge_ptr,
     long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
     int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
     double* __restrict__ out_gain, int* __restrict__ out_bin,
@@ -216,17 +219,17 @@ extern "C" __global__ void tree_score_histograms(
                 w_left = L[(long long)best_bin * C];
             }
         } else if (tid == 0) {
-            const double* thr = thresholds + (long long)(f >= 0 ? f : 0) * nvb;
+            const int row = f >= 0 ? f : 0;
             double lo = 0.0, hi = 0.0;
             if (bmax > bmin) {
-                lo = thr[bmin];
-                hi = thr[bmax - 1 > 0 ? bmax - 1 : 0];
+                lo = bin_edge(edge_values, edge_ptr, row, bmin);
+                hi = bin_edge(edge_values, edge_ptr, row, bmax - 1 > 0 ? bmax - 1 : 0);
             }
             const double cut_value = __dadd_rn(lo, __dmul_rn(uniforms[task], __dadd_rn(hi, -lo)));
             if (bmax > bmin) {
                 int steps = 0;
                 for (int b = bmin + 1; b < bmax; ++b)
-                    if (thr[b] <= cut_value) ++steps;
+                    if (bin_edge(edge_values, edge_ptr, row, b) <= cut_value) ++steps;
                 best_bin = bmin + steps;
             } else {
                 best_bin = bmax;

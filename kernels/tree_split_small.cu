@@ -63,6 +63,7 @@
 // first (``block_stable_partition`` of block_partition.cuh).
 
 #include "block_partition.cuh"
+#include "bin_edges.cuh"
 
 // The launchers use one warp per block (a node's work is mostly serial
 // passes); per-thread shared arrays are sized for at most two warps, so that
@@ -134,16 +135,16 @@ __device__ __forceinline__ double split_side_weight(double w)
     return w > 0 ? w : 1.0;
 }
 
-// Largest bin b in [bmin, bmax - 1] with thresholds[f, b] <= lo + u (hi - lo).
-__device__ int split_random_cut(const double* thresholds, int n_thr, int f, int bmin, int bmax, double u)
+// Largest bin b in [bmin, bmax - 1] with bin_edge(f, b) <= lo + u (hi - lo).
+__device__ int split_random_cut(const double* edge_values, const long long* edge_ptr, int f, int bmin, int bmax,
+                                double u)
 {
     if (bmin == bmax) return bmax;
-    const double* row = thresholds + (long long)f * n_thr;
-    const double lo = row[bmin];
-    const double hi = row[bmax - 1];
+    const double lo = bin_edge(edge_values, edge_ptr, f, bmin);
+    const double hi = bin_edge(edge_values, edge_ptr, f, bmax - 1);
     const double cut_value = __dadd_rn(lo, __dmul_rn(u, hi - lo));
     int b = bmin;
-    while (b + 1 <= bmax - 1 && row[b + 1] <= cut_value) ++b;
+    while (b + 1 <= bmax - 1 && bin_edge(edge_values, edge_ptr, f, b + 1) <= cut_value) ++b;
     return b;
 }
 
@@ -165,10 +166,10 @@ struct SplitView {
 };
 
 struct SplitRules {
-    const double* thresholds;  // (p, n_thr) raw upper bin edges
+    const double* edge_values; // the features' raw upper bin edges (bin_edges.cuh)
+    const long long* edge_ptr; // (p + 1,) feature f's edges start at edge_ptr[f]
     const int* subtracted_bin; // (p,) bin derived from the node's totals in tables, or -1
     const long long* listed;   // (p,) codes other than subtracted_bin in all the data
-    int n_thr;
     int p;
     int m;
     int n_candidates;
@@ -440,7 +441,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             if (tid == 0) {
                 int cut = -1, et_bin = -1;
                 if (random_split) {
-                    cut = split_random_cut(r.thresholds, r.n_thr, fq, bmin, bmax,
+                    cut = split_random_cut(r.edge_values, r.edge_ptr, fq, bmin, bmax,
                                            split_uniform_at(seed, sel_pos[q]));
                     for (int b = bmin; b <= bmax && b <= cut; ++b)
                         if (cnt[b] > 0) et_bin = b;
@@ -654,14 +655,15 @@ __device__ __forceinline__ SplitScratch split_scratch(
 }
 
 __device__ __forceinline__ SplitRules split_rules(
-    const double* thresholds, const int* subtracted_bin, const long long* listed, int p, int m, int n_candidates,
+    const double* edge_values, const long long* edge_ptr, const int* subtracted_bin, const long long* listed, int p,
+    int m, int n_candidates,
     int min_samples_leaf, int random_split, int missing_bin, double tie_rtol, int sort_limit)
 {
     SplitRules r;
-    r.thresholds = thresholds;
+    r.edge_values = edge_values;
+    r.edge_ptr = edge_ptr;
     r.subtracted_bin = subtracted_bin;
     r.listed = listed;
-    r.n_thr = missing_bin;  // thresholds has shape (p, n_bins - 1)
     r.p = p;
     r.m = m;
     r.n_candidates = n_candidates;
@@ -684,7 +686,8 @@ extern "C" __global__ void tree_split_small(
     const unsigned long long* __restrict__ node_seed,
     const float* __restrict__ weights,
     const float* __restrict__ targets,
-    const double* __restrict__ thresholds,
+    const double* __restrict__ edge_values,
+    const long long* __restrict__ edge_ptr,
     long long n,
     int p,
     int n_trees,
@@ -711,7 +714,7 @@ extern "C" __global__ void tree_split_small(
     unsigned char* out_missing_left,
     double* out_gain)
 {
-    const SplitRules rules = split_rules(thresholds, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(edge_values, edge_ptr, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blockIdx.x, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);
@@ -753,7 +756,8 @@ extern "C" __global__ void tree_grow_subtrees(
     const int* __restrict__ node_depth,
     const float* __restrict__ weights,
     const float* __restrict__ targets,
-    const double* __restrict__ thresholds,
+    const double* __restrict__ edge_values,
+    const long long* __restrict__ edge_ptr,
     long long n,
     int p,
     int n_trees,
@@ -804,7 +808,7 @@ extern "C" __global__ void tree_grow_subtrees(
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
     const long long blk = blockIdx.x;
-    const SplitRules rules = split_rules(thresholds, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
+    const SplitRules rules = split_rules(edge_values, edge_ptr, subtracted_bin, listed, p, m, n_candidates, min_samples_leaf, random_split,
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blk, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);

@@ -55,14 +55,20 @@ def _reference_edges(dense, max_bins):
 def test_edges_from_stored_entries_equal_edges_of_the_dense_columns(case):
     matrix, max_bins = case
     p = matrix.shape[1]
-    out = np.full((p, max_bins - 1), np.nan)
+    # each column's slots: as many as it can have edges (its stored entries, at most
+    # max_bins - 1), so that a column writing past them would overwrite the next one's
+    slots = np.minimum(np.diff(matrix.indptr), max_bins - 1)
+    slot_ptr = np.concatenate([[0], np.cumsum(slots)]).astype(np.int64)
+    out = np.full(slot_ptr[-1], np.nan)
     n_edges = np.zeros(p, dtype=np.int64)
     sparse_column_edges(matrix.indptr.astype(np.int64), matrix.data, matrix.shape[0], max_bins,
-                        out, n_edges)
+                        slot_ptr, out, n_edges)
+    assert (n_edges <= slots).all()
     dense_fit = _fit_edges_sorted(matrix.toarray(), max_bins)
     for f, ref in enumerate(_reference_edges(matrix.toarray(), max_bins)):
-        np.testing.assert_array_equal(out[f, : n_edges[f]], ref)
-        np.testing.assert_array_equal(out[f, : n_edges[f]], dense_fit[f])
+        got = out[slot_ptr[f] : slot_ptr[f] + n_edges[f]]
+        np.testing.assert_array_equal(got, ref)
+        np.testing.assert_array_equal(got, dense_fit[f])
 
 
 @settings(max_examples=100, deadline=None)
@@ -240,7 +246,8 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
     weights = rng.integers(1, 4, size=(1, n)).astype(np.float32)  # root lists: positive
     args = (on_dense.codes, rows.astype(np.int32), ranges,
             np.zeros(len(sizes), dtype=np.int32), np.arange(len(sizes), dtype=np.uint64),
-            weights, targets, on_dense.thresholds, p, 1, random_split, on_dense.missing_bin, 1e-5)
+            weights, targets, on_dense.edge_values, on_dense.edge_ptr, p, 1, random_split,
+            on_dense.missing_bin, 1e-5)
     subtracted = on_dense.subtracted_bin
     got = {
         "sparse": kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
@@ -322,8 +329,8 @@ def test_split_kernels_without_dense_codes_read_the_columns(random_split, order)
     targets = (targets + 0.1 * rng.normal(size=targets.shape)).astype(np.float32)
     weights = rng.integers(1, 4, size=(1, n)).astype(np.float32)
     rest = (rows.astype(np.int32), ranges, np.zeros(len(sizes), dtype=np.int32),
-            np.arange(len(sizes), dtype=np.uint64), weights, targets, on_dense.thresholds, 15,
-            1, random_split, on_dense.missing_bin, 1e-5)
+            np.arange(len(sizes), dtype=np.uint64), weights, targets, on_dense.edge_values,
+            on_dense.edge_ptr, 15, 1, random_split, on_dense.missing_bin, 1e-5)
     kw = dict(subtracted_bin=on_dense.subtracted_bin, listed=on_dense.listed)
     ref = kernels.split_small(NUMPY, on_dense.codes, *rest, **kw)
     got = kernels.split_small(NUMPY, on_sparse.kernel_codes, *rest, **kw,
@@ -336,8 +343,8 @@ def test_split_kernels_without_dense_codes_read_the_columns(random_split, order)
     expected_rows = rows.astype(np.int32)
     expected_left = kernels.partition(NUMPY, on_dense.codes, expected_rows, *at)
     got_rows = rows.astype(np.int32)
-    got_left = kernels.partition_columns(NUMPY, on_sparse.sparse_codes, on_dense.thresholds,
-                                         got_rows, *at)
+    got_left = kernels.partition_columns(NUMPY, on_sparse.sparse_codes, on_dense.edge_values,
+                                         on_dense.edge_ptr, got_rows, *at)
     np.testing.assert_array_equal(got_left, expected_left)
     np.testing.assert_array_equal(got_rows, expected_rows)
     assert 0 < got_left.min() and (got_left < np.diff(ranges[split], axis=1)[:, 0]).all()
@@ -476,7 +483,7 @@ def test_histograms_of_a_sparse_x_without_dense_codes_equal_the_dense_ones(order
                 on_dense.n_bins, channels)
         expected = kernels.build_histograms(NUMPY, on_dense.codes, *args)
         got = kernels.build_histograms_columns(NUMPY, on_sparse.sparse_codes,
-                                               on_sparse.thresholds, *args)
+                                               on_sparse.edge_values, on_sparse.edge_ptr, *args)
         np.testing.assert_array_equal(got, expected)
         assert expected[:, :, :, 0].sum() > 0
 
@@ -512,6 +519,40 @@ def test_a_fitted_mapper_keeps_its_edges_without_the_padded_table():
     np.testing.assert_array_equal(old.edge_values_, mapper.edge_values_)
     with pytest.raises(AttributeError, match="not fitted"):
         BinMapper().thresholds_
+
+
+def test_a_fit_on_a_wide_sparse_X_builds_no_padded_table():
+    # one column of many values makes the padded table 255 wide for all 100,000
+    # features (203 MB): neither the edge fit nor the fit's binned matrix may build it;
+    # the kernels read the ragged edges, so the tree is the one the dense X gives
+    import tracemalloc
+
+    from gpurpo.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(71)
+    n, p = 400, 100_000
+    X = sp.hstack([sp.csr_matrix(rng.normal(size=(n, 1))),
+                   sp.random(n, p - 1, density=0.0005, format="csr", random_state=rng)],
+                  format="csr")
+    y = np.asarray(X[:, :50].sum(axis=1)).ravel() + rng.normal(scale=0.1, size=n)
+    padded_bytes = p * 254 * 8
+    tracemalloc.start()
+    try:
+        binned = BinMapper().fit(X).transform(X, NUMPY)
+        binning_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        tree = DecisionTreeRegressor(max_features=0.01, random_state=0).fit(X, y)
+        fit_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert binned.n_bins == 256
+    assert binned.edge_values.nbytes < padded_bytes / 100
+    assert binning_peak < padded_bytes / 4, binning_peak
+    assert fit_peak < padded_bytes / 4, fit_peak  # histograms of the large nodes: 30 MB
+    assert tree.tree_.node_count > 20
+    dense_tree = DecisionTreeRegressor(max_features=0.01, random_state=0).fit(X.toarray(), y)
+    for name in ("feature", "threshold", "children_left", "missing_go_left"):
+        np.testing.assert_array_equal(getattr(tree.tree_, name), getattr(dense_tree.tree_, name))
 
 
 def test_sparse_data_of_other_dtypes_are_binned_as_float64():

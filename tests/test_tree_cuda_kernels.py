@@ -25,6 +25,7 @@ from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
 
+from _edge_table import ragged
 from _sparse_codes import code_rows
 from _visiting import visited_features
 
@@ -231,10 +232,17 @@ def _split_problem(rng, sizes, p=7, n_bins=12, n_trees=2, m=3, missing=0.15, int
     seeds = rng.integers(0, 2**64 - 1, size=len(sizes), dtype=np.uint64, endpoint=True)
     thresholds = np.cumsum(rng.uniform(0.1, 1.0, size=(p, n_bins - 1)), axis=1)
     thresholds[:, -1] = np.inf
+    # features of fewer value bins (their codes and edges): the ragged edge table
+    for f, width in ((1, 3), (4, 6)):
+        if f < p and f != 3:
+            values = codes[f] != n_bins - 1
+            codes[f, values] %= width + 1
+            thresholds[f, width:] = np.inf
     # a pure node: identical targets
     s_pure = sample_indices[node_ranges[-1, 0]:node_ranges[-1, 1]]
     targets[s_pure] = targets[s_pure[0]]
-    return codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds
+    return (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
+            *ragged(thresholds))
 
 
 def _make_sparse_like(rng, codes, share, n_bins):
@@ -495,7 +503,8 @@ def _assert_split_small_matches_numba(problem, random_split, missing_bin):
 def test_split_small_matches_brute_force(msl):
     rng = np.random.default_rng(20 + msl)
     problem = _split_problem(rng, SIZES, p=6, m=2)
-    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, edge_values,
+     edge_ptr) = problem
     f, b, ml, g = kernels.split_small(EMULATED, *problem, 6, msl, False, 11, 1e-5)
     for i in range(len(SIZES)):
         s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
@@ -513,7 +522,8 @@ def test_split_small_without_missing_values_matches_numba_and_brute_force(msl, m
     problem = list(_split_problem(rng, SIZES, p=6, m=m, missing=0.0))
     problem[0][5] = rng.integers(0, 11, size=problem[0].shape[1])  # no missing feature
     assert RANK_LIMIT + 1 < SORT_LIMIT
-    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, edge_values,
+     edge_ptr) = problem
     args = tuple(problem) + (6, msl, False, 11, 1e-5)
     got = kernels.split_small(EMULATED, *args)
     want = kernels.split_small(NUMPY, *args)
@@ -887,14 +897,15 @@ def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, ran
     Returns {backend name: (sample order after, node counts, {field: rows of the grown
     nodes})}; the rows past each root's count are left unwritten by both kernels.
     """
-    codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, thresholds = problem
+    (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, edge_values,
+     edge_ptr) = problem
     got = {}
     for backend in (EMULATED, NUMPY):
         si = sample_indices.copy()
         out = kernels.grow_subtrees(
             backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            thresholds, k, msl, mss, max_depth, mid, root_weight, random_split, missing_bin,
-            1e-5, sparse_codes=sparse_codes,
+            edge_values, edge_ptr, k, msl, mss, max_depth, mid, root_weight, random_split,
+            missing_bin, 1e-5, sparse_codes=sparse_codes,
         )
         count = np.asarray(out.count)
         rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])
@@ -1020,7 +1031,8 @@ def test_grow_subtrees_edge_cases_match_numba(p, max_depth, mss):
     problem = list(_split_problem(rng, (60, 1, 2, 33), n_bins=n_bins))
     if p == 1:
         problem[0] = np.ascontiguousarray(problem[0][:1])  # codes
-        problem[7] = np.ascontiguousarray(problem[7][:1])  # thresholds
+        problem[7] = np.ascontiguousarray(problem[7][: problem[8][1]])  # feature 0's edges
+        problem[8] = np.ascontiguousarray(problem[8][:2])
     got = _subtrees_both(problem, np.zeros(4, dtype=np.int32),
                          problem[5].sum(axis=1, dtype=np.float64), 3, 1, mss, max_depth, 0.0,
                          False, n_bins - 1)

@@ -21,6 +21,7 @@ from scipy import stats
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import _random, kernels
 
+from _edge_table import ragged
 from _sparse_codes import code_rows
 from _visiting import visited_features
 
@@ -455,7 +456,7 @@ def test_split_small_matches_brute_force(n_per_node, msl):
     thresholds = np.cumsum(RNG.uniform(0.1, 1, size=(p, n_bins - 1)), axis=1)
     f, b, ml, g = kernels.split_small(
         NUMPY, codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
-        thresholds, p, msl, False, n_bins - 1, 1e-5,
+        *ragged(thresholds), p, msl, False, n_bins - 1, 1e-5,
     )
     for i in range(n_nodes):
         samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
@@ -483,7 +484,7 @@ def test_split_small_visits_k_features_in_seed_order(n_constant):
     k = 4
     f, b, ml, g = kernels.split_small(
         NUMPY, codes, sample_indices, ranges, np.zeros(5, np.int32), seeds, weights, targets,
-        np.zeros((p, n_bins - 1)), k, 1, False, n_bins - 1, 1e-5,
+        *ragged(np.zeros((p, n_bins - 1))), k, 1, False, n_bins - 1, 1e-5,
     )
     for i in range(5):
         samples = sample_indices[ranges[i, 0]:ranges[i, 1]]
@@ -513,7 +514,7 @@ def test_columns_find_a_split_isolating_one_stored_entry(below_zero):
     targets[outlier, 0, :] = 50.0
     thresholds = np.cumsum(np.ones((p, n_bins - 1)), axis=1)
     args = (codes, np.arange(ns, dtype=np.int32), np.array([[0, ns]], dtype=np.int64),
-            np.zeros(1, np.int32), np.array([42], dtype=np.uint64), weights, targets, thresholds,
+            np.zeros(1, np.int32), np.array([42], dtype=np.uint64), weights, targets, *ragged(thresholds),
             p, 1, False, n_bins - 1, 1e-5)
     plain = kernels.split_small(NUMPY, *args)
     by_columns = kernels.split_small(NUMPY, *args, subtracted_bin=zero.astype(np.int32),
@@ -546,7 +547,7 @@ def test_subtracted_bins_and_columns_give_the_plain_split(seed, share, ns, missi
     samples = np.sort(rng.choice(n, size=ns, replace=False)).astype(np.int32)
     thresholds = np.cumsum(rng.uniform(0.1, 1.0, size=(p, n_bins - 1)), axis=1)
     args = (codes, samples, np.array([[0, ns]], dtype=np.int64), np.zeros(1, np.int32),
-            rng.integers(0, 2**63, size=1, dtype=np.uint64), weights, targets, thresholds, k, 1,
+            rng.integers(0, 2**63, size=1, dtype=np.uint64), weights, targets, *ragged(thresholds), k, 1,
             random_split, n_bins - 1, 1e-5)
     plain = kernels.split_small(NUMPY, *args)
     derived = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
@@ -573,7 +574,7 @@ def test_split_small_random_cut_within_node_range():
         seeds = RNG.integers(0, 2**63, size=len(sizes), dtype=np.uint64)
         f, b, ml, g = kernels.split_small(
             NUMPY, codes, sample_indices, ranges, np.zeros(len(sizes), np.int32), seeds,
-            np.ones((1, n), np.float32), targets, thresholds, 1, 1, True, n_bins - 1, 1e-5,
+            np.ones((1, n), np.float32), targets, *ragged(thresholds), 1, 1, True, n_bins - 1, 1e-5,
         )
         for i in range(len(sizes)):
             if f[i] < 0:

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import kernels
 
+from _edge_table import ragged
+
 needs_gxx = pytest.mark.skipif(
     shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"
 )
@@ -184,6 +186,8 @@ def sample_problem(rng, n_nodes=7, k=5, n_bins=12, m=3, with_count=True, p=6, in
     thresholds = np.sort(rng.normal(size=(p, nvb)), axis=1)
     thresholds[:, -2:] = np.inf
     uniforms = rng.random((n_nodes, k))
+    # features of 0 to nvb - 2 edges: the kernels read the ragged table (+inf beyond them)
+    thresholds[np.arange(nvb) >= rng.integers(0, max(nvb - 1, 1), size=p)[:, None]] = np.inf
     return hist, feats, thresholds, uniforms, samples
 
 
@@ -193,7 +197,7 @@ def run_kernel(backend, hist, feats, m, msl, random_split, uniforms, thresholds,
     )
     out = kernels.score_histograms(
         backend, backend.asarray(hist), backend.asarray(feats), m, msl, random_split,
-        backend.asarray(uniforms), backend.asarray(thresholds), **extra,
+        backend.asarray(uniforms), *(backend.asarray(a) for a in ragged(thresholds)), **extra,
     )
     return tuple(backend.to_host(a) for a in out)
 
@@ -438,13 +442,13 @@ def test_newton_score_validates_its_arguments():
     rng = np.random.default_rng(0)
     hist, feats, thr, u, _ = sample_problem(rng, m=3)
     with pytest.raises(ValueError, match="even"):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr, newton=True)
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, *ragged(thr), newton=True)
     hist, feats, thr, u, _ = sample_problem(rng, m=4, hessian=True)
     with pytest.raises(ValueError, match="reg_lambda"):
-        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, thr, newton=True,
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, *ragged(thr), newton=True,
                                  reg_lambda=-1.0)
     with pytest.raises(ValueError, match="min_child_weight"):
-        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, thr, newton=True,
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, *ragged(thr), newton=True,
                                  min_child_weight=-0.5)
 
 
@@ -452,10 +456,10 @@ def test_score_histograms_validates_shapes():
     rng = np.random.default_rng(0)
     hist, feats, thr, u, _ = sample_problem(rng, m=3)
     with pytest.raises(ValueError, match="channels"):
-        kernels.score_histograms(NUMPY, hist, feats, 5, 1, False, None, thr)
-    with pytest.raises(ValueError, match="thresholds"):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr[:, :-1])
+        kernels.score_histograms(NUMPY, hist, feats, 5, 1, False, None, *ragged(thr))
+    with pytest.raises(ValueError, match="edge_values and edge_ptr must be 1-D"):
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr, ragged(thr)[1])
     with pytest.raises(ValueError, match="node_features"):
-        kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, thr)
+        kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, *ragged(thr))
     with pytest.raises(ValueError, match="uniforms"):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, thr)
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, *ragged(thr))

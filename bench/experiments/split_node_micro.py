@@ -70,14 +70,14 @@ def make_bench(kernels: types.ModuleType, p: int, k: int, m: int, pool: int):
     # from the arguments of ``run``, which ``bench`` keeps alive): a call passing owned
     # arrays would count references to each of them, some 0.3 us per node
     text = f"""
-def bench(block, cols, thresholds, ns, reps):
-    return run(block, cols, thresholds, ns, reps, scratch(pool, mp, 256, k))
+def bench(block, cols, edge_table, ns, reps):
+    return run(block, cols, edge_table, ns, reps, scratch(pool, mp, 256, k))
 
 
-def run(block, cols, thresholds, ns, reps, buffers):
+def run(block, cols, edge_table, ns, reps, buffers):
     block = borrow(block)
     cols = borrow(cols)
-    thresholds = borrow(thresholds)
+    edge_values, edge_ptr = borrow(edge_table[0]), borrow(edge_table[1])
     (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
      cand_f, cand_g, cand_b, cand_ml) = buffers[:16]
     w, wy, y, S = borrow(w), borrow(wy), borrow(y), borrow(S)
@@ -95,7 +95,7 @@ def run(block, cols, thresholds, ns, reps, buffers):
         a0 = (r * ns) % (pool - ns)
         f, b, ml, g = eval_node(
             block, cols, a0, ns, w, wy, y, {rows}a0, np.uint64(r), k, 1, 0, 255, 1e-9,
-            thresholds, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+            edge_values, edge_ptr, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
             perm, cand_f, cand_g, cand_b, cand_ml, {extra}m,
         )
         total += g
@@ -125,15 +125,16 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     block = rng.integers(0, 255, size=(args.features, pool)).astype(np.uint8)
     cols = np.arange(pool, dtype=np.int32)
-    thresholds = np.zeros((args.features, 256))
+    # the ragged edge table of 255 edges per feature (all 0.0: best splits never read it)
+    edge_table = (np.zeros(args.features * 255), np.arange(args.features + 1) * 255)
     bench = make_bench(load(args.source), args.features, args.candidates, args.channels, pool)
     for ns in sizes:
         reps = max(200, 200_000 // ns)
-        bench(block, cols, thresholds, ns, 10)
+        bench(block, cols, edge_table, ns, 10)
         best = float("inf")
         for _ in range(3):
             start = time.perf_counter()
-            bench(block, cols, thresholds, ns, reps)
+            bench(block, cols, edge_table, ns, reps)
             best = min(best, time.perf_counter() - start)
         per_node = best / reps
         print(f"{ns:5d} samples: {per_node * 1e6:8.2f} us/node  "

@@ -154,7 +154,7 @@ def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m,
 @njit(cache=True)
 def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, node_tree,
                      weights, targets, with_count, acc, out, col_ptr, col_rows, col_codes,
-                     thresholds, row_buf, pos_buf):
+                     edge_values, edge_ptr, row_buf, pos_buf):
     """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of :func:`histograms`.
 
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
@@ -168,10 +168,10 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     """
     (
         codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
-        col_ptr, col_rows, col_codes, thresholds, row_buf, pos_buf,
+        col_ptr, col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
     ) = borrow_all((
         codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
-        col_ptr, col_rows, col_codes, thresholds, row_buf, pos_buf,
+        col_ptr, col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
     ))
     k = node_features.shape[1]
     n_bins = acc.shape[0]
@@ -193,14 +193,14 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         if gather and col_ptr[f + 1] - col_ptr[f] <= 8 * (stop - start):
             # the node's samples at the code of 0.0, then the whole column: its rows
             # outside the node are written too but never read for this task
-            zero = np.uint8(_count_below(thresholds[f], thresholds.shape[1], 0.0))
+            zero = _zero_code(edge_values, edge_ptr, f)
             for a in range(start, stop):
                 row_buf[sample_indices[a]] = zero
             for e in range(col_ptr[f], col_ptr[f + 1]):
                 row_buf[col_rows[e]] = col_codes[e]
         elif gather:
-            _node_codes_of(f, sample_indices, start, stop - start, thresholds, False, col_ptr,
-                           col_rows, col_codes, col_rows, pos_buf)
+            _node_codes_of(f, sample_indices, start, stop - start, edge_values, edge_ptr, False,
+                           col_ptr, col_rows, col_codes, col_rows, pos_buf)
             for a in range(stop - start):
                 row_buf[sample_indices[start + a]] = pos_buf[a]
         else:
@@ -227,12 +227,13 @@ def histograms(codes, sample_indices, node_ranges, node_features, node_tree, wei
         _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features,
                          node_tree, weights, targets, with_count,
                          np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
-                         col_rows, unused, np.empty((1, 1), dtype=np.float64), unused, unused)
+                         col_rows, unused, np.empty(0, dtype=np.float64), col_ptr, unused,
+                         unused)
 
 
 @njit(parallel=True, cache=True)
-def histograms_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, node_ranges,
-                       node_features, node_tree, weights, targets, out):
+def histograms_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices,
+                       node_ranges, node_features, node_tree, weights, targets, out):
     """:func:`histograms` of a sparse X held without its dense codes: each (node,
     feature) reads the feature's codes from its stored-entry column. Same sums."""
     n_tasks = node_features.shape[0] * node_features.shape[1]
@@ -243,12 +244,12 @@ def histograms_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices,
     max_ns = 1
     for i in range(node_ranges.shape[0]):
         max_ns = max(max_ns, node_ranges[i, 1] - node_ranges[i, 0])
-    no_codes = np.empty((thresholds.shape[0], 0), dtype=np.uint8)
+    no_codes = np.empty((edge_ptr.shape[0] - 1, 0), dtype=np.uint8)
     for ch in prange(n_chunks):
         _histogram_chunk(ch, n_chunks, no_codes, sample_indices, node_ranges, node_features,
                          node_tree, weights, targets, with_count,
                          np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
-                         col_rows, col_codes, thresholds,
+                         col_rows, col_codes, edge_values, edge_ptr,
                          np.empty(targets.shape[0], dtype=np.uint8),
                          np.empty(max_ns, dtype=np.uint8))
 
@@ -280,8 +281,9 @@ def partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_m
 
 
 @njit(parallel=True, cache=True)
-def partition_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, node_ranges,
-                      node_feature, node_bin, node_missing_left, missing_bin, out_n_left):
+def partition_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices,
+                      node_ranges, node_feature, node_bin, node_missing_left, missing_bin,
+                      out_n_left):
     """:func:`partition` of a sparse X held without its dense codes: each sample's code
     of the node's feature is looked up in the feature's stored-entry column (binary
     search; rows absent from it take the feature's code of 0.0). Same result."""
@@ -290,8 +292,8 @@ def partition_columns(col_ptr, col_rows, col_codes, thresholds, sample_indices, 
         ns = node_ranges[i, 1] - start
         f = node_feature[i]
         codes = np.empty((1, ns), dtype=np.uint8)
-        _node_codes_of(f, sample_indices, start, ns, thresholds, False, col_ptr, col_rows,
-                       col_codes, col_rows, codes[0])
+        _node_codes_of(f, sample_indices, start, ns, edge_values, edge_ptr, False, col_ptr,
+                       col_rows, col_codes, col_rows, codes[0])
         samples = sample_indices[start : start + ns]
         out_n_left[i] = _partition_positions(
             codes, np.arange(ns).astype(np.int32), samples, np.empty_like(samples), 0, ns, 0,
@@ -351,16 +353,16 @@ def _gain(WL, LS, W, S, m, parent):
 
 
 @njit(cache=True)
-def _random_cut(thresholds, f, bmin, bmax, u):
-    # Largest bin b in [bmin, bmax - 1] with thresholds[f, b] <= lo + u (hi - lo),
-    # lo = thresholds[f, bmin], hi = thresholds[f, bmax - 1]; bmax when bmin == bmax.
+def _random_cut(edge_values, edge_ptr, f, bmin, bmax, u):
+    # Largest bin b in [bmin, bmax - 1] with edge(f, b) <= lo + u (hi - lo),
+    # lo = edge(f, bmin), hi = edge(f, bmax - 1); bmax when bmin == bmax (_edge).
     if bmin == bmax:
         return bmax
-    lo = thresholds[f, bmin]
-    hi = thresholds[f, bmax - 1]
+    lo = _edge(edge_values, edge_ptr, f, bmin)
+    hi = _edge(edge_values, edge_ptr, f, bmax - 1)
     cut_value = lo + u * (hi - lo)
     b = bmin
-    while b + 1 <= bmax - 1 and thresholds[f, b + 1] <= cut_value:
+    while b + 1 <= bmax - 1 and _edge(edge_values, edge_ptr, f, b + 1) <= cut_value:
         b += 1
     return b
 
@@ -880,8 +882,8 @@ def _tie_pick(cand_g, found, tol):
 
 
 @njit(inline="always", cache=True)
-def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows, col_codes,
-                   slot_of_row, out):
+def _node_codes_of(f, cols, c0ff, ns, edge_values, edge_ptr, use_columns, col_ptr, col_rows,
+                   col_codes, slot_of_row, out):
     """``out[a]`` = the code of feature ``f`` of row ``cols[c0ff + a]``, ``a < ns``, for a
     sparse X held without its dense codes: its column's stored entries (increasing rows,
     codes other than the feature's code of 0.0) over that code.
@@ -890,7 +892,7 @@ def _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows
     most 8 entries per sample of the node, the column is scanned once; otherwise each
     row is found by binary search in the column.
     """
-    zero = np.uint8(_count_below(thresholds[f], thresholds.shape[1], 0.0))
+    zero = _zero_code(edge_values, edge_ptr, f)
     e0 = col_ptr[f]
     e1 = col_ptr[f + 1]
     if use_columns and e1 - e0 <= 8 * ns:
@@ -992,7 +994,8 @@ def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, s
 def _eval_node(
     codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
     missing_bin,
-    tie_rtol, thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+    tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS,
+    keys, perm,
     cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
     col_ptr,
     col_rows, col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col,
@@ -1038,12 +1041,14 @@ def _eval_node(
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (
-        codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+        codes, cols, w, wy, y, rows, edge_values, edge_ptr, S, code_buf, order, hist, bin_pos, LS,
+        MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
         col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
     ) = borrow_all((
-        codes, cols, w, wy, y, rows, thresholds, S, code_buf, order, hist, bin_pos, LS, MS, keys,
+        codes, cols, w, wy, y, rows, edge_values, edge_ptr, S, code_buf, order, hist, bin_pos, LS,
+        MS, keys,
         perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
         col_rows,
         col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
@@ -1191,7 +1196,7 @@ def _eval_node(
         src_cols = cols
         src_c0 = c0ff
         if gather and not columns:
-            _node_codes_of(f, cols, c0ff, ns, thresholds, use_columns, col_ptr, col_rows,
+            _node_codes_of(f, cols, c0ff, ns, edge_values, edge_ptr, use_columns, col_ptr, col_rows,
                            col_codes, slot_of_row, node_codes[0])
             src = node_codes
             src_f = 0
@@ -1301,7 +1306,7 @@ def _eval_node(
         best_ml = 0
         cut = -1
         if random_split:
-            cut = _random_cut(thresholds, f, bmin, bmax, u)
+            cut = _random_cut(edge_values, edge_ptr, f, bmin, bmax, u)
         # ---- scan the split points "code <= b" of this feature
         if marked:
             best_gain, best_b, best_ml = _scan_occupied8(
@@ -1608,7 +1613,8 @@ def _score_slot_best(h, f, m, cnt, msl, tot, Lt, occ, sl, sr, slm, srm, newton, 
 
 
 @njit(cache=True)
-def _score_slot_random(h, f, m, cnt, msl, u, thresholds, tot, left, left_m, newton, lam, mcw):
+def _score_slot_random(h, f, m, cnt, msl, u, edge_values, edge_ptr, tot, left, left_m, newton,
+                       lam, mcw):
     # One (node, slot) of the Extra-Trees splitter: the cut drawn from u, scored with
     # missing values on either side; returns (gain, bin, missing_left, nonconstant), see
     # tree_score_histograms (the "best" splitter is _score_slot_best).
@@ -1646,13 +1652,13 @@ def _score_slot_random(h, f, m, cnt, msl, u, thresholds, tot, left, left_m, newt
     lo = 0.0
     hi = 0.0
     if bmax > bmin:
-        lo = thresholds[row, bmin]
-        hi = thresholds[row, max(bmax - 1, 0)]
+        lo = _edge(edge_values, edge_ptr, row, bmin)
+        hi = _edge(edge_values, edge_ptr, row, max(bmax - 1, 0))
     cut_value = lo + u * (hi - lo)
     if bmax > bmin:
         steps = 0
         for b in range(bmin + 1, bmax):
-            if thresholds[row, b] <= cut_value:
+            if _edge(edge_values, edge_ptr, row, b) <= cut_value:
                 steps += 1
         best_bin = bmin + steps
     else:
@@ -1685,7 +1691,7 @@ def _score_slot_random(h, f, m, cnt, msl, u, thresholds, tot, left, left_m, newt
 
 @njit(parallel=True, cache=True)
 def score_histograms(
-    hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds,
+    hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edge_values, edge_ptr,
     newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant,
 ):
     n_nodes = hist.shape[0]
@@ -1699,7 +1705,7 @@ def score_histograms(
     for ch in prange(n_chunks):
         _score_chunk(
             ch, n_chunks, hist, node_features, m, cnt, min_samples_leaf, random_split, uniforms,
-            thresholds, newton != 0, reg_lambda, min_child_weight, out_gain, out_bin,
+            edge_values, edge_ptr, newton != 0, reg_lambda, min_child_weight, out_gain, out_bin,
             out_missing_left, out_nonconstant,
             (np.empty(n_channels, dtype=np.float64), np.empty(n_channels, dtype=np.float64),
              np.empty(n_channels, dtype=np.float64), np.empty((n_channels, nvb), dtype=np.float64),
@@ -1710,18 +1716,18 @@ def score_histograms(
 @njit(cache=True)
 def _score_chunk(
     ch, n_chunks, hist, node_features, m, cnt, min_samples_leaf, random_split, uniforms,
-    thresholds, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left,
-    out_nonconstant, scratch,
+    edge_values, edge_ptr, newton, reg_lambda, min_child_weight, out_gain, out_bin,
+    out_missing_left, out_nonconstant, scratch,
 ):
     """The (node, feature) slots ``ch, ch + n_chunks, ...`` of :func:`score_histograms`.
 
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`).
     """
     (
-        hist, node_features, uniforms, thresholds, out_gain, out_bin, out_missing_left,
+        hist, node_features, uniforms, edge_values, edge_ptr, out_gain, out_bin, out_missing_left,
         out_nonconstant,
     ) = borrow_all((
-        hist, node_features, uniforms, thresholds, out_gain, out_bin, out_missing_left,
+        hist, node_features, uniforms, edge_values, edge_ptr, out_gain, out_bin, out_missing_left,
         out_nonconstant,
     ))
     tot, left, left_m, Lt, occ, sides = borrow_all(scratch)
@@ -1732,7 +1738,7 @@ def _score_chunk(
         if random_split:
             g, b, ml, nc = _score_slot_random(
                 hist[i, j], node_features[i, j], m, cnt, min_samples_leaf, uniforms[i, j],
-                thresholds, tot, left, left_m, newton, reg_lambda, min_child_weight,
+                edge_values, edge_ptr, tot, left, left_m, newton, reg_lambda, min_child_weight,
             )
         else:
             g, b, ml, nc = _score_slot_best(
@@ -1815,7 +1821,7 @@ def _release_slots(node_rows, start, ns, slot_of_row):
 def _split_chunk(
     ch, n_chunks, max_ns, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes,
     sample_indices,
-    node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+    node_ranges, node_tree, node_seed, weights, targets, edge_values, edge_ptr, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
     out_missing_left, out_gain,
 ):
@@ -1834,7 +1840,7 @@ def _split_chunk(
     node_codes = np.empty((1, max_ns if codes.shape[1] == 0 else 1), dtype=np.uint8)
     _split_chunk_nodes(
         ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
-        node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+        node_ranges, node_tree, node_seed, weights, targets, edge_values, edge_ptr, n_candidates,
         min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row, node_codes,
         _eval_scratch(max_ns, mp, n_bins, n_slots, 0),
@@ -1846,7 +1852,7 @@ def _split_chunk(
 @njit(cache=True)
 def _split_chunk_nodes(
     ch, n_chunks, codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices,
-    node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates,
+    node_ranges, node_tree, node_seed, weights, targets, edge_values, edge_ptr, n_candidates,
     min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin,
     out_missing_left, out_gain, identity, slot_of_row, node_codes, scratch, entry_ptr,
     entry_features, row_of_col,
@@ -1854,12 +1860,12 @@ def _split_chunk_nodes(
     """The loop of :func:`_split_chunk` on views of its arrays that hold no reference."""
     (
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
-        node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
+        node_tree, node_seed, weights, targets, edge_values, edge_ptr, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row, node_codes, entry_ptr, entry_features,
         row_of_col,
     ) = borrow_all((
         codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
-        node_tree, node_seed, weights, targets, thresholds, out_feature, out_bin,
+        node_tree, node_seed, weights, targets, edge_values, edge_ptr, out_feature, out_bin,
         out_missing_left, out_gain, identity, slot_of_row, node_codes, entry_ptr, entry_features,
         row_of_col,
     ))
@@ -1885,8 +1891,8 @@ def _split_chunk_nodes(
                                    slot_of_row)
         f, b, ml, g = _eval_node(
             codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i],
-            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds,
-            lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, edge_values,
+            edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
             col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, entry_ptr,
             entry_features, row_of_col, listing,
@@ -1913,7 +1919,7 @@ def split_small_nodes(
     node_seed,
     weights,
     targets,
-    thresholds,
+    edge_values, edge_ptr,
     n_candidates,
     min_samples_leaf,
     random_split,
@@ -1933,7 +1939,8 @@ def split_small_nodes(
         _split_chunk(
             np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, col_ptr, col_rows,
             col_codes,
-            sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds,
+            sample_indices, node_ranges, node_tree, node_seed, weights, targets, edge_values,
+            edge_ptr,
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature,
             out_bin, out_missing_left, out_gain,
         )
@@ -1957,8 +1964,8 @@ def _subtree_chunk(
     ch, n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr, row_features,
     row_codes,
     col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
-    weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
-    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split,
+    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
 ):
@@ -1999,7 +2006,7 @@ def _subtree_chunk(
     _subtree_chunk_roots(
         ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
         col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
-        node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf,
+        node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
         min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
         missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
         out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
@@ -2124,7 +2131,8 @@ def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_
 def _grow_in_block(
     block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
     min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
-    random_split, missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin, listed,
+    random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
+    subtracted_bin, listed,
     row_ptr, row_features, row_codes, node_codes, identity, scratch, out_feature, out_bin,
     out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop, row_of_col,
 ):
@@ -2161,7 +2169,8 @@ def _grow_in_block(
         f, b, ml, g = _eval_node(
             block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-            thresholds, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+            edge_values, edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS,
+            keys, perm,
             cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
             # no stored-entry columns here: arrays of the columns' types, never read
             row_ptr, row_features, row_codes, cols, node_codes, identity,
@@ -2184,7 +2193,8 @@ def _grow_in_block(
 def _subtree_chunk_roots(
     ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
     col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
-    node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split,
+    node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
+    min_samples_split,
     max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
     out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
     out_right, out_depth, out_start, out_stop, subtree_scratch, big_scratch, scratch,
@@ -2206,13 +2216,13 @@ def _subtree_chunk_roots(
         codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
         col_rows,
         col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
-        targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
+        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
         out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ) = borrow_all((
         codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
         col_rows,
         col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
-        targets, thresholds, root_weight, out_offsets, out_count, out_feature, out_bin,
+        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
         out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
     ))
     node_codes, identity = borrow_all((node_codes, identity))
@@ -2273,7 +2283,7 @@ def _subtree_chunk_roots(
             count = _grow_in_block(
                 block, cols, cols2, stack, seeds, w, wy, y, 0, 1, base, 0, t, n_candidates,
                 min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
-                root_weight, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
+                root_weight, random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits,
                 hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
                 node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
                 out_left, out_right, out_depth, out_start, out_stop, gid,
@@ -2313,8 +2323,8 @@ def _subtree_chunk_roots(
                         block, block_cols, cols2, block_stack, seeds, w_b, wy_b, y_b, j, count,
                         base, a0, t, n_candidates, min_samples_leaf, min_samples_split,
                         max_depth, min_impurity_decrease, root_weight, random_split,
-                        missing_bin, tie_rtol, thresholds, lo_bits, hi_bits, m, subtracted_bin,
-                        listed,
+                        missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
+                        subtracted_bin, listed,
                         row_ptr, row_features, row_codes, node_codes, identity, block_scratch,
                         out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
                         out_depth, out_start, out_stop, block_gid,
@@ -2333,16 +2343,16 @@ def _subtree_chunk_roots(
                 use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
                 f, b, ml, g = _eval_node(
                     codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
-                    min_samples_leaf, random_split, missing_bin, tie_rtol, thresholds, lo_bits,
-                    hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
+                    min_samples_leaf, random_split, missing_bin, tie_rtol, edge_values, edge_ptr,
+                    lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
                     cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
                     col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, row_ptr,
                     row_features, columns_are_rows, listing,
                 )
                 if f >= 0 and gather:
                     # the split feature's codes of the node, at positions a0 .. a1 - 1
-                    _node_codes_of(f, node_rows, a0, nsj, thresholds, use_columns, col_ptr,
-                                   col_rows, col_codes, slot_of_row, node_codes[0, a0:a1])
+                    _node_codes_of(f, node_rows, a0, nsj, edge_values, edge_ptr, use_columns,
+                                   col_ptr, col_rows, col_codes, slot_of_row, node_codes[0, a0:a1])
                 if use_columns:
                     _release_slots(node_rows, a0, nsj, slot_of_row)
                 if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
@@ -2369,7 +2379,7 @@ def _subtree_chunk_roots(
 def grow_subtrees(
     codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
     col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-    thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split, max_depth,
     min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
     out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
     out_start, out_stop,
@@ -2381,7 +2391,7 @@ def grow_subtrees(
         _subtree_chunk(
             np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr,
             row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
-            node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates,
+            node_tree, node_seed, node_depth, weights, targets, edge_values, edge_ptr, n_candidates,
             min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
             random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin,
             out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
@@ -2460,14 +2470,14 @@ def sum_leaves_csr(leaf_rows, indptr, indices, data, out):
 
 @njit(parallel=True, cache=True)
 def gather_tree_arrays(order, is_leaf, feature, bin_, missing_left, left, right, local_id,
-                       leaf_index, start, stop, weighted, gain, depth, thresholds,
+                       leaf_index, start, stop, weighted, gain, depth, edge_values, edge_ptr,
                        out_left, out_right, out_feature, out_threshold, out_bin,
                        out_missing_left, out_leaf_index, out_n_samples, out_weighted,
                        out_gain, out_depth):
     """Per-tree node arrays in one pass (host helper of the grower's ``finish``).
 
     Position j describes node ``g = order[j]``: children as local ids
-    (``local_id``), the split's feature, bin, threshold ``thresholds[f, bin]``,
+    (``local_id``), the split's feature, bin, threshold ``_edge(edge_values, edge_ptr, f, bin)``,
     missing side and gain for internal nodes; -1 / NaN / 0 for leaves.
     """
     for j in prange(order.shape[0]):
@@ -2486,7 +2496,7 @@ def gather_tree_arrays(order, is_leaf, feature, bin_, missing_left, left, right,
             out_left[j] = local_id[left[g]]
             out_right[j] = local_id[right[g]]
             out_feature[j] = f
-            out_threshold[j] = thresholds[f, b]
+            out_threshold[j] = _edge(edge_values, edge_ptr, f, b)
             out_bin[j] = b
             out_missing_left[j] = missing_left[g]
             out_gain[j] = gain[g]
@@ -2627,6 +2637,24 @@ def _count_below(edges, n_edges, x):
         else:
             hi_e = mid
     return lo_e
+
+
+@njit(inline="always", cache=True)
+def _edge(edge_values, edge_ptr, f, b):
+    """The upper edge of value bin ``b`` of feature ``f`` in the ragged edge table
+    (``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``, increasing): the split "code <= b"
+    is "x <= edge". ``+inf`` from the feature's last value bin on (its number of
+    edges), as the ``(p, n_bins - 1)`` table padded with ``+inf`` that the kernels
+    read before, without its ``p x 255`` cells (2 GB at a million features)."""
+    at = edge_ptr[f] + b
+    return edge_values[at] if at < edge_ptr[f + 1] else np.inf
+
+
+@njit(inline="always", cache=True)
+def _zero_code(edge_values, edge_ptr, f):
+    """The code of 0.0 of feature ``f``: its number of negative edges (uint8)."""
+    e0 = edge_ptr[f]
+    return np.uint8(_count_below(edge_values[e0:], edge_ptr[f + 1] - e0, 0.0))
 
 
 @njit(cache=True)

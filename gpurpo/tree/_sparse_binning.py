@@ -42,6 +42,7 @@ __all__ = [
     "sparse_codes_of_values",
     "sparse_column_edges",
     "zero_codes",
+    "zero_codes_ragged",
 ]
 
 # stored entries compared with their edge rows at once by the array version
@@ -71,14 +72,26 @@ def zero_codes(thresholds: Any) -> Any:
     return (thresholds < 0.0).sum(axis=1).astype("uint8")
 
 
+def zero_codes_ragged(edge_values: Any, edge_ptr: Any, xp: Any) -> Any:
+    """:func:`zero_codes` of the ragged edge table (feature ``f``'s edges
+    ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``), in ``xp``: the number of
+    negative edges of each feature from a running count, O(edges)."""
+    below = xp.concatenate([xp.zeros(1, dtype=xp.int64),
+                            xp.cumsum(edge_values < 0.0, dtype=xp.int64)])
+    return (below[edge_ptr[1:]] - below[edge_ptr[:-1]]).astype(xp.uint8)
+
+
 @njit(parallel=True, cache=True)
-def sparse_column_edges(indptr, data, n_rows, max_bins, out_edges, out_n_edges):
+def sparse_column_edges(indptr, data, n_rows, max_bins, out_ptr, out_edges, out_n_edges):
     """Unweighted bin edges of every column of a CSC matrix with ``n_rows`` rows.
 
     Column ``f`` holds the stored values ``data[indptr[f]:indptr[f + 1]]``
     (NaN ignored, explicit zeros counted as zeros) and
     ``n_rows - (indptr[f + 1] - indptr[f])`` implicit zeros. Fills
-    ``out_edges[f, :out_n_edges[f]]`` (float64, increasing) exactly as
+    ``out_edges[out_ptr[f]:out_ptr[f] + out_n_edges[f]]`` (float64, increasing;
+    column ``f``'s slots end at ``out_ptr[f + 1]``: at least
+    ``min(max_bins - 1, stored entries)`` of them, as many as it can have
+    edges, so that memory follows the stored entries, not ``p x max_bins``) exactly as
     ``_edges_of_column`` does for the dense column rounded to float32, which
     are the edges of the dense unweighted fit (``_fit_edges_sorted``: midpoints
     of float32 values, computed in float64), so that sparse and dense X give
@@ -120,9 +133,10 @@ def sparse_column_edges(indptr, data, n_rows, max_bins, out_edges, out_n_edges):
             distinct[nd] = 0.0
             counts[nd] = n_zero
             nd += 1
+        at0 = out_ptr[f]
         if nd <= max_bins:
             for e in range(nd - 1):
-                out_edges[f, e] = 0.5 * (distinct[e] + distinct[e + 1])
+                out_edges[at0 + e] = 0.5 * (distinct[e] + distinct[e + 1])
             out_n_edges[f] = max(nd - 1, 0)
             continue
         cum = np.cumsum(counts[:nd])
@@ -137,7 +151,7 @@ def sparse_column_edges(indptr, data, n_rows, max_bins, out_edges, out_n_edges):
                 at += 1
             cut = min(at, nd - 2)
             if cut > last:
-                out_edges[f, ne] = 0.5 * (distinct[cut] + distinct[cut + 1])
+                out_edges[at0 + ne] = 0.5 * (distinct[cut] + distinct[cut + 1])
                 ne += 1
                 last = cut
         out_n_edges[f] = ne
@@ -169,12 +183,16 @@ def _entry_code(edges_f, n_edges_f, x, missing_bin):
 
 
 @njit(parallel=True, cache=True)
-def _stored_entry_codes(indptr, data, edges, n_edges, missing_bin, out):
+def _stored_entry_codes(indptr, data, edge_values, edge_ptr, missing_bin, out):
     """``out[t]``: the code of the stored entry ``t`` of a CSC matrix (as
-    :func:`sparse_bin_codes_cpu` writes it into the dense codes)."""
+    :func:`sparse_bin_codes_cpu` writes it into the dense codes), feature ``f``'s
+    edges ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``."""
     for f in prange(indptr.shape[0] - 1):
+        e0 = edge_ptr[f]
+        edges_f = edge_values[e0:]
+        n_edges_f = edge_ptr[f + 1] - e0
         for t in range(indptr[f], indptr[f + 1]):
-            out[t] = _entry_code(edges[f], n_edges[f], data[t], missing_bin)
+            out[t] = _entry_code(edges_f, n_edges_f, data[t], missing_bin)
 
 
 def sparse_bin_codes_xp(
@@ -290,13 +308,14 @@ def _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_co
             fill[i] = q + 1
 
 
-def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missing_bin: int,
-                           zero_code: np.ndarray) -> SparseCodes:
+def sparse_codes_of_values(X: Any, edge_values: np.ndarray, edge_ptr: np.ndarray,
+                           missing_bin: int, zero_code: np.ndarray) -> SparseCodes:
     """The :class:`SparseCodes` of a canonical CSC SciPy ``X`` (n, p), binned from its
     stored values, without the dense ``(p, n)`` codes (NumPy backend).
 
     The same entries and codes as :func:`sparse_codes` of the codes that
-    ``tree_bin_codes_sparse`` writes: ``#{edges[f, :n_edges[f]] < x}``,
+    ``tree_bin_codes_sparse`` writes: ``#{edges_f < x}`` for feature ``f``'s edges
+    ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]`` (the ragged table),
     ``missing_bin`` for NaN, entries coded ``zero_code[f]`` left out.
     Memory: the stored entries twice (columns and rows), none per (row,
     feature) cell.
@@ -305,9 +324,10 @@ def sparse_codes_of_values(X: Any, edges: np.ndarray, n_edges: np.ndarray, missi
     indices = np.ascontiguousarray(X.indices)
     data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
     data = np.ascontiguousarray(data)
-    n_edges = np.ascontiguousarray(n_edges, dtype=np.int64)
     entry_codes = np.empty(data.shape[0], dtype=np.uint8)
-    _stored_entry_codes(indptr, data, edges, n_edges, int(missing_bin), entry_codes)
+    _stored_entry_codes(indptr, data, np.ascontiguousarray(edge_values, dtype=np.float64),
+                        np.ascontiguousarray(edge_ptr, dtype=np.int64), int(missing_bin),
+                        entry_codes)
     major = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     col_ptr, col_rows, col_codes = _kept_entries(indices, major, entry_codes, zero_code[major],
                                                  indptr.shape[0] - 1, np)

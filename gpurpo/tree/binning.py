@@ -58,7 +58,7 @@ from gpurpo.tree._sparse_binning import (
     sparse_codes,
     sparse_codes_of_values,
     sparse_column_edges,
-    zero_codes,
+    zero_codes_ragged,
 )
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
@@ -112,12 +112,18 @@ class BinnedMatrix:
         bin. Codes lie in ``[0, n_bins - 1]``.
     missing_bin : int
         ``n_bins - 1``.
-    thresholds : float64 array of shape (n_features, n_bins - 1), on the backend
-        ``thresholds[f, b]`` is the largest raw value of bin ``b`` (the
-        split "code <= b" is "x <= thresholds[f, b]"); ``+inf`` for the last
-        value bin of a feature and for unused bins.
-    thresholds_host : ndarray
-        The same table on the host.
+    edge_values : float64 array of shape (n_edges,), on the backend
+        Every feature's increasing bin edges, feature after feature
+        (:attr:`BinMapper.edge_values_`): edge ``b`` of feature ``f``,
+        ``edge_values[edge_ptr[f] + b]``, is the largest raw value of bin
+        ``b`` (the split "code <= b" is "x <= edge"). The last value bin of a
+        feature has no edge (``+inf``). The kernels read this ragged table, not
+        a ``(n_features, n_bins - 1)`` one padded with ``+inf``, which would
+        hold 2 GB at a million features (:attr:`BinMapper.thresholds_`).
+    edge_ptr : int64 array of shape (n_features + 1,), on the backend
+        Feature ``f``'s edges are ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``.
+    edge_values_host, edge_ptr_host : ndarray
+        The same two arrays on the host.
     backend : Backend
     subtracted_bin : int32 array of shape (n_features,), on the backend
         The code of 0.0 for the features where at least half the codes are
@@ -141,8 +147,10 @@ class BinnedMatrix:
     dense_codes: Any
     n_bins: int
     missing_bin: int
-    thresholds: Any
-    thresholds_host: np.ndarray
+    edge_values: Any
+    edge_ptr: Any
+    edge_values_host: np.ndarray
+    edge_ptr_host: np.ndarray
     backend: Backend = field(repr=False)
     subtracted_bin: Any = field(default=None, repr=False)
     sparse_codes: SparseCodes | None = field(default=None, repr=False)
@@ -240,6 +248,9 @@ class BinMapper:
         See :class:`BinnedMatrix`. Built from ``edge_values_`` on each access
         (the +inf padding of the table is not stored: at 200,000 features with
         a few of 255 bins it would be 406 MB in every fitted model).
+    edge_ptr_ : int64 ndarray of shape (n_features + 1,)
+        Feature ``f``'s edges are ``edge_values_[edge_ptr_[f]:edge_ptr_[f + 1]]``
+        (from ``n_value_bins_``).
     n_features_in_ : int
     """
 
@@ -302,18 +313,25 @@ class BinMapper:
             self._set_edges(*_fit_edges_columns(sample, weights, max_bins))
         return self
 
-    def _set_edges(self, out: np.ndarray, n_edges: np.ndarray) -> None:
-        """The fitted attributes from the edge table: feature ``f``'s increasing edges are
-        ``out[f, :n_edges[f]]`` (one table, where a list of p arrays cost about 25 ms
+    def _set_edges(self, edge_values: np.ndarray, n_edges: np.ndarray) -> None:
+        """The fitted attributes from the edges: feature after feature, ``n_edges[f]``
+        increasing edges each (one array, where a list of p arrays cost about 25 ms
         for 20,000 features)."""
         p = n_edges.shape[0]
         self.n_value_bins_ = (n_edges + 1).astype(np.int32)
         self.n_bins_ = int(self.n_value_bins_.max()) + 1 if p else 2
         self.missing_bin_ = self.n_bins_ - 1
-        width = min(self.n_bins_ - 1, out.shape[1])
-        self.edge_values_ = np.ascontiguousarray(
-            out[:, :width][np.arange(width) < n_edges[:, None]], dtype=np.float64)
+        self.edge_values_ = np.ascontiguousarray(edge_values, dtype=np.float64)
         self.n_features_in_ = p
+
+    @property
+    def edge_ptr_(self) -> np.ndarray:
+        """Offsets of each feature's edges in ``edge_values_`` (int64, ``n_features + 1``)."""
+        if "edge_values_" not in self.__dict__:
+            raise AttributeError("edge_ptr_: the BinMapper is not fitted")
+        ptr = np.zeros(self.n_value_bins_.shape[0] + 1, dtype=np.int64)
+        np.cumsum(self.n_value_bins_.astype(np.int64) - 1, out=ptr[1:])
+        return ptr
 
     @property
     def thresholds_(self) -> np.ndarray:
@@ -383,7 +401,7 @@ class BinMapper:
         out, n_edges, has_nan, extreme = _bin_by_blocks(X, int(self.max_bins), codes, n_zero)
         if check_range_of is not None and extreme:
             validate_values(X, check_range_of, True, True, np)
-        self._set_edges(out, n_edges)
+        self._set_edges(*_table_edges(out, n_edges))
         if self.missing_bin_ != _NAN_CODE:
             for f in np.flatnonzero(has_nan):
                 codes[f][codes[f] == _NAN_CODE] = self.missing_bin_
@@ -391,23 +409,23 @@ class BinMapper:
 
     def _binned(
         self, codes: Any, backend: Backend, X_sparse: Any = None, n_zero: Any = None,
-        table: np.ndarray | None = None,
     ) -> BinnedMatrix:
-        """The codes with this mapper's bins and thresholds, on ``backend``.
+        """The codes with this mapper's bins and edges, on ``backend``.
 
         ``X_sparse``: the sparse X the codes are of, in canonical CSC form.
         ``codes`` None (with ``X_sparse``, NumPy backend): the stored entries
         are binned from their values and the dense codes are not built.
         ``n_zero``: each feature's number of codes equal to its code of 0.0,
-        when already counted (else counted here). ``table``: ``thresholds_``,
-        when already built.
+        when already counted (else counted here).
         """
         xp = backend.xp
-        table = self.thresholds_ if table is None else table
-        thresholds = backend.asarray(table)
-        zero_code = zero_codes(thresholds)
+        edge_values_host = self.edge_values_
+        edge_ptr_host = self.edge_ptr_
+        edge_values = backend.asarray(edge_values_host)
+        edge_ptr = backend.asarray(edge_ptr_host)
+        zero_code = zero_codes_ragged(edge_values, edge_ptr, xp)
         if codes is None:
-            stored = sparse_codes_of_values(X_sparse, table, self.n_value_bins_ - 1,
+            stored = sparse_codes_of_values(X_sparse, edge_values_host, edge_ptr_host,
                                             self.missing_bin_, zero_code)
             p, n = self.n_features_in_, X_sparse.shape[0]
         else:
@@ -426,8 +444,10 @@ class BinMapper:
             dense_codes=codes,
             n_bins=self.n_bins_,
             missing_bin=self.missing_bin_,
-            thresholds=thresholds,
-            thresholds_host=table,
+            edge_values=edge_values,
+            edge_ptr=edge_ptr,
+            edge_values_host=edge_values_host,
+            edge_ptr_host=edge_ptr_host,
             backend=backend,
             subtracted_bin=xp.ascontiguousarray(
                 xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
@@ -483,17 +503,21 @@ class BinMapper:
             # (BinnedMatrix.codes, which checks max_binned_bytes then)
             return self._binned(None, backend, X_sparse=canonical_csc(X))
         self._check_binned_size(n, p)
-        xp = backend.xp
-        codes = xp.empty((p, n), dtype=xp.uint8)
-        host_table = self.thresholds_
-        table = backend.asarray(host_table)
-        n_edges = backend.asarray(self.n_value_bins_ - 1)
+        codes = backend.xp.empty((p, n), dtype=backend.xp.uint8)
         if backend.issparse(X):
             X = canonical_csc(X)  # once, for the codes and the stored-entry views
+        self._bin_into(X, backend, codes)
+        return self._binned(codes, backend, X_sparse=X if backend.issparse(X) else None)
+
+    def _bin_into(self, X: Any, backend: Backend, codes: Any) -> None:
+        """``codes`` (p, n) of a dense, or CUDA sparse, ``X`` from the binning kernels,
+        which read the +inf padded table (:attr:`thresholds_`, freed on return)."""
+        table = backend.asarray(self.thresholds_)
+        n_edges = backend.asarray(self.n_value_bins_ - 1)
+        if backend.issparse(X):
             kernels.bin_codes_sparse(backend, X, table, n_edges, self.missing_bin_, codes)
-            return self._binned(codes, backend, X_sparse=X, table=host_table)
-        kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
-        return self._binned(codes, backend, table=host_table)
+        else:
+            kernels.bin_codes(backend, X, table, n_edges, self.missing_bin_, codes)
 
 
 def _fit_edges_sorted(sample: np.ndarray, max_bins: int) -> list[np.ndarray]:
@@ -620,7 +644,8 @@ def _extreme_rows(sorted_rows: np.ndarray, has_nan: np.ndarray) -> np.ndarray:
 def _fit_edges_columns(
     sample: Any, weights: np.ndarray | None, max_bins: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Edge table (``out``, ``n_edges``) of a dense sample, or of a weighted sparse one.
+    """Edges of a dense sample, or of a weighted sparse one: feature after feature,
+    and their numbers (:meth:`BinMapper._set_edges`).
 
     A sparse sample of at most 256 MiB as dense float64 is densified; the
     unweighted dense sample is sorted by blocks (:func:`_bin_by_blocks`); the
@@ -630,13 +655,10 @@ def _fit_edges_columns(
     if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
         sample = sample.toarray()
     if weights is None:
-        return _bin_by_blocks(np.asarray(sample), max_bins)[:2]
+        return _table_edges(*_bin_by_blocks(np.asarray(sample), max_bins)[:2])
     edges = _weighted_column_edges(sample, weights, max_bins)
     n_edges = np.array([e.size for e in edges], dtype=np.int64)
-    out = np.full((p, max(max_bins - 1, 1)), np.inf, dtype=np.float64)
-    for f, e in enumerate(edges):
-        out[f, : e.size] = e
-    return out, n_edges
+    return (np.concatenate(edges) if p else np.empty(0)), n_edges
 
 
 def _weighted_column_edges(sample: Any, weights: np.ndarray, max_bins: int) -> list[np.ndarray]:
@@ -665,22 +687,35 @@ def _weighted_column_edges(sample: Any, weights: np.ndarray, max_bins: int) -> l
 
 
 def _fit_edges_sparse(sample: Any, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unweighted edge table of a SciPy sparse sample, from its stored entries.
+    """Unweighted edges of a SciPy sparse sample, from its stored entries: every
+    feature's edges one after the other, and their numbers (:meth:`BinMapper._set_edges`).
 
     Same edges as :func:`_edges_of_column` on each densified column
     (:func:`gpurpo.tree._sparse_binning.sparse_column_edges`); duplicate
-    entries are summed first, as densifying would.
+    entries are summed first, as densifying would. Memory follows the stored
+    entries: a column of s of them has at most s + 1 distinct values (its zeros
+    one of them), so at most s edges, and gets min(max_bins - 1, s) slots (a
+    Zipf-like 50,000 x 200,000 X: 408 MB for a table of 255 slots per feature
+    before).
     """
     csc = canonical_csc(sample)
     p = csc.shape[1]
-    # a column of s stored entries has at most s + 1 distinct values (its zeros one of
-    # them), so at most s edges: text-like columns need a few of the max_bins - 1 slots
-    longest = int(np.diff(csc.indptr).max()) if p else 0
-    out = np.empty((p, max(min(max_bins - 1, longest), 1)), dtype=np.float64)
+    slots = np.minimum(np.diff(csc.indptr).astype(np.int64), max_bins - 1)
+    slot_ptr = np.zeros(p + 1, dtype=np.int64)
+    np.cumsum(slots, out=slot_ptr[1:])
+    out = np.empty(int(slot_ptr[-1]), dtype=np.float64)
     n_edges = np.zeros(p, dtype=np.int64)
     sparse_column_edges(csc.indptr.astype(np.int64), csc.data, int(csc.shape[0]), int(max_bins),
-                        out, n_edges)
-    return out, n_edges
+                        slot_ptr, out, n_edges)
+    used = np.arange(out.shape[0]) - np.repeat(slot_ptr[:-1], slots) < np.repeat(n_edges, slots)
+    return out[used], n_edges
+
+
+def _table_edges(out: np.ndarray, n_edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of a table whose row ``f`` starts with feature ``f``'s ``n_edges[f]``
+    edges, one feature after the other, and ``n_edges`` (:meth:`BinMapper._set_edges`)."""
+    width = min(int(n_edges.max()) if n_edges.shape[0] else 0, out.shape[1])
+    return out[:, :width][np.arange(width) < n_edges[:, None]], n_edges
 
 
 def _host_rows(X: Any, rows: np.ndarray | None) -> Any:

@@ -477,7 +477,8 @@ class _Grower:
             self._dev(seeds, xp.uint64),
             self.weights,
             self.targets,
-            self.binned.thresholds,
+            self.binned.edge_values,
+            self.binned.edge_ptr,
             self.k,
             self.msl,
             self.random_split,
@@ -518,7 +519,8 @@ class _Grower:
             feats,
             self.m,
             self.msl,
-            self.binned.thresholds,
+            self.binned.edge_values,
+            self.binned.edge_ptr,
             random_split=self.random_split,
             uniforms=uniforms,
             newton=self.newton,
@@ -709,7 +711,8 @@ class _Grower:
         )
         if self.binned.dense_codes is None:
             n_left_dev = kernels.partition_columns(
-                self.backend, self.binned.sparse_codes, self.binned.thresholds, *split_at)
+                self.backend, self.binned.sparse_codes, self.binned.edge_values,
+                self.binned.edge_ptr, *split_at)
         else:
             n_left_dev = kernels.partition(self.backend, self.binned.codes, *split_at)
         n_left = self.backend.to_host(n_left_dev).astype(np.int64)
@@ -746,7 +749,8 @@ class _Grower:
             self._dev(nodes.depth[ids], xp.int32),
             self.weights,
             self.targets,
-            self.binned.thresholds,
+            self.binned.edge_values,
+            self.binned.edge_ptr,
             self.k,
             self.msl,
             max(2, int(params.min_samples_split)),
@@ -816,12 +820,13 @@ class _Grower:
             raise RuntimeError("node table corrupted: a child's id is not above its parent's")
         tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
         arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
-        thresholds = np.ascontiguousarray(self.binned.thresholds_host, dtype=np.float64)
         cpu_helper(gather_tree_arrays)(
             node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
             nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
             leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
-            nodes.depth[:size], thresholds,
+            nodes.depth[:size],
+            np.ascontiguousarray(self.binned.edge_values_host, dtype=np.float64),
+            np.ascontiguousarray(self.binned.edge_ptr_host, dtype=np.int64),
             *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
                                   "bin", "missing_go_left", "leaf_index", "n_node_samples",
                                   "weighted_n_node_samples", "gain", "depth")),

@@ -89,7 +89,7 @@ def node_histograms(
              binned.n_bins, channels)
     if binned.dense_codes is None:
         return kernels.build_histograms_columns(binned.backend, binned.sparse_codes,
-                                                binned.thresholds, *nodes)
+                                                binned.edge_values, binned.edge_ptr, *nodes)
     return kernels.build_histograms(binned.backend, binned.codes, *nodes)
 
 

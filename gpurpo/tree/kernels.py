@@ -71,7 +71,7 @@ Kernel contracts
     its right-going ones, each in their previous order (a stable partition);
     entries outside the nodes' ranges are untouched.
 
-``tree_split_small(codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, thresholds, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
+``tree_split_small(codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised).
     codes, sample_indices, node_ranges, node_tree, weights, targets: as above
@@ -89,7 +89,11 @@ Kernel contracts
                                        ``codes`` of shape (p, 0) (no dense codes) and
                                        gathers a node's codes of a feature from them
     node_seed    uint64  (N,)          per-node seed (see gpurpo.tree._random)
-    thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
+    edge_values  float64 (E,)          the features' increasing upper bin edges, feature
+    edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
+                                       ``edge(f, b)``, the raw upper edge of value bin b
+                                       (split "code <= b" is "x <= edge(f, b)"), is
+                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on
     n_candidates int                   k: number of NON-CONSTANT features to evaluate
     min_samples_leaf int               minimum number of samples on each side
     random_split int (0 or 1)          Extra-Trees mode
@@ -143,7 +147,7 @@ Kernel contracts
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
-``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, thresholds, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant)``
+``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edge_values, edge_ptr, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant)``
     Best split of every (node, slot) from its histogram (the large-node path;
     the equations are in :mod:`gpurpo.tree.splitting`).
     hist         float32 (N, k, B, C)  histograms of ``tree_histograms``; channel C - 1
@@ -154,7 +158,11 @@ Kernel contracts
     min_samples_leaf int               minimum number of samples on each side
     random_split int (0 or 1)          Extra-Trees mode
     uniforms     float64 (N, k)        Extra-Trees draw of each slot in [0, 1) (unused otherwise)
-    thresholds   float64 (p, B - 1)    raw upper edge of each value bin (+inf padded)
+    edge_values  float64 (E,)          the features' increasing upper bin edges, feature
+    edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
+                                       ``edge(f, b)``, the raw upper edge of value bin b
+                                       (split "code <= b" is "x <= edge(f, b)"), is
+                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on
     newton       int (0 or 1)          1: second-order gain; channels 1..m/2 hold the
                                        gradient sums G_j, channels m/2+1..m the hessian
                                        sums H_j (m even)
@@ -179,14 +187,14 @@ Kernel contracts
     left, missing right"; each side needs ``min_samples_leaf`` samples; the
     first largest gain in the order (b = 0 right, b = 0 left, b = 1 right,
     ...) wins. Extra-Trees: one cut per slot, the largest bin b in
-    ``[bmin, bmax - 1]`` with ``thresholds[f, b] <= lo + u (hi - lo)``, lo and
+    ``[bmin, bmax - 1]`` with ``edge(f, b) <= lo + u (hi - lo)``, lo and
     hi the edges of bins bmin and bmax - 1 (bmin, bmax: smallest and largest
     occupied bins), both sides scored, missing left only when strictly
     better. A slot without a valid split, constant or unused, gets gain
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, thresholds, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
@@ -197,7 +205,7 @@ Kernel contracts
     float64 machine epsilon). A split partitions the node's positions
     stably, left child first; children seeds are ``child_seed(seed, 0|1)``.
     codes, sample_indices, node_ranges, node_tree, node_seed, weights,
-    targets, thresholds, n_candidates, min_samples_leaf, random_split,
+    targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, random_split,
     missing_bin, tie_rtol, subtracted_bin: as for ``tree_split_small`` (node_* of
     the roots)
     zero_code, row_ptr, row_features, row_codes: the codes of a sparse X row by
@@ -376,6 +384,22 @@ def _rows(backend: Backend, sparse_codes: Any, p: int) -> tuple[Any, Any, Any, A
             _c(backend, sparse_codes.row_codes, xp.uint8))
 
 
+def _edge_table(backend: Backend, edge_values: Any, edge_ptr: Any,
+                p: int | None = None) -> tuple[Any, Any]:
+    """The ``edge_values, edge_ptr`` arguments of the split kernels (the ragged edge
+    table of :attr:`gpurpo.tree.binning.BinMapper.edge_ptr_`), typed and checked
+    (``edge_ptr`` of length ``p + 1`` when ``p`` is given)."""
+    xp = backend.xp
+    if (edge_values.ndim != 1 or edge_ptr.ndim != 1 or edge_ptr.shape[0] < 1
+            or (p is not None and edge_ptr.shape[0] != p + 1)):
+        raise ValueError(
+            "edge_values and edge_ptr must be 1-D (a ragged edge table: feature f's edges "
+            f"at edge_values[edge_ptr[f]:edge_ptr[f + 1]]), got shapes {edge_values.shape} "
+            f"and {edge_ptr.shape}" + ("" if p is None else f", for {p} features")
+        )
+    return _c(backend, edge_values, xp.float64), _c(backend, edge_ptr, xp.int64)
+
+
 def _columns(backend: Backend, sparse_codes: Any) -> tuple[Any, Any, Any]:
     """The ``col_ptr, col_rows, col_codes`` arguments of ``tree_split_small``."""
     xp = backend.xp
@@ -502,7 +526,8 @@ def _require_numpy(backend: Backend, name: str) -> None:
 def partition_columns(
     backend: Backend,
     sparse_codes: Any,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     sample_indices: Any,
     node_ranges: Any,
     node_feature: Any,
@@ -517,13 +542,12 @@ def partition_columns(
     return value as ``tree_partition`` on the dense codes. CUDA backends bin
     a sparse X into dense codes and use :func:`partition`.
     """
-    xp = backend.xp
     _require_numpy(backend, "partition_columns")
     ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
     if ranges.shape[0]:
         _cpu.partition_columns(
             *_columns(backend, sparse_codes),
-            _c(backend, thresholds, xp.float64),
+            *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
             sample_indices,
             ranges,
             *_split_rules(backend, node_feature, node_bin, node_missing_left, missing_bin),
@@ -585,7 +609,8 @@ def build_histograms(
 def build_histograms_columns(
     backend: Backend,
     sparse_codes: Any,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     sample_indices: Any,
     node_ranges: Any,
     node_features: Any,
@@ -601,14 +626,13 @@ def build_histograms_columns(
     the stored-entry columns of ``sparse_codes``; the same histograms as
     ``tree_histograms`` on the dense codes.
     """
-    xp = backend.xp
     _require_numpy(backend, "build_histograms_columns")
     out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
     if out.size == 0:
         return out
     _cpu.histograms_columns(
         *_columns(backend, sparse_codes),
-        _c(backend, thresholds, xp.float64),
+        *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
         *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,
                           weights, targets),
         out,
@@ -625,7 +649,8 @@ def split_small(
     node_seed: Any,
     weights: Any,
     targets: Any,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     n_candidates: int,
     min_samples_leaf: int,
     random_split: bool,
@@ -661,7 +686,7 @@ def split_small(
         _c(backend, node_seed, xp.uint64),
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
-        _c(backend, thresholds, xp.float64),
+        *_edge_table(backend, edge_values, edge_ptr, codes.shape[0]),
         int(n_candidates),
         int(min_samples_leaf),
         int(bool(random_split)),
@@ -683,7 +708,8 @@ def score_histograms(
     min_samples_leaf: int,
     random_split: bool,
     uniforms: Any,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     newton: bool = False,
     reg_lambda: float = 1.0,
     min_child_weight: float = 0.0,
@@ -709,10 +735,8 @@ def score_histograms(
             )
         check_float(reg_lambda, "reg_lambda", low=0.0)
         check_float(min_child_weight, "min_child_weight", low=0.0)
-    if n_bins < 2 or thresholds.shape[1] != n_bins - 1:
-        raise ValueError(
-            f"thresholds must have n_bins - 1 = {n_bins - 1} columns, got shape {thresholds.shape}"
-        )
+    if n_bins < 2:
+        raise ValueError(f"hist must have at least 2 bins, got shape {hist.shape}")
     if tuple(node_features.shape) != (n_nodes, k):
         raise ValueError(
             f"node_features must have shape {(n_nodes, k)}, got {tuple(node_features.shape)}"
@@ -736,7 +760,7 @@ def score_histograms(
         int(min_samples_leaf),
         int(bool(random_split)),
         uniforms,
-        _c(backend, thresholds, xp.float64),
+        *_edge_table(backend, edge_values, edge_ptr),
         int(bool(newton)),
         float(reg_lambda),
         float(min_child_weight),
@@ -828,7 +852,8 @@ def grow_subtrees(
     node_depth: Any,
     weights: Any,
     targets: Any,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     n_candidates: int,
     min_samples_leaf: int,
     min_samples_split: int,
@@ -875,7 +900,7 @@ def grow_subtrees(
         _c(backend, node_depth, xp.int32),
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
-        _c(backend, thresholds, xp.float64),
+        *_edge_table(backend, edge_values, edge_ptr, codes.shape[0]),
         int(n_candidates),
         int(min_samples_leaf),
         int(min_samples_split),

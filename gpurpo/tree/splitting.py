@@ -70,7 +70,8 @@ def score_histograms(
     node_features: Any,
     n_outputs: int,
     min_samples_leaf: int,
-    thresholds: Any,
+    edge_values: Any,
+    edge_ptr: Any,
     random_split: bool = False,
     uniforms: Any = None,
     newton: bool = False,
@@ -96,8 +97,9 @@ def score_histograms(
         m.
     min_samples_leaf : int
         Minimum number of samples on each side.
-    thresholds : float64 array (p, B - 1)
-        Raw upper edge of each value bin (Extra-Trees cuts).
+    edge_values, edge_ptr : float64 array (n_edges,), int64 array (p + 1,)
+        The ragged table of the features' raw upper bin edges
+        (:class:`~gpurpo.tree.binning.BinnedMatrix`): Extra-Trees cuts.
     random_split : bool
         Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1).
     newton : bool
@@ -113,7 +115,7 @@ def score_histograms(
     """
     gain, best_bin, missing_left, nonconstant = kernels.score_histograms(
         backend, hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
-        thresholds, newton, reg_lambda, min_child_weight,
+        edge_values, edge_ptr, newton, reg_lambda, min_child_weight,
     )
     return SlotSplits(
         gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.astype(bool)

@@ -1,0 +1,28 @@
+"""Test helper: the ragged edge table of a ``(p, B - 1)`` table padded with ``+inf``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def ragged(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``edge_values, edge_ptr`` of ``table``: each row's entries below ``+inf``, which
+    must come first (increasing rows), so that the split kernels read the same
+    edges, and ``+inf`` from each feature's number of edges on."""
+    table = np.asarray(table, dtype=np.float64)
+    finite = table < np.inf
+    counts = finite.sum(axis=1)
+    if not np.array_equal(finite, np.arange(table.shape[1]) < counts[:, None]):
+        raise ValueError("each row's +inf entries must follow its edges")
+    edge_ptr = np.zeros(table.shape[0] + 1, dtype=np.int64)
+    edge_ptr[1:] = np.cumsum(counts)
+    return np.ascontiguousarray(table[finite]), edge_ptr
+
+
+def padded_at_random(rng: np.random.Generator, table: np.ndarray) -> np.ndarray:
+    """``table`` with each row set to ``+inf`` from a random column on (features with
+    0 to B - 1 edges, so that the kernels read beyond some features' edges)."""
+    table = np.array(table, dtype=np.float64)
+    counts = rng.integers(0, table.shape[1] + 1, size=table.shape[0])
+    table[np.arange(table.shape[1]) >= counts[:, None]] = np.inf
+    return table

@@ -7,6 +7,8 @@
 // levels stay in cache). A row goes left when x <= threshold (compared in
 // double, as the CPU kernel does), NaN follows missing_left.
 //
+// tree_apply_csr: the same for a CSR X, without densifying its rows.
+//
 // tree_sum_leaves_dense: out[i, c] += sum_t values[leaf_rows[i, t], c]; one
 // thread per (row, output) adds the trees in order into a register starting
 // from out[i, c] (no atomics: each cell has one writer; the same additions in
@@ -55,6 +57,37 @@ extern "C" __global__ void tree_apply_f64(
     int n_trees)
 {
     apply_impl<double>(X, feature, threshold, missing_left, left, right, roots, out, n, p, n_trees);
+}
+
+// tree_apply_csr: tree_apply of a CSR X (column indices sorted, no duplicates); a node's
+// value is found by binary search in the row's stored entries, 0.0 when absent.
+extern "C" __global__ void tree_apply_csr(
+    const long long* __restrict__ indptr, const int* __restrict__ indices,
+    const double* __restrict__ data, const int* __restrict__ feature,
+    const double* __restrict__ threshold, const unsigned char* __restrict__ missing_left,
+    const int* __restrict__ left, const int* __restrict__ right, const int* __restrict__ roots,
+    int* out, long long n, int n_trees)
+{
+    const long long total = n * n_trees;
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+         q += (long long)gridDim.x * blockDim.x) {
+        const int t = (int)(q / n);
+        const long long i = q - (long long)t * n;
+        const long long a = indptr[i], b = indptr[i + 1];
+        int node = roots[t];
+        for (int f = feature[node]; f >= 0; f = feature[node]) {
+            long long lo = a, hi = b;
+            while (lo < hi) {
+                const long long mid = (lo + hi) >> 1;
+                if (indices[mid] < f) lo = mid + 1;
+                else hi = mid;
+            }
+            const double x = (lo < b && indices[lo] == f) ? data[lo] : 0.0;
+            const bool go_left = (x != x) ? missing_left[node] != 0 : x <= threshold[node];
+            node = go_left ? left[node] : right[node];
+        }
+        out[i * n_trees + t] = node;
+    }
 }
 
 extern "C" __global__ void tree_sum_leaves_dense(

@@ -43,6 +43,7 @@ CUDA_KERNELS = (
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
     "tree_apply",
+    "tree_apply_csr",
     "tree_sum_leaves_dense",
     "tree_sum_leaves_csr",
 )
@@ -641,6 +642,44 @@ def test_apply_matches_python_traversal(dtype):
                 go_left = bool(missing[node]) if np.isnan(x) else x <= threshold[node]
                 node = left[node] if go_left else right[node]
             assert got[i, t] == node
+
+
+def _sparse_rows(rng, n, p, dtype):
+    """A CSR X of ``dtype`` and its dense values: stored NaN, explicit zeros, an empty
+    row, column indices unsorted within rows, and values split into two duplicate
+    entries (which a CSR matrix sums)."""
+    dense = np.where(rng.random((n, p)) < 0.4, rng.normal(size=(n, p)), 0.0).astype(dtype)
+    dense[rng.random((n, p)) < 0.05] = np.nan
+    dense[3] = 0.0
+    r, c = np.nonzero(dense != 0)  # NaN included
+    v = dense[r, c]
+    split = ~np.isnan(v) & (rng.random(v.size) < 0.2)
+    zr, zc = np.nonzero(dense == 0)
+    zeros = rng.choice(zr.size, size=10, replace=False)
+    r = np.concatenate([r, r[split], zr[zeros]])
+    c = np.concatenate([c, c[split], zc[zeros]])
+    v = np.concatenate([np.where(split, v / 2, v), v[split] / 2, np.zeros(10, dtype)])
+    order = rng.permutation(r.size)
+    order = order[np.argsort(r[order], kind="stable")]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(r, minlength=n))])
+    X = sp.csr_matrix((v[order], c[order], indptr), shape=(n, p))
+    assert not X.has_sorted_indices
+    return X, dense
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_apply_on_sparse_rows_matches_the_densified_rows(dtype):
+    # tree_apply_csr finds each node's value among the row's stored entries (0.0 when
+    # absent): the leaves of tree_apply on the densified X, on both kernels
+    rng = np.random.default_rng(13)
+    trees = _random_trees(rng, n_trees=6, p=7)
+    X, dense = _sparse_rows(rng, 80, 7, dtype)
+    want = kernels.apply_trees(NUMPY, dense, *trees)
+    for backend in (NUMPY, EMULATED):
+        got = kernels.apply_trees(backend, X, *trees)
+        assert got.dtype == np.int32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want, err_msg=backend.name)
+    assert kernels.apply_trees(EMULATED, X[:0], *trees).shape == (0, 6)
 
 
 def test_sum_leaves_dense_and_csr():

@@ -20,6 +20,7 @@ import numpy as np
 
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
+from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees, pack_trees
 
@@ -28,9 +29,11 @@ __all__ = ["TreeChunk", "row_blocks"]
 _BLOCK_CELLS = 1 << 22
 
 
-def row_blocks(n_rows: int, n_features: int, n_trees: int) -> Iterator[tuple[int, int]]:
-    """Row ranges small enough that a dense block of X and its (rows, trees) indices fit."""
-    per_row = max(1, n_features, 4 * n_trees)
+def row_blocks(n_rows: int, n_features: int, n_trees: int,
+               sparse: bool = False) -> Iterator[tuple[int, int]]:
+    """Row ranges small enough that a block of X (dense: its ``n_features`` values per
+    row; ``sparse``: its stored entries, not counted) and its (rows, trees) indices fit."""
+    per_row = max(1, 0 if sparse else n_features, 4 * n_trees)
     step = max(1, _BLOCK_CELLS // per_row)
     for start in range(0, n_rows, step):
         yield start, min(n_rows, start + step)
@@ -98,12 +101,11 @@ class TreeChunk:
         values = self.values_on(backend)
         sparse_values = backend.issparse(values)
         sparse_x = backend.issparse(X)
+        if sparse_x:
+            X = canonical_csr(X)  # once: its row blocks go to tree_apply_csr as they are
         n, p = X.shape
-        for r0, r1 in row_blocks(n, p, self.n_trees):
-            block = X[r0:r1]
-            if sparse_x:
-                block = block.toarray()
-            nodes = apply_trees(self.packed, block, backend)
+        for r0, r1 in row_blocks(n, p, self.n_trees, sparse_x):
+            nodes = apply_trees(self.packed, X[r0:r1], backend)
             rows = leaf_row_of_node[nodes]
             if skip is not None:
                 rows = xp.where(skip[r0:r1], xp.int32(-1), rows).astype(xp.int32)

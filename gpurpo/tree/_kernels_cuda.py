@@ -640,6 +640,35 @@ def apply_trees(
     )
 
 
+def apply_trees_csr(
+    backend: Backend,
+    indptr: Any,
+    indices: Any,
+    data: Any,
+    feature: Any,
+    threshold: Any,
+    missing_left: Any,
+    left: Any,
+    right: Any,
+    roots: Any,
+    out: Any,
+) -> None:
+    """``tree_apply_csr``: one thread per (row, tree), as ``tree_apply``."""
+    n = int(indptr.shape[0]) - 1
+    n_trees = int(roots.shape[0])
+    if n * n_trees == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_predict.cu").get_function("tree_apply_csr")
+    kernel(
+        (_grid(n * n_trees, block, attrs),),
+        (block,),
+        (indptr, indices, data, feature, threshold, missing_left, left, right, roots, out,
+         _i64(n), _i32(n_trees)),
+    )
+
+
 def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> None:
     """``tree_sum_leaves_dense``: one thread per (row, output), trees added in order."""
     n, n_trees = (int(s) for s in leaf_rows.shape)

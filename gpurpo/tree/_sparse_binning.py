@@ -35,6 +35,7 @@ from gpurpo.tree._kernels_cpu import _count_below
 __all__ = [
     "SparseCodes",
     "canonical_csc",
+    "canonical_csr",
     "sparse_bin_codes_cpu",
     "sparse_bin_codes_xp",
     "dense_codes_of",
@@ -56,6 +57,12 @@ def canonical_csc(X: Any) -> Any:
     same values.
     """
     return _canonical(X.tocsc())
+
+
+def canonical_csr(X: Any) -> Any:
+    """``X`` (SciPy or cupyx sparse) as CSR with sorted indices and duplicates summed
+    (the rows that the prediction kernel ``tree_apply_csr`` searches)."""
+    return _canonical(X.tocsr())
 
 
 def _canonical(X: Any) -> Any:

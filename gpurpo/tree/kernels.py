@@ -260,6 +260,16 @@ Kernel contracts
     out          int32   (n, T)        node index of the leaf reached by row i in tree t
     One work item per (row, tree).
 
+``tree_apply_csr(indptr, indices, data, feature, threshold, missing_left, left, right, roots, out)``
+    ``tree_apply`` of a sparse X in canonical CSR form (each row's column
+    indices increasing, no duplicates), without densifying it:
+    indptr       int64   (n + 1,)      row i's stored entries are indptr[i]:indptr[i + 1]
+    indices      int32   (nnz,)        their columns
+    data         float64 (nnz,)        their values (NaN = missing)
+    a column without a stored entry in the row is 0.0; each node's value is
+    found by binary search among the row's entries. Same leaves as
+    ``tree_apply`` on the densified X.
+
 ``tree_sum_leaves_dense(leaf_rows, values, out)``
     leaf_rows    int32   (n, T)        row of ``values`` per (sample, tree), -1 = skip
     values       float64 (L, d) C order
@@ -314,6 +324,7 @@ KERNEL_NAMES = (
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
     "tree_apply",
+    "tree_apply_csr",
     "tree_sum_leaves_dense",
     "tree_sum_leaves_csr",
 )
@@ -343,6 +354,7 @@ register_kernel("tree_grow_subtrees", cpu=_cpu.grow_subtrees, cuda=_cuda.grow_su
 register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
 register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
 register_kernel("tree_apply", cpu=_cpu.apply_trees, cuda=_cuda.apply_trees)
+register_kernel("tree_apply_csr", cpu=_cpu.apply_trees_csr, cuda=_cuda.apply_trees_csr)
 register_kernel("tree_sum_leaves_dense", cpu=_cpu.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
 register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
 
@@ -967,8 +979,25 @@ def apply_trees(
     right: Any,
     roots: Any,
 ) -> Any:
-    """Leaf node reached by every (row, tree): int32 (n, T)."""
+    """Leaf node reached by every (row, tree): int32 (n, T).
+
+    A sparse ``X`` (SciPy or cupyx) goes through ``tree_apply_csr`` without
+    being densified.
+    """
     xp = backend.xp
+    if backend.issparse(X):
+        X = _sparse.canonical_csr(X)
+        out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
+        if X.shape[0] == 0:
+            return out
+        backend.kernel("tree_apply_csr")(
+            _c(backend, X.indptr, xp.int64),
+            _c(backend, X.indices, xp.int32),
+            _c(backend, X.data, xp.float64),
+            *_traversal(backend, feature, threshold, missing_left, left, right, roots),
+            out,
+        )
+        return out
     X = xp.ascontiguousarray(X)
     if X.dtype not in (xp.float32, xp.float64):
         X = X.astype(xp.float64)
@@ -976,16 +1005,18 @@ def apply_trees(
     if X.shape[0] == 0:
         return out
     backend.kernel("tree_apply")(
-        X,
-        _c(backend, feature, xp.int32),
-        _c(backend, threshold, xp.float64),
-        _c(backend, missing_left, xp.uint8),
-        _c(backend, left, xp.int32),
-        _c(backend, right, xp.int32),
-        _c(backend, roots, xp.int32),
-        out,
+        X, *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
     )
     return out
+
+
+def _traversal(backend: Backend, feature: Any, threshold: Any, missing_left: Any, left: Any,
+               right: Any, roots: Any) -> tuple:
+    """The packed node arguments of ``tree_apply`` and ``tree_apply_csr``, typed."""
+    xp = backend.xp
+    return (_c(backend, feature, xp.int32), _c(backend, threshold, xp.float64),
+            _c(backend, missing_left, xp.uint8), _c(backend, left, xp.int32),
+            _c(backend, right, xp.int32), _c(backend, roots, xp.int32))
 
 
 def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> Any:

@@ -25,6 +25,7 @@ import numpy as np
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels
 from gpurpo.tree._node_tables import pack_tree
+from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 
 __all__ = [
@@ -213,14 +214,18 @@ def pack_trees(
     return PackedTrees(roots=node_offsets.astype(np.int32), node_offsets=node_offsets, **out)
 
 
-def _row_chunks(X: Any, backend: Backend) -> Any:
-    """Dense row blocks of X (sparse X is densified block by block)."""
+def _row_chunks(X: Any, backend: Backend, n_trees: int) -> Any:
+    """Row blocks of X whose values (dense X) and (rows, trees) node indices hold about
+    ``_ROW_CHUNK_CELLS`` cells. A sparse X stays sparse (canonical CSR, made once):
+    ``tree_apply_csr`` reads its rows' stored entries, where densifying a block of
+    rows of a million features wrote 8 MB per row."""
     n, p = X.shape
-    step = max(1, _ROW_CHUNK_CELLS // max(p, 1))
     sparse = backend.issparse(X)
+    if sparse:
+        X = canonical_csr(X)
+    step = max(1, _ROW_CHUNK_CELLS // max(0 if sparse else p, n_trees, 1))
     for r0 in range(0, n, step):
-        block = X[r0 : r0 + step]
-        yield r0, (block.toarray() if sparse else block)
+        yield r0, X[r0 : r0 + step]
 
 
 def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
@@ -235,7 +240,7 @@ def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
     packed : PackedTrees
         The T trees (:func:`pack_trees`).
     X : array or sparse matrix (n, p), on ``backend``
-        Raw inputs; sparse ``X`` is densified block by block.
+        Raw inputs; a sparse ``X`` is read at its stored entries (``tree_apply_csr``).
     backend : Backend
 
     Returns
@@ -246,7 +251,7 @@ def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
     """
     xp = backend.xp
     out = xp.empty((X.shape[0], len(packed.roots)), dtype=xp.int32)
-    for r0, block in _row_chunks(X, backend):
+    for r0, block in _row_chunks(X, backend, len(packed.roots)):
         out[r0 : r0 + block.shape[0]] = apply_trees_block(packed, block, backend)
     return out
 
@@ -283,7 +288,7 @@ def predict_sum(
     n_trees = len(packed.roots)
     if sparse_values and not dense_output:
         parts = []
-        for _, block in _row_chunks(X, backend):
+        for _, block in _row_chunks(X, backend, n_trees):
             nodes = apply_trees_block(packed, block, backend)
             rows = leaf_row_of_node[nodes]
             nb = rows.shape[0]
@@ -297,7 +302,7 @@ def predict_sum(
             return backend.sparse.csr_matrix((0, d))
         return backend.sparse.vstack(parts, format="csr")
     out = xp.zeros((n, d), dtype=xp.float64)
-    for r0, block in _row_chunks(X, backend):
+    for r0, block in _row_chunks(X, backend, n_trees):
         nodes = apply_trees_block(packed, block, backend)
         rows = leaf_row_of_node[nodes]
         target = out[r0 : r0 + block.shape[0]]
@@ -309,7 +314,7 @@ def predict_sum(
 
 
 def apply_trees_block(packed: PackedTrees, block: Any, backend: Backend) -> Any:
-    """``apply_trees`` on one dense row block."""
+    """``apply_trees`` on one row block (dense, or canonical CSR)."""
     feature, threshold, missing, left, right, roots, _ = packed.on(backend)
     return kernels.apply_trees(backend, block, feature, threshold, missing, left, right, roots)
 

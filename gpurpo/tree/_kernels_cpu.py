@@ -2434,13 +2434,16 @@ def apply_trees(X, feature, threshold, missing_left, left, right, roots, out):
         for t in range(n_trees):
             node = roots[t]
             while feature[node] >= 0:
-                x = X[i, feature[node]]
-                if np.isnan(x):
-                    go_left = missing_left[node] != 0
-                else:
-                    go_left = x <= threshold[node]
-                node = left[node] if go_left else right[node]
+                node = _child(X[i, feature[node]], node, threshold, missing_left, left, right)
             out[i, t] = node
+
+
+@njit(inline="always", cache=True)
+def _child(x, node, threshold, missing_left, left, right):
+    """The child of internal ``node`` that a row whose value of its feature is ``x``
+    goes to: left when ``x <= threshold[node]``, NaN to the side of ``missing_left``."""
+    go_left = missing_left[node] != 0 if np.isnan(x) else x <= threshold[node]
+    return left[node] if go_left else right[node]
 
 
 @njit(parallel=True, cache=True)
@@ -2473,20 +2476,8 @@ def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, lef
                     f = feature[node]
                     x = 0.0
                     if (stored[f >> 6] >> np.uint64(f & 63)) & np.uint64(1):
-                        lo = a
-                        hi = b
-                        while lo < hi:
-                            mid = (lo + hi) >> 1
-                            if indices[mid] < f:
-                                lo = mid + 1
-                            else:
-                                hi = mid
-                        x = data[lo]
-                    if np.isnan(x):
-                        go_left = missing_left[node] != 0
-                    else:
-                        go_left = x <= threshold[node]
-                    node = left[node] if go_left else right[node]
+                        x = data[a + _count_below(indices[a:], b - a, f)]
+                    node = _child(x, node, threshold, missing_left, left, right)
                 out[i, t] = node
             for e in range(a, b):
                 stored[indices[e] >> 6] = np.uint64(0)

@@ -611,62 +611,35 @@ def accumulate_leaves_csr(
 # --------------------------------------------------------------------------
 
 
-def apply_trees(
-    backend: Backend,
-    X: Any,
-    feature: Any,
-    threshold: Any,
-    missing_left: Any,
-    left: Any,
-    right: Any,
-    roots: Any,
-    out: Any,
-) -> None:
-    """``tree_apply``: one thread per (row, tree)."""
+def apply_trees(backend: Backend, X: Any, *nodes: Any) -> None:
+    """``tree_apply``: one thread per (row, tree). ``nodes``: feature, threshold,
+    missing_left, left, right, roots, out."""
     n, p = (int(s) for s in X.shape)
-    n_trees = int(roots.shape[0])
-    if n * n_trees == 0:
-        return
     suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(X.dtype))
     if suffix is None:
         raise TypeError(f"X must be float32 or float64, got {X.dtype}")
-    attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
-    kernel = backend.load_module("tree_predict.cu").get_function(f"tree_apply_{suffix}")
-    kernel(
-        (_grid(n * n_trees, block, attrs),),
-        (block,),
-        (X, feature, threshold, missing_left, left, right, roots, out, _i64(n), _i64(p), _i32(n_trees)),
-    )
+    _launch_per_row_and_tree(backend, f"tree_apply_{suffix}", n, nodes,
+                             (X, *nodes, _i64(n), _i64(p)))
 
 
-def apply_trees_csr(
-    backend: Backend,
-    indptr: Any,
-    indices: Any,
-    data: Any,
-    feature: Any,
-    threshold: Any,
-    missing_left: Any,
-    left: Any,
-    right: Any,
-    roots: Any,
-    out: Any,
-) -> None:
+def apply_trees_csr(backend: Backend, indptr: Any, indices: Any, data: Any, *nodes: Any) -> None:
     """``tree_apply_csr``: one thread per (row, tree), as ``tree_apply``."""
     n = int(indptr.shape[0]) - 1
-    n_trees = int(roots.shape[0])
+    _launch_per_row_and_tree(backend, "tree_apply_csr", n, nodes,
+                             (indptr, indices, data, *nodes, _i64(n)))
+
+
+def _launch_per_row_and_tree(backend: Backend, name: str, n: int, nodes: tuple,
+                             args: tuple) -> None:
+    """Launch ``name`` of tree_predict.cu over the n x T (row, tree) work items, its
+    arguments ``args`` followed by T (``nodes[5]`` holds the T roots)."""
+    n_trees = int(nodes[5].shape[0])
     if n * n_trees == 0:
         return
     attrs = backend.device_attributes()
     block = _block_size(attrs, ELEMENTWISE_BLOCK)
-    kernel = backend.load_module("tree_predict.cu").get_function("tree_apply_csr")
-    kernel(
-        (_grid(n * n_trees, block, attrs),),
-        (block,),
-        (indptr, indices, data, feature, threshold, missing_left, left, right, roots, out,
-         _i64(n), _i32(n_trees)),
-    )
+    kernel = backend.load_module("tree_predict.cu").get_function(name)
+    kernel((_grid(n * n_trees, block, attrs),), (block,), (*args, _i32(n_trees)))
 
 
 def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> None:

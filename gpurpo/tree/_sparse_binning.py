@@ -30,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import Backend
-from gpurpo.tree._kernels_cpu import _count_below
+from gpurpo.tree._kernels_cpu import N_CHUNKS, _count_below
 
 __all__ = [
     "SparseCodes",
@@ -103,65 +103,83 @@ def sparse_column_edges(indptr, data, n_rows, max_bins, out_ptr, out_edges, out_
     are the edges of the dense unweighted fit (``_fit_edges_sorted``: midpoints
     of float32 values, computed in float64), so that sparse and dense X give
     the same bins.
+
+    Columns go by contiguous ranges, one range per task, each task with scratch arrays
+    reused from column to column (grown to the longest column it meets): four
+    allocations per column cost more than the column's work at a million features.
     """
     p = indptr.shape[0] - 1
-    for f in prange(p):
-        a = indptr[f]
-        b = indptr[f + 1]
-        stored = np.empty(b - a)
-        m = 0
-        for t in range(a, b):
-            # rounded to float32 like the dense fit, which sorts a float32 copy
-            x = np.float64(np.float32(data[t]))
-            if not np.isnan(x):
-                stored[m] = x
-                m += 1
-        values = np.sort(stored[:m])
-        n_zero = n_rows - (b - a)
-        # distinct values and their counts, the implicit zeros merged as one run
-        distinct = np.empty(m + 1)
-        counts = np.empty(m + 1, dtype=np.int64)
-        nd = 0
-        zeros_pending = n_zero > 0
-        for t in range(m):
-            x = values[t]
-            if zeros_pending and x >= 0.0:
-                distinct[nd] = 0.0
-                counts[nd] = n_zero
-                nd += 1
-                zeros_pending = False
-            if nd > 0 and distinct[nd - 1] == x:
-                counts[nd - 1] += 1
-            else:
-                distinct[nd] = x
-                counts[nd] = 1
-                nd += 1
-        if zeros_pending:
+    n_tasks = min(p, N_CHUNKS)
+    for task in prange(n_tasks):
+        values = np.empty(0)
+        distinct = np.empty(0)
+        counts = np.empty(0, dtype=np.int64)
+        for f in range(task * p // n_tasks, (task + 1) * p // n_tasks):
+            size = indptr[f + 1] - indptr[f] + 1
+            if size > distinct.shape[0]:
+                values = np.empty(2 * size)
+                distinct = np.empty(2 * size)
+                counts = np.empty(2 * size, dtype=np.int64)
+            out_n_edges[f] = _column_edges(data, indptr[f], indptr[f + 1], n_rows, max_bins,
+                                           values, distinct, counts, out_edges, out_ptr[f])
+
+
+@njit(inline="always", cache=True)
+def _column_edges(data, a, b, n_rows, max_bins, values, distinct, counts, out_edges, at0):
+    """The edges of the column of stored values ``data[a:b]`` (:func:`sparse_column_edges`)
+    written at ``out_edges[at0:]``; returns their number. ``values``, ``distinct`` and
+    ``counts`` are scratch of at least ``b - a + 1`` entries."""
+    m = 0
+    for t in range(a, b):
+        # rounded to float32 like the dense fit, which sorts a float32 copy
+        x = np.float64(np.float32(data[t]))
+        if not np.isnan(x):
+            values[m] = x
+            m += 1
+    if m > 1:
+        values[:m].sort()
+    n_zero = n_rows - (b - a)
+    # distinct values and their counts, the implicit zeros merged as one run
+    nd = 0
+    zeros_pending = n_zero > 0
+    for t in range(m):
+        x = values[t]
+        if zeros_pending and x >= 0.0:
             distinct[nd] = 0.0
             counts[nd] = n_zero
             nd += 1
-        at0 = out_ptr[f]
-        if nd <= max_bins:
-            for e in range(nd - 1):
-                out_edges[at0 + e] = 0.5 * (distinct[e] + distinct[e + 1])
-            out_n_edges[f] = max(nd - 1, 0)
-            continue
-        cum = np.cumsum(counts[:nd])
-        step = cum[nd - 1] / max_bins
-        at = 0
-        last = -1
-        ne = 0
-        for j in range(1, max_bins):
-            level = j * step
-            # first distinct value whose cumulative count reaches the level
-            while cum[at] < level:
-                at += 1
-            cut = min(at, nd - 2)
-            if cut > last:
-                out_edges[at0 + ne] = 0.5 * (distinct[cut] + distinct[cut + 1])
-                ne += 1
-                last = cut
-        out_n_edges[f] = ne
+            zeros_pending = False
+        if nd > 0 and distinct[nd - 1] == x:
+            counts[nd - 1] += 1
+        else:
+            distinct[nd] = x
+            counts[nd] = 1
+            nd += 1
+    if zeros_pending:
+        distinct[nd] = 0.0
+        counts[nd] = n_zero
+        nd += 1
+    if nd <= max_bins:
+        for e in range(nd - 1):
+            out_edges[at0 + e] = 0.5 * (distinct[e] + distinct[e + 1])
+        return max(nd - 1, 0)
+    for e in range(1, nd):  # cumulative counts, in place
+        counts[e] += counts[e - 1]
+    step = counts[nd - 1] / max_bins
+    at = 0
+    last = -1
+    ne = 0
+    for j in range(1, max_bins):
+        level = j * step
+        # first distinct value whose cumulative count reaches the level
+        while counts[at] < level:
+            at += 1
+        cut = min(at, nd - 2)
+        if cut > last:
+            out_edges[at0 + ne] = 0.5 * (distinct[cut] + distinct[cut + 1])
+            ne += 1
+            last = cut
+    return ne
 
 
 @njit(parallel=True, cache=True)

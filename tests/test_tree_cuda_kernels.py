@@ -673,7 +673,7 @@ def test_apply_on_sparse_rows_matches_the_densified_rows(dtype):
     # absent): the leaves of tree_apply on the densified X, on both kernels
     rng = np.random.default_rng(13)
     trees = _random_trees(rng, n_trees=6, p=7)
-    X, dense = _sparse_rows(rng, 80, 7, dtype)
+    X, dense = _sparse_rows(rng, 83, 7, dtype)  # a last group of 3 rows (APPLY_LANES)
     want = kernels.apply_trees(NUMPY, dense, *trees)
     for backend in (NUMPY, EMULATED):
         got = kernels.apply_trees(backend, X, *trees)

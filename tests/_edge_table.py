@@ -17,12 +17,3 @@ def ragged(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     edge_ptr = np.zeros(table.shape[0] + 1, dtype=np.int64)
     edge_ptr[1:] = np.cumsum(counts)
     return np.ascontiguousarray(table[finite]), edge_ptr
-
-
-def padded_at_random(rng: np.random.Generator, table: np.ndarray) -> np.ndarray:
-    """``table`` with each row set to ``+inf`` from a random column on (features with
-    0 to B - 1 edges, so that the kernels read beyond some features' edges)."""
-    table = np.array(table, dtype=np.float64)
-    counts = rng.integers(0, table.shape[1] + 1, size=table.shape[0])
-    table[np.arange(table.shape[1]) >= counts[:, None]] = np.inf
-    return table

@@ -74,14 +74,13 @@ from gpurpo.ensemble._forest_batches import (
     tree_batches,
     tree_bytes,
 )
-from gpurpo.ensemble._forest_predict import TreeChunk, row_blocks
+from gpurpo.ensemble._forest_predict import TreeChunk
 from gpurpo.ensemble._forest_projection import ProjectionPlan
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
-from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.binning import MAX_BINS
 from gpurpo.tree.grower import draw_root_seeds
-from gpurpo.tree.predictor import Tree, apply_trees
+from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
 
@@ -451,17 +450,13 @@ class BaseForest(BaseEstimator):
         host = not is_gpu_array(X)
         X = self._check_X(X, backend, reset=False)
         xp = backend.xp
-        sparse_x = backend.issparse(X)
-        if sparse_x:
-            X = canonical_csr(X)  # once: its row blocks go to tree_apply_csr as they are
-        n, p = X.shape
-        out = xp.empty((int(n), self._n_trees), dtype=xp.int64)
+        out = xp.empty((int(X.shape[0]), self._n_trees), dtype=xp.int64)
         col = 0
         for chunk in self._chunks:
             offsets = backend.asarray(chunk.packed.node_offsets.astype(np.int64))
-            for r0, r1 in row_blocks(int(n), int(p), chunk.n_trees, sparse_x):
-                nodes = apply_trees(chunk.packed, X[r0:r1], backend).astype(xp.int64)
-                out[r0:r1, col : col + chunk.n_trees] = nodes - offsets[None, :]
+            for r0, block in row_blocks(X, backend, chunk.n_trees):
+                nodes = apply_trees_block(chunk.packed, block, backend).astype(xp.int64)
+                out[r0 : r0 + block.shape[0], col : col + chunk.n_trees] = nodes - offsets[None, :]
             col += chunk.n_trees
         return to_host(out) if host else out
 

@@ -14,29 +14,16 @@ predictions.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
-from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
-from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees, pack_trees
+from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees_block, pack_trees, row_blocks
 
-__all__ = ["TreeChunk", "row_blocks"]
-
-_BLOCK_CELLS = 1 << 22
-
-
-def row_blocks(n_rows: int, n_features: int, n_trees: int,
-               sparse: bool = False) -> Iterator[tuple[int, int]]:
-    """Row ranges small enough that a block of X (dense: its ``n_features`` values per
-    row; ``sparse``: its stored entries, not counted) and its (rows, trees) indices fit."""
-    per_row = max(1, 0 if sparse else n_features, 4 * n_trees)
-    step = max(1, _BLOCK_CELLS // per_row)
-    for start in range(0, n_rows, step):
-        yield start, min(n_rows, start + step)
+__all__ = ["TreeChunk"]
 
 
 class TreeChunk:
@@ -100,12 +87,9 @@ class TreeChunk:
         leaf_row_of_node = self.packed.on(backend)[6]
         values = self.values_on(backend)
         sparse_values = backend.issparse(values)
-        sparse_x = backend.issparse(X)
-        if sparse_x:
-            X = canonical_csr(X)  # once: its row blocks go to tree_apply_csr as they are
-        n, p = X.shape
-        for r0, r1 in row_blocks(n, p, self.n_trees, sparse_x):
-            nodes = apply_trees(self.packed, X[r0:r1], backend)
+        for r0, block in row_blocks(X, backend, self.n_trees):
+            r1 = r0 + block.shape[0]
+            nodes = apply_trees_block(self.packed, block, backend)
             rows = leaf_row_of_node[nodes]
             if skip is not None:
                 rows = xp.where(skip[r0:r1], xp.int32(-1), rows).astype(xp.int32)

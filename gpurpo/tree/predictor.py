@@ -18,7 +18,7 @@ per-tree (n, d) array is ever materialised. Rows are processed in chunks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -35,11 +35,14 @@ __all__ = [
     "PackedTrees",
     "pack_trees",
     "apply_trees",
+    "apply_trees_block",
     "predict_sum",
     "predict_trees",
+    "row_blocks",
 ]
 
-_ROW_CHUNK_CELLS = 1 << 24
+# cells of a row block of X plus its node indices (row_blocks)
+_BLOCK_CELLS = 1 << 22
 
 
 #: dtypes of the node arrays of a :class:`TreeStructure`, by field
@@ -214,16 +217,17 @@ def pack_trees(
     return PackedTrees(roots=node_offsets.astype(np.int32), node_offsets=node_offsets, **out)
 
 
-def _row_chunks(X: Any, backend: Backend, n_trees: int) -> Any:
-    """Row blocks of X whose values (dense X) and (rows, trees) node indices hold about
-    ``_ROW_CHUNK_CELLS`` cells. A sparse X stays sparse (canonical CSR, made once):
+def row_blocks(X: Any, backend: Backend, n_trees: int) -> Iterator[tuple[int, Any]]:
+    """``(first row, block)`` of X in blocks whose values (dense X: p per row) and
+    (rows, ``n_trees``) node indices (4 per row and tree, counted generously) hold about
+    ``_BLOCK_CELLS`` cells. A sparse X stays sparse, made canonical CSR once:
     ``tree_apply_csr`` reads its rows' stored entries, where densifying a block of
     rows of a million features wrote 8 MB per row."""
     n, p = X.shape
     sparse = backend.issparse(X)
     if sparse:
         X = canonical_csr(X)
-    step = max(1, _ROW_CHUNK_CELLS // max(0 if sparse else p, n_trees, 1))
+    step = max(1, _BLOCK_CELLS // max(0 if sparse else p, 4 * n_trees, 1))
     for r0 in range(0, n, step):
         yield r0, X[r0 : r0 + step]
 
@@ -251,7 +255,7 @@ def apply_trees(packed: PackedTrees, X: Any, backend: Backend) -> Any:
     """
     xp = backend.xp
     out = xp.empty((X.shape[0], len(packed.roots)), dtype=xp.int32)
-    for r0, block in _row_chunks(X, backend, len(packed.roots)):
+    for r0, block in row_blocks(X, backend, len(packed.roots)):
         out[r0 : r0 + block.shape[0]] = apply_trees_block(packed, block, backend)
     return out
 
@@ -288,7 +292,7 @@ def predict_sum(
     n_trees = len(packed.roots)
     if sparse_values and not dense_output:
         parts = []
-        for _, block in _row_chunks(X, backend, n_trees):
+        for _, block in row_blocks(X, backend, n_trees):
             nodes = apply_trees_block(packed, block, backend)
             rows = leaf_row_of_node[nodes]
             nb = rows.shape[0]
@@ -302,7 +306,7 @@ def predict_sum(
             return backend.sparse.csr_matrix((0, d))
         return backend.sparse.vstack(parts, format="csr")
     out = xp.zeros((n, d), dtype=xp.float64)
-    for r0, block in _row_chunks(X, backend, n_trees):
+    for r0, block in row_blocks(X, backend, n_trees):
         nodes = apply_trees_block(packed, block, backend)
         rows = leaf_row_of_node[nodes]
         target = out[r0 : r0 + block.shape[0]]

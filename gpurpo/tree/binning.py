@@ -51,6 +51,7 @@ from gpurpo.tree._kernels_cpu import (
     edges_from_sorted,
     transpose_block_to_float32,
 )
+from gpurpo.tree._row_sort import sort_rows
 from gpurpo.tree._sparse_binning import (
     SparseCodes,
     canonical_csc,
@@ -552,8 +553,9 @@ def _bin_by_blocks(
     """Unweighted edges (and codes) of every column, block of features by block.
 
     Each block of about ``_BLOCK_BYTES`` of values is transposed to float32
-    (``a``, feature-major), copied and sorted row by row (``b``; NumPy's
-    sort, twice as fast in float32 as in float64), its edges computed from
+    (``a``, feature-major), sorted row by row into ``b``
+    (:func:`gpurpo.tree._row_sort.sort_rows`: NumPy's sort, twice as fast in
+    float32 as in float64, or a radix sort where that is faster), its edges computed from
     the sorted rows (:func:`gpurpo.tree._kernels_cpu.edges_from_sorted`:
     midpoints of float32-rounded values, in float64) and, when ``codes`` is
     given, its codes from ``a`` (:func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`,
@@ -600,8 +602,7 @@ def _bin_by_blocks(
             f1 = min(p, f0 + width)
             a_blk, b_blk = a[: f1 - f0], b[: f1 - f0]
             _float32_block(sample, f0, a_blk)
-            np.copyto(b_blk, a_blk)
-            b_blk.sort(axis=1)
+            sort_rows(a_blk, b_blk)
             has_nan[f0:f1] = np.isnan(b_blk[:, -1]) if n else False
             extreme[f0:f1] = _extreme_rows(b_blk, has_nan[f0:f1])
             edges_from_sorted(b_blk, max_bins, out[f0:f1], n_edges[f0:f1], float32_ok[f0:f1])

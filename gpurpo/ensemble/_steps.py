@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from gpurpo.backend import Backend
+from gpurpo.ensemble import _median_kernels  # noqa: F401  (registers the median kernel)
 from gpurpo.ensemble._logistic_kernels import LogisticLine
 
 __all__ = [
@@ -108,15 +109,18 @@ def weighted_median_columns(xp: ModuleType, Z: Any, W: Any) -> Any:
     return xp.where(total > 0, median, 0.0)
 
 
-def weighted_median_step(xp: ModuleType, R: Any, H: Any, w: Any) -> Any:
+def weighted_median_step(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     """Exact step for the absolute error: ``argmin_rho sum_i w_i |r_ij - rho h_ij|`` per output.
 
     The objective equals ``sum_i w_i |h_ij| |r_ij / h_ij - rho|`` over the
     samples with ``h_ij != 0`` (plus a constant), so its minimiser is the
-    weighted median of the ratios with weights ``w_i |h_ij|``.
+    weighted median of the ratios with weights ``w_i |h_ij|``, taken by the
+    kernel ``boost_weighted_median_columns``
+    (:mod:`gpurpo.ensemble._median_kernels`: a selection on the CPU).
 
     Parameters
     ----------
+    backend : Backend
     R : array of shape (n, d)
         Residuals ``y - f_{m-1}``.
     H : array of shape (n, d) or (n, 1)
@@ -126,11 +130,12 @@ def weighted_median_step(xp: ModuleType, R: Any, H: Any, w: Any) -> Any:
     -------
     array of shape (d,), float64
     """
+    xp = backend.xp
     H64 = H.astype(xp.float64)
     nonzero = H64 != 0
     ratio = xp.where(nonzero, R / xp.where(nonzero, H64, 1.0), 0.0)
     weight = w.astype(xp.float64)[:, None] * xp.abs(H64)
-    return weighted_median_columns(xp, ratio, weight)
+    return backend.kernel("boost_weighted_median_columns")(ratio, weight)
 
 
 def logistic_step(

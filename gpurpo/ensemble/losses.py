@@ -32,7 +32,8 @@ Losses:
     ``l_j(y, f) = |y - f|``; gradient ``sign(y - f)``; ``f_0`` the weighted
     median; the step is the exact minimiser of the piecewise-linear convex
     objective, a weighted median of ``(y_ij - f_ij) / h_ij`` with weights
-    ``w_i |h_ij|`` (:func:`gpurpo.ensemble._steps.weighted_median_columns`).
+    ``w_i |h_ij|`` (:func:`gpurpo.ensemble._steps.weighted_median_columns`;
+    on the CPU a selection, :mod:`gpurpo.ensemble._median_kernels`).
 ``"log_loss"``
     multi-label logistic loss (the paper's eq. 8), for labels ``y_j`` in
     ``{-1, 1}`` (``{0, 1}`` is mapped to it):
@@ -70,7 +71,6 @@ from gpurpo.ensemble._steps import (
     MAX_LOGIT_STEP,
     least_squares_step,
     logistic_step,
-    weighted_median_columns,
     weighted_median_step,
 )
 from gpurpo.tree import kernels
@@ -269,8 +269,8 @@ class AbsoluteError(Loss):
     twice_differentiable = False
 
     def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
-        xp = backend.xp
-        return weighted_median_columns(xp, Y.astype(xp.float64), w[:, None])
+        median = backend.kernel("boost_weighted_median_columns")
+        return median(Y.astype(backend.xp.float64), w[:, None])
 
     def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
         return backend.xp.abs(Y - F)
@@ -283,7 +283,7 @@ class AbsoluteError(Loss):
         self, backend: Backend, Y: Any, F: Any, H: Any, w: Any, G: Any = None,
         leaf: Any = None, values: Any = None,
     ) -> Any:
-        return weighted_median_step(backend.xp, Y - F, H, w)
+        return weighted_median_step(backend, Y - F, H, w)
 
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
@@ -294,10 +294,11 @@ class AbsoluteError(Loss):
         w64 = w.astype(xp.float64)
         leaf_host = backend.to_host(leaf)
         out = xp.zeros((n_leaves, R.shape[1]), dtype=xp.float64)
+        median = backend.kernel("boost_weighted_median_columns")
         for lf in range(n_leaves):
             rows = backend.asarray(np.flatnonzero(leaf_host == lf))
             if int(rows.shape[0]):
-                out[lf] = weighted_median_columns(xp, R[rows], w64[rows][:, None])
+                out[lf] = median(R[rows], w64[rows][:, None])
         return out
 
 

@@ -1,0 +1,137 @@
+"""Weighted medians of the columns of an (n, d) matrix, by selection on the CPU.
+
+The absolute-error loss of boosting takes a weighted median per output three
+times: the initial estimate, the per-output step of every iteration
+(:func:`gpurpo.ensemble._steps.weighted_median_step`) and each leaf's value.
+The array version (:func:`gpurpo.ensemble._steps.weighted_median_columns`)
+argsorts the whole matrix, gathers it twice and takes a cumulative sum: on a
+mediamill-shaped problem (30,993 x 101) 0.66 s per step on an AMD EPYC
+(Zen 4), where NumPy's AVX-512 argsort is slow, 80 % of an absolute-error
+boosting run. A weighted median needs no sort: a weighted quickselect
+(Hoare's FIND with the weights of the parts, e.g. Cormen et al.,
+*Introduction to Algorithms*, problem 9-2) finds it in expected O(n) per
+column.
+
+Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
+--------------------------------------------------------------------------
+``boost_weighted_median_columns(Z, W)``
+    Z (n, d); W (n, d) or (n, 1), non-negative (a column broadcast to every
+    output). Returns float64 (d,): for column ``j`` the smallest ``z`` among
+    its values such that the weight of ``{i : z_ij <= z}`` is at least half
+    the column's total weight; 0 for a column of zero total weight. The
+    CUDA-side version is the array version on CuPy (a segmented sort), the CPU
+    one the numba kernel below. Where the weight below a value is exactly half
+    the total, the two may round their partial sums differently and pick the
+    lower or the upper of two values that both minimise
+    ``sum_i W_ij |z_ij - z|``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, prange
+
+from gpurpo.backend import Backend, register_kernel
+
+
+@njit(inline="always", cache=True)
+def _swap(values, weights, a, b):
+    values[a], values[b] = values[b], values[a]
+    weights[a], weights[b] = weights[b], weights[a]
+
+
+@njit(cache=True)
+def weighted_median_of(values, weights):
+    """The lower weighted median of ``values`` (reordered in place with ``weights``).
+
+    Three-way partitions around a pseudo-random pivot (a fixed linear
+    congruential sequence, so that the result and the work are
+    reproducible) keep the part holding the median: the values below the
+    pivot when their weight, plus the weight already known below, reaches
+    half the total; the pivot when its copies reach it; else the values
+    above. Returns 0.0 when the total weight is not positive.
+    """
+    n = values.shape[0]
+    total = 0.0
+    for i in range(n):
+        total += weights[i]
+    if not total > 0.0:
+        return 0.0
+    half = 0.5 * total
+    below = 0.0  # weight of the values known to lie below the part [lo, hi)
+    lo = 0
+    hi = n
+    state = np.uint64(0x9E3779B97F4A7C15)
+    while True:
+        state = state * np.uint64(6364136223846793005) + np.uint64(1442695040888963407)
+        pick = lo + np.int64((state >> np.uint64(33)) % np.uint64(hi - lo))
+        pivot = values[pick]
+        # Dijkstra's three-way partition: [lo, lt) < pivot, [lt, i) == pivot, (gt, hi) > pivot
+        lt = lo
+        i = lo
+        gt = hi - 1
+        weight_lt = 0.0
+        weight_eq = 0.0
+        while i <= gt:
+            v = values[i]
+            if v < pivot:
+                weight_lt += weights[i]
+                _swap(values, weights, i, lt)
+                lt += 1
+                i += 1
+            elif v > pivot:
+                _swap(values, weights, i, gt)
+                gt -= 1
+            else:
+                weight_eq += weights[i]
+                i += 1
+        if below + weight_lt >= half:
+            hi = lt
+        elif below + weight_lt + weight_eq >= half or gt + 1 >= hi:
+            # (no value above: the rounding of the partial sums left the median here)
+            return pivot
+        else:
+            below += weight_lt + weight_eq
+            lo = gt + 1
+
+
+@njit(parallel=True, cache=True)
+def _weighted_median_rows(Zt, Wt, out):
+    """``out[j]`` = :func:`weighted_median_of` row ``j`` of ``Zt`` (d, n) with weights
+    row ``j`` of ``Wt`` (d, n), or its only row (1, n)."""
+    d, n = Zt.shape
+    shared = Wt.shape[0] == 1
+    for j in prange(d):
+        values = Zt[j].copy()
+        weights = Wt[0].copy() if shared else Wt[j].copy()
+        out[j] = weighted_median_of(values, weights)
+
+
+def weighted_median_columns_cpu(Z: Any, W: Any) -> np.ndarray:
+    """:func:`gpurpo.ensemble._steps.weighted_median_columns` by selection (numba).
+
+    Columns are transposed to contiguous rows once (a C-ordered (n, d) matrix
+    read column by column would load a cache line per entry).
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    W = np.asarray(W, dtype=np.float64)
+    d = Z.shape[1]
+    out = np.empty(d, dtype=np.float64)
+    if d == 0:
+        return out
+    Zt = np.ascontiguousarray(Z.T)
+    Wt = np.ascontiguousarray(W.T if W.shape[1] == d else W[:, :1].T)
+    _weighted_median_rows(Zt, Wt, out)
+    return out
+
+
+def _weighted_median_columns_xp(backend: Backend, Z: Any, W: Any) -> Any:
+    from gpurpo.ensemble._steps import weighted_median_columns
+
+    return weighted_median_columns(backend.xp, Z, W)
+
+
+register_kernel("boost_weighted_median_columns", cpu=weighted_median_columns_cpu,
+                cuda=_weighted_median_columns_xp)

@@ -106,3 +106,19 @@ def test_step_is_the_exact_minimiser_per_output():
         nz = H[:, j] != 0
         best = min(objective(c) for c in R[nz, j] / H[nz, j])
         assert objective(rho[j]) <= best * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("one_column", [False, True])
+def test_step_kernel_equals_the_array_version(one_column):
+    """The step kernel forms the ratios and weights as the array version does (zeros of
+    H: ratio 0, weight 0), for per-output trees and for one tree broadcast to all."""
+    from gpurpo.ensemble._median_kernels import _weighted_median_step_xp, weighted_median_step_cpu
+
+    rng = np.random.default_rng(11)
+    n, d = 2000, 9
+    R = rng.standard_normal((n, d))
+    H = rng.standard_normal((n, 1 if one_column else d))
+    H[rng.random(H.shape) < 0.2] = 0.0
+    w = rng.random(n)
+    np.testing.assert_array_equal(weighted_median_step_cpu(R, H, w),
+                                  _weighted_median_step_xp(CPU, R, H, w))

@@ -24,6 +24,11 @@ Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
     the total, the two may round their partial sums differently and pick the
     lower or the upper of two values that both minimise
     ``sum_i W_ij |z_ij - z|``.
+``boost_weighted_median_step(R, H, w)``
+    R (n, d); H (n, d) or (n, 1); w (n,). Returns float64 (d,): the
+    weighted medians of the columns of ``R / H`` with weights ``w_i |H_ij|``
+    (ratio 0 and weight 0 where ``H_ij = 0``), the exact absolute-error step
+    of :func:`gpurpo.ensemble._steps.weighted_median_step`.
 """
 
 from __future__ import annotations
@@ -97,33 +102,77 @@ def weighted_median_of(values, weights):
             lo = gt + 1
 
 
+# columns gathered per task: a row's 8 float64 values are one 64-byte line
+_COLUMN_BLOCK = 8
+
+
 @njit(parallel=True, cache=True)
-def _weighted_median_rows(Zt, Wt, out):
-    """``out[j]`` = :func:`weighted_median_of` row ``j`` of ``Zt`` (d, n) with weights
-    row ``j`` of ``Wt`` (d, n), or its only row (1, n)."""
-    d, n = Zt.shape
-    shared = Wt.shape[0] == 1
-    for j in prange(d):
-        values = Zt[j].copy()
-        weights = Wt[0].copy() if shared else Wt[j].copy()
-        out[j] = weighted_median_of(values, weights)
+def _weighted_median_blocks(Z, W, out):
+    """``out[j]`` = :func:`weighted_median_of` column ``j`` of ``Z`` (n, d) with the
+    weights of column ``j`` of ``W`` (n, d), or of its only column (n, 1).
+
+    Tasks gather blocks of :data:`_COLUMN_BLOCK` columns into contiguous rows
+    (one cache line per row of a C-ordered ``Z``), instead of a transposed
+    copy of the whole matrix.
+    """
+    n, d = Z.shape
+    shared = W.shape[1] == 1
+    n_blocks = (d + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for blk in prange(n_blocks):
+        j0 = blk * _COLUMN_BLOCK
+        j1 = min(d, j0 + _COLUMN_BLOCK)
+        values = np.empty((j1 - j0, n))
+        weights = np.empty((j1 - j0, n))
+        for i in range(n):
+            for j in range(j0, j1):
+                values[j - j0, i] = Z[i, j]
+                weights[j - j0, i] = W[i, 0] if shared else W[i, j]
+        for j in range(j0, j1):
+            out[j] = weighted_median_of(values[j - j0], weights[j - j0])
+
+
+@njit(parallel=True, cache=True)
+def _weighted_median_step_blocks(R, H, w, out):
+    """``out[j]``: the weighted median of ``R[i, j] / H[i, j]`` with weights
+    ``w[i] |H[i, j]|`` (ratio 0 where ``H[i, j] = 0``, of weight 0), ``H`` of
+    shape (n, d) or (n, 1): the step of
+    :func:`gpurpo.ensemble._steps.weighted_median_step`, formed while the
+    columns are gathered (:func:`_weighted_median_blocks`)."""
+    n, d = R.shape
+    shared = H.shape[1] == 1
+    n_blocks = (d + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for blk in prange(n_blocks):
+        j0 = blk * _COLUMN_BLOCK
+        j1 = min(d, j0 + _COLUMN_BLOCK)
+        values = np.empty((j1 - j0, n))
+        weights = np.empty((j1 - j0, n))
+        for i in range(n):
+            for j in range(j0, j1):
+                h = H[i, 0] if shared else H[i, j]
+                values[j - j0, i] = R[i, j] / h if h != 0 else 0.0
+                weights[j - j0, i] = w[i] * abs(h)
+        for j in range(j0, j1):
+            out[j] = weighted_median_of(values[j - j0], weights[j - j0])
 
 
 def weighted_median_columns_cpu(Z: Any, W: Any) -> np.ndarray:
-    """:func:`gpurpo.ensemble._steps.weighted_median_columns` by selection (numba).
+    """:func:`gpurpo.ensemble._steps.weighted_median_columns` by selection (numba)."""
+    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    out = np.empty(Z.shape[1], dtype=np.float64)
+    if Z.shape[1]:
+        _weighted_median_blocks(Z, W, out)
+    return out
 
-    Columns are transposed to contiguous rows once (a C-ordered (n, d) matrix
-    read column by column would load a cache line per entry).
-    """
-    Z = np.asarray(Z, dtype=np.float64)
-    W = np.asarray(W, dtype=np.float64)
-    d = Z.shape[1]
-    out = np.empty(d, dtype=np.float64)
-    if d == 0:
-        return out
-    Zt = np.ascontiguousarray(Z.T)
-    Wt = np.ascontiguousarray(W.T if W.shape[1] == d else W[:, :1].T)
-    _weighted_median_rows(Zt, Wt, out)
+
+def weighted_median_step_cpu(R: Any, H: Any, w: Any) -> np.ndarray:
+    """:func:`gpurpo.ensemble._steps.weighted_median_step` by selection (numba)."""
+    R = np.ascontiguousarray(R, dtype=np.float64)
+    H = np.ascontiguousarray(H, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty(R.shape[1], dtype=np.float64)
+    if R.shape[1]:
+        _weighted_median_step_blocks(R, H, w, out)
     return out
 
 
@@ -133,5 +182,18 @@ def _weighted_median_columns_xp(backend: Backend, Z: Any, W: Any) -> Any:
     return weighted_median_columns(backend.xp, Z, W)
 
 
+def _weighted_median_step_xp(backend: Backend, R: Any, H: Any, w: Any) -> Any:
+    from gpurpo.ensemble._steps import weighted_median_columns
+
+    xp = backend.xp
+    H64 = H.astype(xp.float64)
+    nonzero = H64 != 0
+    ratio = xp.where(nonzero, R / xp.where(nonzero, H64, 1.0), 0.0)
+    weight = w.astype(xp.float64)[:, None] * xp.abs(H64)
+    return weighted_median_columns(xp, ratio, weight)
+
+
 register_kernel("boost_weighted_median_columns", cpu=weighted_median_columns_cpu,
                 cuda=_weighted_median_columns_xp)
+register_kernel("boost_weighted_median_step", cpu=weighted_median_step_cpu,
+                cuda=_weighted_median_step_xp)

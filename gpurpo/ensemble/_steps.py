@@ -115,7 +115,7 @@ def weighted_median_step(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     The objective equals ``sum_i w_i |h_ij| |r_ij / h_ij - rho|`` over the
     samples with ``h_ij != 0`` (plus a constant), so its minimiser is the
     weighted median of the ratios with weights ``w_i |h_ij|``, taken by the
-    kernel ``boost_weighted_median_columns``
+    kernel ``boost_weighted_median_step``
     (:mod:`gpurpo.ensemble._median_kernels`: a selection on the CPU).
 
     Parameters
@@ -130,12 +130,7 @@ def weighted_median_step(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     -------
     array of shape (d,), float64
     """
-    xp = backend.xp
-    H64 = H.astype(xp.float64)
-    nonzero = H64 != 0
-    ratio = xp.where(nonzero, R / xp.where(nonzero, H64, 1.0), 0.0)
-    weight = w.astype(xp.float64)[:, None] * xp.abs(H64)
-    return backend.kernel("boost_weighted_median_columns")(ratio, weight)
+    return backend.kernel("boost_weighted_median_step")(R, H, w)
 
 
 def logistic_step(

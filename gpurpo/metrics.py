@@ -33,6 +33,7 @@ import math
 import warnings
 from typing import Any
 
+from gpurpo import _ranking_kernels  # noqa: F401  (registers the LRAP kernel)
 from gpurpo._top_k import top_k_mask
 from gpurpo._validation import check_array, check_choice, check_int
 from gpurpo.backend import Backend, resolve_backend
@@ -193,6 +194,14 @@ def _ranking_counts_few(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
     return ratio.sum(axis=1), n_rel.astype(xp.float64)
 
 
+def ranking_counts_xp(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
+    """The LRAP counts of a block with array operations (the kernel ``lrap_row_counts``
+    on CUDA backends, :mod:`gpurpo._ranking_kernels`): by direct counting when no row
+    has more than ``_FEW_RELEVANT`` relevant labels, else by sorting every row."""
+    few = int(T.sum(axis=1).max()) <= _FEW_RELEVANT
+    return (_ranking_counts_few if few else _ranking_counts)(T, S, xp)
+
+
 def label_ranking_average_precision(
     y_true: Any,
     y_score: Any,
@@ -237,8 +246,9 @@ def label_ranking_average_precision(
     for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_RANKING):
         T = _block(yt, start, stop, backend)
         S = _block(ys, start, stop, backend)
-        few = int(T.sum(axis=1).max()) <= _FEW_RELEVANT
-        ratio_sum, n_rel = (_ranking_counts_few if few else _ranking_counts)(T, S, xp)
+        ratio_sum = xp.empty(stop - start, dtype=xp.float64)
+        n_rel = xp.empty(stop - start, dtype=xp.float64)
+        backend.kernel("lrap_row_counts")(T, S, ratio_sum, n_rel)
         has = n_rel > 0
         total += float(xp.sum(ratio_sum[has] / n_rel[has]))
         n_has = int(xp.count_nonzero(has))

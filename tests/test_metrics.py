@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from unittest import mock
 
@@ -18,8 +19,9 @@ from sklearn.metrics import (
     r2_score,
 )
 
+from gpurpo import _ranking_kernels
 from gpurpo import metrics as M
-from gpurpo.backend import cupy_available
+from gpurpo.backend import cupy_available, use_backend
 
 FUZZ = settings(max_examples=40, deadline=None)
 
@@ -47,20 +49,38 @@ cases = st.tuples(
 # --------------------------------------------------------------------------
 
 
-# LRAP has two code paths: direct counting when rows have few relevant labels
-# and one sort per row otherwise; both are held against scikit-learn.
-PATHS = pytest.mark.parametrize("few_relevant", [10**9, 0], ids=["direct", "sorted"])
+# LRAP has two code paths in each of its two versions (the numba kernel of the CPU,
+# the array version of CUDA backends, run here on the emulated backend): direct
+# counting when rows have few relevant labels and one sort per row otherwise; all
+# four are held against scikit-learn.
+PATHS = pytest.mark.parametrize(
+    "lrap_path", ["kernel-direct", "kernel-sorted", "array-direct", "array-sorted"])
+
+
+@contextlib.contextmanager
+def _lrap_path(name):
+    """Run LRAP by the version and the path ``name`` (see PATHS)."""
+    version, path = name.split("-")
+    limit = 10**9 if path == "direct" else 0
+    with contextlib.ExitStack() as stack:
+        if version == "kernel":
+            stack.enter_context(
+                mock.patch.object(_ranking_kernels, "direct_limit", lambda d: limit))
+        else:
+            stack.enter_context(use_backend("emulated"))
+            stack.enter_context(mock.patch.object(M, "_FEW_RELEVANT", limit))
+        yield
 
 
 @PATHS
 @FUZZ
 @given(cases)
-def test_lrap_equals_sklearn_on_rows_with_positives(few_relevant, case):
+def test_lrap_equals_sklearn_on_rows_with_positives(lrap_path, case):
     seed, n, d, levels, density, chunk = case
     Y, S = _case(seed, n, d, levels, density)
     Y[Y.sum(axis=1) == 0, 0] = 1
     expected = label_ranking_average_precision_score(Y, S)
-    with mock.patch.object(M, "_FEW_RELEVANT", few_relevant):
+    with _lrap_path(lrap_path):
         for yt in (Y, sp.csr_matrix(Y)):
             got = M.label_ranking_average_precision(yt, S)
             assert got == pytest.approx(expected, rel=1e-12)
@@ -71,8 +91,8 @@ def test_lrap_equals_sklearn_on_rows_with_positives(few_relevant, case):
 @PATHS
 @FUZZ
 @given(cases)
-def test_lrap_skips_rows_without_relevant_labels(few_relevant, case):
-    with mock.patch.object(M, "_FEW_RELEVANT", few_relevant):
+def test_lrap_skips_rows_without_relevant_labels(lrap_path, case):
+    with _lrap_path(lrap_path):
         _check_lrap_skipping(case)
 
 

@@ -39,20 +39,6 @@ def direct_limit(d: int) -> int:
     return max(16, 4 * max(int(d) - 1, 1).bit_length())
 
 
-@njit(cache=True)
-def _count_below(sorted_values, x):
-    """``#{v in sorted_values : v < x}`` (binary search, increasing values)."""
-    lo = 0
-    hi = sorted_values.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if sorted_values[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @njit(parallel=True, cache=True)
 def _lrap_row_counts_cpu(T, S, limit, out_ratio_sum, out_n_relevant):
     """``out_ratio_sum[i] = sum_{j : T[i, j] != 0} L_ij / R_ij`` (in column order) and
@@ -90,8 +76,8 @@ def _lrap_row_counts_cpu(T, S, limit, out_ratio_sum, out_n_relevant):
             relevant_sorted = np.sort(relevant)
             for j in range(r):
                 s_j = relevant[j]
-                above = d - _count_below(row_sorted, s_j)
-                relevant_above = r - _count_below(relevant_sorted, s_j)
+                above = d - np.searchsorted(row_sorted, s_j)
+                relevant_above = r - np.searchsorted(relevant_sorted, s_j)
                 total += relevant_above / above
         out_ratio_sum[i] = total
 

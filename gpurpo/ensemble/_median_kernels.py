@@ -107,16 +107,20 @@ _COLUMN_BLOCK = 8
 
 
 @njit(parallel=True, cache=True)
-def _weighted_median_blocks(Z, W, out):
-    """``out[j]`` = :func:`weighted_median_of` column ``j`` of ``Z`` (n, d) with the
-    weights of column ``j`` of ``W`` (n, d), or of its only column (n, 1).
+def _weighted_median_blocks(A, B, w, ratios, out):
+    """``out[j]`` = :func:`weighted_median_of` column ``j`` of the values, with its weights.
 
-    Tasks gather blocks of :data:`_COLUMN_BLOCK` columns into contiguous rows
-    (one cache line per row of a C-ordered ``Z``), instead of a transposed
-    copy of the whole matrix.
+    ``ratios`` False: the values are ``A[:, j]`` and the weights ``B[:, j]``
+    (``B[:, 0]`` when ``B`` has one column; ``w`` unused). ``ratios`` True
+    (the step of :func:`gpurpo.ensemble._steps.weighted_median_step`): the
+    values are ``A[i, j] / B[i, j]`` and the weights ``w[i] |B[i, j]|``,
+    ratio 0 and weight 0 where ``B[i, j] = 0``. Tasks gather blocks of
+    :data:`_COLUMN_BLOCK` columns into contiguous rows, forming the ratios on
+    the way (one cache line per row of a C-ordered matrix), instead of
+    transposed copies of whole matrices.
     """
-    n, d = Z.shape
-    shared = W.shape[1] == 1
+    n, d = A.shape
+    shared = B.shape[1] == 1
     n_blocks = (d + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
     for blk in prange(n_blocks):
         j0 = blk * _COLUMN_BLOCK
@@ -125,55 +129,35 @@ def _weighted_median_blocks(Z, W, out):
         weights = np.empty((j1 - j0, n))
         for i in range(n):
             for j in range(j0, j1):
-                values[j - j0, i] = Z[i, j]
-                weights[j - j0, i] = W[i, 0] if shared else W[i, j]
+                b = B[i, 0] if shared else B[i, j]
+                if ratios:
+                    values[j - j0, i] = A[i, j] / b if b != 0 else 0.0
+                    weights[j - j0, i] = w[i] * abs(b)
+                else:
+                    values[j - j0, i] = A[i, j]
+                    weights[j - j0, i] = b
         for j in range(j0, j1):
             out[j] = weighted_median_of(values[j - j0], weights[j - j0])
 
 
-@njit(parallel=True, cache=True)
-def _weighted_median_step_blocks(R, H, w, out):
-    """``out[j]``: the weighted median of ``R[i, j] / H[i, j]`` with weights
-    ``w[i] |H[i, j]|`` (ratio 0 where ``H[i, j] = 0``, of weight 0), ``H`` of
-    shape (n, d) or (n, 1): the step of
-    :func:`gpurpo.ensemble._steps.weighted_median_step`, formed while the
-    columns are gathered (:func:`_weighted_median_blocks`)."""
-    n, d = R.shape
-    shared = H.shape[1] == 1
-    n_blocks = (d + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
-    for blk in prange(n_blocks):
-        j0 = blk * _COLUMN_BLOCK
-        j1 = min(d, j0 + _COLUMN_BLOCK)
-        values = np.empty((j1 - j0, n))
-        weights = np.empty((j1 - j0, n))
-        for i in range(n):
-            for j in range(j0, j1):
-                h = H[i, 0] if shared else H[i, j]
-                values[j - j0, i] = R[i, j] / h if h != 0 else 0.0
-                weights[j - j0, i] = w[i] * abs(h)
-        for j in range(j0, j1):
-            out[j] = weighted_median_of(values[j - j0], weights[j - j0])
+def _medians(A: Any, B: Any, w: Any, ratios: bool) -> np.ndarray:
+    A = np.ascontiguousarray(A, dtype=np.float64)
+    B = np.ascontiguousarray(B, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty(A.shape[1], dtype=np.float64)
+    if A.shape[1]:
+        _weighted_median_blocks(A, B, w, ratios, out)
+    return out
 
 
 def weighted_median_columns_cpu(Z: Any, W: Any) -> np.ndarray:
     """:func:`gpurpo.ensemble._steps.weighted_median_columns` by selection (numba)."""
-    Z = np.ascontiguousarray(Z, dtype=np.float64)
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    out = np.empty(Z.shape[1], dtype=np.float64)
-    if Z.shape[1]:
-        _weighted_median_blocks(Z, W, out)
-    return out
+    return _medians(Z, W, np.empty(0), False)
 
 
 def weighted_median_step_cpu(R: Any, H: Any, w: Any) -> np.ndarray:
     """:func:`gpurpo.ensemble._steps.weighted_median_step` by selection (numba)."""
-    R = np.ascontiguousarray(R, dtype=np.float64)
-    H = np.ascontiguousarray(H, dtype=np.float64)
-    w = np.ascontiguousarray(w, dtype=np.float64)
-    out = np.empty(R.shape[1], dtype=np.float64)
-    if R.shape[1]:
-        _weighted_median_step_blocks(R, H, w, out)
-    return out
+    return _medians(R, H, w, True)
 
 
 def _weighted_median_columns_xp(backend: Backend, Z: Any, W: Any) -> Any:

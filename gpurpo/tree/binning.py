@@ -61,6 +61,7 @@ from gpurpo.tree._sparse_binning import (
     sparse_column_edges,
     zero_codes_ragged,
 )
+from gpurpo.tree._weighted_edges import weighted_column_edges
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
@@ -649,14 +650,18 @@ def _fit_edges_columns(
     and their numbers (:meth:`BinMapper._set_edges`).
 
     A sparse sample of at most 256 MiB as dense float64 is densified; the
-    unweighted dense sample is sorted by blocks (:func:`_bin_by_blocks`); the
-    weighted columns take :func:`_edges_of_column` one by one.
+    unweighted dense sample is sorted by blocks (:func:`_bin_by_blocks`), the
+    weighted one takes :func:`gpurpo.tree._weighted_edges.weighted_column_edges`
+    (the edges of :func:`_edges_of_column`, in one kernel); the columns of a
+    weighted sparse sample take :func:`_edges_of_column` one by one.
     """
     p = sample.shape[1]
     if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
         sample = sample.toarray()
     if weights is None:
         return _table_edges(*_bin_by_blocks(np.asarray(sample), max_bins)[:2])
+    if not sp.issparse(sample):
+        return _table_edges(*weighted_column_edges(sample, weights, max_bins))
     edges = _weighted_column_edges(sample, weights, max_bins)
     n_edges = np.array([e.size for e in edges], dtype=np.int64)
     return (np.concatenate(edges) if p else np.empty(0)), n_edges

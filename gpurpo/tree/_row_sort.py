@@ -60,6 +60,17 @@ def _digit(key, d):
     return np.intp((key >> np.uint32(RADIX_BITS * d)) & _DIGIT)
 
 
+@njit(inline="always", cache=True)
+def bucket_starts(counts):
+    """Replace the digit counts of a radix pass by the first position of each bucket
+    (their exclusive prefix sums), where its scatter writes next."""
+    run = 0
+    for g in range(counts.shape[0]):
+        count = counts[g]
+        counts[g] = run
+        run += count
+
+
 @njit(nogil=True, cache=True)
 def radix_sort_rows(values, out, scratch):
     """``out[r]`` = the bits of ``values[r]``'s float32 values sorted increasingly, NaN last.
@@ -100,11 +111,7 @@ def radix_sort_rows(values, out, scratch):
             h = hist[d]
             if h[_digit(src[0], d)] == n:
                 continue
-            run = 0
-            for g in range(_RADIX):
-                count = h[g]
-                h[g] = run
-                run += count
+            bucket_starts(h)
             if d == last:
                 for i in range(n):
                     k = src[i]

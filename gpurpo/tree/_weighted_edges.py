@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.tree._row_sort import bucket_starts
+
 _BITS = 11
 _RADIX = 1 << _BITS
 _DIGIT = np.uint64(_RADIX - 1)
@@ -67,11 +69,7 @@ def _sort_pairs(keys, weights, keys_tmp, weights_tmp, n):
         h = hist[d]
         if n == 0 or h[_digit64(src_k[0], d)] == n:
             continue
-        run = 0
-        for g in range(_RADIX):
-            count = h[g]
-            h[g] = run
-            run += count
+        bucket_starts(h)
         for i in range(n):
             k = src_k[i]
             g = _digit64(k, d)

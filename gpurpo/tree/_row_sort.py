@@ -154,14 +154,17 @@ def radix_is_faster() -> bool:
     return bool(best[_radix_sort] < best[_numpy_sort])
 
 
-def sort_rows(values: np.ndarray, out: np.ndarray) -> None:
+def sort_rows(values: np.ndarray, out: np.ndarray, radix: bool | None = None) -> None:
     """``out[...] = np.sort(values, axis=1)`` for C-ordered float32 blocks of one shape.
 
-    By the radix sort where :func:`radix_is_faster`, else by NumPy. The
-    sorted values are the same (NaN last; -0.0 and 0.0, which compare equal,
-    may come in either order).
+    By the radix sort where ``radix`` (default: :func:`radix_is_faster`), else
+    by NumPy. The sorted values are the same (NaN last; -0.0 and 0.0, which
+    compare equal, may come in either order). Callers that sort from several
+    threads decide ``radix`` first, so that the timing runs alone.
     """
-    if values.shape[1] and radix_is_faster():
+    if radix is None:
+        radix = radix_is_faster()
+    if values.shape[1] and radix:
         _radix_sort(values, out)
     else:
         _numpy_sort(values, out)

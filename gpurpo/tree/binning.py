@@ -51,7 +51,7 @@ from gpurpo.tree._kernels_cpu import (
     edges_from_sorted,
     transpose_block_to_float32,
 )
-from gpurpo.tree._row_sort import sort_rows
+from gpurpo.tree import _row_sort
 from gpurpo.tree._sparse_binning import (
     SparseCodes,
     canonical_csc,
@@ -596,6 +596,8 @@ def _bin_by_blocks(
     width = _block_width(n, p)
     starts = list(range(0, p, width))
 
+    radix = _row_sort.radix_is_faster()  # timed once per process, before any thread starts
+
     def run(block_starts: list[int]) -> None:
         a = np.empty((width, n), dtype=np.float32)
         b = np.empty((width, n), dtype=np.float32)
@@ -603,7 +605,7 @@ def _bin_by_blocks(
             f1 = min(p, f0 + width)
             a_blk, b_blk = a[: f1 - f0], b[: f1 - f0]
             _float32_block(sample, f0, a_blk)
-            sort_rows(a_blk, b_blk)
+            _row_sort.sort_rows(a_blk, b_blk, radix)
             has_nan[f0:f1] = np.isnan(b_blk[:, -1]) if n else False
             extreme[f0:f1] = _extreme_rows(b_blk, has_nan[f0:f1])
             edges_from_sorted(b_blk, max_bins, out[f0:f1], n_edges[f0:f1], float32_ok[f0:f1])

@@ -131,6 +131,16 @@ def _chunks(n: int, d: int, chunk_size: int | None, cell_bytes: int) -> list[tup
     return [(start, min(n, start + size)) for start in range(0, n, size)]
 
 
+def _dense_rows(a: Any, start: int, stop: int, backend: Backend) -> Any:
+    """Rows start:stop of ``a`` as a dense array (float32 kept, other types float64)."""
+    rows = a[start:stop]
+    if backend.issparse(rows):
+        rows = rows.toarray()
+    if rows.dtype not in (backend.xp.float32, backend.xp.float64):
+        rows = rows.astype(backend.xp.float64)
+    return rows
+
+
 def _block(a: Any, start: int, stop: int, backend: Backend) -> Any:
     """Rows start:stop of ``a`` as a dense float64 array."""
     rows = a[start:stop]
@@ -243,9 +253,13 @@ def label_ranking_average_precision(
     n, d = yt.shape
     total = 0.0
     counted = 0
-    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_RANKING):
-        T = _block(yt, start, stop, backend)
-        S = _block(ys, start, stop, backend)
+    # the CPU kernel holds no temporaries of the block's size (a sparse y_score is made
+    # dense); the array version of CUDA backends about _CELL_BYTES_RANKING per cell
+    cell_bytes = _CELL_BYTES_RANKING if backend.uses_cuda_kernels else 8
+    for start, stop in _chunks(n, d, chunk_size, cell_bytes):
+        # the kernel reads a sparse y_true's stored entries and the scores' own precision
+        T = yt[start:stop]
+        S = _dense_rows(ys, start, stop, backend)
         ratio_sum = xp.empty(stop - start, dtype=xp.float64)
         n_rel = xp.empty(stop - start, dtype=xp.float64)
         backend.kernel("lrap_row_counts")(T, S, ratio_sum, n_rel)

@@ -134,6 +134,25 @@ def test_lrap_default_path_choice_on_dense_and_sparse_rows(n, d, density):
     )
 
 
+@PATHS
+def test_lrap_reads_csr_entries_and_float32_scores(lrap_path):
+    """A CSR y_true with stored zeros (not relevant), unsorted column indices and
+    float32 scores with ties: scikit-learn's value on the dense float64 data."""
+    Y, S = _case(3, 60, 45, 7, 0.3)
+    Y[:, 0] = 1
+    csr = sp.csr_matrix(Y)
+    rows = np.repeat(np.arange(60), np.diff(csr.indptr))
+    order = np.lexsort((-csr.indices, rows))  # indices decreasing within each row
+    data = csr.data[order].astype(np.float64)
+    data[::5] = 0.0  # stored zeros: these labels are not relevant
+    unsorted = sp.csr_matrix((data, csr.indices[order], csr.indptr), shape=Y.shape)
+    assert not unsorted.has_sorted_indices
+    expected = label_ranking_average_precision_score(unsorted.toarray(), S.astype(np.float32))
+    with _lrap_path(lrap_path):
+        got = M.label_ranking_average_precision(unsorted, S.astype(np.float32))
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
 def test_lrap_matches_the_paper_formula_and_a_hand_example():
     Y = np.array([[1, 0, 0], [0, 0, 1]])
     S = np.array([[0.75, 0.5, 1.0], [1.0, 0.2, 0.1]])

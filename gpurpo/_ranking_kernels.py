@@ -1,8 +1,15 @@
-"""Per-row counts of the label ranking average precision (LRAP), as one kernel.
+"""The ranking metrics' per-row counts, as kernels: LRAP and precision at k.
 
 For row ``i`` with relevant labels ``Y_i`` (``T[i, j] != 0``) and scores
 ``s_i``, LRAP (Joly et al. 2014, eq. 6) needs, for each relevant ``j``,
 ``R_ij = #{k : s_ik >= s_ij}`` and ``L_ij = #{k in Y_i : s_ik >= s_ij}``.
+The kernel ``"top_k_hits(T, S, k)"`` (:func:`gpurpo.metrics.precision_at_k`)
+returns the number of relevant labels among each row's ``k`` best scores
+(ties to the lowest columns), summed over the block's rows: on the CPU by the
+one-pass top-k kernel of :mod:`gpurpo._top_k` (2,000 x 100,000 float32
+scores: 3.9 s -> 0.2 s against a partition, a cumulative sum and a dense mask
+of the block), on CUDA backends by that mask (:func:`gpurpo._top_k.top_k_mask`).
+
 The kernel ``"lrap_row_counts(T, S, out_ratio_sum, out_n_relevant)"`` takes a
 block of rows: ``T`` 0/1 relevance, dense or CSR (host or GPU, as the data);
 ``S`` dense scores (float32 or float64); it writes each row's
@@ -142,3 +149,40 @@ def _lrap_row_counts_xp(
 
 
 register_kernel("lrap_row_counts", cpu=lrap_row_counts_cpu, cuda=_lrap_row_counts_xp)
+
+
+def top_k_hits_cpu(T: Any, S: Any, k: int) -> float:
+    """The kernel ``top_k_hits`` on the CPU: each row's top ``k`` columns by the numba
+    kernel of :mod:`gpurpo._top_k` (one pass over the row, in the scores' own
+    precision), then the relevance ``T`` (dense or SciPy sparse) read at those
+    columns only."""
+    from gpurpo._top_k import _top_k_rows_cpu
+
+    S = np.ascontiguousarray(S)
+    if S.dtype not in (np.float32, np.float64):
+        S = S.astype(np.float64)
+    rows = S.shape[0]
+    indices = np.empty((rows, k), dtype=np.int64)
+    values = np.empty((rows, k), dtype=np.float64)
+    if rows == 0:
+        return 0.0
+    _top_k_rows_cpu(S, indices, values)
+    if sp.issparse(T):
+        at = sp.csr_matrix(T)[np.repeat(np.arange(rows), k), indices.ravel()]
+        return float(np.asarray(at, dtype=np.float64).sum())
+    return float(np.take_along_axis(np.asarray(T), indices, axis=1).sum(dtype=np.float64))
+
+
+def _top_k_hits_xp(backend: Backend, T: Any, S: Any, k: int) -> float:
+    """The kernel ``top_k_hits`` on CUDA backends: a mask of each row's top ``k``
+    (:func:`gpurpo._top_k.top_k_mask`) times the dense relevance."""
+    from gpurpo._top_k import top_k_mask
+
+    xp = backend.xp
+    if backend.issparse(T):
+        T = T.toarray()
+    S = S.astype(xp.float64, copy=False)
+    return float(xp.sum(T.astype(xp.float64, copy=False) * top_k_mask(S, k, xp)))
+
+
+register_kernel("top_k_hits", cpu=top_k_hits_cpu, cuda=_top_k_hits_xp)

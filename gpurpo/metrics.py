@@ -34,7 +34,6 @@ import warnings
 from typing import Any
 
 from gpurpo import _ranking_kernels  # noqa: F401  (registers the LRAP kernel)
-from gpurpo._top_k import top_k_mask
 from gpurpo._validation import check_array, check_choice, check_int
 from gpurpo.backend import Backend, resolve_backend
 
@@ -309,14 +308,14 @@ def precision_at_k(
         Precision at k in [0, 1].
     """
     backend, yt, ys = _validate(y_true, y_score, "y_score", binary_true=True)
-    xp = backend.xp
     n, d = yt.shape
     k = check_int(k, "k", low=1, high=d)
     hits = 0.0
-    for start, stop in _chunks(n, d, chunk_size, _CELL_BYTES_ELEMENTWISE):
-        T = _block(yt, start, stop, backend)
-        S = _block(ys, start, stop, backend)
-        hits += float(xp.sum(T * top_k_mask(S, k, xp)))
+    # the CPU kernel reads the scores as they are and y_true at the chosen columns only
+    cell_bytes = _CELL_BYTES_ELEMENTWISE if backend.uses_cuda_kernels else 8
+    hits_of = backend.kernel("top_k_hits")
+    for start, stop in _chunks(n, d, chunk_size, cell_bytes):
+        hits += hits_of(yt[start:stop], _dense_rows(ys, start, stop, backend), k)
     return hits / (n * k)
 
 

@@ -248,17 +248,24 @@ def _precision_at_k_reference(Y, S, k):
     return float(np.mean(hits))
 
 
+@pytest.mark.parametrize("version", ["kernel", "array"])
 @FUZZ
 @given(cases, st.integers(1, 12))
-def test_precision_at_k_equals_reference_with_ties(case, k):
+def test_precision_at_k_equals_reference_with_ties(version, case, k):
+    """The CPU kernel and the array version of CUDA backends (on the emulated
+    backend), dense and CSR y_true, float64 and float32 scores."""
     seed, n, d, levels, density, chunk = case
     k = min(k, d)
     Y, S = _case(seed, n, d, levels, density)
     expected = _precision_at_k_reference(Y, S, k)
-    assert M.precision_at_k(Y, S, k) == pytest.approx(expected, rel=1e-12)
-    assert M.precision_at_k(sp.csr_matrix(Y), S, k, chunk_size=chunk) == pytest.approx(
-        expected, rel=1e-12
-    )
+    with (use_backend("emulated") if version == "array" else contextlib.nullcontext()):
+        assert M.precision_at_k(Y, S, k) == pytest.approx(expected, rel=1e-12)
+        assert M.precision_at_k(sp.csr_matrix(Y), S, k, chunk_size=chunk) == pytest.approx(
+            expected, rel=1e-12
+        )
+        assert M.precision_at_k(Y, S.astype(np.float32), k) == pytest.approx(
+            _precision_at_k_reference(Y, S.astype(np.float32), k), rel=1e-12
+        )
 
 
 def test_precision_at_d_is_mean_label_density():

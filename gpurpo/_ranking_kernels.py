@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from gpurpo.backend import Backend, register_kernel
+from gpurpo.backend import NUMPY, Backend, register_kernel
 
 
 def direct_limit(d: int) -> int:
@@ -156,17 +156,10 @@ def top_k_hits_cpu(T: Any, S: Any, k: int) -> float:
     kernel of :mod:`gpurpo._top_k` (one pass over the row, in the scores' own
     precision), then the relevance ``T`` (dense or SciPy sparse) read at those
     columns only."""
-    from gpurpo._top_k import _top_k_rows_cpu
+    from gpurpo._top_k import top_k
 
-    S = np.ascontiguousarray(S)
-    if S.dtype not in (np.float32, np.float64):
-        S = S.astype(np.float64)
     rows = S.shape[0]
-    indices = np.empty((rows, k), dtype=np.int64)
-    values = np.empty((rows, k), dtype=np.float64)
-    if rows == 0:
-        return 0.0
-    _top_k_rows_cpu(S, indices, values)
+    indices = top_k(S, k, NUMPY)[0]
     if sp.issparse(T):
         at = sp.csr_matrix(T)[np.repeat(np.arange(rows), k), indices.ravel()]
         return float(np.asarray(at, dtype=np.float64).sum())

@@ -132,7 +132,8 @@ def top_k(S: Any, k: int, backend: Backend) -> tuple[Any, Any]:
         ``S`` at those columns.
     """
     xp = backend.xp
-    S = xp.ascontiguousarray(S, dtype=xp.float64)
+    # float32 scores are ranked as they are (the same order as in float64)
+    S = xp.ascontiguousarray(S, dtype=S.dtype if S.dtype == xp.float32 else xp.float64)
     rows = int(S.shape[0])
     indices = xp.empty((rows, k), dtype=xp.int64)
     values = xp.empty((rows, k), dtype=xp.float64)

@@ -29,7 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble import _median_kernels  # noqa: F401  (registers the median kernel)
+from gpurpo.ensemble import _median_kernels  # noqa: F401  (registers the median kernels)
 from gpurpo.ensemble._logistic_kernels import LogisticLine
 
 __all__ = [

@@ -44,14 +44,13 @@ import scipy.sparse as sp
 
 from gpurpo._validation import check_int, validate_values
 from gpurpo.backend import Backend, check_random_state
-from gpurpo.tree import kernels
+from gpurpo.tree import _row_sort, kernels
 from gpurpo.tree._kernels_cpu import (
     _count_below_nan,
     bin_codes_fitted,
     edges_from_sorted,
     transpose_block_to_float32,
 )
-from gpurpo.tree import _row_sort
 from gpurpo.tree._sparse_binning import (
     SparseCodes,
     canonical_csc,

@@ -441,14 +441,17 @@ def test_pickle_round_trip():
 
 
 @pytest.mark.parametrize(
-    "cls, strategy, leaf_step, criterion",
-    [(GradientBoostingRegressor, "rpo", "global", "gradient"),
-     (GradientBoostingClassifier, "relabel_rpo", "global", "gradient"),
-     (GradientBoostingClassifier, "rpo", "per_leaf", "gradient"),
-     (GradientBoostingClassifier, "relabel_rpo", "global", "newton"),
-     (GradientBoostingClassifier, "multi_output", "global", "newton")],
+    "cls, strategy, leaf_step, criterion, loss",
+    [(GradientBoostingRegressor, "rpo", "global", "gradient", None),
+     (GradientBoostingClassifier, "relabel_rpo", "global", "gradient", None),
+     (GradientBoostingClassifier, "rpo", "per_leaf", "gradient", None),
+     (GradientBoostingClassifier, "relabel_rpo", "global", "newton", None),
+     (GradientBoostingClassifier, "multi_output", "global", "newton", None),
+     # weighted medians: the CPU's selection kernels against the array version
+     (GradientBoostingRegressor, "rpo", "global", "gradient", "absolute_error"),
+     (GradientBoostingRegressor, "relabel_rpo", "per_leaf", "gradient", "absolute_error")],
 )
-def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, criterion):
+def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, criterion, loss):
     """The CUDA path (kernels run by the CPU emulation of CUDA) equals the numba path."""
     if cls is GradientBoostingRegressor:
         X, Y = make_friedman1_multioutput("group", n_samples=150, n_outputs=3, random_state=0)
@@ -456,6 +459,8 @@ def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, cr
         X, Y = multilabel(150, 5, 7)
     params = dict(strategy=strategy, n_estimators=4, max_leaf_nodes=4, subsample=0.8,
                   leaf_step=leaf_step, split_criterion=criterion, random_state=0)
+    if loss is not None:
+        params["loss"] = loss
     cpu = cls(**params).fit(X, Y)
     emulated = cls(device="cuda-emulated", **params).fit(X, Y)
     assert emulated.backend_.name == "emulated"

@@ -458,6 +458,25 @@ def test_logistic_boosting_parity(cp, leaf_step, criterion):
     np.testing.assert_allclose(_host(dev.train_loss_), cpu.train_loss_, rtol=0.05)
 
 
+@pytest.mark.parametrize("strategy, leaf_step", [("rpo", "global"), ("relabel_rpo", "per_leaf")])
+def test_absolute_error_boosting_parity(cp, strategy, leaf_step):
+    # weighted medians: the array version on CuPy, the selection kernels on the CPU
+    from gpurpo.datasets import make_friedman1_multioutput
+    from gpurpo.ensemble import GradientBoostingRegressor
+
+    X, Y = make_friedman1_multioutput("group", n_samples=1500, n_outputs=6, random_state=3)
+    params = dict(strategy=strategy, loss="absolute_error", leaf_step=leaf_step,
+                  n_estimators=20, random_state=0)
+    cpu = GradientBoostingRegressor(**params).fit(X[:1200], Y[:1200])
+    dev = GradientBoostingRegressor(**params).fit(cp.asarray(X[:1200]), cp.asarray(Y[:1200]))
+    pred = dev.predict(cp.asarray(X[1200:]))
+    assert isinstance(pred, cp.ndarray)
+    mae_cpu = float(np.abs(cpu.predict(X[1200:]) - Y[1200:]).mean())
+    mae_gpu = float(np.abs(pred.get() - Y[1200:]).mean())
+    assert mae_cpu < float(np.abs(Y[1200:] - np.median(Y[:1200], axis=0)).mean())
+    assert abs(mae_gpu - mae_cpu) < 0.05 * mae_cpu, (mae_cpu, mae_gpu)
+
+
 def test_multiclass_boosting_on_the_gpu(cp):
     # class labels on the GPU: numeric classes come back on the GPU, and the
     # accuracy is the CPU model's

@@ -13,7 +13,7 @@ boosting run. A weighted median needs no sort: a weighted quickselect
 column.
 
 Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
---------------------------------------------------------------------------
+------------------------------------------------------------------------
 ``boost_weighted_median_columns(Z, W)``
     Z (n, d); W (n, d) or (n, 1), non-negative (a column broadcast to every
     output). Returns float64 (d,): for column ``j`` the smallest ``z`` among

@@ -142,10 +142,7 @@ def _dense_rows(a: Any, start: int, stop: int, backend: Backend) -> Any:
 
 def _block(a: Any, start: int, stop: int, backend: Backend) -> Any:
     """Rows start:stop of ``a`` as a dense float64 array."""
-    rows = a[start:stop]
-    if backend.issparse(rows):
-        rows = rows.toarray()
-    return rows.astype(backend.xp.float64, copy=False)
+    return _dense_rows(a, start, stop, backend).astype(backend.xp.float64, copy=False)
 
 
 # --------------------------------------------------------------------------

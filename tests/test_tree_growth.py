@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -577,10 +579,11 @@ def test_ties_between_features_do_not_favour_low_indices():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_binning_transpose_helper_equals_numpy(dtype):
-    """The block float32 transpose used by BinMapper (odd sizes, NaN, inf, overflow).
+    """The block float32 transpose used by BinMapper (odd sizes, NaN, inf, overflow),
+    and each feature's smallest and largest non-NaN value.
 
-    1,100 rows: a chunk of 1,024 rows and one of 76; blocks of 7 features from
-    feature 0, 3 and 63 (the last 7 features of 70).
+    1,100 rows; blocks of 7 features (groups of 1), 8, 16 and 27 (16, 8, then
+    3 of 1) from features 0, 3 and the last ones of 70; a feature of NaN only.
     """
     from gpurpo.tree._kernels_cpu import transpose_block_to_float32
 
@@ -590,11 +593,22 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     X[0, 0], X[1, 1] = np.inf, -np.inf
     if dtype == np.float64:
         X[2, 2] = 1e300  # beyond float32: inf, as numpy's cast
-    for f0 in (0, 3, 63):
-        out = np.empty((7, 1100), dtype=np.float32)
-        transpose_block_to_float32(X, f0, out)
-        with np.errstate(over="ignore"):
-            np.testing.assert_array_equal(out, np.array(X[:, f0 : f0 + 7].T, dtype=np.float32))
+    X[:, 5] = np.nan
+    for width in (7, 8, 16, 27):
+        for f0 in (0, 3, 70 - width):
+            out = np.empty((width, 1100), dtype=np.float32)
+            lo = np.empty(width, dtype=np.float32)
+            hi = np.empty(width, dtype=np.float32)
+            transpose_block_to_float32(X, f0, out, lo, hi)
+            with np.errstate(over="ignore"):
+                expected = np.array(X[:, f0 : f0 + width].T, dtype=np.float32)
+            np.testing.assert_array_equal(out, expected)
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the feature of NaN only
+                smallest = np.nanmin(expected, axis=1)
+                largest = np.nanmax(expected, axis=1)
+            np.testing.assert_array_equal(lo, np.where(np.isnan(smallest), np.inf, smallest))
+            np.testing.assert_array_equal(hi, np.where(np.isnan(largest), -np.inf, largest))
 
 
 def _binning_columns(rng, n):

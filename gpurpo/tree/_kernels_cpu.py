@@ -68,7 +68,7 @@ N_CHUNKS = 256
 # Most stored entries a sparse X's node lists to visit only their features (_eval_node).
 LISTING_LIMIT = 4096
 # Rows ahead whose lines transpose_block_to_float32 prefetches.
-TRANSPOSE_PREFETCH = 64
+TRANSPOSE_PREFETCH = 32
 
 
 @intrinsic
@@ -2570,41 +2570,62 @@ def gather_tree_arrays(order, is_leaf, feature, bin_, missing_left, left, right,
         out_depth[j] = depth[g]
 
 
+@njit(inline="always", cache=True)
+def _transpose_group(X, flat, f0, g, width, ahead, out, out_lo, out_hi):
+    """:func:`transpose_block_to_float32` for the ``width`` (a constant) features from ``f0 + g``."""
+    n = X.shape[0]
+    stride = X.shape[1]
+    lo = np.full(width, np.inf, dtype=np.float32)
+    hi = np.full(width, -np.inf, dtype=np.float32)
+    for i in range(n):
+        if i + ahead < n:
+            # the group's values can straddle a line more than their own
+            for c in range(0, width, 8):
+                _prefetch(flat, (i + ahead) * stride + f0 + g + c)
+            _prefetch(flat, (i + ahead) * stride + f0 + g + width - 1)
+        for j in range(width):
+            v = np.float32(X[i, f0 + g + j])
+            out[g + j, i] = v
+            lo[j] = v if v < lo[j] else lo[j]
+            hi[j] = v if v > hi[j] else hi[j]
+    for j in range(width):
+        out_lo[g + j] = lo[j]
+        out_hi[g + j] = hi[j]
+
+
 @njit(nogil=True, cache=True)
-def transpose_block_to_float32(X, f0, out):
-    """``out[j, i] = float32(X[i, f0 + j])`` for the ``out.shape[0]`` features from ``f0``.
+def transpose_block_to_float32(X, f0, out, out_lo, out_hi):
+    """``out[j, i] = float32(X[i, f0 + j])`` for the ``out.shape[0]`` features from ``f0``,
+    and ``out_lo[j]``, ``out_hi[j]`` the smallest and largest non-NaN of ``out[j]``
+    (+inf and -inf for none; NaN compare false and are skipped).
 
     ``X``: C-ordered. Host helper of BinMapper (a block of features, see
-    :func:`gpurpo.tree.binning._bin_by_blocks`). Groups of 8 features, row by
-    row: the 8 values of a row (one 64-byte line of a float64 ``X``) are
-    converted at once (a loop of constant length, unrolled and vectorised)
-    and written to 8 rows of ``out``, each filled sequentially. One thread,
-    Xeon (Emerald Rapids), blocks of 16 features: delicious-shaped X
-    (12,920 x 500 float64) 10.9 ms against 14 ms by chunks of 1,024 rows
-    feature by feature; mediamill-shaped (30,993 x 120) 3.9 against 4.9 ms.
-    The lines of the row ``TRANSPOSE_PREFETCH`` rows ahead are prefetched
-    (:func:`_prefetch`, C-ordered ``X``): rows further apart than 2 KiB
-    defeat the hardware's stride prefetcher, and each row's line was a
-    memory round trip (delicious-shaped, whole X: 10.2 -> 5.8 ms, medians of
-    15 in-process runs; mediamill-shaped, 960-byte rows: 3.80 -> 3.65 ms).
+    :func:`gpurpo.tree.binning._bin_by_blocks`). Groups of 16 features, then
+    of 8, row by row: the values of a row (one or two 64-byte lines of a
+    float64 ``X``) are converted at once (a loop of constant length,
+    unrolled and vectorised), written to as many rows of ``out``, each filled
+    sequentially, and folded into the group's running minima and maxima (the
+    ranges of :mod:`gpurpo.tree._bucket_edges`, at no extra pass). The lines of the row
+    ``TRANSPOSE_PREFETCH`` rows ahead are prefetched (:func:`_prefetch`):
+    rows further apart than 2 KiB defeat the hardware's stride prefetcher.
+    Delicious-shaped X (12,920 x 500 float64), blocks of 16 features, one
+    thread, AMD EPYC (Zen 4), medians of 9 in-process runs: 10.4 ms by groups
+    of 8 prefetched 64 rows ahead, without the ranges; 7.0 ms by groups of 16
+    prefetched 32 rows ahead, with them.
     """
-    n = X.shape[0]
     nb = out.shape[0]
-    full = nb - nb % 8
     flat = X.reshape(-1)
     ahead = TRANSPOSE_PREFETCH
-    stride = X.shape[1]
-    for g in range(0, full, 8):
-        for i in range(n):
-            if i + ahead < n:
-                # the group's 8 values can straddle two lines
-                _prefetch(flat, (i + ahead) * stride + f0 + g)
-                _prefetch(flat, (i + ahead) * stride + f0 + g + 7)
-            for j in range(8):
-                out[g + j, i] = np.float32(X[i, f0 + g + j])
-    for i in range(n):
-        for j in range(full, nb):
-            out[j, i] = np.float32(X[i, f0 + j])
+    g = 0
+    while g + 16 <= nb:
+        _transpose_group(X, flat, f0, g, 16, ahead, out, out_lo, out_hi)
+        g += 16
+    while g + 8 <= nb:
+        _transpose_group(X, flat, f0, g, 8, ahead, out, out_lo, out_hi)
+        g += 8
+    while g < nb:
+        _transpose_group(X, flat, f0, g, 1, ahead, out, out_lo, out_hi)
+        g += 1
 
 
 @njit(cache=True)
@@ -2842,6 +2863,30 @@ def _float32_cuts(edges, n_edges, lo, scale, cells, above):
 
 
 @njit(cache=True)
+def _tie_uppers(edges, n_edges, out):
+    """``out[k]``: the upper float32 ``b`` of edge ``k`` when the edge is the midpoint
+    of two adjacent float32 numbers ``a < b`` (the tie of :func:`float32_codes_agree`),
+    else +inf.
+
+    A float32 value lies just above such an edge exactly when it equals
+    ``out[k]``. A value of +inf matches the +inf of the other edges: it is then
+    compared with the edge in float64 too, which keeps its code (that
+    comparison is exact for any value). +inf rather than NaN: comparisons
+    with NaN cost some 5 ns each here (features with a tie, 4.6 % of a
+    delicious-shaped X, 66 -> 9 us each for their tie pass, AMD Zen 4).
+    """
+    for k in range(n_edges):
+        e = edges[k]
+        a = np.float32(e)
+        if np.float64(a) > e:
+            a = np.nextafter(a, np.float32(-np.inf))
+        b = np.nextafter(a, np.float32(np.inf))
+        tie = (np.float64(a) < e and e < np.float64(b)
+               and 0.5 * (np.float64(a) + np.float64(b)) == e)
+        out[k] = b if tie else np.float32(np.inf)
+
+
+@njit(cache=True)
 def _codes_of_feature(v, X, f, e_f, ne, float32_ok, missing_bin, o):
     """The codes of feature ``f`` (row ``v`` of the float32 copy) for :func:`bin_codes_fitted`."""
     n = v.shape[0]
@@ -2857,22 +2902,21 @@ def _codes_of_feature(v, X, f, e_f, ne, float32_ok, missing_bin, o):
     above = np.empty(cells + 1, dtype=np.float32)
     _float32_cuts(e_f, ne, lo, scale, cells, above)
     missing = np.uint8(missing_bin)
-    if float32_ok:
-        for i in range(n):
-            x = v[i]
-            g = _cell(np.float64(x), lo, scale, cells)
-            code = base[g] + np.uint8(x >= above[g])
-            o[i] = missing if np.isnan(x) else code
-        return
     for i in range(n):
-        x = np.float64(v[i])
-        g = _cell(x, lo, scale, cells)
-        code = np.int64(base[g]) + np.int64(v[i] >= above[g])
-        if code > 0 and e_f[code - 1] == 0.5 * (
-                np.float64(np.nextafter(v[i], np.float32(-np.inf))) + x):
+        x = v[i]
+        g = _cell(np.float64(x), lo, scale, cells)
+        code = base[g] + np.uint8(x >= above[g])
+        o[i] = missing if np.isnan(x) else code
+    if float32_ok:
+        return
+    # the values just above a tie edge are compared with it in float64
+    tie_upper = np.empty(max(ne, 1), dtype=np.float32)
+    _tie_uppers(e_f, ne, tie_upper)
+    for i in range(n):
+        code = np.int64(o[i])
+        if 0 < code and code <= ne and v[i] == tie_upper[code - 1]:
             if not e_f[code - 1] < np.float64(X[i, f]):
-                code -= 1
-        o[i] = missing_bin if np.isnan(x) else code
+                o[i] = np.uint8(code - 1)
 
 
 @njit(nogil=True, cache=True)

@@ -1,7 +1,9 @@
 """Sorting the rows of a float32 block, as the binning's edge fit needs them.
 
-The edge fit of :class:`gpurpo.tree.binning.BinMapper` sorts each feature's
-float32 values (:func:`gpurpo.tree.binning._bin_by_blocks`). NumPy sorts them
+The edge fit of :class:`gpurpo.tree.binning.BinMapper` sorts the float32
+values of the features that bucket selection leaves (few distinct values,
+heavy tails, infinite values: :mod:`gpurpo.tree._bucket_edges`, in
+:func:`gpurpo.tree.binning._bin_by_blocks`). NumPy sorts them
 with x86-simd-sort, whose AVX-512 partition stores each vector with a masked
 compress to memory (``vpcompressps``): about 2.5 ns per value on Intel Xeons,
 but that instruction is microcoded on AMD Zen 4, where the same sort takes

@@ -1,0 +1,219 @@
+"""Bin edges by bucket selection (gpurpo.tree._bucket_edges) against the edges of sorted rows.
+
+The kernel reads only the buckets that hold the quantiles' ranks and their
+neighbours; it must place exactly the edges :func:`edges_from_sorted` places on
+``np.sort``'s rows (bit for bit, with the same float32 verdict), report NaN and
+extreme values, and leave to the caller (status NEEDS_SORT) only the rows it
+cannot prove to hold more than ``max_bins`` distinct values. Each test checks
+that the rows it means to exercise went the way it intends, so that a kernel
+that sent everything to the sort could not pass it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpurpo.backend import NUMPY
+from gpurpo.tree import BinMapper
+from gpurpo.tree._bucket_edges import DONE, NEEDS_SORT, bucket_edges_rows, row_ranges
+from gpurpo.tree._kernels_cpu import edges_from_sorted
+from gpurpo.tree.binning import _edges_of_column
+
+F32_MAX = np.finfo(np.float32).max
+
+
+def _sorted_rule(values: np.ndarray, max_bins: int):
+    """The reference: the edges of each row sorted by NumPy."""
+    q = values.shape[0]
+    out = np.full((q, max(max_bins - 1, 1)), np.nan)
+    n_edges = np.zeros(q, dtype=np.int64)
+    ok = np.zeros(q, dtype=np.bool_)
+    edges_from_sorted(np.sort(values, axis=1), max_bins, out, n_edges, ok)
+    return out, n_edges, ok
+
+
+def _bucket_rule(values: np.ndarray, max_bins: int):
+    q = values.shape[0]
+    lo = np.empty(q, dtype=np.float32)
+    hi = np.empty(q, dtype=np.float32)
+    row_ranges(values, lo, hi)
+    out = np.full((q, max(max_bins - 1, 1)), np.nan)
+    n_edges = np.full(q, -7, dtype=np.int64)
+    ok = np.zeros(q, dtype=np.bool_)
+    has_nan = np.zeros(q, dtype=np.bool_)
+    extreme = np.zeros(q, dtype=np.bool_)
+    status = np.full(q, -1, dtype=np.int8)
+    bucket_edges_rows(values, lo, hi, max_bins, out, n_edges, ok, has_nan, extreme, status)
+    return out, n_edges, ok, has_nan, extreme, status
+
+
+def _assert_same_edges(values: np.ndarray, max_bins: int) -> np.ndarray:
+    """Rows done by buckets have the sorted rule's edges; returns the statuses."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    ref_out, ref_n, ref_ok = _sorted_rule(values, max_bins)
+    out, n_edges, ok, has_nan, extreme, status = _bucket_rule(values, max_bins)
+    assert set(np.unique(status)) <= {DONE, NEEDS_SORT}
+    for r in np.flatnonzero(status == DONE):
+        assert n_edges[r] == ref_n[r], r
+        np.testing.assert_array_equal(out[r, : n_edges[r]], ref_out[r, : ref_n[r]])
+        assert ok[r] == ref_ok[r], r
+    np.testing.assert_array_equal(has_nan, np.isnan(values).any(axis=1))
+    with np.errstate(invalid="ignore"):
+        big = np.where(np.isnan(values), 0.0, np.abs(values)) >= F32_MAX
+    np.testing.assert_array_equal(extreme, big.any(axis=1))
+    return status
+
+
+def test_continuous_rows_are_done_by_buckets_with_the_sorted_edges():
+    """Rows of normal, skewed and uniform values: all by buckets. Heavy tails
+    (Cauchy, a lognormal of sigma 4) leave most values in a few equal-width
+    buckets: those rows go to the sort, with the same edges in the end."""
+    rng = np.random.default_rng(0)
+    n = 12_920
+    rows = np.array([
+        rng.standard_normal(n),
+        rng.exponential(size=n) ** 3,
+        rng.uniform(-1e-30, 1e-30, n),
+        -rng.standard_normal(n) * 1e20,
+        rng.standard_cauchy(n),
+        rng.lognormal(0.0, 4.0, n),
+    ], dtype=np.float32)
+    for max_bins in (255, 64, 3):
+        status = _assert_same_edges(rows, max_bins)
+        assert (status[:4] == DONE).all(), (max_bins, status)
+        if max_bins == 255:
+            assert (status[4:] == NEEDS_SORT).all(), status
+
+
+def test_ties_at_the_quantiles_and_at_the_largest_value():
+    """Runs of equal values across ranks, ending a bucket, ending the row (the edge
+    then goes below the run, from the previous bucket's largest value), -0.0 and 0.0."""
+    rng = np.random.default_rng(1)
+    n = 6_000
+    rounded = np.round(rng.standard_normal(n), 2)  # about 16 copies of each value
+    top = rng.standard_normal(n)
+    top[rng.random(n) < 0.6] = top.max() + 1.0  # 60 % share the largest value
+    zeros = rng.standard_normal(n)
+    zeros[: n // 2] = 0.0
+    zeros[: n // 4] = -0.0
+    spread = np.repeat(np.linspace(-5.0, 5.0, 1_000), 6)  # a distinct value per bucket
+    # the largest value's run fills the last bucket and holds the ranks from the
+    # 87th: their edge goes below the run, after the bucket before it, which holds
+    # a run of 30 values (a rank ends there too: the same edge, placed once) ...
+    run_before = np.concatenate([np.linspace(0.0, 1.0, 2_020), np.full(30, 1.99),
+                                 np.full(4_000, 2.0)])
+    # ... or 8 distinct values in no rank's bucket (their largest is the edge's floor)
+    cluster_before = np.concatenate([np.linspace(0.0, 1.0, 2_042),
+                                     1.99 - rng.permutation(8) * 1e-5, np.full(4_000, 2.0)])
+    rows = [rounded, top, zeros, spread, rng.permutation(run_before),
+            rng.permutation(cluster_before)]
+    for max_bins in (255, 128, 17):
+        for row in rows:
+            status = _assert_same_edges(row[None, :], max_bins)
+            assert status[0] == DONE, max_bins
+
+
+def test_adjacent_float32_values_keep_the_float32_verdict():
+    """Consecutive float32 numbers: the edges between them are float32 ties
+    (:func:`float32_codes_agree` False), as on the sorted rows."""
+    start = np.float32(1.5)
+    adjacent = start + np.arange(3_000, dtype=np.float32) * np.spacing(start)
+    row = np.tile(adjacent, 2)[None, :]
+    status = _assert_same_edges(row, 255)
+    assert status[0] == DONE
+    ok = _bucket_rule(np.ascontiguousarray(row, dtype=np.float32), 255)[2]
+    assert not ok[0]
+
+
+def test_a_crowded_bucket_is_sorted_whole():
+    """5,000 values within 1e-4 of zero and 600 spread up to 1,000: the first bucket
+    holds the crowd (more than the insertion limit) and every low rank."""
+    rng = np.random.default_rng(2)
+    row = np.concatenate([rng.normal(0.0, 1e-4, 5_000), np.linspace(1.0, 1_000.0, 600)])
+    rng.shuffle(row)
+    status = _assert_same_edges(row[None, :], 255)
+    assert status[0] == DONE
+
+
+def test_rows_left_to_the_sort():
+    """Too few values, a single value, few distinct values, infinite or extreme values:
+    status NEEDS_SORT (their NaN and extreme flags are still given)."""
+    rng = np.random.default_rng(3)
+    n = 2_000
+    few = rng.integers(0, 200, n).astype(np.float32)  # 200 distinct <= max_bins
+    short = np.full(n, np.nan, dtype=np.float32)
+    short[:400] = rng.standard_normal(400)  # 400 values <= 2 max_bins
+    constant = np.full(n, 3.0, dtype=np.float32)
+    infinite = rng.standard_normal(n).astype(np.float32)
+    infinite[5] = np.inf
+    huge = rng.standard_normal(n).astype(np.float32)
+    huge[7] = -F32_MAX
+    outlier = rng.standard_normal(n).astype(np.float32)
+    outlier[0] = 1e30  # the others share a few buckets
+    rows = np.array([few, short, constant, infinite, huge, outlier])
+    status = _assert_same_edges(rows, 255)
+    assert (status == NEEDS_SORT).all(), status
+
+
+def test_nan_rows_take_the_nan_path_of_the_bucket_ids():
+    rng = np.random.default_rng(4)
+    row = rng.standard_normal((3, 4_000)).astype(np.float32)
+    row[0, rng.random(4_000) < 0.3] = np.nan
+    row[1, :10] = np.nan
+    status = _assert_same_edges(row, 255)
+    assert (status == DONE).all(), status
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 3_000),
+    max_bins=st.integers(2, 255),
+    levels=st.integers(1, 5_000),
+    scale_exp=st.integers(-30, 30),
+    nan_share=st.sampled_from([0.0, 0.0, 0.1]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_fuzzed_rows_match_the_sorted_edges(n, max_bins, levels, scale_exp, nan_share, seed):
+    """Quantised values (``levels`` of them, so ties and few-distinct rows occur),
+    scaled, shifted, with NaN: the rows done by buckets have the sorted edges."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, levels, (3, n)) * 10.0**scale_exp + rng.standard_normal((3, 1))
+    values[1] = rng.standard_normal(n) * 10.0**scale_exp
+    values[rng.random((3, n)) < nan_share] = np.nan
+    _assert_same_edges(values, max_bins)
+
+
+def test_bin_mapper_edges_equal_the_numpy_reference():
+    """Through BinMapper.fit_transform (bucket selection for the continuous features,
+    the sort for the others): each feature's edges are those of the reference
+    :func:`_edges_of_column` on its float32-rounded finite values."""
+    rng = np.random.default_rng(5)
+    n = 3_000
+    X = np.column_stack([
+        rng.standard_normal(n),
+        rng.standard_cauchy(n),
+        rng.integers(0, 7, n),
+        np.round(rng.standard_normal(n), 1),
+        rng.exponential(size=n),
+    ])
+    X[rng.random(X.shape) < 0.05] = np.nan
+    mapper = BinMapper(max_bins=255)
+    mapper.fit_transform(X, NUMPY)
+    for f in range(X.shape[1]):
+        column = X[:, f].astype(np.float32)
+        expected = _edges_of_column(column[~np.isnan(column)], 255, None)
+        np.testing.assert_array_equal(mapper.edges_[f], expected)
+
+
+@pytest.mark.parametrize("max_bins", [2, 255])
+def test_short_rows_and_empty_blocks(max_bins):
+    """Rows of 0 and 1 values (and all-NaN rows) are left to the sort, flags set."""
+    for n in (0, 1, 5):
+        values = np.full((2, n), np.nan, dtype=np.float32)
+        if n:
+            values[0, 0] = 1.0
+        status = _assert_same_edges(values, max_bins)
+        assert (status == NEEDS_SORT).all()

@@ -68,52 +68,98 @@ def _assert_same_edges(values: np.ndarray, max_bins: int) -> np.ndarray:
 
 
 def test_continuous_rows_are_done_by_buckets_with_the_sorted_edges():
-    """Rows of normal, skewed and uniform values: all by buckets. Heavy tails
-    (Cauchy, a lognormal of sigma 4) leave most values in a few equal-width
-    buckets: those rows go to the sort, with the same edges in the end."""
+    """Rows of normal, uniform and exponential values: by buckets of equal width
+    (some of them twice as many, for the exponential row)."""
     rng = np.random.default_rng(0)
     n = 12_920
     rows = np.array([
         rng.standard_normal(n),
-        rng.exponential(size=n) ** 3,
+        rng.exponential(size=n),
         rng.uniform(-1e-30, 1e-30, n),
         -rng.standard_normal(n) * 1e20,
-        rng.standard_cauchy(n),
-        rng.lognormal(0.0, 4.0, n),
     ], dtype=np.float32)
     for max_bins in (255, 64, 3):
         status = _assert_same_edges(rows, max_bins)
-        assert (status[:4] == DONE).all(), (max_bins, status)
-        if max_bins == 255:
-            assert (status[4:] == NEEDS_SORT).all(), status
+        assert (status == DONE).all(), (max_bins, status)
+
+
+def test_skewed_and_heavy_tailed_rows_take_buckets_of_equal_width_in_keys():
+    """Lognormal (sigma 1 and 4), cubed exponential and gamma(0.5) values crowd equal
+    widths in value near their minimum; buckets of equal width in the values'
+    order-preserving keys (about equal shares of each binade) select them.
+    Cauchy values, whose both tails reach far, may go either way: same edges."""
+    rng = np.random.default_rng(6)
+    n = 12_920
+    rows = np.array([
+        rng.lognormal(0.0, 1.0, n),
+        rng.lognormal(0.0, 4.0, n),
+        rng.exponential(size=n) ** 3,
+        rng.gamma(0.5, size=n),
+        rng.standard_cauchy(n),
+    ], dtype=np.float32)
+    status = _assert_same_edges(rows, 255)
+    assert (status[:4] == DONE).all(), status
 
 
 def test_ties_at_the_quantiles_and_at_the_largest_value():
     """Runs of equal values across ranks, ending a bucket, ending the row (the edge
-    then goes below the run, from the previous bucket's largest value), -0.0 and 0.0."""
+    then goes below the run, from the previous bucket's largest value), -0.0 and 0.0.
+
+    24,000 values: on fewer, runs this long crowd the buckets and the rows are sorted.
+    """
     rng = np.random.default_rng(1)
-    n = 6_000
-    rounded = np.round(rng.standard_normal(n), 2)  # about 16 copies of each value
+    n = 24_000
+    rounded = np.round(rng.standard_normal(n), 3)  # about 6 copies of each value
     top = rng.standard_normal(n)
-    top[rng.random(n) < 0.6] = top.max() + 1.0  # 60 % share the largest value
+    top[rng.random(n) < 0.1] = top.max() + 1.0  # 10 % share the largest value
     zeros = rng.standard_normal(n)
-    zeros[: n // 2] = 0.0
-    zeros[: n // 4] = -0.0
-    spread = np.repeat(np.linspace(-5.0, 5.0, 1_000), 6)  # a distinct value per bucket
-    # the largest value's run fills the last bucket and holds the ranks from the
-    # 87th: their edge goes below the run, after the bucket before it, which holds
-    # a run of 30 values (a rank ends there too: the same edge, placed once) ...
-    run_before = np.concatenate([np.linspace(0.0, 1.0, 2_020), np.full(30, 1.99),
-                                 np.full(4_000, 2.0)])
-    # ... or 8 distinct values in no rank's bucket (their largest is the edge's floor)
-    cluster_before = np.concatenate([np.linspace(0.0, 1.0, 2_042),
-                                     1.99 - rng.permutation(8) * 1e-5, np.full(4_000, 2.0)])
-    rows = [rounded, top, zeros, spread, rng.permutation(run_before),
-            rng.permutation(cluster_before)]
+    zeros[: n // 10] = 0.0
+    zeros[: n // 20] = -0.0
+    spread = np.repeat(np.linspace(-5.0, 5.0, 4_000), 6)  # a distinct value per bucket
+    # ranks 21,082, 21,176, 21,270: the largest value's run (2,800 values) fills the
+    # last bucket and holds the ranks from 21,270; their edge goes below the run,
+    # after the bucket before it, which holds a run of 120 values where rank 21,082
+    # ends too (the same edge, placed once) ...
+    run_before = np.concatenate([np.linspace(0.0, 1.0, 21_080), np.full(120, 1.99),
+                                 np.full(2_800, 2.0)])
+    # ... or 8 distinct values between ranks, in no rank's bucket (the largest of
+    # them, not the first gathered, is the edge's floor)
+    cluster = 1.9896 - np.array([3, 1, 7, 0, 5, 2, 6, 4]) * 1e-6  # inside one bucket
+    cluster_before = np.concatenate([np.linspace(0.0, 1.0, 21_180), cluster,
+                                     np.full(2_812, 2.0)])
+    rows = [rounded, top, zeros, spread, run_before, cluster_before]
     for max_bins in (255, 128, 17):
         for row in rows:
             status = _assert_same_edges(row[None, :], max_bins)
             assert status[0] == DONE, max_bins
+
+
+def test_a_run_that_ends_just_before_the_next_rank():
+    """The run holding one rank ends one position before the next rank: that next
+    rank starts a new run and places its own edge (in both implementations). 24,001
+    values: no quantile level ``j n / max_bins`` is an integer, where the reference's
+    float64 levels could round to either side."""
+    n, max_bins = 24_001, 255
+    ranks = (np.arange(1, max_bins) * n + max_bins - 1) // max_bins - 1
+    values = np.arange(n, dtype=np.float64)
+    for j in (10, 100, 200):
+        values[ranks[j - 1] : ranks[j]] = values[ranks[j - 1]]
+    row = np.random.default_rng(7).permutation(values)[None, :]
+    status = _assert_same_edges(row, max_bins)
+    assert status[0] == DONE
+    mapper = BinMapper(max_bins=max_bins).fit(row.T)
+    np.testing.assert_array_equal(mapper.edges_[0], _edges_of_column(values, max_bins, None))
+
+
+def test_signed_zeros_below_skewed_values_in_key_buckets():
+    """Lognormal values with zeros of both signs, 0.0 met first (the range's
+    minimum): -0.0's key lies below 0.0's, and its bucket is still the first."""
+    rng = np.random.default_rng(8)
+    row = rng.lognormal(0.0, 2.0, 24_000)
+    row[100] = 0.0
+    row[200:260] = -0.0
+    status = _assert_same_edges(row[None, :], 255)
+    assert status[0] == DONE
 
 
 def test_adjacent_float32_values_keep_the_float32_verdict():
@@ -129,18 +175,19 @@ def test_adjacent_float32_values_keep_the_float32_verdict():
 
 
 def test_a_crowded_bucket_is_sorted_whole():
-    """5,000 values within 1e-4 of zero and 600 spread up to 1,000: the first bucket
-    holds the crowd (more than the insertion limit) and every low rank."""
+    """2,000 values within 1e-4 of zero and 22,000 spread up to 1,000: the first bucket
+    holds the crowd (beyond the insertion limit: the radix sort) and a twelfth of the
+    ranks."""
     rng = np.random.default_rng(2)
-    row = np.concatenate([rng.normal(0.0, 1e-4, 5_000), np.linspace(1.0, 1_000.0, 600)])
+    row = np.concatenate([rng.normal(0.0, 1e-4, 2_000), np.linspace(1.0, 1_000.0, 22_000)])
     rng.shuffle(row)
     status = _assert_same_edges(row[None, :], 255)
     assert status[0] == DONE
 
 
 def test_rows_left_to_the_sort():
-    """Too few values, a single value, few distinct values, infinite or extreme values:
-    status NEEDS_SORT (their NaN and extreme flags are still given)."""
+    """Too few values, a single value, few distinct values, infinite or extreme values,
+    crowded buckets: status NEEDS_SORT (their NaN and extreme flags are still given)."""
     rng = np.random.default_rng(3)
     n = 2_000
     few = rng.integers(0, 200, n).astype(np.float32)  # 200 distinct <= max_bins
@@ -153,15 +200,17 @@ def test_rows_left_to_the_sort():
     huge[7] = -F32_MAX
     outlier = rng.standard_normal(n).astype(np.float32)
     outlier[0] = 1e30  # the others share a few buckets
-    rows = np.array([few, short, constant, infinite, huge, outlier])
+    mostly_zero = rng.standard_normal(n).astype(np.float32)
+    mostly_zero[: n // 2] = 0.0  # the zeros' bucket holds half the ranks: crowded
+    rows = np.array([few, short, constant, infinite, huge, outlier, mostly_zero])
     status = _assert_same_edges(rows, 255)
     assert (status == NEEDS_SORT).all(), status
 
 
 def test_nan_rows_take_the_nan_path_of_the_bucket_ids():
     rng = np.random.default_rng(4)
-    row = rng.standard_normal((3, 4_000)).astype(np.float32)
-    row[0, rng.random(4_000) < 0.3] = np.nan
+    row = rng.standard_normal((3, 24_000)).astype(np.float32)
+    row[0, rng.random(24_000) < 0.3] = np.nan
     row[1, :10] = np.nan
     status = _assert_same_edges(row, 255)
     assert (status == DONE).all(), status

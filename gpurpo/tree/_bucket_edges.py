@@ -11,30 +11,37 @@ one distribution pass, as in a bucket sort (Knuth, TAOCP vol. 3, section
 1. the row's minimum and maximum (NaN apart) come with the transposition that
    makes the row (:func:`gpurpo.tree._kernels_cpu.transpose_block_to_float32`),
    or from :func:`row_ranges`;
-2. one pass gives each value its bucket among ``n // 2`` of equal width over
-   ``[min, max]`` and counts them. The bucket ``floor((x - min) * scale)`` is
-   a non-decreasing function of ``x`` (in float32 too: rounding is
-   monotone), so every value of a bucket is smaller than every value of a
-   later one, and equal values share a bucket;
-3. one walk over the counts finds the bucket of each rank, and marks it and
+2. 256 evenly spaced values estimate how crowded the buckets at the ranks
+   would be (:func:`_crowding`) with buckets of equal width in value and with
+   buckets of equal width in the values' order-preserving 32-bit keys (about
+   equal shares of each binade: skewed and heavy-tailed values); the less
+   crowded scale is kept, with ``n / 2``, ``n`` or ``2 n`` buckets, the fewest
+   expected to gather under a quarter of the values, else the row is sorted;
+3. one pass gives each value its bucket and counts them. The bucket is a
+   non-decreasing function of the value (rounding is monotone), so every
+   value of a bucket is smaller than every value of a later one, and equal
+   values share a bucket;
+4. one walk over the counts finds the bucket of each rank, and marks it and
    the non-empty bucket after it (which holds the next distinct value);
-4. one pass lists the values of the marked buckets (about a fifth of the row)
-   and gathers them bucket by bucket; each bucket of a rank is sorted (a
-   sorting network up to 8 values, about 5 on average), and the rule of
+5. one pass lists the values of the marked buckets and gathers them bucket by
+   bucket; each bucket of a rank is sorted (a sorting network up to 8
+   values, about 5 on average for normal values), and the rule of
    ``edges_from_sorted`` reads the sorted row through the buckets.
 
 More than ``max_bins`` non-empty buckets prove more than ``max_bins``
-distinct values. Rows with fewer (few distinct values, or heavy tails that
-crowd most values into a few buckets), with an infinite or extreme value, or
-with at most ``2 max_bins`` values are left to the caller, who sorts them
-(:func:`needs_sort`). Both routes give the same edges, bit for bit.
+distinct values. Rows with fewer, with crowded buckets (a feature mostly
+zero, values of Student's t with 3 degrees of freedom), with an infinite or
+extreme value, or with at most 512 values are left to the caller, who sorts
+them (:func:`needs_sort`); the estimate costs such a row about 3 us. Both
+routes give the same edges, bit for bit.
 
-Delicious-shaped X (12,920 x 500, normal features), one thread, AMD EPYC
-(Zen 4), in blocks of 16 features: 17.9 ms (2.8 ns per value), against
-31.8 ms for the radix sort of :mod:`gpurpo.tree._row_sort` and the edge scan
-after it; a whole ``fit_transform`` 52.0 -> 35.3 ms (mediamill-shaped
-30,993 x 120: 31.3 -> 19.1 ms), with the faster transposition and the tie
-pass of the codes made at the same time.
+One thread, AMD EPYC (Zen 4), rows of 12,920 float32 values: 31 to 43 us per
+row by buckets (normal, uniform, exponential, lognormal, gamma(0.5) values)
+against 59 to 64 us for the radix sort of :mod:`gpurpo.tree._row_sort` and
+the edge scan after it. A delicious-shaped ``fit_transform`` (12,920 x 500
+normal features) 50.3 -> 36.7 ms, mediamill-shaped (30,993 x 120) 30.1 ->
+19.0 ms, with the faster transposition and the tie pass of the codes made at
+the same time.
 """
 
 from __future__ import annotations
@@ -43,10 +50,18 @@ import numpy as np
 from numba import literal_unroll, njit
 
 from gpurpo.tree._kernels_cpu import float32_codes_agree
+from gpurpo.tree._row_sort import _key, radix_sort_rows
 
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
-# buckets sorted by insertion up to this size, by numba's sort above
+# buckets sorted by insertion up to this size, by the radix sort above
 _SMALL_BUCKET = 16
+# rows whose marked buckets hold more than 1 / _CROWDED of the values are sorted whole
+_CROWDED = 4
+# the crowding estimate of a row (_crowding): its sample, and its coarse cells
+_SAMPLE = 256
+_CELLS = 64
+# the estimate must be this far below the limit: it errs by some 10 %
+_ESTIMATE_MARGIN = 0.85
 # row status, out_status[r]
 DONE = 0
 NEEDS_SORT = 1
@@ -98,15 +113,21 @@ def _sort8(a, lo, c):
 
 
 @njit(inline="always", cache=True)
-def _sort_segment(a, lo, hi):
+def _sort_segment(a, lo, hi, radix_out, radix_scratch):
     """Sort ``a[lo:hi]`` increasingly (finite values) in place: by a sorting network
-    up to 8 values, by insertion up to ``_SMALL_BUCKET``, by numba's sort above."""
+    up to 8 values, by insertion up to ``_SMALL_BUCKET``, by the radix sort of
+    :mod:`gpurpo.tree._row_sort` above (a crowded bucket, such as the zeros of a
+    feature mostly zero: linear time, where a quicksort of 11,600 equal values
+    took 0.2 ms)."""
     c = hi - lo
     if c <= 8:
         _sort8(a, lo, c)
         return
     if c > _SMALL_BUCKET:
-        a[lo:hi].sort()
+        keys = a[lo:hi].view(np.uint32).reshape((1, c))
+        out = radix_out[:c].view(np.uint32).reshape((1, c))
+        radix_sort_rows(keys, out, radix_scratch)
+        a[lo:hi] = radix_out[:c]
         return
     for i in range(lo + 1, hi):
         x = a[i]
@@ -204,27 +225,78 @@ def _segment_max(values, first, c):
 
 
 @njit(nogil=True, cache=True)
-def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
-    """Edges of one row with more than ``2 max_bins`` non-NaN values and a finite range.
+def _key_bucket_ids(row, lo, hi, nb, ids):
+    """``ids[i]``: the bucket of ``row[i]`` among ``nb`` of equal width in the space of
+    the order-preserving 32-bit keys of :func:`gpurpo.tree._row_sort._key` (``nb``
+    for NaN): about equal shares of each binade, for heavy-tailed or skewed values
+    that equal widths in value crowd into a few buckets. Monotone as well."""
+    key_lo = _key(np.float32(lo).view(np.uint32))
+    key_hi = _key(np.float32(hi).view(np.uint32))
+    scale = nb / (np.float64(key_hi - key_lo) + 1.0)
+    for i in range(row.shape[0]):
+        x = row[i]
+        if x != x:
+            ids[i] = np.uint32(nb)
+        else:
+            # -0.0 keys below 0.0, the minimum the comparisons of the range may keep
+            offset = max(np.int64(_key(np.float32(x).view(np.uint32))) - np.int64(key_lo), 0)
+            ids[i] = np.uint32(np.float64(offset) * scale)
 
-    Returns ``(n_edges, float32_ok)``, or ``(-1, False)`` when the row has at
-    most ``max_bins`` non-empty buckets (it may have at most ``max_bins``
-    distinct values: the caller sorts it).
-    """
-    counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start, \
-        marked = scratch
+
+@njit(nogil=True, cache=True)
+def _crowding(row, lo, hi, nb, in_keys, sample_ids, cells):
+    """The density ratio ``R = C sum_c p_c^2`` of the row's values over ``C = _CELLS``
+    coarse cells of its buckets (``p_c``: the share in cell ``c`` of ``_SAMPLE``
+    evenly spaced values). A rank falls in a cell as often as the cell holds
+    values, so R is the mean density at the ranks over the mean density (1
+    for uniform values, 2.5 for normal ones), and ``R n / nb`` estimates the
+    mean count of the buckets that hold the ranks (within some 10 % of the
+    counts met on normal, uniform, exponential and lognormal rows)."""
     n_all = row.shape[0]
-    n = n_all - n_nan
-    nb = n // 2
-    scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
-    if not np.isfinite(scale):
-        return -1, False
-    if ranks[0] != n:  # ranks[0] holds the n the ranks are of
-        ranks[0] = n
-        for j in range(1, max_bins):
-            ranks[j] = _rank(j, n, max_bins)
-        ranks[max_bins] = n  # beyond every rank: ends the walk below
-    _bucket_ids(row, lo, scale, nb, n_nan, ids)
+    step = max(n_all // _SAMPLE, 1)
+    sample = row[::step][:_SAMPLE]
+    if in_keys:
+        _key_bucket_ids(sample, lo, hi, nb, sample_ids)
+    else:
+        scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
+        if not np.isfinite(scale):
+            return np.inf
+        _bucket_ids(sample, lo, scale, nb, 1, sample_ids)
+    cells[:] = 0
+    m = 0
+    for i in range(sample.shape[0]):
+        b = np.int64(sample_ids[i])
+        if b < nb:
+            cells[b * _CELLS // nb] += 1
+            m += 1
+    if m == 0:
+        return np.inf
+    squares = 0.0
+    for c in range(_CELLS):
+        squares += np.float64(cells[c]) * cells[c]
+    return _CELLS * squares / (np.float64(m) * m)
+
+
+@njit(nogil=True, cache=True)
+def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
+    """Bucket ids and counts of ``row`` in ``nb`` buckets (equal widths in value, or in
+    keys with ``in_keys``), the bucket of each rank and the marked buckets.
+
+    Returns ``(n_marked, total)``: the number of marked buckets (listed first in
+    ``marked``) and of their values; ``(-1, 0)`` when the row has at most
+    ``max_bins`` non-empty buckets or its marked buckets hold more than
+    ``1 / _CROWDED`` of its values.
+    """
+    (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
+     marked, radix_out, radix_scratch, cells) = scratch
+    n_all = row.shape[0]
+    if in_keys:
+        _key_bucket_ids(row, lo, hi, nb, ids)
+    else:
+        scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
+        if not np.isfinite(scale):
+            return -1, 0
+        _bucket_ids(row, lo, scale, nb, n_nan, ids)
     counts[: nb + 1] = 0
     for i in range(n_all):
         counts[ids[i]] += 1
@@ -232,7 +304,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
     for b in range(nb):
         n_nonempty += counts[b] > 0
     if n_nonempty <= max_bins:
-        return -1, False
+        return -1, 0
 
     # one walk over the buckets finds the bucket of each quantile's rank (and the
     # rank of that bucket's first value) and marks, in increasing order, those
@@ -268,15 +340,59 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
             marks[b0] = 1
             marked[n_marked] = b0
             n_marked += 1
-
-    # gather the marked buckets, each into its own segment: first the positions
-    # of their values (branch-free), then the values
     total = 0
     for t in range(n_marked):
         b = marked[t]
         segment[b] = total
         cursor[b] = total
         total += counts[b]
+    if total > n // _CROWDED:
+        return -1, 0
+    return n_marked, total
+
+
+@njit(nogil=True, cache=True)
+def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
+    """Edges of one row with more than ``2 max_bins`` non-NaN values and a finite range.
+
+    Buckets of equal width in value first, then (heavy tails, skewed values)
+    in the space of the values' order-preserving keys. Returns ``(n_edges,
+    float32_ok)``, or ``(-1, False)`` when neither selects (at most
+    ``max_bins`` non-empty buckets: there may be at most ``max_bins``
+    distinct values; or crowded buckets, such as the zeros of a feature
+    mostly zero): the caller sorts the row.
+    """
+    (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
+     marked, radix_out, radix_scratch, cells) = scratch
+    n_all = row.shape[0]
+    n = n_all - n_nan
+    if ranks[0] != n:  # ranks[0] holds the n the ranks are of
+        ranks[0] = n
+        for j in range(1, max_bins):
+            ranks[j] = _rank(j, n, max_bins)
+        ranks[max_bins] = n  # beyond every rank: ends the walk below
+    # the scale whose buckets at the ranks are the least crowded (estimated on a
+    # sample), and the fewest buckets (n / 2, n or 2 n) expected to leave under
+    # 1 / _CROWDED of the values to gather (2 buckets gathered per rank)
+    sample_ids = ids[n_all - _SAMPLE :]
+    in_value = _crowding(row, lo, hi, n // 2, False, sample_ids, cells)
+    in_keys = _crowding(row, lo, hi, n // 2, True, sample_ids, cells)
+    use_keys = in_keys < in_value
+    expected = 2.0 * (max_bins - 1) * min(in_value, in_keys) * n / _ESTIMATE_MARGIN
+    limit = n / _CROWDED
+    nb = n // 2
+    if expected / nb > limit:
+        nb = n
+    if expected / nb > limit:
+        nb = 2 * n
+    if expected / nb > limit:
+        return -1, False
+    n_marked, total = _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, use_keys, scratch)
+    if n_marked < 0:
+        return -1, False
+
+    # gather the marked buckets, each into its own segment: first the positions
+    # of their values (branch-free), then the values
     n_picked = 0
     for i in range(n_all):
         picked[n_picked] = i
@@ -290,14 +406,18 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
     for j in range(1, max_bins):
         b = rank_bucket[j]
         if b != previous_b and counts[b] > 1:
-            _sort_segment(gathered, segment[b], segment[b] + counts[b])
+            _sort_segment(gathered, segment[b], segment[b] + counts[b], radix_out,
+                          radix_scratch)
         previous_b = b
 
     # the rule of edges_from_sorted, on the sorted row seen through the buckets
     e = 0
     ok = True
     last = -1  # rank (in the sorted row) of the last value an edge was placed after
+    run_end = -1  # rank of the end of the last run of ties walked (its ranks repeat its edge)
     for j in range(1, max_bins):
+        if ranks[j] <= run_end:
+            continue
         b = rank_bucket[j]
         first = segment[b]
         c = counts[b]
@@ -305,6 +425,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
         i = k
         while i + 1 < c and gathered[first + i + 1] == gathered[first + i]:
             i += 1
+        run_end = rank_start[j] + i
         if i + 1 < c:
             below = gathered[first + i]
             above = gathered[first + i + 1]
@@ -352,12 +473,13 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
     or infinite; see :func:`gpurpo.tree.binning._bin_by_blocks`) and
     ``out_status[r]``. For the rows of status :data:`DONE`,
     ``out_edges[r, :out_n_edges[r]]`` and ``out_float32_ok[r]``; the rows of
-    status :data:`NEEDS_SORT` (at most ``2 max_bins`` non-NaN values, an
-    extreme value, a single value, or at most ``max_bins`` non-empty
-    buckets) are left for the caller to sort.
+    status :data:`NEEDS_SORT` (at most ``2 max(max_bins, _SAMPLE)`` non-NaN values, an
+    extreme value, a single value, at most ``max_bins`` non-empty buckets,
+    or marked buckets holding more than a quarter of the values) are left
+    for the caller to sort.
     """
     q, n_all = values.shape
-    n_buckets = n_all // 2 + 1
+    n_buckets = 2 * n_all + 1
     scratch = (
         np.empty(n_buckets, dtype=np.int32),  # counts
         np.empty(n_buckets, dtype=np.int32),  # segment
@@ -370,6 +492,9 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
         np.empty(max_bins, dtype=np.int64),  # rank_bucket
         np.empty(max_bins, dtype=np.int64),  # rank_start
         np.empty(2 * max_bins, dtype=np.int64),  # marked
+        np.empty(n_all, dtype=np.float32),  # radix_out
+        np.empty((2, n_all), dtype=np.uint32),  # radix_scratch
+        np.empty(_CELLS, dtype=np.int64),  # cells
     )
     for r in range(q):
         row = values[r]
@@ -378,7 +503,7 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
         out_has_nan[r] = n_nan > 0
         out_extreme[r] = n > 0 and (abs(lo[r]) >= _FLOAT32_MAX or abs(hi[r]) >= _FLOAT32_MAX)
         out_status[r] = NEEDS_SORT
-        if n <= 2 * max_bins or out_extreme[r] or lo[r] == hi[r]:
+        if n <= max(2 * max_bins, 2 * _SAMPLE) or out_extreme[r] or lo[r] == hi[r]:
             continue
         n_edges, ok = _row_edges(row, lo[r], hi[r], n_nan, max_bins, out_edges[r], scratch)
         if n_edges >= 0:

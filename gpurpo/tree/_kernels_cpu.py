@@ -2651,7 +2651,10 @@ def edges_from_sorted(sorted_values, max_bins, out_edges, out_n_edges, out_float
     most ``max_bins`` distinct values the edges are the midpoints between
     consecutive distinct values; otherwise the midpoints after the distinct
     values holding the ``j / max_bins`` quantiles (j = 1 .. max_bins - 1),
-    deduplicated. Fills ``out_edges[f, :out_n_edges[f]]``, and ``out_float32_ok[f]`` with
+    deduplicated (a rank inside the run of ties of the previous one gives its
+    edge again and is skipped: a feature half zero walked its run of zeros
+    for each of its ranks, 0.4 ms a feature of 12,920 values). Fills
+    ``out_edges[f, :out_n_edges[f]]``, and ``out_float32_ok[f]`` with
     :func:`float32_codes_agree` of the pairs of values the edges lie between.
     """
     p = sorted_values.shape[0]
@@ -2675,15 +2678,19 @@ def edges_from_sorted(sorted_values, max_bins, out_edges, out_n_edges, out_float
             continue
         e = 0
         last = -1  # position of the last distinct value used for an edge
+        run_end = -1  # end of the last run of ties walked: its ranks give its edge again
         for j in range(1, max_bins):
             # distinct value holding the sample of rank ceil(j n / max_bins)
             rank = (j * n + max_bins - 1) // max_bins - 1
             if rank < 0:
                 rank = 0
+            if rank <= run_end:
+                continue
             # end of its run of ties
             i = rank
             while i + 1 < n and v[i + 1] == v[i]:
                 i += 1
+            run_end = i
             if i + 1 >= n:
                 # the quantile falls in the largest value: edge below its run
                 i = rank

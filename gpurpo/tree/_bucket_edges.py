@@ -371,16 +371,20 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
         for j in range(1, max_bins):
             ranks[j] = _rank(j, n, max_bins)
         ranks[max_bins] = n  # beyond every rank: ends the walk below
-    # the scale whose buckets at the ranks are the least crowded (estimated on a
-    # sample), and the fewest buckets (n / 2, n or 2 n) expected to leave under
-    # 1 / _CROWDED of the values to gather (2 buckets gathered per rank)
+    # equal widths in value, unless their buckets at the ranks would crowd
+    # (estimated on a sample) more than equal widths in keys; and the fewest
+    # buckets (n / 2, n or 2 n) expected to leave under 1 / _CROWDED of the
+    # values to gather (2 buckets gathered per rank)
     sample_ids = ids[n_all - _SAMPLE :]
-    in_value = _crowding(row, lo, hi, n // 2, False, sample_ids, cells)
-    in_keys = _crowding(row, lo, hi, n // 2, True, sample_ids, cells)
-    use_keys = in_keys < in_value
-    expected = 2.0 * (max_bins - 1) * min(in_value, in_keys) * n / _ESTIMATE_MARGIN
     limit = n / _CROWDED
     nb = n // 2
+    ratio = _crowding(row, lo, hi, nb, False, sample_ids, cells)
+    use_keys = False
+    if 2.0 * (max_bins - 1) * ratio * n / _ESTIMATE_MARGIN / nb > limit:
+        in_keys = _crowding(row, lo, hi, nb, True, sample_ids, cells)
+        use_keys = in_keys < ratio
+        ratio = min(ratio, in_keys)
+    expected = 2.0 * (max_bins - 1) * ratio * n / _ESTIMATE_MARGIN
     if expected / nb > limit:
         nb = n
     if expected / nb > limit:

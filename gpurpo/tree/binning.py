@@ -580,7 +580,7 @@ def _bin_by_blocks(
     of most features come from bucket selection
     (:func:`gpurpo.tree._bucket_edges.bucket_edges_rows`, which reads a
     fraction of the sorted values); the features it leaves (few distinct
-    values, infinite values, short columns) are sorted into ``b``
+    values, crowded buckets, infinite values, short columns) are sorted into ``b``
     (:func:`gpurpo.tree._row_sort.sort_rows`: NumPy's sort or a radix sort,
     whichever is faster here) and take
     :func:`gpurpo.tree._kernels_cpu.edges_from_sorted`. Both rules place the

@@ -47,7 +47,7 @@ the same time.
 from __future__ import annotations
 
 import numpy as np
-from numba import literal_unroll, njit
+from numba import njit
 
 from gpurpo.tree._kernels_cpu import float32_codes_agree
 from gpurpo.tree._row_sort import _key, radix_sort_rows
@@ -106,10 +106,22 @@ def _sort8(a, lo, c):
     v1, v2 = _exchange(v1, v2)
     v3, v4 = _exchange(v3, v4)
     v5, v6 = _exchange(v5, v6)
-    sorted_values = (v0, v1, v2, v3, v4, v5, v6, v7)
-    for t in literal_unroll(range(8)):
-        if t < c:
-            a[lo + t] = sorted_values[t]
+    if c > 0:
+        a[lo] = v0
+    if c > 1:
+        a[lo + 1] = v1
+    if c > 2:
+        a[lo + 2] = v2
+    if c > 3:
+        a[lo + 3] = v3
+    if c > 4:
+        a[lo + 4] = v4
+    if c > 5:
+        a[lo + 5] = v5
+    if c > 6:
+        a[lo + 6] = v6
+    if c > 7:
+        a[lo + 7] = v7
 
 
 @njit(inline="always", cache=True)

@@ -183,15 +183,6 @@ def _rank(j, n, max_bins):
 
 
 @njit(inline="always", cache=True)
-def _next_nonempty(counts, b, nb):
-    """The first non-empty bucket after ``b`` (``nb`` if none)."""
-    b2 = b + 1
-    while b2 < nb and counts[b2] == 0:
-        b2 += 1
-    return b2
-
-
-@njit(inline="always", cache=True)
 def _previous_nonempty(counts, b):
     """The last non-empty bucket before ``b`` (-1 if none)."""
     b0 = b - 1
@@ -273,7 +264,7 @@ def _crowding(row, lo, hi, nb, in_keys, sample_ids, cells):
         scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
         if not np.isfinite(scale):
             return np.inf
-        _bucket_ids(sample, lo, scale, nb, 1, sample_ids)
+        _bucket_ids(sample, lo, scale, nb, 1, sample_ids)  # 1: the sample may hold NaN
     cells[:] = 0
     m = 0
     for i in range(sample.shape[0]):
@@ -292,22 +283,25 @@ def _crowding(row, lo, hi, nb, in_keys, sample_ids, cells):
 @njit(nogil=True, cache=True)
 def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
     """Bucket ids and counts of ``row`` in ``nb`` buckets (equal widths in value, or in
-    keys with ``in_keys``), the bucket of each rank and the marked buckets.
+    keys with ``in_keys``), the bucket of each rank, the marked buckets and, for
+    each bucket of a rank, the non-empty bucket after it (``following``; ``nb``
+    for none).
 
-    Returns ``(n_marked, total)``: the number of marked buckets (listed first in
-    ``marked``) and of their values; ``(-1, 0)`` when the row has at most
+    Returns ``(n_marked, before_last)``: the number of marked buckets (listed in
+    ``marked``) and the non-empty bucket before the last one (-1 for none, or
+    when the last holds no rank); ``(-1, -1)`` when the row has at most
     ``max_bins`` non-empty buckets or its marked buckets hold more than
     ``1 / _CROWDED`` of its values.
     """
     (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
-     marked, radix_out, radix_scratch, cells) = scratch
+     following, marked, radix_out, radix_scratch, cells) = scratch
     n_all = row.shape[0]
     if in_keys:
         _key_bucket_ids(row, lo, hi, nb, ids)
     else:
         scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
         if not np.isfinite(scale):
-            return -1, 0
+            return -1, -1
         _bucket_ids(row, lo, scale, nb, n_nan, ids)
     counts[: nb + 1] = 0
     for i in range(n_all):
@@ -316,7 +310,7 @@ def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
     for b in range(nb):
         n_nonempty += counts[b] > 0
     if n_nonempty <= max_bins:
-        return -1, 0
+        return -1, -1
 
     # one walk over the buckets finds the bucket of each quantile's rank (and the
     # rank of that bucket's first value) and marks, in increasing order, those
@@ -327,30 +321,33 @@ def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
     n_marked = 0
     run = 0
     j = 1
-    want_next = False
+    pending = -1  # the last bucket of a rank, until a non-empty bucket follows it
     for b in range(nb):
         c = counts[b]
-        if want_next and c > 0:
+        if pending >= 0 and c > 0:
+            following[pending] = b
             marks[b] = 1
             marked[n_marked] = b
             n_marked += 1
-            want_next = False
+            pending = -1
         run += c
         if ranks[j] < run:
             if not marks[b]:
                 marks[b] = 1
                 marked[n_marked] = b
                 n_marked += 1
-            want_next = True
+            pending = b
             while ranks[j] < run:
                 rank_bucket[j] = b
                 rank_start[j] = run - c
                 j += 1
-    if want_next:  # the last non-empty bucket holds a rank: mark the one before it
-        b0 = _previous_nonempty(counts, _previous_nonempty(counts, nb))
-        if b0 >= 0 and not marks[b0]:
-            marks[b0] = 1
-            marked[n_marked] = b0
+    before_last = -1
+    if pending >= 0:  # the last non-empty bucket holds a rank: mark the one before it
+        following[pending] = nb
+        before_last = _previous_nonempty(counts, pending)
+        if before_last >= 0 and not marks[before_last]:
+            marks[before_last] = 1
+            marked[n_marked] = before_last
             n_marked += 1
     total = 0
     for t in range(n_marked):
@@ -359,23 +356,24 @@ def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
         cursor[b] = total
         total += counts[b]
     if total > n // _CROWDED:
-        return -1, 0
-    return n_marked, total
+        return -1, -1
+    return n_marked, before_last
 
 
 @njit(nogil=True, cache=True)
 def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
-    """Edges of one row with more than ``2 max_bins`` non-NaN values and a finite range.
+    """Edges of one row with more than ``2 max(max_bins, _SAMPLE)`` non-NaN values and
+    a finite range.
 
-    Buckets of equal width in value first, then (heavy tails, skewed values)
-    in the space of the values' order-preserving keys. Returns ``(n_edges,
-    float32_ok)``, or ``(-1, False)`` when neither selects (at most
-    ``max_bins`` non-empty buckets: there may be at most ``max_bins``
-    distinct values; or crowded buckets, such as the zeros of a feature
-    mostly zero): the caller sorts the row.
+    Buckets of equal width in value, or (heavy tails, skewed values) in the
+    space of the values' order-preserving keys, as a sample estimates them the
+    less crowded. Returns ``(n_edges, float32_ok)``, or ``(-1, False)`` when
+    the buckets do not select (at most ``max_bins`` non-empty buckets: there
+    may be at most ``max_bins`` distinct values; or crowded buckets, such as
+    the zeros of a feature mostly zero): the caller sorts the row.
     """
     (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
-     marked, radix_out, radix_scratch, cells) = scratch
+     following, marked, radix_out, radix_scratch, cells) = scratch
     n_all = row.shape[0]
     n = n_all - n_nan
     if ranks[0] != n:  # ranks[0] holds the n the ranks are of
@@ -389,21 +387,23 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
     # values to gather (2 buckets gathered per rank)
     sample_ids = ids[n_all - _SAMPLE :]
     limit = n / _CROWDED
+    per_ratio = 2.0 * (max_bins - 1) * n / _ESTIMATE_MARGIN  # gathered values, times nb / R
     nb = n // 2
     ratio = _crowding(row, lo, hi, nb, False, sample_ids, cells)
     use_keys = False
-    if 2.0 * (max_bins - 1) * ratio * n / _ESTIMATE_MARGIN / nb > limit:
+    if per_ratio * ratio / nb > limit:
         in_keys = _crowding(row, lo, hi, nb, True, sample_ids, cells)
         use_keys = in_keys < ratio
         ratio = min(ratio, in_keys)
-    expected = 2.0 * (max_bins - 1) * ratio * n / _ESTIMATE_MARGIN
+    expected = per_ratio * ratio
     if expected / nb > limit:
         nb = n
     if expected / nb > limit:
         nb = 2 * n
     if expected / nb > limit:
         return -1, False
-    n_marked, total = _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, use_keys, scratch)
+    n_marked, before_last = _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, use_keys,
+                                            scratch)
     if n_marked < 0:
         return -1, False
 
@@ -447,7 +447,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
             above = gathered[first + i + 1]
             at = rank_start[j] + i
         else:
-            b2 = _next_nonempty(counts, b, nb)
+            b2 = following[b]
             if b2 < nb:
                 below = gathered[first + i]
                 above = _segment_min(gathered, segment[b2], counts[b2])
@@ -462,7 +462,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
                     above = gathered[first + i]
                     at = rank_start[j] + i - 1
                 else:
-                    b0 = _previous_nonempty(counts, b)
+                    b0 = before_last  # b is the last non-empty bucket
                     if b0 < 0:
                         continue
                     below = _segment_max(gathered, segment[b0], counts[b0])
@@ -507,6 +507,7 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
         np.full(max_bins + 1, -1, dtype=np.int64),  # ranks (ranks[0]: their n)
         np.empty(max_bins, dtype=np.int64),  # rank_bucket
         np.empty(max_bins, dtype=np.int64),  # rank_start
+        np.empty(n_buckets, dtype=np.int32),  # following
         np.empty(2 * max_bins, dtype=np.int64),  # marked
         np.empty(n_all, dtype=np.float32),  # radix_out
         np.empty((2, n_all), dtype=np.uint32),  # radix_scratch

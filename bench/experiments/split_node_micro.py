@@ -1,23 +1,25 @@
-"""Micro-benchmark of the CPU per-node exact split (``_eval_node``) by node size.
+"""Micro-benchmark of the CPU exact split of small nodes (kernel ``tree_split_small``) by node size.
 
-Times one ``_eval_node`` call on nodes of a given number of samples with
-random 8-bit codes, 7 target channels (padded to 8) and ``k`` of ``p``
-candidate features (default: the delicious shape, p = 500, k = 22), for the
-kernel module of this source tree or another version of it::
+Times ``split_small_nodes`` (the numba twin of ``tree_split_small``, see
+:mod:`gpurpo.tree.kernels`) on a batch of nodes of a given number of samples
+with random 8-bit codes, 7 target channels and ``k`` of ``p`` candidate
+features (default: the delicious shape, p = 500, k = 22), for the kernel
+module of this source tree or another version of it::
 
     NUMBA_NUM_THREADS=1 python bench/experiments/split_node_micro.py
     git show HEAD~1:gpurpo/tree/_kernels_cpu.py > /tmp/old.py
     NUMBA_NUM_THREADS=1 python bench/experiments/split_node_micro.py --source /tmp/old.py
 
-The source must call this tree's ``_random`` helpers as they are now
-(``feistel_params`` compiled, ``small_feature_order_nb`` taking the seed): older
-versions are refused. The module is compiled in this process
-(``cache=False``); the figure is the best of 3 runs, in microseconds per node
-and nanoseconds per (sample, candidate feature). Random codes put most samples in distinct bins, so every
-sample is a split point: an upper bound of the work per sample. As the kernels
-do, the loop passes borrowed views (:mod:`gpurpo.tree._borrow`): with owned
-arrays each call counted references to some twenty arrays, 0.3 us per node
-on a Xeon, more than a 2-sample node's work.
+The kernel is driven through its documented contract (its arguments are
+those of ``tree_split_small``), so another version works as long as that
+contract is the same; a source whose ``split_small_nodes`` takes other
+arguments is refused. The module is compiled in this process
+(``cache=False``, about a minute). Each node gathers its samples' weights and
+targets, then evaluates its candidate features (``_eval_node``), as in a
+fit. The figure is the best of 3 runs, in microseconds per node and
+nanoseconds per (sample, candidate feature). Random codes put most samples
+in distinct bins, so every sample is a split point: an upper bound of the
+work per sample.
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from gpurpo.tree._borrow import borrow  # noqa: E402
+# the documented arguments of tree_split_small, in order (gpurpo.tree.kernels)
+CONTRACT = (
+    "codes", "subtracted_bin", "listed", "col_ptr", "col_rows", "col_codes", "sample_indices",
+    "node_ranges", "node_tree", "node_seed", "weights", "targets", "edge_values", "edge_ptr",
+    "n_candidates", "min_samples_leaf", "random_split", "missing_bin", "tie_rtol", "out_feature",
+    "out_bin", "out_missing_left", "out_gain",
+)
 
 
 def load(source: Path) -> types.ModuleType:
@@ -44,69 +52,41 @@ def load(source: Path) -> types.ModuleType:
     module.__file__ = str(ROOT / "gpurpo" / "tree" / "_kernels_cpu.py")
     text = source.read_text().replace("cache=True", "cache=False")
     exec(compile(text, module.__file__, "exec"), module.__dict__)
+    split = getattr(module, "split_small_nodes", None)
+    if split is None or tuple(inspect.signature(split.py_func).parameters) != CONTRACT:
+        raise SystemExit(f"{source}: its split_small_nodes does not take the arguments of "
+                         "tree_split_small as documented in gpurpo/tree/kernels.py now")
     return module
 
 
-def make_bench(kernels: types.ModuleType, p: int, k: int, m: int, pool: int):
-    """A jitted loop evaluating ``reps`` nodes of ``ns`` samples taken from a pool."""
-    mp = ((m + 7) // 8) * 8
-    eval_node = kernels._eval_node
-    scratch = kernels._eval_scratch
-    if not hasattr(kernels, "feistel_params"):
-        # older sources pass other Feistel parameters to this tree's _random module
-        raise SystemExit("--source predates the feature-order helpers of "
-                         "gpurpo/tree/_random.py that this tree's kernels call")
-    feistel = kernels.feistel_params
-    # sources from session 9 on take the rows of the node's data (here the identity,
-    # cols) and more scratch buffers (after cand_ml) than the sixteen of earlier ones:
-    # the loop is generated for the source's signature
-    names = list(inspect.signature(eval_node.py_func).parameters)
-    rows = "cols, " if "rows" in names else ""
-    n_extra = len(names) - names.index("cand_ml") - 2
-    extra_names = [f"extra{i}" for i in range(n_extra)]
-    extra = "".join(f"{name}, " for name in extra_names)
-    unpack_extra = "".join(f"    {name} = borrow(buffers[{16 + i}])\n" for i, name in enumerate(extra_names))
-    # as the kernels do, the node loop passes views that hold no reference (borrowed
-    # from the arguments of ``run``, which ``bench`` keeps alive): a call passing owned
-    # arrays would count references to each of them, some 0.3 us per node
-    text = f"""
-def bench(block, cols, edge_table, ns, reps):
-    return run(block, cols, edge_table, ns, reps, scratch(pool, mp, 256, k))
+class Batch:
+    """Inputs of ``split_small_nodes`` for ``n_nodes`` nodes of ``ns`` samples from a pool."""
 
+    def __init__(self, p: int, pool: int, m: int, ns: int, n_nodes: int):
+        rng = np.random.default_rng(0)
+        self.codes = rng.integers(0, 255, size=(p, pool)).astype(np.uint8)
+        self.subtracted_bin = np.full(p, -1, dtype=np.int32)
+        self.listed = np.full(p, pool, dtype=np.int64)
+        self.columns = (np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.uint8))
+        starts = (np.arange(n_nodes, dtype=np.int64) * ns) % (pool - ns)
+        self.sample_indices = (starts[:, None] + np.arange(ns)).astype(np.int32).ravel()
+        self.node_ranges = np.stack([np.arange(n_nodes) * ns, np.arange(1, n_nodes + 1) * ns],
+                                    axis=1).astype(np.int64)
+        self.node_tree = np.zeros(n_nodes, dtype=np.int32)
+        self.node_seed = np.arange(n_nodes, dtype=np.uint64)
+        a = np.arange(pool)
+        self.weights = (1.0 + (a % 3)).astype(np.float32)[None, :]
+        self.targets = np.sin(a[:, None] * 7.0 + np.arange(m)).astype(np.float32)[:, None, :]
+        # 255 edges per feature (all 0.0: the best splits never read them)
+        self.edge_values = np.zeros(p * 255)
+        self.edge_ptr = np.arange(p + 1, dtype=np.int64) * 255
+        self.out = (np.empty(n_nodes, np.int32), np.empty(n_nodes, np.int32),
+                    np.empty(n_nodes, np.uint8), np.empty(n_nodes, np.float64))
 
-def run(block, cols, edge_table, ns, reps, buffers):
-    block = borrow(block)
-    cols = borrow(cols)
-    edge_values, edge_ptr = borrow(edge_table[0]), borrow(edge_table[1])
-    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml) = buffers[:16]
-    w, wy, y, S = borrow(w), borrow(wy), borrow(y), borrow(S)
-    code_buf, order, hist, bin_pos = borrow(code_buf), borrow(order), borrow(hist), borrow(bin_pos)
-    LS, MS, keys, perm = borrow(LS), borrow(MS), borrow(keys), borrow(perm)
-    cand_f, cand_g, cand_b, cand_ml = borrow(cand_f), borrow(cand_g), borrow(cand_b), borrow(cand_ml)
-{unpack_extra}    for a in range(pool):
-        w[a] = 1.0 + (a % 3)
-        for c in range(m):
-            y[a, c] = np.float32(np.sin(a * 7.0 + c))
-            wy[a, c] = w[a] * y[a, c]
-    first, second = feistel(p)
-    total = 0.0
-    for r in range(reps):
-        a0 = (r * ns) % (pool - ns)
-        f, b, ml, g = eval_node(
-            block, cols, a0, ns, w, wy, y, {rows}a0, np.uint64(r), k, 1, 0, 255, 1e-9,
-            edge_values, edge_ptr, first, second, S, code_buf, order, hist, bin_pos, LS, MS, keys,
-            perm, cand_f, cand_g, cand_b, cand_ml, {extra}m,
-        )
-        total += g
-    return total
-"""
-    namespace = {"np": np, "scratch": scratch, "eval_node": eval_node, "feistel": feistel,
-                 "pool": pool, "mp": mp, "k": k, "m": m, "p": p, "borrow": borrow}
-    exec(text, namespace)
-    namespace["run"] = numba.njit(namespace["run"])
-    bench = numba.njit(namespace["bench"])
-    return bench
+    def run(self, split, k: int) -> None:
+        split(self.codes, self.subtracted_bin, self.listed, *self.columns, self.sample_indices,
+              self.node_ranges, self.node_tree, self.node_seed, self.weights, self.targets,
+              self.edge_values, self.edge_ptr, k, 1, 0, 255, 1e-9, *self.out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,21 +102,23 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     if not sizes or min(sizes) < 2 or max(sizes) >= pool:
         parser.error(f"--sizes must lie in [2, {pool - 1}]")
-    rng = np.random.default_rng(0)
-    block = rng.integers(0, 255, size=(args.features, pool)).astype(np.uint8)
-    cols = np.arange(pool, dtype=np.int32)
-    # the ragged edge table of 255 edges per feature (all 0.0: best splits never read it)
-    edge_table = (np.zeros(args.features * 255), np.arange(args.features + 1) * 255)
-    bench = make_bench(load(args.source), args.features, args.candidates, args.channels, pool)
+    if not 1 <= args.candidates <= args.features:
+        parser.error("--candidates must lie in [1, --features]")
+    numba.set_num_threads(1)
+    split = load(args.source).split_small_nodes
     for ns in sizes:
-        reps = max(200, 200_000 // ns)
-        bench(block, cols, edge_table, ns, 10)
+        n_nodes = max(200, 200_000 // ns)
+        batch = Batch(args.features, pool, args.channels, ns, n_nodes)
+        batch.run(split, args.candidates)
         best = float("inf")
         for _ in range(3):
             start = time.perf_counter()
-            bench(block, cols, edge_table, ns, reps)
+            batch.run(split, args.candidates)
             best = min(best, time.perf_counter() - start)
-        per_node = best / reps
+        if not (batch.out[0] >= 0).all():
+            raise SystemExit(f"{ns} samples: a node found no split; the timing would not "
+                             "measure the split search")
+        per_node = best / n_nodes
         print(f"{ns:5d} samples: {per_node * 1e6:8.2f} us/node  "
               f"{per_node / args.candidates / ns * 1e9:6.1f} ns per sample and feature")
     return 0

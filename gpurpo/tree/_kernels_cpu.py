@@ -2254,6 +2254,8 @@ def _subtree_chunk_roots(
         z0 = zero_code[0]
         for i in range(block_buf.shape[0]):
             block_buf[i] = z0
+    zero = np.int64(0)
+    one = np.int64(1)
     for r in range(ch, n_roots, n_chunks):
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r
@@ -2280,8 +2282,11 @@ def _subtree_chunk_roots(
             block = block_buf[: p * ns_r].reshape((p, ns_r))
             _fill_block(block_buf, block, p, ns_r, gid, codes, zero_code, row_ptr,
                         row_features, row_codes, one_zero_code)
+            # run-time integers, as at the call below: literal ones would compile
+            # _grow_in_block (and link _eval_node into it) once more
             count = _grow_in_block(
-                block, cols, cols2, stack, seeds, w, wy, y, 0, 1, base, 0, t, n_candidates,
+                block, cols, cols2, stack, seeds, w, wy, y, zero, one, base, zero, t,
+                n_candidates,
                 min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
                 root_weight, random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits,
                 hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
@@ -2291,7 +2296,7 @@ def _subtree_chunk_roots(
             if one_zero_code:
                 _clean_block(block, ns_r, gid, row_ptr, row_features, zero_code[0])
         else:
-            count = 1
+            count = one
             stack[0] = 0
             sp = 1
             while sp > 0:

@@ -74,10 +74,12 @@ TRANSPOSE_PREFETCH = 32
 # typing, and the compilation of the caller (SSA reconstruction, type inference,
 # lowering) grows with the copies: _eval_node, some 130 of them. Helpers of a few
 # operations (_add_channel, _side_weight, _keep_better, _add_row8, ...) are plain
-# functions, which LLVM inlines all the same (the same machine code; subtree kernel,
+# functions, which LLVM inlines all the same (the same speed; subtree kernel,
 # delicious-shaped trees, in-process A/B: 0.1488 s, control 0.1505 s): _eval_node's
 # compilation 20.4 -> 16.2 s. The scans and _score_point8 stay inline="always": as
 # calls, LLVM does not inline them and a split search takes 1.3x to 3x as long.
+# Integer arguments of njit calls are run-time values, not literals: numba compiles a
+# function again for each literal type it is called with (see _subtree_chunk_roots).
 
 
 @intrinsic

@@ -1138,7 +1138,7 @@ def _eval_node(
         n_listed = _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns,
                                        sampled, keys, p, lo_bits, hi_bits, listing)
     found = 0
-    pos = 0
+    pos = np.int64(0)  # not a literal: the calls taking it would be compiled twice
     slot = 0
     n_batch = 0
     at = 0

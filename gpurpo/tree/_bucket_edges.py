@@ -158,7 +158,7 @@ def _sort_segment(a, lo, hi, radix_out, radix_scratch):
 def row_ranges(values, out_lo, out_hi):
     """``out_lo[r]``, ``out_hi[r]``: the smallest and largest non-NaN value of row ``r``
     (+inf and -inf for a row of NaN), for the rows of ``values`` that
-    :func:`gpurpo.tree._kernels_cpu.transpose_block_with_ranges` did not give."""
+    :func:`gpurpo.tree._kernels_cpu.transpose_block_to_float32` did not give."""
     for r in range(values.shape[0]):
         row = values[r]
         lo = np.float32(np.inf)
@@ -193,6 +193,13 @@ def _previous_nonempty(counts, b):
     while b0 >= 0 and counts[b0] == 0:
         b0 -= 1
     return b0
+
+
+@njit(cache=True)
+def _value_scale(lo, hi, nb):
+    """Buckets per unit of value, ``nb / (hi - lo)`` in float32, for :func:`_bucket_ids`
+    (not finite for a range too narrow or too wide: the caller then gives up)."""
+    return np.float32(nb / (np.float64(hi) - np.float64(lo)))
 
 
 @njit(nogil=True, cache=True)
@@ -265,7 +272,7 @@ def _crowding(row, lo, hi, nb, in_keys, sample_ids, cells):
     if in_keys:
         _key_bucket_ids(sample, lo, hi, nb, sample_ids)
     else:
-        scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
+        scale = _value_scale(lo, hi, nb)
         if not np.isfinite(scale):
             return np.inf
         _bucket_ids(sample, lo, scale, nb, 1, sample_ids)  # 1: the sample may hold NaN
@@ -303,7 +310,7 @@ def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
     if in_keys:
         _key_bucket_ids(row, lo, hi, nb, ids)
     else:
-        scale = np.float32(nb / (np.float64(hi) - np.float64(lo)))
+        scale = _value_scale(lo, hi, nb)
         if not np.isfinite(scale):
             return -1, -1
         _bucket_ids(row, lo, scale, nb, n_nan, ids)

@@ -23,6 +23,7 @@ from gpurpo.tree._kernels_cpu import edges_from_sorted
 from gpurpo.tree.binning import _edges_of_column
 
 F32_MAX = np.finfo(np.float32).max
+MISSING = 255  # the code of NaN in the codes from buckets
 
 
 def _sorted_rule(values: np.ndarray, max_bins: int):
@@ -46,25 +47,35 @@ def _bucket_rule(values: np.ndarray, max_bins: int):
     has_nan = np.zeros(q, dtype=np.bool_)
     extreme = np.zeros(q, dtype=np.bool_)
     status = np.full(q, -1, dtype=np.int8)
-    bucket_edges_rows(values, lo, hi, max_bins, out, n_edges, ok, has_nan, extreme, status)
-    return out, n_edges, ok, has_nan, extreme, status
+    codes = np.full(values.shape, 77, dtype=np.uint8)
+    coded = np.ones(q, dtype=np.bool_)
+    bucket_edges_rows(values, lo, hi, max_bins, out, n_edges, ok, has_nan, extreme, status,
+                      MISSING, codes, coded)
+    return out, n_edges, ok, has_nan, extreme, status, codes, coded
 
 
-def _assert_same_edges(values: np.ndarray, max_bins: int) -> np.ndarray:
-    """Rows done by buckets have the sorted rule's edges; returns the statuses."""
+def _assert_same_edges(values: np.ndarray, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows done by buckets have the sorted rule's edges, and the rows coded from their
+    buckets the codes ``#{edges < x}`` (NumPy's searchsorted on the reference edges,
+    NaN coded ``MISSING``); returns the statuses and which rows were coded."""
     values = np.ascontiguousarray(values, dtype=np.float32)
     ref_out, ref_n, ref_ok = _sorted_rule(values, max_bins)
-    out, n_edges, ok, has_nan, extreme, status = _bucket_rule(values, max_bins)
+    out, n_edges, ok, has_nan, extreme, status, codes, coded = _bucket_rule(values, max_bins)
     assert set(np.unique(status)) <= {DONE, NEEDS_SORT}
+    assert not coded[status != DONE].any()
     for r in np.flatnonzero(status == DONE):
         assert n_edges[r] == ref_n[r], r
         np.testing.assert_array_equal(out[r, : n_edges[r]], ref_out[r, : ref_n[r]])
         assert ok[r] == ref_ok[r], r
+        if coded[r]:
+            x = values[r].astype(np.float64)
+            expected = np.searchsorted(ref_out[r, : ref_n[r]], x, side="left")
+            np.testing.assert_array_equal(codes[r], np.where(np.isnan(x), MISSING, expected))
     np.testing.assert_array_equal(has_nan, np.isnan(values).any(axis=1))
     with np.errstate(invalid="ignore"):
         big = np.where(np.isnan(values), 0.0, np.abs(values)) >= F32_MAX
     np.testing.assert_array_equal(extreme, big.any(axis=1))
-    return status
+    return status, coded
 
 
 def test_continuous_rows_are_done_by_buckets_with_the_sorted_edges():
@@ -79,8 +90,9 @@ def test_continuous_rows_are_done_by_buckets_with_the_sorted_edges():
         -rng.standard_normal(n) * 1e20,
     ], dtype=np.float32)
     for max_bins in (255, 64, 3):
-        status = _assert_same_edges(rows, max_bins)
+        status, coded = _assert_same_edges(rows, max_bins)
         assert (status == DONE).all(), (max_bins, status)
+        assert coded.all(), (max_bins, coded)  # and coded from their buckets
 
 
 def test_skewed_and_heavy_tailed_rows_take_buckets_of_equal_width_in_keys():
@@ -97,7 +109,7 @@ def test_skewed_and_heavy_tailed_rows_take_buckets_of_equal_width_in_keys():
         rng.gamma(0.5, size=n),
         rng.standard_cauchy(n),
     ], dtype=np.float32)
-    status = _assert_same_edges(rows, 255)
+    status, coded = _assert_same_edges(rows, 255)
     assert (status[:4] == DONE).all(), status
 
 
@@ -130,7 +142,7 @@ def test_ties_at_the_quantiles_and_at_the_largest_value():
     rows = [rounded, top, zeros, spread, run_before, cluster_before]
     for max_bins in (255, 128, 17):
         for row in rows:
-            status = _assert_same_edges(row[None, :], max_bins)
+            status, coded = _assert_same_edges(row[None, :], max_bins)
             assert status[0] == DONE, max_bins
 
 
@@ -145,7 +157,7 @@ def test_a_run_that_ends_just_before_the_next_rank():
     for j in (10, 100, 200):
         values[ranks[j - 1] : ranks[j]] = values[ranks[j - 1]]
     row = np.random.default_rng(7).permutation(values)[None, :]
-    status = _assert_same_edges(row, max_bins)
+    status, coded = _assert_same_edges(row, max_bins)
     assert status[0] == DONE
     mapper = BinMapper(max_bins=max_bins).fit(row.T)
     np.testing.assert_array_equal(mapper.edges_[0], _edges_of_column(values, max_bins, None))
@@ -158,7 +170,7 @@ def test_signed_zeros_below_skewed_values_in_key_buckets():
     row = rng.lognormal(0.0, 2.0, 24_000)
     row[100] = 0.0
     row[200:260] = -0.0
-    status = _assert_same_edges(row[None, :], 255)
+    status, coded = _assert_same_edges(row[None, :], 255)
     assert status[0] == DONE
 
 
@@ -168,7 +180,7 @@ def test_adjacent_float32_values_keep_the_float32_verdict():
     start = np.float32(1.5)
     adjacent = start + np.arange(3_000, dtype=np.float32) * np.spacing(start)
     row = np.tile(adjacent, 2)[None, :]
-    status = _assert_same_edges(row, 255)
+    status, coded = _assert_same_edges(row, 255)
     assert status[0] == DONE
     ok = _bucket_rule(np.ascontiguousarray(row, dtype=np.float32), 255)[2]
     assert not ok[0]
@@ -181,8 +193,76 @@ def test_a_crowded_bucket_is_sorted_whole():
     rng = np.random.default_rng(2)
     row = np.concatenate([rng.normal(0.0, 1e-4, 2_000), np.linspace(1.0, 1_000.0, 22_000)])
     rng.shuffle(row)
-    status = _assert_same_edges(row[None, :], 255)
+    status, coded = _assert_same_edges(row[None, :], 255)
     assert status[0] == DONE
+    # that bucket holds many edges: no bucket table codes it, the codes come by value
+    assert not coded[0]
+    X = np.column_stack([row, rng.standard_normal(row.size)])
+    mapper = BinMapper()
+    codes = mapper.fit_transform(X, NUMPY).codes
+    np.testing.assert_array_equal(codes, mapper.transform(X, NUMPY).codes)
+    edges = mapper.thresholds_[0, : mapper.n_value_bins_[0] - 1]
+    np.testing.assert_array_equal(codes[0], np.searchsorted(edges, row, side="left"))
+
+
+def test_codes_from_buckets_next_to_float32_ties_compare_in_float64():
+    """Adjacent float32 numbers and the float64 midpoints between them: the edges lie at
+    such midpoints (``float32_ok`` False), where a float64 value equal to an edge rounds
+    up to the float32 above it. The row is coded from its buckets; fit_transform's
+    codes are still ``#{edges < x}`` in float64 (the tie comparisons of
+    bin_codes_fitted), where the float32 codes differ."""
+    start = np.float32(1.5)
+    adjacent = start + np.arange(3_000, dtype=np.float32) * np.spacing(start)
+    mids = 0.5 * (adjacent[:-1].astype(np.float64) + adjacent[1:].astype(np.float64))
+    rng = np.random.default_rng(11)
+    x = rng.permutation(np.concatenate([np.tile(adjacent, 2).astype(np.float64), mids]))
+    row = np.ascontiguousarray(x.astype(np.float32)[None, :])
+    _, n_edges, ok, _, _, status, codes32, coded = _bucket_rule(row, 255)
+    assert status[0] == DONE and coded[0] and not ok[0]
+    X = np.column_stack([x, rng.standard_normal(x.size)])
+    mapper = BinMapper()
+    codes = mapper.fit_transform(X, NUMPY).codes
+    edges = mapper.thresholds_[0, : mapper.n_value_bins_[0] - 1]
+    expected = np.searchsorted(edges, x, side="left")
+    assert (codes32[0] != expected).sum() > 10  # the float32 codes alone would be wrong
+    np.testing.assert_array_equal(codes[0], expected)
+    np.testing.assert_array_equal(codes, mapper.transform(X, NUMPY).codes)
+
+
+def _hand_made_edges(kinds, buckets, aboves):
+    return (np.array(buckets, dtype=np.int64), np.array(kinds, dtype=np.uint8),
+            np.array(aboves, dtype=np.float32))
+
+
+def test_codes_from_buckets_by_hand():
+    """Buckets of width 1 over [0, 6): an edge between buckets 1 and 3 (bucket 2 empty),
+    one inside bucket 4 (between 4.2 and 4.7), NaN in bucket 6. The codes are
+    searchsorted's; an unordered edge, or two inside edges in one bucket, give up
+    (False, nothing written) and leave ``above`` all +inf."""
+    from gpurpo.tree._bucket_edges import (
+        _EDGE_BETWEEN, _EDGE_INSIDE, _EDGE_UNORDERED, _codes_from_buckets,
+    )
+
+    row = np.array([0.5, 1.5, 3.5, 4.2, 4.7, 5.5, np.nan, 4.2, 1.1], dtype=np.float32)
+    nb = 6
+    ids = np.array([0, 1, 3, 4, 4, 5, 6, 4, 1], dtype=np.uint32)
+    picked = np.flatnonzero(np.isin(ids, [1, 3, 4])).astype(np.int32)
+    edges = np.array([2.5, 4.45])
+    base = np.empty(nb + 1, dtype=np.uint8)
+    above = np.full(nb + 1, np.inf, dtype=np.float32)
+    out = np.full(row.size, 99, dtype=np.uint8)
+    meta = _hand_made_edges([_EDGE_BETWEEN, _EDGE_INSIDE], [3, 4], [3.5, 4.7])
+    assert _codes_from_buckets(row, ids, nb, 2, meta, 200, picked, picked.size, base, above, out)
+    expected = np.where(np.isnan(row), 200, np.searchsorted(edges, row.astype(np.float64)))
+    np.testing.assert_array_equal(out, expected)
+    assert np.isinf(above).all()
+    for kinds, buckets in (([_EDGE_UNORDERED, _EDGE_INSIDE], [3, 4]),
+                           ([_EDGE_INSIDE, _EDGE_INSIDE], [4, 4])):
+        out[:] = 99
+        meta = _hand_made_edges(kinds, buckets, [3.5, 4.7])
+        assert not _codes_from_buckets(row, ids, nb, 2, meta, 200, picked, picked.size, base,
+                                       above, out)
+        assert (out == 99).all() and np.isinf(above).all()
 
 
 def test_rows_left_to_the_sort():
@@ -203,7 +283,7 @@ def test_rows_left_to_the_sort():
     mostly_zero = rng.standard_normal(n).astype(np.float32)
     mostly_zero[: n // 2] = 0.0  # the zeros' bucket holds half the ranks: crowded
     rows = np.array([few, short, constant, infinite, huge, outlier, mostly_zero])
-    status = _assert_same_edges(rows, 255)
+    status, coded = _assert_same_edges(rows, 255)
     assert (status == NEEDS_SORT).all(), status
 
 
@@ -212,7 +292,7 @@ def test_nan_rows_take_the_nan_path_of_the_bucket_ids():
     row = rng.standard_normal((3, 24_000)).astype(np.float32)
     row[0, rng.random(24_000) < 0.3] = np.nan
     row[1, :10] = np.nan
-    status = _assert_same_edges(row, 255)
+    status, coded = _assert_same_edges(row, 255)
     assert (status == DONE).all(), status
 
 
@@ -234,7 +314,7 @@ def test_fuzzed_rows_match_the_sorted_edges(n, max_bins, levels, scale_exp, nan_
     values = rng.integers(0, levels, (3, n)) * 10.0**scale_exp + rng.standard_normal((3, 1))
     values[1] = rng.standard_normal(n) * 10.0**scale_exp
     values[rng.random((3, n)) < nan_share] = np.nan
-    _assert_same_edges(values, max_bins)
+    status, coded = _assert_same_edges(values, max_bins)
 
 
 def test_bin_mapper_edges_equal_the_numpy_reference():
@@ -266,5 +346,5 @@ def test_short_rows_and_empty_blocks(max_bins):
         values = np.full((2, n), np.nan, dtype=np.float32)
         if n:
             values[0, 0] = 1.0
-        status = _assert_same_edges(values, max_bins)
+        status, coded = _assert_same_edges(values, max_bins)
         assert (status == NEEDS_SORT).all()

@@ -237,7 +237,7 @@ def test_cell_tables_count_edges_below_like_searchsorted(kind, n_edges, seed):
                           np.searchsorted(e, x32.astype(np.float64), side="left"))
     n_zero = np.zeros(1, dtype=np.int64)
     bin_codes_fitted(x32[None, :], np.ascontiguousarray(x32[:, None]), 0, edges, n_edges_arr,
-                     np.array([True]), missing, out, n_zero)
+                     np.array([True]), missing, np.array([False]), out, n_zero)
     np.testing.assert_array_equal(out[0], expected32)
     assert n_zero[0] == np.sum(expected32 == np.searchsorted(e, 0.0, side="left"))
 

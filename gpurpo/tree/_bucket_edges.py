@@ -28,6 +28,12 @@ one distribution pass, as in a bucket sort (Knuth, TAOCP vol. 3, section
    values, about 5 on average for normal values), and the rule of
    ``edges_from_sorted`` reads the sorted row through the buckets.
 
+6. the codes of the row's values (``#{edges < x}``, when the caller wants
+   them) come from the same bucket ids: each edge lies between two
+   consecutive distinct values, so a table per bucket gives the edges below
+   all of its values, and a comparison settles the values of a bucket with
+   an edge inside it (:func:`_codes_from_buckets`).
+
 More than ``max_bins`` non-empty buckets prove more than ``max_bins``
 distinct values. Rows with fewer, with crowded buckets (a feature mostly
 zero, values of Student's t with 3 degrees of freedom), with an infinite or
@@ -65,6 +71,13 @@ _ESTIMATE_MARGIN = 0.85
 # row status, out_status[r]
 DONE = 0
 NEEDS_SORT = 1
+# where an edge lies among the buckets (_row_edges, _codes_from_buckets): between two
+# values of one bucket; between a bucket's largest value and a later bucket's
+# smallest; or between buckets whose two values do not compare as ordered (signed
+# zeros), which no bucket table can code
+_EDGE_INSIDE = 0
+_EDGE_BETWEEN = 1
+_EDGE_UNORDERED = 2
 
 
 @njit(cache=True)
@@ -372,7 +385,7 @@ def _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, in_keys, scratch):
 
 
 @njit(nogil=True, cache=True)
-def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
+def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch, edge_meta):
     """Edges of one row with more than ``2 max(max_bins, _SAMPLE)`` non-NaN values and
     a finite range.
 
@@ -385,6 +398,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
     """
     (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
      following, marked, radix_out, radix_scratch, cells) = scratch
+    edge_bucket, edge_kind, edge_above = edge_meta
     n_all = row.shape[0]
     n = n_all - n_nan
     if ranks[0] != n:  # ranks[0] holds the n the ranks are of
@@ -412,11 +426,11 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
     if expected / nb > limit:
         nb = 2 * n
     if expected / nb > limit:
-        return -1, False
+        return -1, False, 0, 0
     n_marked, before_last = _select_buckets(row, lo, hi, n, nb, n_nan, max_bins, use_keys,
                                             scratch)
     if n_marked < 0:
-        return -1, False
+        return -1, False, 0, 0
 
     # gather the marked buckets, each into its own segment: first the positions
     # of their values (branch-free), then the values
@@ -453,6 +467,8 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
         while i + 1 < c and gathered[first + i + 1] == gathered[first + i]:
             i += 1
         run_end = rank_start[j] + i
+        above_bucket = b  # the bucket of the value above the edge
+        inside = True  # and the value below it in that bucket too
         if i + 1 < c:
             below = gathered[first + i]
             above = gathered[first + i + 1]
@@ -463,6 +479,8 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
                 below = gathered[first + i]
                 above = _segment_min(gathered, segment[b2], counts[b2])
                 at = rank_start[j] + i
+                above_bucket = b2
+                inside = False
             else:
                 # the quantile falls in the largest value: the edge goes below its run
                 i = k
@@ -479,18 +497,79 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch):
                     below = _segment_max(gathered, segment[b0], counts[b0])
                     above = gathered[first]
                     at = rank_start[j] - 1
+                    inside = False
         if at <= last:
             continue
         out_row[e] = 0.5 * (np.float64(below) + np.float64(above))
         ok = ok and float32_codes_agree(below, above)
+        edge_bucket[e] = above_bucket
+        edge_kind[e] = (_EDGE_INSIDE if inside else
+                        (_EDGE_BETWEEN if below < above else _EDGE_UNORDERED))
+        edge_above[e] = above
         e += 1
         last = at
-    return e, ok
+    return e, ok, nb, n_picked
+
+
+@njit(nogil=True, cache=True)
+def _codes_from_buckets(row, ids, nb, n_edges, edge_meta, missing_bin, picked, n_picked, base,
+                        above, out):
+    """``out[i] = #{edges < row[i]}`` (``missing_bin`` for NaN) for the very values whose
+    edges :func:`_row_edges` placed, from their bucket ids: a table read per value
+    instead of :func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`'s value-to-cell
+    arithmetic (its tie fix-ups for ``float32_ok`` False still apply).
+
+    Each edge lies between two consecutive distinct values of the row. When they
+    sit in different buckets (``_EDGE_BETWEEN``), the edge is above every value of
+    the lower bucket and below every value of the upper one (buckets are monotone
+    in value), so it counts for the whole upper bucket and the buckets after it:
+    ``base[b]`` is the number of edges below every value of bucket ``b``. When both
+    sit in one bucket (``_EDGE_INSIDE``, a bucket of a rank, so marked: its values
+    are among the ``picked`` positions), a value of that bucket is above the edge
+    exactly when it is at least the value just above it (every value of the row
+    is at most the one below or at least the one above): ``above[b]``, +inf for the
+    other buckets, adds one to those codes. Returns False, having written nothing,
+    when a bucket holds two inside edges or an edge is ``_EDGE_UNORDERED``: the
+    caller codes the row by value. ``above`` holds +inf on entry and on return;
+    ``base`` is scratch.
+    """
+    edge_bucket, edge_kind, edge_above = edge_meta
+    last = -1  # the edges' buckets never decrease
+    fixed = -1  # the bucket of the last inside edge: no later edge may lie in it
+    for k in range(n_edges):
+        b = edge_bucket[k]
+        if edge_kind[k] == _EDGE_UNORDERED or b < last or b <= fixed:
+            return False
+        last = b
+        if edge_kind[k] == _EDGE_INSIDE:
+            fixed = b
+    pos = 0  # base[:pos] is filled
+    below_all = 0
+    for k in range(n_edges):
+        b = edge_bucket[k]
+        if pos < b:
+            base[pos:b] = below_all  # a slice: a loop of byte stores was 4x slower
+            pos = b
+        if edge_kind[k] == _EDGE_INSIDE:
+            base[b] = below_all
+            above[b] = edge_above[k]
+            pos = b + 1
+        below_all += 1
+    base[pos:nb] = below_all
+    base[nb] = missing_bin  # NaN's id
+    for i in range(row.shape[0]):
+        out[i] = base[ids[i]]
+    for t in range(n_picked):
+        i = picked[t]
+        out[i] += np.uint8(row[i] >= above[ids[i]])
+    for k in range(n_edges):
+        above[edge_bucket[k]] = np.float32(np.inf)
+    return True
 
 
 @njit(nogil=True, cache=True)
 def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_float32_ok,
-                      out_has_nan, out_extreme, out_status):
+                      out_has_nan, out_extreme, out_status, missing_bin, out_codes, out_coded):
     """Edges of each float32 row of ``values`` (q, n), as :func:`edges_from_sorted`
     gives them for the sorted rows, where bucket selection applies.
 
@@ -504,9 +583,24 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
     extreme value, a single value, at most ``max_bins`` non-empty buckets,
     or marked buckets holding more than a quarter of the values) are left
     for the caller to sort.
+
+    ``out_codes`` (q, n) uint8, or of shape (0, n) for none: the codes of the rows
+    done, from their buckets (:func:`_codes_from_buckets`), where
+    ``out_coded[r]`` says so (False for the other rows); NaN coded ``missing_bin``.
+    Those codes compare the float32 values: for a row whose ``out_float32_ok``
+    is False, :func:`gpurpo.tree._kernels_cpu.bin_codes_fitted` still compares
+    the values next to a tie edge in float64.
     """
     q, n_all = values.shape
     n_buckets = 2 * n_all + 1
+    coding = out_codes.shape[0] > 0
+    edge_meta = (
+        np.empty(max_bins, dtype=np.int64),  # the bucket of the value above each edge
+        np.empty(max_bins, dtype=np.uint8),  # _EDGE_INSIDE, _EDGE_BETWEEN or _EDGE_UNORDERED
+        np.empty(max_bins, dtype=np.float32),  # the value above each edge
+    )
+    base = np.empty(n_buckets + 1, dtype=np.uint8)
+    above = np.full(n_buckets + 1, np.inf, dtype=np.float32)
     scratch = (
         np.empty(n_buckets, dtype=np.int32),  # counts
         np.empty(n_buckets, dtype=np.int32),  # segment
@@ -531,13 +625,20 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
         out_has_nan[r] = n_nan > 0
         out_extreme[r] = n > 0 and (abs(lo[r]) >= _FLOAT32_MAX or abs(hi[r]) >= _FLOAT32_MAX)
         out_status[r] = NEEDS_SORT
+        if coding:
+            out_coded[r] = False
         if n <= max(2 * max_bins, 2 * _SAMPLE) or out_extreme[r] or lo[r] == hi[r]:
             continue
-        n_edges, ok = _row_edges(row, lo[r], hi[r], n_nan, max_bins, out_edges[r], scratch)
+        n_edges, ok, nb, n_picked = _row_edges(row, lo[r], hi[r], n_nan, max_bins,
+                                               out_edges[r], scratch, edge_meta)
         if n_edges >= 0:
             out_n_edges[r] = n_edges
             out_float32_ok[r] = ok
             out_status[r] = DONE
+            if coding:
+                out_coded[r] = _codes_from_buckets(row, scratch[4], nb, n_edges, edge_meta,
+                                                   missing_bin, scratch[5], n_picked, base,
+                                                   above, out_codes[r])
 
 
 def needs_sort(status: np.ndarray) -> np.ndarray:

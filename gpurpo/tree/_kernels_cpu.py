@@ -2930,9 +2930,16 @@ def _codes_of_feature(v, X, f, e_f, ne, float32_ok, missing_bin, o):
         g = _cell(np.float64(x), lo, scale, cells)
         code = base[g] + np.uint8(x >= above[g])
         o[i] = missing if np.isnan(x) else code
-    if float32_ok:
-        return
-    # the values just above a tie edge are compared with it in float64
+    if not float32_ok:
+        _fix_tie_codes(v, X, f, e_f, ne, o)
+
+
+@njit(cache=True)
+def _fix_tie_codes(v, X, f, e_f, ne, o):
+    """Codes of the float32 values ``v`` of feature ``f`` compared in float32, made those
+    of the float64 values of ``X``: the values just above a tie edge
+    (:func:`_tie_uppers`) are compared with it in float64."""
+    n = v.shape[0]
     tie_upper = np.empty(max(ne, 1), dtype=np.float32)
     _tie_uppers(e_f, ne, tie_upper)
     for i in range(n):
@@ -2943,7 +2950,8 @@ def _codes_of_feature(v, X, f, e_f, ne, float32_ok, missing_bin, o):
 
 
 @njit(nogil=True, cache=True)
-def bin_codes_fitted(values, X, f0, edges, n_edges, float32_ok, missing_bin, out, out_n_zero):
+def bin_codes_fitted(values, X, f0, edges, n_edges, float32_ok, missing_bin, coded, out,
+                     out_n_zero):
     """Codes of the very values the edges were fitted on (host helper of BinMapper).
 
     ``values`` (q, n) is the float32, feature-major copy of the ``q``
@@ -2961,6 +2969,10 @@ def bin_codes_fitted(values, X, f0, edges, n_edges, float32_ok, missing_bin, out
     two adjacent float32 numbers (the tie of :func:`float32_codes_agree`) is
     compared in float64 with that edge.
 
+    Where ``coded[j]`` is True, ``out[j]`` already holds those float32 codes
+    (:func:`gpurpo.tree._bucket_edges.bucket_edges_rows`): only the float64
+    comparisons next to tie edges and the count below are made.
+
     ``out_n_zero[j]``: how many of feature ``j``'s codes are the code of 0.0
     (``#{edges < 0.0}``; NaN codes excluded when ``missing_bin`` is above
     every value code), counted while the codes are in the cache (the
@@ -2968,8 +2980,11 @@ def bin_codes_fitted(values, X, f0, edges, n_edges, float32_ok, missing_bin, out
     """
     for j in range(values.shape[0]):
         o = out[j]
-        _codes_of_feature(values[j], X, f0 + j, edges[j], n_edges[j], float32_ok[j],
-                          missing_bin, o)
+        if not coded[j]:
+            _codes_of_feature(values[j], X, f0 + j, edges[j], n_edges[j], float32_ok[j],
+                              missing_bin, o)
+        elif not float32_ok[j]:
+            _fix_tie_codes(values[j], X, f0 + j, edges[j], n_edges[j], o)
         zero = np.uint8(_count_below(edges[j], n_edges[j], 0.0))
         count = 0
         for i in range(o.shape[0]):

@@ -591,9 +591,12 @@ def _bin_by_blocks(
     whichever is faster here) and take
     :func:`gpurpo.tree._kernels_cpu.edges_from_sorted`. Both rules place the
     same edges: midpoints of float32-rounded values, in float64. When
-    ``codes`` is given, the block's codes come from ``a``
-    (:func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`, NaN coded
-    ``_NAN_CODE``) and in ``n_zero`` each feature's count of the code of 0.0.
+    ``codes`` is given, the block's codes come from the buckets of the
+    features done by buckets (their bucket ids, read through a table of codes:
+    :func:`gpurpo.tree._bucket_edges._codes_from_buckets`), from ``a`` for the
+    others (:func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`, which also
+    settles in float64 the values next to a float32 tie edge), NaN coded
+    ``_NAN_CODE``, and in ``n_zero`` each feature's count of the code of 0.0.
     The two buffers of a block stay in the cache and are reused by the next
     block: no float32 copy of the whole sample is made. Blocks are dealt to
     numba's thread count of Python threads (the kernels and the sort release
@@ -639,20 +642,24 @@ def _bin_by_blocks(
         lo = np.empty(width, dtype=np.float32)
         hi = np.empty(width, dtype=np.float32)
         status = np.empty(width, dtype=np.int8)
+        coded = np.zeros(width, dtype=np.bool_)
+        no_codes = np.empty((0, n), dtype=np.uint8)
         for f0 in block_starts:
             f1 = min(p, f0 + width)
             q = f1 - f0
             a_blk = a[:q]
             _float32_block(sample, f0, a_blk, lo[:q], hi[:q])
             bucket_edges_rows(a_blk, lo[:q], hi[:q], max_bins, out[f0:f1], n_edges[f0:f1],
-                              float32_ok[f0:f1], has_nan[f0:f1], extreme[f0:f1], status[:q])
+                              float32_ok[f0:f1], has_nan[f0:f1], extreme[f0:f1], status[:q],
+                              _NAN_CODE, no_codes if codes is None else codes[f0:f1], coded[:q])
             left = needs_sort(status[:q])
             if left.size:
                 _sorted_edges(left, a_blk, b, radix, max_bins, out[f0:f1], n_edges[f0:f1],
                               float32_ok[f0:f1])
             if codes is not None:
                 bin_codes_fitted(a_blk, sample, f0, out[f0:f1], n_edges[f0:f1],
-                                 float32_ok[f0:f1], _NAN_CODE, codes[f0:f1], n_zero[f0:f1])
+                                 float32_ok[f0:f1], _NAN_CODE, coded[:q], codes[f0:f1],
+                                 n_zero[f0:f1])
 
     threads = min(int(numba.get_num_threads()), len(starts))
     if threads <= 1:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpurpo.tree._borrow import borrow, borrow_all
 from gpurpo.tree._kernels_cpu import float32_codes_agree
 from gpurpo.tree._row_sort import _key, radix_sort_rows
 
@@ -396,6 +397,11 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch, edge_meta):
     may be at most ``max_bins`` distinct values; or crowded buckets, such as
     the zeros of a feature mostly zero): the caller sorts the row.
     """
+    # views without reference counts (the caller holds the arrays; see gpurpo.tree._borrow)
+    scratch = borrow_all(scratch)
+    edge_meta = borrow_all(edge_meta)
+    row = borrow(row)
+    out_row = borrow(out_row)
     (counts, segment, cursor, marks, ids, picked, gathered, ranks, rank_bucket, rank_start,
      following, marked, radix_out, radix_scratch, cells) = scratch
     edge_bucket, edge_kind, edge_above = edge_meta
@@ -439,9 +445,9 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch, edge_meta):
         picked[n_picked] = i
         n_picked += marks[ids[i]]
     for t in range(n_picked):
-        i = picked[t]
+        i = np.uint64(picked[t])  # unsigned indices: no negative-index fix-ups
         b = ids[i]
-        gathered[cursor[b]] = row[i]
+        gathered[np.uint64(cursor[b])] = row[i]
         cursor[b] += 1
     previous_b = -1
     for j in range(1, max_bins):
@@ -560,7 +566,7 @@ def _codes_from_buckets(row, ids, nb, n_edges, edge_meta, missing_bin, picked, n
     for i in range(row.shape[0]):
         out[i] = base[ids[i]]
     for t in range(n_picked):
-        i = picked[t]
+        i = np.uint64(picked[t])  # unsigned: no negative-index fix-ups
         out[i] += np.uint8(row[i] >= above[ids[i]])
     for k in range(n_edges):
         above[edge_bucket[k]] = np.float32(np.inf)

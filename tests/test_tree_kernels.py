@@ -305,6 +305,28 @@ def test_histogram_kernel_matches_reference(with_count):
     assert not got[0, -1].any()  # unused slot stays zero
 
 
+@pytest.mark.parametrize("rows_bytes", [1, 8 * 5 * 100, 1 << 26])
+def test_histograms_by_groups_of_nodes_sum_the_same(rows_bytes):
+    """The host kernel gathers the weighted targets of a group of nodes at a time:
+    one node a group (the budget below any node's rows), groups of some 100
+    samples, all the nodes at once; the same histograms, bit for bit, and the
+    reference's counts and sums."""
+    from gpurpo.tree._kernels_cpu import histograms_in_groups
+
+    batch = _random_batch(m=4)
+    n_bins = 17
+    node_features = batch[3]
+    ref = _histogram_reference(*batch, n_bins, 6)
+    got = np.zeros((node_features.shape[0], node_features.shape[1], n_bins, 6), np.float32)
+    histograms_in_groups(*batch, got, rows_bytes)
+    np.testing.assert_array_equal(got[..., 0], ref[..., 0])
+    np.testing.assert_array_equal(got[..., -1], ref[..., -1])
+    np.testing.assert_allclose(got[..., 1:5], ref[..., 1:5], rtol=1e-5, atol=1e-5)
+    whole = np.zeros_like(got)
+    histograms_in_groups(*batch, whole, 1 << 26)
+    np.testing.assert_array_equal(got.view(np.uint32), whole.view(np.uint32))
+
+
 # --------------------------------------------------------------------------
 # exact split of small nodes
 # --------------------------------------------------------------------------

@@ -123,6 +123,8 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
             sums[k] = 0.0
             seen[k] = False
         out_indptr[leaf + 1] = nnz
+    if nnz == bound:  # no zero dropped, no label shared: the arrays as they are, uncopied
+        return out_indptr, out_indices, out_data
     return out_indptr, out_indices[:nnz].copy(), out_data[:nnz].copy()
 
 

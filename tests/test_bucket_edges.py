@@ -229,6 +229,27 @@ def test_codes_from_buckets_next_to_float32_ties_compare_in_float64():
     np.testing.assert_array_equal(codes, mapper.transform(X, NUMPY).codes)
 
 
+def test_segments_of_every_size_are_sorted():
+    """The sort of a bucket's values: the network of 8 inputs, that of 16, the radix sort
+    beyond (sizes 1 to 40), on ties, signed zeros and random values, segments in
+    the middle of a longer array and at its end (the network reads no further)."""
+    from gpurpo.tree._bucket_edges import _sort_segment
+
+    rng = np.random.default_rng(12)
+    for c in range(1, 41):
+        for values in (rng.standard_normal(c), rng.integers(-2, 3, c).astype(float),
+                       np.where(rng.random(c) < 0.5, -0.0, 0.0)):
+            for at_end in (False, True):
+                a = rng.standard_normal(c + (0 if at_end else 20)).astype(np.float32)
+                lo = a.size - c if at_end else 7
+                a[lo:lo + c] = values
+                before = a.copy()
+                _sort_segment(a, lo, lo + c, np.empty(c, np.float32), np.empty((2, c), np.uint32))
+                np.testing.assert_array_equal(a[lo:lo + c], np.sort(before[lo:lo + c]))
+                np.testing.assert_array_equal(np.delete(a, np.s_[lo:lo + c]),
+                                              np.delete(before, np.s_[lo:lo + c]))
+
+
 def _hand_made_edges(kinds, buckets, aboves):
     return (np.array(buckets, dtype=np.int64), np.array(kinds, dtype=np.uint8),
             np.array(aboves, dtype=np.float32))

@@ -60,7 +60,7 @@ from gpurpo.tree._kernels_cpu import float32_codes_agree
 from gpurpo.tree._row_sort import _key, radix_sort_rows
 
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
-# buckets sorted by insertion up to this size, by the radix sort above
+# buckets sorted by a sorting network up to this size, by the radix sort above
 _SMALL_BUCKET = 16
 # rows whose marked buckets hold more than 1 / _CROWDED of the values are sorted whole
 _CROWDED = 4
@@ -143,9 +143,121 @@ def _sort8(a, lo, c):
 
 
 @njit(inline="always", cache=True)
+def _sort16(a, lo, c):
+    """Sort the ``8 < c <= 16`` finite values ``a[lo:lo + c]`` in place by Batcher's
+    odd-even merge network for 16 inputs (63 comparators; Knuth, TAOCP vol. 3, section
+    5.3.4, Algorithm M), padded with +inf like :func:`_sort8`: the buckets of the ranks
+    of normal values often hold 9 to 16 (an insertion sort mispredicted its way
+    through them: a sixth of the per-row kernel's time on a delicious-shaped X)."""
+    pad = np.float32(np.inf)
+    v0 = a[lo + 0]
+    v1 = a[lo + 1]
+    v2 = a[lo + 2]
+    v3 = a[lo + 3]
+    v4 = a[lo + 4]
+    v5 = a[lo + 5]
+    v6 = a[lo + 6]
+    v7 = a[lo + 7]
+    v8 = a[lo + 8]
+    v9 = a[lo + 9] if c > 9 else pad
+    v10 = a[lo + 10] if c > 10 else pad
+    v11 = a[lo + 11] if c > 11 else pad
+    v12 = a[lo + 12] if c > 12 else pad
+    v13 = a[lo + 13] if c > 13 else pad
+    v14 = a[lo + 14] if c > 14 else pad
+    v15 = a[lo + 15] if c > 15 else pad
+    v0, v1 = _exchange(v0, v1)
+    v2, v3 = _exchange(v2, v3)
+    v4, v5 = _exchange(v4, v5)
+    v6, v7 = _exchange(v6, v7)
+    v8, v9 = _exchange(v8, v9)
+    v10, v11 = _exchange(v10, v11)
+    v12, v13 = _exchange(v12, v13)
+    v14, v15 = _exchange(v14, v15)
+    v0, v2 = _exchange(v0, v2)
+    v1, v3 = _exchange(v1, v3)
+    v4, v6 = _exchange(v4, v6)
+    v5, v7 = _exchange(v5, v7)
+    v8, v10 = _exchange(v8, v10)
+    v9, v11 = _exchange(v9, v11)
+    v12, v14 = _exchange(v12, v14)
+    v13, v15 = _exchange(v13, v15)
+    v1, v2 = _exchange(v1, v2)
+    v5, v6 = _exchange(v5, v6)
+    v9, v10 = _exchange(v9, v10)
+    v13, v14 = _exchange(v13, v14)
+    v0, v4 = _exchange(v0, v4)
+    v1, v5 = _exchange(v1, v5)
+    v2, v6 = _exchange(v2, v6)
+    v3, v7 = _exchange(v3, v7)
+    v8, v12 = _exchange(v8, v12)
+    v9, v13 = _exchange(v9, v13)
+    v10, v14 = _exchange(v10, v14)
+    v11, v15 = _exchange(v11, v15)
+    v2, v4 = _exchange(v2, v4)
+    v3, v5 = _exchange(v3, v5)
+    v10, v12 = _exchange(v10, v12)
+    v11, v13 = _exchange(v11, v13)
+    v1, v2 = _exchange(v1, v2)
+    v3, v4 = _exchange(v3, v4)
+    v5, v6 = _exchange(v5, v6)
+    v9, v10 = _exchange(v9, v10)
+    v11, v12 = _exchange(v11, v12)
+    v13, v14 = _exchange(v13, v14)
+    v0, v8 = _exchange(v0, v8)
+    v1, v9 = _exchange(v1, v9)
+    v2, v10 = _exchange(v2, v10)
+    v3, v11 = _exchange(v3, v11)
+    v4, v12 = _exchange(v4, v12)
+    v5, v13 = _exchange(v5, v13)
+    v6, v14 = _exchange(v6, v14)
+    v7, v15 = _exchange(v7, v15)
+    v4, v8 = _exchange(v4, v8)
+    v5, v9 = _exchange(v5, v9)
+    v6, v10 = _exchange(v6, v10)
+    v7, v11 = _exchange(v7, v11)
+    v2, v4 = _exchange(v2, v4)
+    v3, v5 = _exchange(v3, v5)
+    v6, v8 = _exchange(v6, v8)
+    v7, v9 = _exchange(v7, v9)
+    v10, v12 = _exchange(v10, v12)
+    v11, v13 = _exchange(v11, v13)
+    v1, v2 = _exchange(v1, v2)
+    v3, v4 = _exchange(v3, v4)
+    v5, v6 = _exchange(v5, v6)
+    v7, v8 = _exchange(v7, v8)
+    v9, v10 = _exchange(v9, v10)
+    v11, v12 = _exchange(v11, v12)
+    v13, v14 = _exchange(v13, v14)
+    a[lo + 0] = v0
+    a[lo + 1] = v1
+    a[lo + 2] = v2
+    a[lo + 3] = v3
+    a[lo + 4] = v4
+    a[lo + 5] = v5
+    a[lo + 6] = v6
+    a[lo + 7] = v7
+    a[lo + 8] = v8
+    if c > 9:
+        a[lo + 9] = v9
+    if c > 10:
+        a[lo + 10] = v10
+    if c > 11:
+        a[lo + 11] = v11
+    if c > 12:
+        a[lo + 12] = v12
+    if c > 13:
+        a[lo + 13] = v13
+    if c > 14:
+        a[lo + 14] = v14
+    if c > 15:
+        a[lo + 15] = v15
+
+
+@njit(inline="always", cache=True)
 def _sort_segment(a, lo, hi, radix_out, radix_scratch):
     """Sort ``a[lo:hi]`` increasingly (finite values) in place: by a sorting network
-    up to 8 values, by insertion up to ``_SMALL_BUCKET``, by the radix sort of
+    of 8 inputs up to 8 values, of 16 up to ``_SMALL_BUCKET``, by the radix sort of
     :mod:`gpurpo.tree._row_sort` above (a crowded bucket, such as the zeros of a
     feature mostly zero: linear time, where a quicksort of 11,600 equal values
     took 0.2 ms)."""
@@ -153,19 +265,13 @@ def _sort_segment(a, lo, hi, radix_out, radix_scratch):
     if c <= 8:
         _sort8(a, lo, c)
         return
-    if c > _SMALL_BUCKET:
-        keys = a[lo:hi].view(np.uint32).reshape((1, c))
-        out = radix_out[:c].view(np.uint32).reshape((1, c))
-        radix_sort_rows(keys, out, radix_scratch)
-        a[lo:hi] = radix_out[:c]
+    if c <= _SMALL_BUCKET:
+        _sort16(a, lo, c)
         return
-    for i in range(lo + 1, hi):
-        x = a[i]
-        j = i - 1
-        while j >= lo and a[j] > x:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = x
+    keys = a[lo:hi].view(np.uint32).reshape((1, c))
+    out = radix_out[:c].view(np.uint32).reshape((1, c))
+    radix_sort_rows(keys, out, radix_scratch)
+    a[lo:hi] = radix_out[:c]
 
 
 @njit(nogil=True, cache=True)

@@ -163,6 +163,22 @@ def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m,
 
 
 @njit(cache=True)
+def _clear_accumulator(acc, n_channels):
+    """Zero the first ``n_channels`` columns of a (node, feature) task's accumulator."""
+    for b in range(acc.shape[0]):
+        for c in range(n_channels):
+            acc[b, c] = 0.0
+
+
+@njit(cache=True)
+def _store_accumulator(acc, out, i, j, n_channels):
+    """``out[i, j] = acc`` (float64 sums rounded to the float32 cells), ``n_channels`` columns."""
+    for b in range(acc.shape[0]):
+        for c in range(n_channels):
+            out[i, j, b, c] = acc[b, c]
+
+
+@njit(cache=True)
 def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, node_tree,
                      weights, targets, with_count, acc, out, col_ptr, col_rows, col_codes,
                      edge_values, edge_ptr, row_buf, pos_buf):
@@ -185,7 +201,6 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         col_ptr, col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
     ))
     k = node_features.shape[1]
-    n_bins = acc.shape[0]
     n_channels = acc.shape[1]
     m = targets.shape[2]
     gather = codes.shape[1] == 0
@@ -195,9 +210,7 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         f = node_features[i, j]
         if f < 0:
             continue
-        for b in range(n_bins):
-            for c in range(n_channels):
-                acc[b, c] = 0.0
+        _clear_accumulator(acc, n_channels)
         start = node_ranges[i, 0]
         stop = node_ranges[i, 1]
         row = row_buf
@@ -218,9 +231,7 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
             row = codes[f]
         _node_feature_histogram(row, sample_indices, start, stop, node_tree[i], weights, targets,
                                 m, with_count, acc)
-        for b in range(n_bins):
-            for c in range(n_channels):
-                out[i, j, b, c] = acc[b, c]
+        _store_accumulator(acc, out, i, j, n_channels)
 
 
 # bytes of the weighted target rows :func:`histograms` gathers for a group of nodes
@@ -261,12 +272,11 @@ def _node_feature_histogram_rows(row, sample_indices, e0, e1, rows, r0, n_channe
 def _histogram_rows_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, i0,
                           i1, rows, row_start, with_count, acc, out):
     """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of the nodes ``i0 .. i1 - 1`` of
-    :func:`histograms`, from their gathered weighted rows (node ``i``'s first at
+    :func:`histograms_in_groups`, from their gathered weighted rows (node ``i``'s first at
     ``rows[row_start[i - i0]]``)."""
     (codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out) = borrow_all((
         codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out))
     k = node_features.shape[1]
-    n_bins = acc.shape[0]
     n_channels = out.shape[3]
     for task in range(ch, (i1 - i0) * k, n_chunks):
         i = i0 + task // k
@@ -274,15 +284,11 @@ def _histogram_rows_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node
         f = node_features[i, j]
         if f < 0:
             continue
-        for b in range(n_bins):
-            for c in range(n_channels):
-                acc[b, c] = 0.0
+        _clear_accumulator(acc, n_channels)
         _node_feature_histogram_rows(codes[f], sample_indices, node_ranges[i, 0],
                                      node_ranges[i, 1], rows, row_start[i - i0], n_channels,
                                      with_count, acc)
-        for b in range(n_bins):
-            for c in range(n_channels):
-                out[i, j, b, c] = acc[b, c]
+        _store_accumulator(acc, out, i, j, n_channels)
 
 
 def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):

@@ -143,26 +143,6 @@ def _prefetch_column(f, col_ptr, col_rows, col_codes):
 
 
 @njit(cache=True)
-def _node_feature_histogram(row, sample_indices, e0, e1, t, weights, targets, m, with_count, acc):
-    """Adds the samples ``sample_indices[e0:e1]`` of tree ``t`` to ``acc`` by their code in ``row``.
-
-    Channel 0 the weight, 1 .. m the weighted targets, the last the count
-    when ``with_count``. A plain function called from ``histograms``' prange
-    body: the same loops inline there ran about 10 % slower.
-    """
-    n_channels = acc.shape[1]
-    for e in range(e0, e1):
-        s = sample_indices[e]
-        w = np.float64(weights[t, s])
-        b = row[s]
-        acc[b, 0] += w
-        for c in range(m):
-            acc[b, 1 + c] += w * targets[s, t, c]
-        if with_count:
-            acc[b, n_channels - 1] += 1.0
-
-
-@njit(cache=True)
 def _clear_accumulator(acc, n_channels):
     """Zero the first ``n_channels`` columns of a (node, feature) task's accumulator."""
     for b in range(acc.shape[0]):
@@ -178,11 +158,47 @@ def _store_accumulator(acc, out, i, j, n_channels):
             out[i, j, b, c] = acc[b, c]
 
 
+# bytes of the weighted target rows the host histograms gather for a group of nodes
+HISTOGRAM_ROWS_BYTES = 1 << 26
+
+
 @njit(cache=True)
-def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, node_tree,
-                     weights, targets, with_count, acc, out, col_ptr, col_rows, col_codes,
+def _gather_weighted_rows(sample_indices, start, stop, t, weights, targets, rows, r0):
+    """``rows[r0 + e - start] = (w, w y_1, ..., w y_m)`` of the samples
+    ``sample_indices[start:stop]`` of tree ``t`` (``w`` in float64)."""
+    m = targets.shape[2]
+    for e in range(start, stop):
+        s = sample_indices[e]
+        w = np.float64(weights[t, s])
+        r = r0 + e - start
+        rows[r, 0] = w
+        for c in range(m):
+            rows[r, 1 + c] = w * targets[s, t, c]
+
+
+@njit(cache=True)
+def _node_feature_histogram(row, sample_indices, e0, e1, rows, r0, n_channels, with_count, acc):
+    """Adds the samples ``sample_indices[e0:e1]`` to ``acc`` by their code in ``row``: their
+    gathered weighted rows (:func:`_gather_weighted_rows`, the node's first at
+    ``rows[r0]``) to channels 0 .. m, and one to the last channel (the count) when
+    ``with_count``; ``acc`` has ``n_channels`` columns."""
+    width = rows.shape[1]
+    for e in range(e0, e1):
+        b = row[sample_indices[e]]
+        r = r0 + e - e0
+        for c in range(width):
+            acc[b, c] += rows[r, c]
+        if with_count:
+            acc[b, n_channels - 1] += 1.0
+
+
+@njit(cache=True)
+def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, i0, i1,
+                     rows, row_start, with_count, acc, out, col_ptr, col_rows, col_codes,
                      edge_values, edge_ptr, row_buf, pos_buf):
-    """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of :func:`histograms`.
+    """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of the nodes ``i0 .. i1 - 1`` of
+    :func:`histograms_in_groups`, from their gathered weighted rows (node ``i``'s first at
+    ``rows[row_start[i - i0]]``).
 
     On views of its arrays that hold no reference (see :mod:`gpurpo.tree._borrow`);
     ``acc`` is the chunk's accumulator, zeroed for each task. ``codes`` of shape
@@ -194,19 +210,18 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     (:func:`_node_codes_of`, into ``pos_buf``).
     """
     (
-        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
-        col_ptr, col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
+        codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out, col_ptr,
+        col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
     ) = borrow_all((
-        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, acc, out,
-        col_ptr, col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
+        codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out, col_ptr,
+        col_rows, col_codes, edge_values, edge_ptr, row_buf, pos_buf,
     ))
     k = node_features.shape[1]
-    n_channels = acc.shape[1]
-    m = targets.shape[2]
+    n_channels = out.shape[3]
     gather = codes.shape[1] == 0
-    for task in range(ch, node_features.shape[0] * k, n_chunks):
-        i = task // k
-        j = task - i * k
+    for task in range(ch, (i1 - i0) * k, n_chunks):
+        i = i0 + task // k
+        j = task - (i - i0) * k
         f = node_features[i, j]
         if f < 0:
             continue
@@ -229,79 +244,18 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
                 row_buf[sample_indices[start + a]] = pos_buf[a]
         else:
             row = codes[f]
-        _node_feature_histogram(row, sample_indices, start, stop, node_tree[i], weights, targets,
-                                m, with_count, acc)
+        _node_feature_histogram(row, sample_indices, start, stop, rows, row_start[i - i0],
+                                n_channels, with_count, acc)
         _store_accumulator(acc, out, i, j, n_channels)
-
-
-# bytes of the weighted target rows :func:`histograms` gathers for a group of nodes
-HISTOGRAM_ROWS_BYTES = 1 << 26
-
-
-@njit(cache=True)
-def _gather_weighted_rows(sample_indices, start, stop, t, weights, targets, rows, r0):
-    """``rows[r0 + e - start] = (w, w y_1, ..., w y_m)`` of the samples ``sample_indices[start:stop]``
-    of tree ``t`` (``w`` in float64, the products those of :func:`_node_feature_histogram`)."""
-    m = targets.shape[2]
-    for e in range(start, stop):
-        s = sample_indices[e]
-        w = np.float64(weights[t, s])
-        r = r0 + e - start
-        rows[r, 0] = w
-        for c in range(m):
-            rows[r, 1 + c] = w * targets[s, t, c]
-
-
-@njit(cache=True)
-def _node_feature_histogram_rows(row, sample_indices, e0, e1, rows, r0, n_channels, with_count,
-                                 acc):
-    """:func:`_node_feature_histogram` from gathered weighted rows (:func:`_gather_weighted_rows`,
-    the node's first at ``rows[r0]``): the same sums, in the same order; ``acc`` has
-    ``n_channels`` columns."""
-    width = rows.shape[1]
-    for e in range(e0, e1):
-        b = row[sample_indices[e]]
-        r = r0 + e - e0
-        for c in range(width):
-            acc[b, c] += rows[r, c]
-        if with_count:
-            acc[b, n_channels - 1] += 1.0
-
-
-@njit(cache=True)
-def _histogram_rows_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, i0,
-                          i1, rows, row_start, with_count, acc, out):
-    """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of the nodes ``i0 .. i1 - 1`` of
-    :func:`histograms_in_groups`, from their gathered weighted rows (node ``i``'s first at
-    ``rows[row_start[i - i0]]``)."""
-    (codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out) = borrow_all((
-        codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out))
-    k = node_features.shape[1]
-    n_channels = out.shape[3]
-    for task in range(ch, (i1 - i0) * k, n_chunks):
-        i = i0 + task // k
-        j = task - (i - i0) * k
-        f = node_features[i, j]
-        if f < 0:
-            continue
-        _clear_accumulator(acc, n_channels)
-        _node_feature_histogram_rows(codes[f], sample_indices, node_ranges[i, 0],
-                                     node_ranges[i, 1], rows, row_start[i - i0], n_channels,
-                                     with_count, acc)
-        _store_accumulator(acc, out, i, j, n_channels)
-
-
-def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
-    """``tree_histograms`` on the host (see kernels.py): :func:`histograms_in_groups` with
-    groups of ``HISTOGRAM_ROWS_BYTES``."""
-    histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
-                         targets, out, HISTOGRAM_ROWS_BYTES)
 
 
 @njit(parallel=True, cache=True)
-def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
-                         targets, out, rows_bytes):
-    """``tree_histograms`` on the host, by groups of nodes whose rows fit ``rows_bytes``.
+def _histograms_grouped(codes, col_ptr, col_rows, col_codes, edge_values, edge_ptr,
+                        sample_indices, node_ranges, node_features, node_tree, weights, targets,
+                        out, rows_bytes):
+    """``tree_histograms`` on the host from the dense ``codes``, or from a sparse X's
+    stored-entry columns (``codes`` of shape ``(p, 0)``), by groups of nodes whose
+    gathered rows fit ``rows_bytes`` (at least one node a group).
 
     Each node's weights and weighted targets are gathered once, in the order
     of its samples (:func:`_gather_weighted_rows`, float64 rows of ``m + 1``
@@ -310,8 +264,7 @@ def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node
     the samples' scattered rows (the three calls of a delicious-shaped tree,
     nodes of 12,920, 6,688 + 6,232 and 4,103 samples, 22 features each, one
     thread, in one process: 4.0 / 4.5 -> 2.75 / 2.6 ms; the same sums, bit for
-    bit). Groups of nodes whose rows fit ``rows_bytes`` (at least one node a
-    group) take turns.
+    bit).
     """
     n_nodes = node_features.shape[0]
     k = node_features.shape[1]
@@ -319,13 +272,16 @@ def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node
     n_channels = out.shape[3]
     m = targets.shape[2]
     with_count = n_channels == m + 2
+    gather = codes.shape[1] == 0
     budget = max(1, rows_bytes // (8 * (m + 1)))
     i0 = 0
     while i0 < n_nodes:
         i1 = i0 + 1
         total = node_ranges[i0, 1] - node_ranges[i0, 0]
+        max_ns = total
         while i1 < n_nodes and total + node_ranges[i1, 1] - node_ranges[i1, 0] <= budget:
             total += node_ranges[i1, 1] - node_ranges[i1, 0]
+            max_ns = max(max_ns, node_ranges[i1, 1] - node_ranges[i1, 0])
             i1 += 1
         row_start = np.zeros(i1 - i0 + 1, dtype=np.int64)
         for i in range(i0, i1):
@@ -336,33 +292,41 @@ def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node
                                   node_tree[i], weights, targets, rows, row_start[i - i0])
         n_chunks = min((i1 - i0) * k, N_CHUNKS)
         for ch in prange(n_chunks):
-            _histogram_rows_chunk(ch, n_chunks, codes, sample_indices, node_ranges,
-                                  node_features, i0, i1, rows, row_start, with_count,
-                                  np.empty((n_bins, n_channels), dtype=np.float64), out)
+            _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features,
+                             i0, i1, rows, row_start, with_count,
+                             np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
+                             col_rows, col_codes, edge_values, edge_ptr,
+                             np.empty(targets.shape[0] if gather else 1, dtype=np.uint8),
+                             np.empty(max(max_ns, 1) if gather else 1, dtype=np.uint8))
         i0 = i1
 
 
-@njit(parallel=True, cache=True)
+def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
+                         targets, out, rows_bytes):
+    """``tree_histograms`` on the host from dense codes, by groups of nodes whose gathered
+    rows fit ``rows_bytes`` (:func:`_histograms_grouped`)."""
+    # no stored-entry columns: arrays of their types, never read
+    no_ptr = np.zeros(1, dtype=np.int64)
+    _histograms_grouped(codes, no_ptr, np.empty(0, dtype=np.int32), np.empty(0, dtype=np.uint8),
+                        np.empty(0, dtype=np.float64), no_ptr, sample_indices, node_ranges,
+                        node_features, node_tree, weights, targets, out, rows_bytes)
+
+
+def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
+    """``tree_histograms`` on the host (see kernels.py): :func:`histograms_in_groups` with
+    groups of ``HISTOGRAM_ROWS_BYTES``."""
+    histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
+                         targets, out, HISTOGRAM_ROWS_BYTES)
+
+
 def histograms_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices,
                        node_ranges, node_features, node_tree, weights, targets, out):
     """:func:`histograms` of a sparse X held without its dense codes: each (node,
     feature) reads the feature's codes from its stored-entry column. Same sums."""
-    n_tasks = node_features.shape[0] * node_features.shape[1]
-    n_bins = out.shape[2]
-    n_channels = out.shape[3]
-    with_count = n_channels == targets.shape[2] + 2
-    n_chunks = min(n_tasks, N_CHUNKS)
-    max_ns = 1
-    for i in range(node_ranges.shape[0]):
-        max_ns = max(max_ns, node_ranges[i, 1] - node_ranges[i, 0])
     no_codes = np.empty((edge_ptr.shape[0] - 1, 0), dtype=np.uint8)
-    for ch in prange(n_chunks):
-        _histogram_chunk(ch, n_chunks, no_codes, sample_indices, node_ranges, node_features,
-                         node_tree, weights, targets, with_count,
-                         np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
-                         col_rows, col_codes, edge_values, edge_ptr,
-                         np.empty(targets.shape[0], dtype=np.uint8),
-                         np.empty(max_ns, dtype=np.uint8))
+    _histograms_grouped(no_codes, col_ptr, col_rows, col_codes, edge_values, edge_ptr,
+                        sample_indices, node_ranges, node_features, node_tree, weights, targets,
+                        out, HISTOGRAM_ROWS_BYTES)
 
 
 @njit(parallel=True, cache=True)

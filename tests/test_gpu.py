@@ -12,6 +12,7 @@ Skipped, with the reason, where CuPy cannot run a kernel. Checks:
 * a model fitted on the GPU, pickled, and used for prediction in a process
   that sees no GPU (``CUDA_VISIBLE_DEVICES=""``);
 * CuPy inputs give CuPy outputs; top-k predictions on the GPU equal the CPU's;
+* a forest warm-started on the GPU is the forest of one fit there;
 * the explicit device-to-host transfers of a tree fit grow with the depth of
   the tree, not with its number of nodes.
 """
@@ -286,6 +287,25 @@ def test_forest_on_sparse_x_on_the_gpu_equals_the_cpu(cp):
         assert _canonical(b.structure) == _canonical(a.structure)
     np.testing.assert_allclose(_host(gpu_model.predict(cp.asarray(dense))), cpu.predict(dense),
                                rtol=1e-9, atol=1e-9)
+
+
+def test_warm_started_forest_on_the_gpu_is_the_forest_of_one_fit(cp):
+    # the bin edges and projection plan of the first fit are reused on the device,
+    # and the new trees' seeds continue the first fit's: the trees of one fit
+    from gpurpo.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(13)
+    X = cp.asarray(rng.normal(size=(2000, 12)))
+    Y = cp.asarray((rng.random((2000, 30)) < 0.2).astype(np.float64))
+    params = dict(projection="gaussian", n_components=4, max_features="sqrt", random_state=3)
+    cold = RandomForestClassifier(n_estimators=6, **params).fit(X, Y)
+    warm = RandomForestClassifier(n_estimators=2, warm_start=True, **params).fit(X, Y)
+    warm.set_params(n_estimators=6).fit(X, Y)
+    for a, b in zip(cold.estimators_, warm.estimators_):
+        assert _canonical(b.structure) == _canonical(a.structure)
+    np.testing.assert_array_equal(_host(warm.apply(X)), _host(cold.apply(X)))
+    np.testing.assert_allclose(_host(warm.predict_proba(X)), _host(cold.predict_proba(X)),
+                               rtol=1e-12, atol=0.0)
 
 
 @pytest.mark.parametrize("name", ["forest", "extra", "boosting"])

@@ -11,8 +11,9 @@ training samples; the forest predicts the average of its trees.
 Fitting, in order (one seeded generator, ``random_state``):
 
 1. inputs binned once (:class:`gpurpo.tree.BinMapper`);
-2. two seeds per tree drawn up front: its bootstrap sample and its
-   projection, so neither depends on how trees are batched;
+2. three seeds per tree drawn up front, row after row: its bootstrap
+   sample, its projection and its root (the node seeds of its growth), so
+   none depends on how trees are batched, nor on ``n_estimators``;
 3. trees grown in batches (:mod:`gpurpo.ensemble._forest_batches`): the
    targets of a batch come from one projection product
    (:mod:`gpurpo.ensemble._forest_projection`), the batch grows level by
@@ -22,9 +23,9 @@ Fitting, in order (one seeded generator, ``random_state``):
    (:mod:`gpurpo.ensemble._forest_predict`), where out-of-bag sums are
    accumulated if asked.
 
-The growth randomness of a tree derives from one root seed that the grower
-draws from the same generator, tree after tree, batch after batch: a forest
-is reproducible from ``random_state`` and does not depend on the batch size.
+A forest is reproducible from ``random_state``, does not depend on the
+batch size, and its first trees are those of a forest with fewer trees and
+the same ``random_state``, which is what a warm start adds trees to.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numbers
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,7 +81,6 @@ from gpurpo.ensemble._forest_projection import ProjectionPlan
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
 from gpurpo.tree.binning import MAX_BINS
-from gpurpo.tree.grower import draw_root_seeds
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
@@ -93,6 +94,52 @@ _OOB_WARNING = (
     "means too few trees were used to compute reliable OOB estimates; their OOB "
     "predictions are NaN and they are left out of oob_score_."
 )
+
+
+# Parameters that the trees of a forest share (its bin edges and its projections): a
+# warm start refuses to change them.
+_WARM_FIXED = ("projection", "n_components", "shared_projection", "max_bins")
+
+_WARM_NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
+
+
+def _param_key(value: Any) -> Any:
+    """A comparable snapshot of a parameter (an estimator by its type and parameters)."""
+    if isinstance(value, BaseEstimator):
+        return (type(value), repr(sorted(value.get_params(deep=False).items())))
+    return value
+
+
+def _generator_at(state: dict) -> np.random.Generator:
+    """A generator whose bit generator is at ``state`` (``bit_generator.state``)."""
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
+
+
+@dataclass(frozen=True)
+class _Sampling:
+    """How the trees ``start`` to ``stop - 1`` drew their rows (one per fit call)."""
+
+    start: int
+    stop: int
+    n_samples: int
+    n_draws: int
+    draw_p: np.ndarray | None
+    bootstrap: bool
+
+
+def _draw_counts(sampling: _Sampling, boot_seeds: np.ndarray) -> np.ndarray:
+    """Draw counts (T, n) of the trees whose bootstrap seeds are ``boot_seeds``.
+
+    Ones (every row once) for trees grown without bootstrap.
+    """
+    n = sampling.n_samples
+    if not sampling.bootstrap:
+        return np.ones((len(boot_seeds), n), dtype=np.float64)
+    return np.stack(
+        [bootstrap_counts(s, n, sampling.n_draws, sampling.draw_p) for s in boot_seeds]
+    )
 
 
 def _check_min_samples(value: Any, name: str, n: int, low_int: int) -> int:
@@ -187,6 +234,38 @@ class BaseForest(BaseEstimator):
             raise ValueError(f"verbose must be an int >= 0, got {self.verbose!r}")
         resolve_n_jobs(self.n_jobs)
         check_choice(self.device, "device", ("auto", "cpu", "cuda", "cuda-emulated"))
+        self._warm()
+
+    def _warm(self) -> bool:
+        """Whether ``fit`` adds trees to the fitted forest (``warm_start``)."""
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be a bool, got {self.warm_start!r}")
+        return bool(self.warm_start) and "_chunks" in self.__dict__
+
+    def _check_warm_start(self, backend: Backend, d: int) -> None:
+        """Refuse a warm start that would change what the fitted trees share."""
+        if "_tree_seed_state" not in self.__dict__:
+            raise ValueError(
+                "warm_start: this forest was fitted by a gpurpo without warm starts for "
+                "forests; fit it again with warm_start=False first"
+            )
+        fixed = self.__dict__.get("_warm_fixed", {})
+        for name in _WARM_FIXED:
+            if name in fixed and _param_key(getattr(self, name)) != fixed[name]:
+                raise ValueError(
+                    f"warm_start: {name} differs from the first fit's (the fitted trees share "
+                    f"it), got {getattr(self, name)!r}; fit with warm_start=False to change it"
+                )
+        fitted_on = self.__dict__.get("_backend_name")
+        if fitted_on is not None and backend.name != fitted_on:
+            raise ValueError(
+                f"warm_start: the forest was fitted on the {fitted_on!r} backend, got data for "
+                f"{backend.name!r}"
+            )
+        if d != self.n_outputs_:
+            raise ValueError(
+                f"warm_start: y must have {self.n_outputs_} outputs as in the first fit, got {d}"
+            )
 
     def _check_X(self, X: Any, backend: Backend, reset: bool) -> Any:
         check_feature_names(self, X, reset=reset)
@@ -233,10 +312,18 @@ class BaseForest(BaseEstimator):
         Sets every fitted attribute except the output-specific ones (which
         the subclasses set) and returns nothing; out-of-bag sums, when asked
         for, are left in ``self._oob_raw`` for the subclass to score.
+
+        With ``warm_start`` and a fitted forest, grows trees
+        ``len(estimators_)`` to ``n_estimators - 1`` only: the bin edges and
+        the projection plan of the first fit are reused, and the seeds of the
+        new trees are drawn from the generator state the first fit drew its
+        trees' seeds from (kept in ``_tree_seed_state``), so they are the
+        trees a single fit with the larger ``n_estimators`` grows.
         """
         started = time.perf_counter()
         self._check_forest_params()
-        X = self._check_X(X, backend, reset=True)
+        warm = self._warm()
+        X = self._check_X(X, backend, reset=not warm)
         check_consistent_rows(X=X, y=Y)
         check_has_outputs(Y)
         n, p = (int(s) for s in X.shape)
@@ -246,19 +333,54 @@ class BaseForest(BaseEstimator):
         n_draws = n_bootstrap_samples(self.max_samples, n, bool(self.bootstrap))
         draw_p = sw / sw.sum() if sw is not None and self.bootstrap else None
         n_trees = int(self.n_estimators)
+        n_old = self._n_trees if warm else 0
         xp = backend.xp
-        rng = check_random_state(self.random_state)
-
-        mapper = BinMapper(
-            max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
-        )
-        with numba_threads(self.n_jobs):
-            binned = mapper.fit_transform(X, backend, None if sw is None else backend.asarray(sw))
-        plan = ProjectionPlan(
-            self.projection, self.n_components, self.shared_projection, n, d, rng
-        )
+        want_oob = self.oob_score is not False
+        if warm:
+            self._check_warm_start(backend, d)
+            if n_trees < n_old:
+                raise ValueError(
+                    f"n_estimators={n_trees} must be larger or equal to len(estimators_)="
+                    f"{n_old} when warm_start=True"
+                )
+            if n_trees == n_old:
+                warnings.warn(_WARM_NO_NEW_TREES, UserWarning, stacklevel=3)
+            other_rows = {s.n_samples for s in self._samplings()} - {n}
+            if want_oob and other_rows:
+                raise ValueError(
+                    f"warm_start with oob_score: X has {n} rows, but fitted trees drew their "
+                    f"samples from {min(other_rows)}; fit on the same training set, or "
+                    "without oob_score"
+                )
+            mapper = self.bin_mapper_
+            plan = self._plan
+            rng = _generator_at(self._tree_seed_state)
+            with numba_threads(self.n_jobs):
+                binned = mapper.transform(X, backend) if n_trees > n_old else None
+        else:
+            rng = check_random_state(self.random_state)
+            mapper = BinMapper(
+                max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes,
+                random_state=rng,
+            )
+            with numba_threads(self.n_jobs):
+                binned = mapper.fit_transform(
+                    X, backend, None if sw is None else backend.asarray(sw)
+                )
+            plan = ProjectionPlan(
+                self.projection, self.n_components, self.shared_projection, n, d, rng
+            )
+            self._tree_seed_state = rng.bit_generator.state
         m = plan.n_components
-        seeds = rng.integers(0, 2**63 - 1, size=(n_trees, 2), dtype=np.int64)
+        # Three seeds per tree, row after row from the same generator state: tree t's
+        # (bootstrap, projection, root) seeds do not depend on n_estimators, so a warm
+        # start that draws them again for more trees gives the first trees theirs.
+        drawn = rng.integers(0, 2**63 - 1, size=(n_trees, 3), dtype=np.int64)
+        root_seeds = drawn[:, 2].astype(np.uint64)
+        seeds = drawn[:, :2]
+        if warm:
+            seeds = np.concatenate([self._seeds, seeds[n_old:]])
+        n_new = n_trees - n_old
         sparse_y = backend.issparse(Y)
         Y_targets = Y.astype(xp.float32)
         in_bag = min(n, n_draws)
@@ -266,17 +388,16 @@ class BaseForest(BaseEstimator):
         threads = resolve_n_jobs(self.n_jobs)
         if threads is None:
             threads = numba_thread_count()
-        tree_parallel = grows_batches_in_parallel(backend, n_trees, threads)
+        tree_parallel = grows_batches_in_parallel(backend, max(n_new, 1), threads)
         batch = resolve_batch_size(
-            self.batch_size, n_trees, tree_bytes(n, m, leaf_bytes), backend,
+            self.batch_size, max(n_new, 1), tree_bytes(n, m, leaf_bytes), backend,
             n_threads=threads if tree_parallel else 1,
         )
         # "auto" batches are dealt evenly over the threads; an int is the size asked for
         even_over = threads if tree_parallel and isinstance(self.batch_size, str) else 1
-        batches = tree_batches(n_trees, batch, even_over)
+        batches = [(n_old + b0, n_old + b1) for b0, b1 in tree_batches(n_new, batch, even_over)]
         workers = min(threads, len(batches)) if tree_parallel else 1
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
-        want_oob = self.oob_score is not False
         if want_oob and 8 * n * d > OOB_MAX_BYTES:
             raise ValueError(
                 f"oob_score=True keeps the out-of-bag predictions as a dense float64 array of "
@@ -286,11 +407,11 @@ class BaseForest(BaseEstimator):
             )
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
-        root_seeds = draw_root_seeds(rng, n_trees)
+        sampling = _Sampling(n_old, n_trees, n, n_draws, draw_p, bool(self.bootstrap))
 
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             batch_start = time.perf_counter()
-            counts = self._batch_counts(seeds[b0:b1, 0], n, n_draws, draw_p)
+            counts = _draw_counts(sampling, seeds[b0:b1, 0])
             # with bootstrap (or no sample weights) the weights are the draw counts, exact
             # in float32; without bootstrap they are the sample weights, and the leaves
             # average with their float64 values (as the single tree does)
@@ -328,8 +449,20 @@ class BaseForest(BaseEstimator):
             with serial_cpu_kernels():
                 return grow_batch(b0, b1)
 
-        chunks: list[TreeChunk] = []
+        def add_oob(chunk: TreeChunk, counts: np.ndarray) -> None:
+            skip = backend.asarray(np.ascontiguousarray((counts > 0).T))
+            chunk.accumulate(X, backend, oob_sum, skip=skip)
+            oob_count[:] += (counts == 0).sum(axis=0).astype(np.int64)
+
+        chunks: list[TreeChunk] = list(self._chunks) if warm else []
+        samplings = self._samplings() if warm else []
         with numba_threads(self.n_jobs), contextlib.ExitStack() as stack:
+            if want_oob and warm:
+                start = 0
+                for chunk in chunks:
+                    stop = start + chunk.n_trees
+                    add_oob(chunk, self._tree_counts(samplings, start, stop))
+                    start = stop
             if workers > 1:
                 if not plan.per_tree:
                     plan.targets(Y_targets, seeds[:1, 1], backend)  # the shared targets, once
@@ -344,9 +477,7 @@ class BaseForest(BaseEstimator):
             for (b0, b1), (chunk, counts, seconds) in zip(batches, grown):
                 chunks.append(chunk)
                 if want_oob:
-                    skip = backend.asarray(np.ascontiguousarray((counts > 0).T))
-                    chunk.accumulate(X, backend, oob_sum, skip=skip)
-                    oob_count += (counts == 0).sum(axis=0).astype(np.int64)
+                    add_oob(chunk, counts)
                 if self.verbose:
                     print(
                         f"[{type(self).__name__}] trees {b1}/{n_trees} grown "
@@ -356,15 +487,17 @@ class BaseForest(BaseEstimator):
                         flush=True,
                     )
         plan.clear()
+        if n_new > 0:
+            samplings.append(sampling)
         self._chunks = chunks
         self._plan = plan
         self._seeds = seeds
-        self._n_draws = n_draws
-        self._draw_p = draw_p
-        self._n_samples_fit = n
+        self._sampling_records = samplings
         self._n_trees = n_trees
-        self._bootstrap = bool(self.bootstrap)
         self._estimators_cache = None
+        self._backend_name = backend.name
+        if not warm:
+            self._warm_fixed = {name: _param_key(getattr(self, name)) for name in _WARM_FIXED}
         self.bin_mapper_ = mapper
         self.n_outputs_ = d
         self.n_projected_outputs_ = int(m)
@@ -372,16 +505,25 @@ class BaseForest(BaseEstimator):
         self.batch_size_ = int(batch)
         self._oob_raw = (oob_sum, oob_count) if want_oob else None
 
-    def _batch_counts(
-        self, boot_seeds: np.ndarray, n: int, n_draws: int, draw_p: np.ndarray | None
-    ) -> np.ndarray:
-        """Bootstrap counts (T, n) of the trees of a batch (ones without bootstrap).
+    def _samplings(self) -> list[_Sampling]:
+        """How each fit call's trees drew their rows, in tree order."""
+        records = self.__dict__.get("_sampling_records")
+        if records is not None:
+            return list(records)
+        # a forest pickled before warm starts: one fit call grew every tree
+        return [
+            _Sampling(0, self._n_trees, self._n_samples_fit, self._n_draws,
+                      self.__dict__.get("_draw_p"), self._bootstrap)
+        ]
 
-        ``draw_p``: the rows' draw probabilities (normalised sample weights), or None.
-        """
-        if not self.bootstrap:
-            return np.ones((len(boot_seeds), n), dtype=np.float64)
-        return np.stack([bootstrap_counts(s, n, n_draws, draw_p) for s in boot_seeds])
+    def _tree_counts(self, samplings: list[_Sampling], start: int, stop: int) -> np.ndarray:
+        """Draw counts (T, n) of the trees ``start`` to ``stop - 1``."""
+        rows = []
+        for s in samplings:
+            lo, hi = max(start, s.start), min(stop, s.stop)
+            if lo < hi:
+                rows.append(_draw_counts(s, self._seeds[lo:hi, 0]))
+        return np.concatenate(rows)
 
     # ------------------------------------------------------------ prediction
 
@@ -475,11 +617,14 @@ class BaseForest(BaseEstimator):
     def estimators_samples_(self) -> list[np.ndarray]:
         """Indices of the samples drawn for each tree (with repeats; all without bootstrap)."""
         check_is_fitted(self, "n_outputs_")
-        n = self._n_samples_fit
-        if not self._bootstrap:
-            return [np.arange(n) for _ in range(self._n_trees)]
-        draw_p = self.__dict__.get("_draw_p")
-        return [bootstrap_indices(s, n, self._n_draws, draw_p) for s in self._seeds[:, 0]]
+        samples = []
+        for s in self._samplings():
+            for seed in self._seeds[s.start : s.stop, 0]:
+                samples.append(
+                    bootstrap_indices(seed, s.n_samples, s.n_draws, s.draw_p) if s.bootstrap
+                    else np.arange(s.n_samples)
+                )
+        return samples
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -539,6 +684,11 @@ class BaseForest(BaseEstimator):
         if not 0 <= i < self._n_trees:
             raise ValueError(f"i must be in [0, n_estimators={self._n_trees}), got {i}")
         return self._plan.components(int(self._seeds[i, 1]))
+
+    def __setstate__(self, state: dict) -> None:
+        # forests pickled before warm_start existed
+        state.setdefault("warm_start", False)
+        super().__setstate__(state)
 
     def __getstate__(self) -> dict:
         # Leaf values (TreeChunk) and out-of-bag arrays go to the host, so a model

@@ -55,7 +55,9 @@ class ProjectionPlan:
         One projection for all trees (Algorithm 1) instead of one per tree
         (Algorithm 2).
     n_samples, n_outputs : int
-        Shape (n, d) of the output matrix.
+        Shape (n, d) of the output matrix of the first fit: n resolves
+        ``n_components="auto"`` and draws every projection, so a warm start
+        on other rows keeps them; :meth:`targets` takes any number of rows.
     rng : numpy.random.Generator
         Draws the shared projection (when ``shared``).
 
@@ -156,26 +158,27 @@ class ProjectionPlan:
         computed once and broadcast over the trees.
         """
         xp = backend.xp
+        n = int(Y.shape[0])
         n_trees = len(seeds)
         if not self.per_tree:
             base = self._cache.get(backend.name)
             if base is None:
                 base = self._common(Y, backend)
                 self._cache[backend.name] = base
-            return xp.broadcast_to(base[:, None, :], (self.n, n_trees, base.shape[1]))
+            return xp.broadcast_to(base[:, None, :], (n, n_trees, base.shape[1]))
         stacked = _stack([self.components(s) for s in seeds])
         Z = projections.project(Y, stacked, backend)
-        return xp.asarray(Z, dtype=xp.float32).reshape(self.n, n_trees, self.n_components)
+        return xp.asarray(Z, dtype=xp.float32).reshape(n, n_trees, self.n_components)
 
     def _common(self, Y: Any, backend: Backend) -> Any:
         xp = backend.xp
         if self.projection is None:
             if backend.issparse(Y):
-                size = 4 * self.n * self.d
+                size = 4 * int(Y.shape[0]) * self.d
                 if size > MAX_DENSE_TARGET_BYTES:
                     raise ValueError(
                         f"projection=None grows trees on the outputs as a dense float32 array "
-                        f"of shape {(self.n, self.d)} ({size} bytes); pass a projection "
+                        f"of shape {(int(Y.shape[0]), self.d)} ({size} bytes); pass a projection "
                         "(e.g. projection='gaussian') for sparse outputs this wide"
                     )
                 Y = Y.toarray()

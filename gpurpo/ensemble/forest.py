@@ -167,9 +167,16 @@ class _ForestClassifierMixin(ClassifierMixin):
                 stacklevel=2,
             )
             y = y.reshape(-1)
+        warm = self._warm()
         if len(y.shape) == 1:
             y_host = np.asarray(to_host(y))
             classes, encoded = class_labels(y_host, "y", "a forest regressor")
+            if warm and (self._multilabel or not np.array_equal(classes, self.classes_)):
+                raise ValueError(
+                    f"warm_start: y must hold the classes of the first fit, "
+                    f"{'multi-label indicators' if self._multilabel else self.classes_}, "
+                    f"got the classes {classes}"
+                )
             self.classes_ = classes
             self.n_classes_ = int(classes.shape[0])
             self._multilabel = False
@@ -185,6 +192,11 @@ class _ForestClassifierMixin(ClassifierMixin):
                 raise ValueError(
                     "multi-label y must contain only 0 and 1 (a label indicator matrix); "
                     "use a forest regressor for real-valued outputs"
+                )
+            if warm and not self._multilabel:
+                raise ValueError(
+                    f"warm_start: the first fit had single-label y (classes {self.classes_}), "
+                    "got a 2-D y of multi-label indicators"
                 )
             self.classes_ = np.array([0, 1])
             self._multilabel = True
@@ -361,6 +373,15 @@ _PARAMETERS = """
     verbose : int, default=0
         Print progress over the trees: one line when a batch of trees is
         grown (``verbose >= 1``), and one when it starts (``verbose >= 2``).
+    warm_start : bool, default=False
+        When the forest is fitted, ``fit`` keeps its trees and grows more, up
+        to ``n_estimators`` (scikit-learn's meaning). The added trees are those
+        one fit with the larger ``n_estimators`` grows: fitting 50 trees and
+        then 100 on the same data gives the forest of a single 100-tree fit
+        with the same ``random_state``. The bin edges and projections of the
+        first fit are kept, so ``projection``, ``n_components``,
+        ``shared_projection`` and ``max_bins`` cannot change, nor can the
+        device or the outputs; ``oob_score`` then scores all the trees.
     device : {{"auto", "cpu", "cuda", "cuda-emulated"}}, default="auto"
         Where to compute; ``"auto"`` follows the data (CuPy input -> CUDA)
         and the global setting (:func:`gpurpo.set_backend`).
@@ -451,6 +472,7 @@ class RandomForestRegressor(_ForestRegressorMixin, BaseForest):
         n_jobs: int | None = None,
         random_state: Any = None,
         verbose: int = 0,
+        warm_start: bool = False,
         device: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
@@ -472,6 +494,7 @@ class RandomForestRegressor(_ForestRegressorMixin, BaseForest):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.device = device
 
 
@@ -500,6 +523,7 @@ class ExtraTreesRegressor(_ForestRegressorMixin, BaseForest):
         n_jobs: int | None = None,
         random_state: Any = None,
         verbose: int = 0,
+        warm_start: bool = False,
         device: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
@@ -521,6 +545,7 @@ class ExtraTreesRegressor(_ForestRegressorMixin, BaseForest):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.device = device
 
 
@@ -549,6 +574,7 @@ class RandomForestClassifier(_ForestClassifierMixin, BaseForest):
         n_jobs: int | None = None,
         random_state: Any = None,
         verbose: int = 0,
+        warm_start: bool = False,
         device: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
@@ -570,6 +596,7 @@ class RandomForestClassifier(_ForestClassifierMixin, BaseForest):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.device = device
 
 
@@ -598,6 +625,7 @@ class ExtraTreesClassifier(_ForestClassifierMixin, BaseForest):
         n_jobs: int | None = None,
         random_state: Any = None,
         verbose: int = 0,
+        warm_start: bool = False,
         device: str = "auto",
     ) -> None:
         self.n_estimators = n_estimators
@@ -619,6 +647,7 @@ class ExtraTreesClassifier(_ForestClassifierMixin, BaseForest):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.warm_start = warm_start
         self.device = device
 
 

@@ -57,6 +57,7 @@ def _assert_same_forest(a, b, X, rtol=0.0):
     predict = "predict_proba" if hasattr(a, "predict_proba") else "predict"
     np.testing.assert_allclose(getattr(a, predict)(X), getattr(b, predict)(X), rtol=rtol,
                                atol=0.0)
+    assert len(a.estimators_samples_) == len(b.estimators_samples_) == len(b.estimators_)
     for sa, sb in zip(a.estimators_samples_, b.estimators_samples_):
         np.testing.assert_array_equal(sa, sb)
     np.testing.assert_array_equal(a.feature_importances_, b.feature_importances_)
@@ -283,3 +284,20 @@ def test_emulated_cuda_warm_start_equals_one_fit():
     # the CUDA traversal sums the trees of a batch, then adds that sum: batches of
     # 1 and 2 trees round differently from one batch of 3
     _assert_same_forest(warm, cold, X, rtol=1e-14)
+
+
+def test_a_fit_without_oob_score_drops_the_scores_of_an_earlier_fit():
+    X, Y = _regression()
+    forest = RandomForestRegressor(n_estimators=8, oob_score=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        forest.fit(X, Y)
+    assert hasattr(forest, "oob_score_") and hasattr(forest, "oob_prediction_")
+    forest.set_params(oob_score=False, warm_start=True, n_estimators=10).fit(X, Y)
+    assert not hasattr(forest, "oob_score_") and not hasattr(forest, "oob_prediction_")
+    clf = RandomForestClassifier(n_estimators=8, oob_score=True, random_state=0)
+    Xl, Yl = _labels()
+    clf.fit(Xl, Yl)
+    assert hasattr(clf, "oob_decision_function_")
+    clf.set_params(oob_score=False).fit(Xl, Yl)
+    assert not hasattr(clf, "oob_score_") and not hasattr(clf, "oob_decision_function_")

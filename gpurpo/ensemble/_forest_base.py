@@ -702,6 +702,11 @@ class BaseForest(BaseEstimator):
 
     # ---------------------------------------------------------------- oob
 
+    def _drop_oob(self, *names: str) -> None:
+        """Forget the out-of-bag attributes of an earlier fit (they scored other trees)."""
+        for name in names:
+            self.__dict__.pop(name, None)
+
     def _oob_mean(self, backend: Backend) -> tuple[Any, np.ndarray]:
         """OOB mean predictions (NaN rows where no tree left the sample out) and the valid rows."""
         oob_sum, oob_count = self._oob_raw

@@ -87,6 +87,7 @@ class _ForestRegressorMixin(RegressorMixin):
             Y = check_array(y, "y", backend, accept_sparse=True, float32_range=True)
         self._y_1d = one_d
         self._fit_forest(X, Y, sample_weight, backend)
+        self._drop_oob("oob_score_", "oob_prediction_")
         if self._oob_raw is not None:
             self._set_oob(Y, y, backend, not is_gpu_array(X))
         self._oob_raw = None
@@ -203,6 +204,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             self._sparse_output = backend.issparse(Y)
             Y = Y.astype(xp.float32)
         self._fit_forest(X, Y, sample_weight, backend)
+        self._drop_oob("oob_score_", "oob_decision_function_")
         if self._oob_raw is not None:
             self._set_oob(Y, y, backend, not is_gpu_array(X))
         self._oob_raw = None

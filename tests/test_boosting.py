@@ -768,3 +768,23 @@ def test_newton_parameters_survive_clone():
     params = clone(model).get_params()
     assert params["split_criterion"] == "newton" and params["reg_lambda"] == 0.25
     assert GradientBoostingRegressor().get_params()["split_criterion"] == "gradient"
+
+
+@pytest.mark.parametrize("Model", [GradientBoostingRegressor, GradientBoostingClassifier])
+def test_out_of_memory_says_what_boosting_keeps_and_what_to_lower(Model, monkeypatch):
+    import gpurpo.ensemble.boosting as boosting
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError("Unable to allocate 8.94 GiB")
+
+    monkeypatch.setattr(boosting.StagedModel, "__init__", exhausted)
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    Y = (X[:, :2] > 0).astype(float)
+    with pytest.raises(MemoryError) as info:
+        Model(n_estimators=2).fit(X, Y)
+    message = str(info.value)
+    assert f"while fitting {Model.__name__}" in message
+    assert "(n=40, d=2: 0.00 GiB for each (n, d) float64 array)" in message
+    assert "LabelSpaceClassifier" in message and "RandomForestClassifier" in message
+    assert message.endswith("Original error: Unable to allocate 8.94 GiB")
+    assert isinstance(info.value.__cause__, MemoryError)

@@ -98,6 +98,40 @@ LEAF_STEPS = ("global", "per_leaf")
 SPLIT_CRITERIA = ("gradient", "newton")
 
 
+def _out_of_memory_error(exc: BaseException, name: str, X: Any, y: Any) -> MemoryError:
+    """A MemoryError that says what boosting keeps per output and what to lower.
+
+    Gradient boosting on d outputs keeps dense (n, d) arrays: the outputs, the
+    raw scores and the gradients (float64), whatever the projection the trees
+    are grown on (Joly, Wehenkel & Geurts 2019 relabel the leaves in the full
+    output space).
+    """
+    where = "the GPU" if is_gpu_array(X) or is_gpu_array(y) else "the host"
+    n, d = _n_rows(X), _n_outputs(y)
+    size = ""
+    if n is not None and d is not None:
+        size = (f" (n={n}, d={d}: {8 * n * d / 2**30:.2f} GiB for each (n, d) float64 "
+                "array)")
+    return MemoryError(
+        f"out of memory on {where} while fitting {name}: gradient boosting keeps dense "
+        f"(n, d) arrays of the outputs, raw scores and gradients{size}. Lower d (e.g. "
+        "gpurpo.label_space.LabelSpaceClassifier with reducer='cssp' or 'plst' around a "
+        "boosting model), fit on fewer rows, or use a random-output forest "
+        "(gpurpo.ensemble.RandomForestClassifier), whose leaves stay sparse for sparse y. "
+        f"Original error: {exc}"
+    )
+
+
+def _n_rows(X: Any) -> int | None:
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+
+
+def _n_outputs(y: Any) -> int | None:
+    shape = getattr(y, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else None
+
+
 class _BaseGradientBoosting(BaseEstimator):
     """Fitting loop shared by the regressor and the multi-label classifier."""
 
@@ -264,6 +298,13 @@ class _BaseGradientBoosting(BaseEstimator):
             raise ValueError(
                 f"{type(self).__name__} requires y to be passed, but the target y is None"
             )
+        try:
+            return self._fit(X, y, sample_weight, eval_set)
+        except MemoryError as exc:
+            raise _out_of_memory_error(exc, type(self).__name__, X, y) from exc
+
+    def _fit(self, X: Any, y: Any, sample_weight: Any, eval_set: Any) -> "_BaseGradientBoosting":
+        """:meth:`fit`, whose memory errors say what to lower."""
         backend = resolve_backend(X, y, device=self.device)
         # a warm start checks the names of the first fit; a new fit records them
         check_feature_names(self, X, reset=not (bool(self.warm_start) and hasattr(self, "_model")))

@@ -22,14 +22,16 @@ kernels):
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import Any, Callable, TypeVar
 
 from numba import njit, prange
 
 from gpurpo.backend import Backend, register_kernel
 
 __all__ = [
-    "PREDICT_TOP_K_DOC", "TOP_K_BLOCK_BYTES", "top_k", "top_k_mask", "top_k_of_row_blocks",
+    "PREDICT_TOP_K_DOC", "TOP_K_BLOCK_BYTES", "suggests_top_k", "top_k", "top_k_mask",
+    "top_k_of_row_blocks",
 ]
 
 #: Docstring of the estimators' ``predict_top_k``; ``{scores}`` says what they rank.
@@ -58,6 +60,47 @@ PREDICT_TOP_K_DOC = """The ``k`` outputs of largest score for each row, without 
 
 #: Largest dense block of scores :func:`top_k_of_row_blocks` asks for at once.
 TOP_K_BLOCK_BYTES = 64 * 1024**2
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+class _DenseScoresMemoryError(MemoryError):
+    """The error of :func:`suggests_top_k` (passed on as is by an outer wrapped method)."""
+
+
+def suggests_top_k(method: _Method) -> _Method:
+    """Make a method that returns (n, d) scores say, when memory runs out, how to do without.
+
+    ``method(self, X, ...)`` of an estimator with ``n_outputs_``: a
+    ``MemoryError`` it raises (NumPy's, or CuPy's ``OutOfMemoryError``) is
+    raised again as a ``MemoryError`` that gives the size of the (n, d)
+    matrix and points to ``predict_top_k`` (each row's k best outputs, formed
+    by blocks of rows) or to calling the method on blocks of rows; the
+    original error is its ``__cause__``.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self: Any, X: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, X, *args, **kwargs)
+        except _DenseScoresMemoryError:
+            raise
+        except MemoryError as exc:
+            shape = getattr(X, "shape", None)
+            d = getattr(self, "n_outputs_", None)
+            size = ""
+            if shape is not None and len(shape) >= 1 and d is not None:
+                n = int(shape[0])
+                size = (f" of shape ({n}, {int(d)}), {8 * n * int(d) / 2**30:.2f} GiB in "
+                        "float64,")
+            raise _DenseScoresMemoryError(
+                f"out of memory in {type(self).__name__}.{method.__name__}, which forms a "
+                f"dense matrix of scores{size} one per row and output: predict_top_k(X, k) "
+                "returns each row's k best outputs and their scores without that matrix, "
+                f"or call {method.__name__} on blocks of rows. Original error: {exc}"
+            ) from exc
+
+    return wrapper  # type: ignore[return-value]
 
 
 def top_k_mask(S: Any, k: int, xp: Any) -> Any:

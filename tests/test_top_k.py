@@ -7,6 +7,11 @@ rule ``precision_at_k`` uses.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -19,10 +24,12 @@ from gpurpo._top_k import top_k, top_k_mask, top_k_of_row_blocks
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.datasets import make_multilabel
 from gpurpo.ensemble import (
+    ExtraTreesClassifier,
     ExtraTreesRegressor,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
     RandomForestClassifier,
+    RandomForestRegressor,
 )
 from gpurpo.label_space import LabelSpaceClassifier, LabelSpaceRegressor, RembrandtClassifier
 from gpurpo.metrics import precision_at_k
@@ -156,3 +163,94 @@ def test_unfitted_model_raises_not_fitted():
     X, _ = _multilabel()
     with pytest.raises(NotFittedError):
         RandomForestClassifier().predict_top_k(X, k=2)
+
+
+# --------------------------------------------------------------------------
+# out of memory: the dense scores point to predict_top_k
+# --------------------------------------------------------------------------
+
+_ESTIMATORS = [
+    RandomForestRegressor, RandomForestClassifier, ExtraTreesRegressor, ExtraTreesClassifier,
+    GradientBoostingRegressor, GradientBoostingClassifier, DecisionTreeRegressor,
+    DecisionTreeClassifier, LabelSpaceRegressor, LabelSpaceClassifier, RembrandtClassifier,
+]
+
+
+@pytest.mark.parametrize("Estimator", _ESTIMATORS)
+def test_every_dense_scoring_method_points_to_predict_top_k(Estimator):
+    methods = [name for name in ("predict", "predict_proba", "predict_log_proba",
+                                 "decision_function") if hasattr(Estimator, name)]
+    assert "predict" in methods and hasattr(Estimator, "predict_top_k")
+    for name in methods:
+        assert getattr(getattr(Estimator, name), "__wrapped__", None) is not None, name
+
+
+class _Scores:
+    n_outputs_ = 1000
+
+    @top_k_module.suggests_top_k
+    def decision_function(self, X):
+        raise MemoryError("Unable to allocate 7.45 GiB")
+
+    @top_k_module.suggests_top_k
+    def predict(self, X):
+        return self.decision_function(X) > 0
+
+    @top_k_module.suggests_top_k
+    def predict_proba(self, X):
+        raise ValueError("not a memory error")
+
+
+def test_the_memory_error_names_the_method_and_the_matrix_once():
+    X = np.zeros((1_000_000, 3))
+    with pytest.raises(MemoryError) as info:
+        _Scores().predict(X)
+    message = str(info.value)
+    assert message.startswith("out of memory in _Scores.decision_function, which forms a dense "
+                              "matrix of scores of shape (1000000, 1000), 7.45 GiB in float64")
+    assert "predict_top_k(X, k)" in message
+    assert message.count("out of memory in") == 1  # the outer method passes it on
+    assert message.endswith("Original error: Unable to allocate 7.45 GiB")
+    with pytest.raises(ValueError, match="not a memory error"):
+        _Scores().predict_proba(X)
+
+
+def test_scores_too_large_for_memory_raise_the_hint_and_top_k_still_works(tmp_path):
+    # a real allocation failure: 200 rows x 10^8 sparse labels are 149 GiB of dense
+    # scores, refused under an address-space limit whatever the kernel's overcommit rule
+    script = tmp_path / "huge_d.py"
+    script.write_text(textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (16 * 2**30, resource.getrlimit(
+            resource.RLIMIT_AS)[1]))
+        import numpy as np, scipy.sparse as sp
+        from gpurpo.ensemble import RandomForestClassifier
+        from gpurpo.tree import DecisionTreeClassifier
+        rng = np.random.default_rng(0)
+        n, d = 200, 10**8
+        X = rng.normal(size=(n, 5))
+        cols = rng.integers(0, d, size=3 * n)
+        Y = sp.csr_matrix((np.ones(3 * n), (np.repeat(np.arange(n), 3), cols)), shape=(n, d))
+        forest = RandomForestClassifier(n_estimators=2, projection="subsample",
+                                        n_components=5, random_state=0).fit(X, Y)
+        labels, scores = forest.predict_top_k(X, 2)
+        assert labels.shape == scores.shape == (n, 2)
+        try:
+            forest.predict_proba(X)
+        except MemoryError as exc:
+            print(exc)
+        else:
+            raise SystemExit("no MemoryError")
+        # a single tree's sparse leaves give sparse probabilities: no dense matrix
+        tree = DecisionTreeClassifier(projection="subsample", n_components=5, random_state=0)
+        proba = tree.fit(X, Y).predict_proba(X)
+        assert sp.issparse(proba) and proba.shape == (n, d)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    message = out.stdout.strip()
+    assert message.startswith("out of memory in RandomForestClassifier.predict_proba, which "
+                              "forms a dense matrix of scores of shape (200, 100000000), "
+                              "149.01 GiB in float64")
+    assert "predict_top_k(X, k)" in message

@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning, NotFittedError
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -837,6 +837,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
 
         return macro_r2(Y, F) if Y.shape[0] >= 2 else float("nan")
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Predicted outputs: (n, d), or (n,) when fitted on a 1-D ``y``.
 
@@ -1077,6 +1078,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         xp = self._model.backend.xp
         return label_ranking_average_precision((Y > 0).astype(xp.float64), F)
 
+    @suggests_top_k
     def decision_function(self, X: Any) -> Any:
         """Scores (log-odds) of each label: (n, d); (n,) for two classes, (n, K) for K classes.
 
@@ -1095,6 +1097,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         F, host = self._raw_predict(X)
         return _finish(F, host, self._one_d)
 
+    @suggests_top_k
     def predict_proba(self, X: Any) -> Any:
         """Probability of each label, ``sigmoid(F)``: (n, d); (n, n_classes) for a 1-D ``y``.
 
@@ -1127,6 +1130,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
             P = P / P.sum(axis=1, keepdims=True)
         return P
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Predicted labels (probability > 0.5), or classes for a 1-D ``y``.
 

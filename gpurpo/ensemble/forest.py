@@ -33,6 +33,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
 
+from gpurpo._top_k import suggests_top_k
 from gpurpo._validation import check_array, class_labels
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.ensemble._forest_base import BaseForest
@@ -109,6 +110,7 @@ class _ForestRegressorMixin(RegressorMixin):
         else:
             self.oob_score_ = macro_r2(Y[rows], mean[rows])
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Mean over the trees of the leaf values: (n,) for 1-D y, else dense (n, d).
 
@@ -244,6 +246,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             return backend.asarray(self.classes_)[idx]
         return self.classes_[to_host(idx)]
 
+    @suggests_top_k
     def predict_proba(self, X: Any) -> Any:
         """Mean label frequencies of the leaves reached by X.
 
@@ -259,6 +262,7 @@ class _ForestClassifierMixin(ClassifierMixin):
         out, _, host = self._predict_sum(X)
         return to_host(out) if host else out
 
+    @suggests_top_k
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba` (``-inf`` for probability 0).
 
@@ -275,6 +279,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             out = backend.xp.log(proba)
         return to_host(out) if host else out
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Labels: 0/1 matrix (probability > 0.5) for multi-label, classes otherwise.
 

@@ -21,7 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -390,6 +390,7 @@ class LabelSpaceRegressor(MultiOutputMixin, RegressorMixin, _BaseLabelSpace):
         self._fit_codes(Xv, Y.astype(backend.xp.float64), backend)
         return self
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Decoded predictions, (n,) or (n, d), in the namespace of ``X``."""
         out, _ = self._decoded(X)
@@ -470,16 +471,19 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
         self._fit_codes(Xv, Y, backend)
         return self
 
+    @suggests_top_k
     def decision_function(self, X: Any) -> Any:
         """Decoded label scores: (n, d) multi-label, (n, n_classes) or (n,) for two classes."""
         scores, _ = self._decoded(X)
         return in_namespace_of(self._decision(scores), X)
 
+    @suggests_top_k
     def predict_proba(self, X: Any) -> Any:
         """Scores clipped to [0, 1] (multi-label), normalised per row for single-label y."""
         scores, backend = self._decoded(X)
         return in_namespace_of(self._clipped_proba(scores, backend), X)
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """0/1 label matrix (rounded scores) or the class of largest score."""
         check_is_fitted(self, "estimator_")
@@ -732,11 +736,13 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         scores="The decoder's scores: logits (logistic decoder) or least-squares "
         "scores (linear decoder), as in decision_function.")
 
+    @suggests_top_k
     def decision_function(self, X: Any) -> Any:
         """Logits (logistic) or least-squares scores (linear); (n,) for two classes."""
         scores, _, _ = self._scores(X)
         return in_namespace_of(self._decision(scores), X)
 
+    @suggests_top_k
     def predict_proba(self, X: Any) -> Any:
         """Softmax / sigmoid probabilities, or clipped least-squares scores (normalised for multiclass)."""
         scores, proba, backend = self._scores(X)
@@ -744,6 +750,7 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
             proba = self._clipped_proba(scores, backend)
         return in_namespace_of(proba, X)
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Class of largest score (single-label) or the thresholded label matrix (multi-label)."""
         check_is_fitted(self, "decoder_coef_")

@@ -21,7 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
+from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
     check_choice,
@@ -422,6 +422,7 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         self.n_outputs_ = int(Y.shape[1])
         return self._fit(X, Y, sample_weight)
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """Mean training output of the leaf of each row: (n,) or (n, d) (CSR for sparse leaves).
 
@@ -529,6 +530,7 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         self.n_outputs_ = int(Y.shape[1])
         return self._fit(X, Y, sample_weight)
 
+    @suggests_top_k
     def predict_proba(self, X: Any) -> Any:
         """Label probabilities: (n, d) multi-label (CSR with sparse leaves), else (n, n_classes).
 
@@ -548,6 +550,7 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         out, _ = self._raw_predict(X)
         return _in_namespace_of(X, out)
 
+    @suggests_top_k
     def predict(self, X: Any) -> Any:
         """0/1 label matrix (multi-label), or class labels (single-label).
 

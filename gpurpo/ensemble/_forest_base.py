@@ -45,6 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from gpurpo._input_features import check_feature_names, check_n_features
+from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
@@ -80,6 +81,7 @@ from gpurpo.ensemble._forest_predict import TreeChunk
 from gpurpo.ensemble._forest_projection import ProjectionPlan
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
+from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.binning import MAX_BINS
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
@@ -552,7 +554,19 @@ class BaseForest(BaseEstimator):
         to_host_after = not is_gpu_array(X)
         X = self._check_X(X, backend, reset=False)
         xp = backend.xp
-        d = int(self.n_outputs_)
+        n, d = int(X.shape[0]), int(self.n_outputs_)
+        values = [chunk.values_on(backend) for chunk in self._chunks]
+        if (backend.name == "numpy" and all(backend.issparse(v) for v in values)
+                and prefers_leaf_sums(values, self._n_trees, d)):
+            # each row's sums over the columns its leaves reach (gpurpo._leaf_top_k)
+            if backend.issparse(X):
+                X = canonical_csr(X)
+
+            def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+                return [chunk.leaf_rows(X[r0:r1], backend) for chunk in self._chunks]
+
+            with numba_threads(self.n_jobs):
+                return top_k_of_leaf_sums(n, d, k, float(self._n_trees), values, leaf_rows_of)
 
         def block_scores(r0: int, r1: int) -> Any:
             block = xp.zeros((r1 - r0, d), dtype=xp.float64)
@@ -562,7 +576,7 @@ class BaseForest(BaseEstimator):
             return block
 
         with numba_threads(self.n_jobs):
-            indices, scores = top_k_of_row_blocks(int(X.shape[0]), d, k, block_scores, backend)
+            indices, scores = top_k_of_row_blocks(n, d, k, block_scores, backend)
         if to_host_after:
             return to_host(indices), to_host(scores)
         return indices, scores

@@ -65,6 +65,14 @@ class TreeChunk:
         stop = start + self.structures[i].n_leaves
         return Tree(self.structures[i], LeafValues(values[start:stop]))
 
+    def leaf_rows(self, block: Any, backend: Backend) -> Any:
+        """Row of the stacked leaf values each row of ``block`` reaches in each tree.
+
+        ``block``: rows of X on ``backend`` (a sparse one in canonical CSR form).
+        Returns an int32 array (rows, n_trees) on ``backend``.
+        """
+        return self.packed.on(backend)[6][apply_trees_block(self.packed, block, backend)]
+
     def accumulate(self, X: Any, backend: Backend, out: Any, skip: Any = None) -> Any:
         """Add the leaf values reached by every row in every tree to ``out``.
 
@@ -84,13 +92,11 @@ class TreeChunk:
         out
         """
         xp = backend.xp
-        leaf_row_of_node = self.packed.on(backend)[6]
         values = self.values_on(backend)
         sparse_values = backend.issparse(values)
         for r0, block in row_blocks(X, backend, self.n_trees):
             r1 = r0 + block.shape[0]
-            nodes = apply_trees_block(self.packed, block, backend)
-            rows = leaf_row_of_node[nodes]
+            rows = self.leaf_rows(block, backend)
             if skip is not None:
                 rows = xp.where(skip[r0:r1], xp.int32(-1), rows).astype(xp.int32)
             target = out[r0:r1]

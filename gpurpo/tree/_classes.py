@@ -21,6 +21,7 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
+from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
@@ -36,7 +37,8 @@ from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaves import leaf_values
-from gpurpo.tree.predictor import Tree
+from gpurpo.tree._sparse_binning import canonical_csr
+from gpurpo.tree.predictor import Tree, apply_trees_block
 
 __all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]
 
@@ -313,8 +315,21 @@ class _BaseTree(BaseEstimator):
         k = check_int(k, "k", low=1, high=self.n_outputs_)
         backend = resolve_backend(X, device=self.device)
         Xv = self._check_X(X, backend, reset=False)
+        n, d = int(Xv.shape[0]), int(self.n_outputs_)
+        values = self.tree_.leaves.to(backend).values
+        if (backend.name == "numpy" and backend.issparse(values)
+                and prefers_leaf_sums([values], 1, d)):
+            # the columns each row's leaf holds (gpurpo._leaf_top_k)
+            if backend.issparse(Xv):
+                Xv = canonical_csr(Xv)
+            packed = self.tree_.packed
+
+            def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+                return [packed.on(backend)[6][apply_trees_block(packed, Xv[r0:r1], backend)]]
+
+            return top_k_of_leaf_sums(n, d, k, 1.0, [values], leaf_rows_of)
         indices, scores = top_k_of_row_blocks(
-            int(Xv.shape[0]), int(self.n_outputs_), k,
+            n, d, k,
             lambda r0, r1: self.tree_.predict(Xv[r0:r1], backend, dense_output=True),
             backend,
         )

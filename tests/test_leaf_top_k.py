@@ -1,0 +1,169 @@
+"""Top k of summed sparse leaf rows (gpurpo._leaf_top_k) against dense references.
+
+The reference forms the dense (n, d) sums with NumPy, adding the trees' leaf
+rows in tree order to a zero row as the dense kernel does, divides them, and
+takes the head of a stable sort by decreasing score: the same columns and
+the same float64 scores, bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gpurpo._leaf_top_k as leaf_top_k
+import gpurpo.ensemble._forest_base as forest_base
+import gpurpo.tree._classes as tree_classes
+from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
+from gpurpo._top_k import top_k
+from gpurpo.backend import NUMPY
+from gpurpo.datasets import make_multilabel
+from gpurpo.ensemble import ExtraTreesRegressor, RandomForestClassifier
+from gpurpo.tree import DecisionTreeClassifier
+
+
+def _reference(groups, n, d, k, divisor):
+    S = np.zeros((n, d))
+    for leaf_rows, values in groups:
+        V = values.toarray().astype(np.float64)
+        for t in range(leaf_rows.shape[1]):
+            for i in range(n):
+                if leaf_rows[i, t] >= 0:
+                    S[i] += V[leaf_rows[i, t]]
+    S /= divisor
+    order = np.argsort(-S, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(S, order, axis=1)
+
+
+@st.composite
+def _problems(draw):
+    n = draw(st.integers(1, 12))
+    d = draw(st.integers(1, 30))
+    k = draw(st.integers(1, d))
+    groups = []
+    for _ in range(draw(st.integers(1, 4))):
+        n_leaves = draw(st.integers(1, 6))
+        density = draw(st.sampled_from([0.0, 0.1, 0.5, 1.0]))
+        seed = draw(st.integers(0, 2**31 - 1))
+        rng = np.random.default_rng(seed)
+        mask = rng.random((n_leaves, d)) < density
+        if draw(st.booleans()):
+            # small integers and halves: many exact ties, cancellations to 0.0, negatives
+            dense = np.where(mask, rng.integers(-3, 4, size=(n_leaves, d)) / 2.0, 0.0)
+        else:
+            # inexact sums: another order of the additions rounds differently
+            dense = np.where(mask, rng.normal(size=(n_leaves, d)) * 10.0 ** rng.integers(
+                -8, 9, size=(n_leaves, d)), 0.0)
+        values = sp.csr_matrix(dense)
+        # some stored entries hold an explicit 0.0
+        values.data[rng.random(values.nnz) < 0.2] = 0.0
+        # groups may differ in index and value types (read as they are, or converted)
+        if draw(st.booleans()):
+            values.indptr = values.indptr.astype(np.int64)
+            values.indices = values.indices.astype(np.int64)
+        if draw(st.booleans()):
+            values.data = values.data.astype(np.float32)
+        n_trees = draw(st.integers(1, 3))
+        leaf_rows = rng.integers(-1, n_leaves, size=(n, n_trees)).astype(np.int32)
+        groups.append((leaf_rows, values))
+    divisor = draw(st.sampled_from([1.0, 3.0, 7.0]))
+    block_rows = draw(st.integers(1, 13))
+    return n, d, k, groups, divisor, block_rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(_problems())
+def test_top_k_of_leaf_sums_equals_the_dense_reference(problem):
+    n, d, k, groups, divisor, block_rows = problem
+
+    def leaf_rows_of(r0, r1):
+        return [leaf_rows[r0:r1] for leaf_rows, _ in groups]
+
+    indices, scores = top_k_of_leaf_sums(n, d, k, divisor, [v for _, v in groups],
+                                         leaf_rows_of, block_rows=block_rows)
+    ref_indices, ref_scores = _reference(groups, n, d, k, divisor)
+    np.testing.assert_array_equal(indices, ref_indices)
+    np.testing.assert_array_equal(scores, ref_scores)
+
+
+def test_int64_indices_and_float32_values_are_read_as_they_are():
+    rng = np.random.default_rng(0)
+    values = sp.csr_matrix(np.where(rng.random((5, 40)) < 0.3, rng.random((5, 40)), 0.0)
+                           .astype(np.float32))
+    values.indptr = values.indptr.astype(np.int64)
+    values.indices = values.indices.astype(np.int64)
+    leaf_rows = rng.integers(0, 5, size=(9, 2)).astype(np.int32)
+    indices, scores = top_k_of_leaf_sums(9, 40, 6, 2.0, [values],
+                                         lambda r0, r1: [leaf_rows[r0:r1]])
+    ref_indices, ref_scores = _reference([(leaf_rows, values)], 9, 40, 6, 2.0)
+    np.testing.assert_array_equal(indices, ref_indices)
+    np.testing.assert_array_equal(scores, ref_scores)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RandomForestClassifier(n_estimators=9, batch_size=2, projection="gaussian",
+                                       n_components=3, random_state=0),
+        lambda: ExtraTreesRegressor(n_estimators=5, batch_size=3, max_features=0.5,
+                                    random_state=1),
+        lambda: DecisionTreeClassifier(projection="sparse", n_components=4, random_state=2),
+    ],
+    ids=["forest-in-5-chunks", "extra-trees-regressor", "tree"],
+)
+@pytest.mark.parametrize("sparse_x", [False, True])
+def test_sparse_leaves_rank_as_the_dense_predictions_bit_for_bit(make, sparse_x, monkeypatch):
+    # the leaf sums for any d (d = 60 may take the dense blocks)
+    monkeypatch.setattr(leaf_top_k, "LEAF_TOP_K_MIN_RATIO", 0)
+    X, Y = make_multilabel(300, 12, 60, label_cardinality=3.0, sparse_output=True,
+                           random_state=4)
+    if isinstance(make(), ExtraTreesRegressor):
+        Y = Y.multiply(np.random.default_rng(0).normal(size=Y.shape)).tocsr()  # signed sums
+    model = make().fit(X[:220], Y[:220])
+    X_test = sp.csr_matrix(X[220:]) if sparse_x else X[220:]
+    dense = model.predict_proba(X_test) if hasattr(model, "predict_proba") else \
+        model.predict(X_test)
+    dense = dense.toarray() if sp.issparse(dense) else np.asarray(dense)
+    ref_indices, ref_scores = top_k(dense, 8, NUMPY)
+    indices, scores = model.predict_top_k(X_test, k=8)
+    np.testing.assert_array_equal(indices, ref_indices)
+    np.testing.assert_array_equal(scores, ref_scores)
+
+
+def test_the_leaf_sums_are_preferred_from_d_4_times_the_entries_a_row_reaches():
+    # two groups: 10 leaf rows holding 50 entries in all, so 5 per leaf; 4 trees: L = 20
+    values = [
+        sp.csr_matrix((np.ones(30), (np.repeat(np.arange(6), 5), np.arange(30))),
+                      shape=(6, 1000)),
+        sp.csr_matrix((np.ones(20), (np.repeat(np.arange(4), 5), np.arange(20))),
+                      shape=(4, 1000)),
+    ]
+    assert prefers_leaf_sums(values, 4, 4 * 20)
+    assert not prefers_leaf_sums(values, 4, 4 * 20 - 1)
+    assert prefers_leaf_sums([sp.csr_matrix((3, 40))], 2, 4)  # empty leaves: L counts as 1
+    assert not prefers_leaf_sums([sp.csr_matrix((3, 40))], 2, 3)
+
+
+@pytest.mark.parametrize("Model", [RandomForestClassifier, DecisionTreeClassifier])
+def test_predict_top_k_takes_the_route_the_rule_prefers(Model, monkeypatch):
+    X, Y = make_multilabel(200, 6, 50, label_cardinality=3.0, sparse_output=True,
+                           random_state=1)
+    model = Model(projection="gaussian", n_components=3, random_state=0).fit(X, Y)
+    module = forest_base if Model is RandomForestClassifier else tree_classes
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the other route")
+
+    expected = model.predict_top_k(X, k=4)
+    monkeypatch.setattr(leaf_top_k, "LEAF_TOP_K_MIN_RATIO", 0)
+    monkeypatch.setattr(module, "top_k_of_row_blocks", refused)
+    for got, want in zip(model.predict_top_k(X, k=4), expected):
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.undo()
+    monkeypatch.setattr(leaf_top_k, "LEAF_TOP_K_MIN_RATIO", 10**9)
+    monkeypatch.setattr(module, "top_k_of_leaf_sums", refused)
+    for got, want in zip(model.predict_top_k(X, k=4), expected):
+        np.testing.assert_array_equal(got, want)

@@ -28,13 +28,17 @@ blocks the device scans in parallel.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit, prange
 from numba.typed import List
 
-__all__ = ["LEAF_TOP_K_MIN_RATIO", "LEAF_TOP_K_ROWS", "prefers_leaf_sums", "top_k_of_leaf_sums"]
+__all__ = [
+    "LEAF_TOP_K_MIN_RATIO", "LEAF_TOP_K_ROWS", "leaf_sums_csr", "prefers_leaf_sums",
+    "top_k_of_leaf_sums",
+]
 
 #: Rows summed together (a row holds the leaf entries it reaches, 16 bytes each).
 LEAF_TOP_K_ROWS = 2048
@@ -177,6 +181,36 @@ def _typed(arrays: Sequence[np.ndarray], dtypes: tuple[Any, ...]) -> List:
     return out
 
 
+def _block_sums(
+    n: int,
+    values: Sequence[Any],
+    leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
+    block_rows: int,
+) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``(r0, r1, start, count, cols, sums)`` for each block of rows: row ``r0 + i``'s
+    columns ``cols[start[i] : start[i] + count[i]]``, increasing, and their sums."""
+    indptrs = _typed([v.indptr for v in values], (np.int32, np.int64))
+    indices = _typed([v.indices for v in values], (np.int32, np.int64))
+    data = _typed([v.data for v in values], (np.float64, np.float32, np.float64))
+    group_start = None
+    step = max(1, int(block_rows))
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        groups = [np.asarray(a, dtype=np.int32) for a in leaf_rows_of(r0, r1)]
+        if group_start is None:
+            group_start = np.concatenate([[0], np.cumsum([g.shape[1] for g in groups])])
+            group_start = group_start.astype(np.int64)
+        leaf_rows = np.ascontiguousarray(np.concatenate(groups, axis=1))
+        start = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        _bounds(leaf_rows, group_start, indptrs, start)
+        np.cumsum(start, out=start)
+        count = np.empty(r1 - r0, dtype=np.int64)
+        cols = np.empty(int(start[-1]), dtype=np.int64)
+        sums = np.empty(int(start[-1]), dtype=np.float64)
+        _leaf_sums(leaf_rows, group_start, indptrs, indices, data, start, count, cols, sums)
+        yield r0, r1, start, count, cols, sums
+
+
 def top_k_of_leaf_sums(
     n: int,
     d: int,
@@ -209,27 +243,37 @@ def top_k_of_leaf_sums(
         By decreasing score, equal scores by increasing column.
     scores : float64 array (n, k)
     """
-    indptrs = _typed([v.indptr for v in values], (np.int32, np.int64))
-    indices_g = _typed([v.indices for v in values], (np.int32, np.int64))
-    data = _typed([v.data for v in values], (np.float64, np.float32, np.float64))
-    group_start = None
     indices = np.empty((n, k), dtype=np.int64)
     scores = np.empty((n, k), dtype=np.float64)
-    step = max(1, int(block_rows))
-    for r0 in range(0, n, step):
-        r1 = min(n, r0 + step)
-        groups = [np.asarray(a, dtype=np.int32) for a in leaf_rows_of(r0, r1)]
-        if group_start is None:
-            group_start = np.concatenate([[0], np.cumsum([g.shape[1] for g in groups])])
-            group_start = group_start.astype(np.int64)
-        leaf_rows = np.ascontiguousarray(np.concatenate(groups, axis=1))
-        start = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        _bounds(leaf_rows, group_start, indptrs, start)
-        np.cumsum(start, out=start)
-        count = np.empty(r1 - r0, dtype=np.int64)
-        cols = np.empty(int(start[-1]), dtype=np.int64)
-        sums = np.empty(int(start[-1]), dtype=np.float64)
-        _leaf_sums(leaf_rows, group_start, indptrs, indices_g, data, start, count, cols, sums)
+    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
         _top_k_of_sums(start, count, cols, sums, int(d), float(divisor), indices[r0:r1],
                        scores[r0:r1])
     return indices, scores
+
+
+def leaf_sums_csr(
+    n: int,
+    d: int,
+    divisor: float,
+    values: Sequence[Any],
+    leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
+    block_rows: int = LEAF_TOP_K_ROWS,
+) -> sp.csr_matrix:
+    """The scores ``(1 / divisor) sum_g sum_t V_g[leaf_rows_g[i, t]]`` as a CSR matrix (n, d).
+
+    Arguments as for :func:`top_k_of_leaf_sums`. A column a row's leaves hold
+    is stored (with its sum, 0.0 included), the others are zeros; the stored
+    values are those of the dense route, bit for bit.
+    """
+    parts = []
+    for _, _, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
+        # the positions start[i] .. start[i] + count[i] - 1 of every row, in order
+        skipped = np.repeat(start[:-1] - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
+        kept = skipped + np.arange(int(count.sum()))
+        parts.append(sp.csr_matrix(
+            (sums[kept] / float(divisor), cols[kept], np.concatenate([[0], np.cumsum(count)])),
+            shape=(len(count), d),
+        ))
+    if not parts:
+        return sp.csr_matrix((0, d))
+    return sp.vstack(parts, format="csr")

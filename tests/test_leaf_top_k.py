@@ -167,3 +167,48 @@ def test_predict_top_k_takes_the_route_the_rule_prefers(Model, monkeypatch):
     monkeypatch.setattr(module, "top_k_of_leaf_sums", refused)
     for got, want in zip(model.predict_top_k(X, k=4), expected):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("ratio", [0, 10**9])
+@pytest.mark.parametrize("sparse_x", [False, True])
+def test_sparse_label_predictions_equal_thresholding_the_dense_probabilities(ratio, sparse_x,
+                                                                             monkeypatch):
+    monkeypatch.setattr(leaf_top_k, "LEAF_TOP_K_MIN_RATIO", ratio)
+    X, Y = make_multilabel(300, 12, 60, label_cardinality=6.0, sparse_output=True,
+                           random_state=5)
+    forest = RandomForestClassifier(n_estimators=7, batch_size=3, projection="gaussian",
+                                    n_components=3, max_features=0.5, random_state=0)
+    forest.fit(X[:220], Y[:220])
+    X_test = sp.csr_matrix(X[220:]) if sparse_x else X[220:]
+    expected = (forest.predict_proba(X_test) > 0.5).astype(np.int64)
+    assert 0 < expected.sum() < expected.size  # some labels on, some off
+    labels = forest.predict(X_test)
+    assert sp.issparse(labels) and labels.format == "csr" and labels.dtype == np.int64
+    assert not np.any(labels.data == 0)
+    np.testing.assert_array_equal(labels.toarray(), expected)
+
+
+def test_leaf_sums_csr_stores_the_dense_sums_bit_for_bit():
+    rng = np.random.default_rng(3)
+    values = [sp.csr_matrix(np.where(rng.random((6, 25)) < 0.3, rng.normal(size=(6, 25)), 0.0))
+              for _ in range(2)]
+    rows = [rng.integers(-1, 6, size=(11, 3)).astype(np.int32) for _ in range(2)]
+    S = leaf_top_k.leaf_sums_csr(11, 25, 5.0, values, lambda r0, r1: [r[r0:r1] for r in rows],
+                                 block_rows=4)
+    dense = np.zeros((11, 25))
+    for r, V in zip(rows, values):
+        for t in range(r.shape[1]):
+            for i in range(11):
+                if r[i, t] >= 0:
+                    dense[i] += V.toarray()[r[i, t]]
+    dense /= 5.0
+    np.testing.assert_array_equal(S.toarray(), dense)
+    reached = np.zeros((11, 25), dtype=bool)
+    for r, V in zip(rows, values):
+        for t in range(r.shape[1]):
+            for i in range(11):
+                if r[i, t] >= 0:
+                    reached[i] |= V.toarray()[r[i, t]] != 0
+    stored = np.zeros((11, 25), dtype=bool)
+    stored[np.repeat(np.arange(11), np.diff(S.indptr)), S.indices] = True
+    np.testing.assert_array_equal(stored, reached)  # the columns the leaves hold

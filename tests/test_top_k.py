@@ -235,6 +235,9 @@ def test_scores_too_large_for_memory_raise_the_hint_and_top_k_still_works(tmp_pa
                                         n_components=5, random_state=0).fit(X, Y)
         labels, scores = forest.predict_top_k(X, 2)
         assert labels.shape == scores.shape == (n, 2)
+        # the 0/1 labels come from the sparse sums: no dense matrix either
+        predicted = forest.predict(X)
+        assert sp.issparse(predicted) and predicted.shape == (n, d)
         try:
             forest.predict_proba(X)
         except MemoryError as exc:

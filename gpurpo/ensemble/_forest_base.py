@@ -45,7 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
+from gpurpo._leaf_top_k import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
@@ -546,6 +546,33 @@ class BaseForest(BaseEstimator):
                 chunk.accumulate(X, backend, out)
         out /= float(self._n_trees)
         return out, backend, to_host_after
+
+    def _sparse_scores(self, X: Any) -> Any:
+        """The mean leaf values as a CSR matrix, where the trees' leaves are sparse.
+
+        On the CPU (host X) with CSR leaves, when summing each row's leaf
+        entries beats dense blocks (:func:`gpurpo._leaf_top_k.prefers_leaf_sums`)
+        or the dense (n, d) scores would exceed 256 MiB: the scores of
+        :meth:`_predict_sum` at the columns the leaves hold, bit for bit, and
+        zeros elsewhere. None otherwise.
+        """
+        check_is_fitted(self, "n_outputs_")
+        backend = resolve_backend(X, device=self.device)
+        values = [chunk.values_on(backend) for chunk in self._chunks]
+        if backend.name != "numpy" or not all(backend.issparse(v) for v in values):
+            return None
+        X = self._check_X(X, backend, reset=False)
+        n, d = int(X.shape[0]), int(self.n_outputs_)
+        if not (prefers_leaf_sums(values, self._n_trees, d) or 8 * n * d > 256 * 1024**2):
+            return None
+        if backend.issparse(X):
+            X = canonical_csr(X)
+
+        def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+            return [chunk.leaf_rows(X[r0:r1], backend) for chunk in self._chunks]
+
+        with numba_threads(self.n_jobs):
+            return leaf_sums_csr(n, d, float(self._n_trees), values, leaf_rows_of)
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
         check_is_fitted(self, "n_outputs_")

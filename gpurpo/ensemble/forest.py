@@ -285,7 +285,10 @@ class _ForestClassifierMixin(ClassifierMixin):
 
         The multi-label matrix is a CSR matrix when the forest was fitted on
         sparse ``y``, a dense int64 array otherwise; in the namespace of
-        ``X``.
+        ``X``. With sparse ``y`` on the CPU and many labels (or dense scores
+        above 256 MiB), the labels come from each row's sums over the columns
+        its leaves hold, without the dense (n, d) probabilities; the same
+        labels.
 
         Parameters
         ----------
@@ -298,6 +301,13 @@ class _ForestClassifierMixin(ClassifierMixin):
             ties) for single-label ``y``; non-numeric classes come back as a
             NumPy array whatever ``X``.
         """
+        if self._multilabel and self._sparse_output:
+            scores = self._sparse_scores(X)
+            if scores is not None:
+                # the labels straight from the sparse sums, without (n, d) dense scores
+                scores.data = (scores.data > 0.5).astype(np.int64)
+                scores.eliminate_zeros()
+                return scores.astype(np.int64)
         proba, backend, host = self._predict_sum(X)
         labels = self._labels_from_proba(proba, backend)
         return to_host(labels) if host else labels

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._top_k import suggests_top_k
 from gpurpo._validation import check_array, class_labels
@@ -301,6 +302,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             ties) for single-label ``y``; non-numeric classes come back as a
             NumPy array whatever ``X``.
         """
+        check_is_fitted(self, "n_outputs_")
         if self._multilabel and self._sparse_output:
             scores = self._sparse_scores(X)
             if scores is not None:

@@ -35,6 +35,8 @@ import scipy.sparse as sp
 from numba import njit, prange
 from numba.typed import List
 
+from gpurpo._top_k import offer
+
 __all__ = [
     "LEAF_TOP_K_MIN_RATIO", "LEAF_TOP_K_ROWS", "leaf_sums_csr", "prefers_leaf_sums",
     "top_k_of_leaf_sums",
@@ -128,8 +130,7 @@ def _leaf_sums(leaf_rows, group_start, indptrs, indices, data, start, out_count,
 @njit(parallel=True, cache=True)
 def _top_k_of_sums(start, count, cols, sums, d, divisor, out_indices, out_values):
     """Row i's k best columns among its stored sums (divided by ``divisor``) and the
-    implicit zeros, scanned in column order with the insertion rule of
-    :func:`gpurpo._top_k._top_k_rows_cpu`."""
+    implicit zeros, offered in column order (:func:`gpurpo._top_k.offer`)."""
     n, k = out_indices.shape
     for i in prange(n):
         idx = out_indices[i]
@@ -156,19 +157,7 @@ def _top_k_of_sums(start, count, cols, sums, d, divisor, out_indices, out_values
                 j = cols[a]
                 col = j + 1
                 a += 1
-            if kept == k:
-                if not v > val[k - 1]:
-                    continue
-                pos = k - 1
-            else:
-                pos = kept
-                kept += 1
-            while pos > 0 and val[pos - 1] < v:
-                val[pos] = val[pos - 1]
-                idx[pos] = idx[pos - 1]
-                pos -= 1
-            val[pos] = v
-            idx[pos] = j
+            kept = offer(idx, val, kept, v, j)
 
 
 def _typed(arrays: Sequence[np.ndarray], dtypes: tuple[Any, ...]) -> List:

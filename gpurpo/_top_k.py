@@ -116,37 +116,47 @@ def top_k_mask(S: Any, k: int, xp: Any) -> Any:
     return above | (tied & (xp.cumsum(tied, axis=1) <= room))
 
 
+@njit(inline="always", cache=True)
+def offer(idx, val, kept, v, j):
+    """Offer the score ``v`` of column ``j`` to a row's top k; returns how many are kept.
+
+    ``idx``/``val`` (length k) hold the ``kept`` best so far, by decreasing
+    score. Columns must be offered in increasing order: ``v`` enters while
+    fewer than k are kept, or when it is strictly larger than the k-th kept
+    one, which it then replaces; it moves up past the kept scores strictly
+    smaller than itself (insertion), so equal scores keep their column order.
+    """
+    k = idx.shape[0]
+    if kept == k:
+        if not v > val[k - 1]:
+            return kept
+        pos = k - 1
+    else:
+        pos = kept
+        kept += 1
+    while pos > 0 and val[pos - 1] < v:
+        val[pos] = val[pos - 1]
+        idx[pos] = idx[pos - 1]
+        pos -= 1
+    val[pos] = v
+    idx[pos] = j
+    return kept
+
+
 @njit(parallel=True, cache=True)
 def _top_k_rows_cpu(S, out_indices, out_values):
     """Numba kernel: fill row i of the outputs (n, k) with the top k of row i of ``S``.
 
     The output row is kept sorted (decreasing, equal scores by increasing
-    column) while the row is scanned in column order: a score enters while
-    fewer than k are kept, or when it is strictly larger than the k-th kept
-    one, which it then replaces; it moves up past the kept scores strictly
-    smaller than itself (insertion), so equal scores keep their column order.
+    column) while the row's scores are offered in column order (:func:`offer`).
     """
     n, d = S.shape
-    k = out_indices.shape[1]
     for i in prange(n):
         idx = out_indices[i]
         val = out_values[i]
         kept = 0
         for j in range(d):
-            v = S[i, j]
-            if kept == k:
-                if not v > val[k - 1]:
-                    continue
-                pos = k - 1
-            else:
-                pos = kept
-                kept += 1
-            while pos > 0 and val[pos - 1] < v:
-                val[pos] = val[pos - 1]
-                idx[pos] = idx[pos - 1]
-                pos -= 1
-            val[pos] = v
-            idx[pos] = j
+            kept = offer(idx, val, kept, S[i, j], j)
 
 
 def _top_k_rows_xp(backend: Backend, S: Any, out_indices: Any, out_values: Any) -> None:

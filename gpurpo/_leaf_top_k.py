@@ -243,24 +243,28 @@ def top_k_of_leaf_sums(
 def leaf_sums_csr(
     n: int,
     d: int,
-    divisor: float,
+    divisor: float | np.ndarray,
     values: Sequence[Any],
     leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
     block_rows: int = LEAF_TOP_K_ROWS,
 ) -> sp.csr_matrix:
     """The scores ``(1 / divisor) sum_g sum_t V_g[leaf_rows_g[i, t]]`` as a CSR matrix (n, d).
 
-    Arguments as for :func:`top_k_of_leaf_sums`. A column a row's leaves hold
-    is stored (with its sum, 0.0 included), the others are zeros; the stored
+    Arguments as for :func:`top_k_of_leaf_sums`; ``divisor`` may also be one
+    float64 divisor per row, an array (n,). A column a row's leaves hold is
+    stored (with its sum, 0.0 included), the others are zeros; the stored
     values are those of the dense route, bit for bit.
     """
+    per_row = np.ndim(divisor) == 1
     parts = []
-    for _, _, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
+    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
         # the positions start[i] .. start[i] + count[i] - 1 of every row, in order
         skipped = np.repeat(start[:-1] - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
         kept = skipped + np.arange(int(count.sum()))
+        by = np.repeat(np.asarray(divisor, dtype=np.float64)[r0:r1], count) if per_row \
+            else float(divisor)
         parts.append(sp.csr_matrix(
-            (sums[kept] / float(divisor), cols[kept], np.concatenate([[0], np.cumsum(count)])),
+            (sums[kept] / by, cols[kept], np.concatenate([[0], np.cumsum(count)])),
             shape=(len(count), d),
         ))
     if not parts:

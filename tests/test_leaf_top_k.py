@@ -8,6 +8,8 @@ the same float64 scores, bit for bit.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -21,7 +23,7 @@ from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import top_k
 from gpurpo.backend import NUMPY
 from gpurpo.datasets import make_multilabel
-from gpurpo.ensemble import ExtraTreesRegressor, RandomForestClassifier
+from gpurpo.ensemble import ExtraTreesRegressor, RandomForestClassifier, RandomForestRegressor
 from gpurpo.tree import DecisionTreeClassifier
 
 
@@ -212,3 +214,58 @@ def test_leaf_sums_csr_stores_the_dense_sums_bit_for_bit():
     stored = np.zeros((11, 25), dtype=bool)
     stored[np.repeat(np.arange(11), np.diff(S.indptr)), S.indices] = True
     np.testing.assert_array_equal(stored, reached)  # the columns the leaves hold
+
+
+# --------------------------------------------------------------------------
+# out-of-bag predictions of sparse outputs, kept sparse
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("Forest", [RandomForestClassifier, RandomForestRegressor])
+@pytest.mark.parametrize("sparse_x", [False, True])
+def test_sparse_out_of_bag_predictions_equal_the_dense_ones(Forest, sparse_x, monkeypatch):
+    X, Y = make_multilabel(240, 10, 40, label_cardinality=5.0, sparse_output=True,
+                           random_state=6)
+    if Forest is RandomForestRegressor:
+        Y = Y.multiply(np.random.default_rng(1).normal(size=Y.shape)).tocsr()
+    X = sp.csr_matrix(X) if sparse_x else X
+    params = dict(n_estimators=6, batch_size=4, oob_score=True, projection="gaussian",
+                  n_components=3, random_state=0)
+    name = "oob_decision_function_" if Forest is RandomForestClassifier else "oob_prediction_"
+    with pytest.warns(UserWarning, match="do not have OOB scores"):
+        dense = Forest(**params).fit(X, Y)
+    # the dense (240, 40) float64 predictions are over the budget: kept sparse
+    monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 240 * 40 - 1)
+    with pytest.warns(UserWarning, match="do not have OOB scores"):
+        sparse = Forest(**params).fit(X, Y)
+    assert sparse.oob_score_ == dense.oob_score_
+    kept = getattr(sparse, name)
+    assert sp.issparse(kept) and kept.shape == (240, 40)
+    reference = getattr(dense, name)
+    valid = ~np.isnan(reference).any(axis=1)
+    assert 0 < valid.sum() < 240
+    np.testing.assert_array_equal(kept.toarray()[valid], reference[valid])
+    assert np.diff(kept.indptr)[~valid].sum() == 0  # rows no tree left out: no entries
+
+
+def test_sparse_out_of_bag_score_after_a_warm_start_equals_one_fit(monkeypatch):
+    X, Y = make_multilabel(200, 8, 30, label_cardinality=4.0, sparse_output=True,
+                           random_state=7)
+    monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 200 * 30 - 1)
+    params = dict(oob_score=True, projection="gaussian", n_components=2, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # rows in every early bag
+        cold = RandomForestClassifier(n_estimators=12, **params).fit(X, Y)
+        warm = RandomForestClassifier(n_estimators=4, warm_start=True, **params).fit(X, Y)
+        warm.set_params(n_estimators=12).fit(X, Y)
+    assert warm.oob_score_ == cold.oob_score_
+    assert (warm.oob_decision_function_ != cold.oob_decision_function_).nnz == 0
+
+
+def test_dense_outputs_over_the_out_of_bag_budget_are_still_refused(monkeypatch):
+    X, Y = make_multilabel(100, 8, 20, label_cardinality=4.0, sparse_output=True,
+                           random_state=8)
+    monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 100 * 20 - 1)
+    forest = RandomForestClassifier(n_estimators=3, oob_score=True, random_state=0)
+    with pytest.raises(ValueError, match=r"only sparse y on the CPU keeps them sparse"):
+        forest.fit(X, Y.toarray())

@@ -88,13 +88,14 @@ from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
 
 #: ``oob_score=True`` keeps the (n, d) float64 out-of-bag predictions
-#: (``oob_decision_function_`` / ``oob_prediction_``); larger fits are refused.
+#: (``oob_decision_function_`` / ``oob_prediction_``); above it, sparse y on the CPU keeps
+#: them as a CSR matrix, and other fits are refused.
 OOB_MAX_BYTES = 2 * 1024**3
 
 _OOB_WARNING = (
     "Some inputs do not have OOB scores: every tree was grown on them. This probably "
     "means too few trees were used to compute reliable OOB estimates; their OOB "
-    "predictions are NaN and they are left out of oob_score_."
+    "predictions are NaN (no entries, when kept sparse) and they are left out of oob_score_."
 )
 
 
@@ -142,6 +143,35 @@ def _draw_counts(sampling: _Sampling, boot_seeds: np.ndarray) -> np.ndarray:
     return np.stack(
         [bootstrap_counts(s, n, sampling.n_draws, sampling.draw_p) for s in boot_seeds]
     )
+
+
+def _sparse_oob_mean(
+    X: Any, chunks: list[TreeChunk], in_bag: np.ndarray, oob_count: np.ndarray, backend: Backend
+) -> Any:
+    """Out-of-bag mean predictions (n, d) as a CSR matrix, from CSR leaf values.
+
+    Row i averages the leaf rows it reaches in the trees that did not draw
+    it (``in_bag[t, i]`` False), over ``oob_count[i]`` of them: the values of
+    the dense route (the trees' leaf rows added in tree order, divided by the
+    count) at the columns those leaves hold, bit for bit
+    (:func:`gpurpo._leaf_top_k.leaf_sums_csr`). A row no tree left out has
+    no entries.
+    """
+    if backend.issparse(X):
+        X = canonical_csr(X)
+    first = np.cumsum([0] + [c.n_trees for c in chunks])
+
+    def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+        rows = []
+        for t0, chunk in zip(first, chunks):
+            leaf = np.array(chunk.leaf_rows(X[r0:r1], backend), dtype=np.int32)
+            leaf[in_bag[t0 : t0 + chunk.n_trees, r0:r1].T] = -1
+            rows.append(leaf)
+        return rows
+
+    divisor = np.maximum(oob_count, 1).astype(np.float64)
+    return leaf_sums_csr(int(X.shape[0]), int(chunks[0].values_on(backend).shape[1]), divisor,
+                         [c.values_on(backend) for c in chunks], leaf_rows_of)
 
 
 def _check_min_samples(value: Any, name: str, n: int, low_int: int) -> int:
@@ -400,15 +430,24 @@ class BaseForest(BaseEstimator):
         batches = [(n_old + b0, n_old + b1) for b0, b1 in tree_batches(n_new, batch, even_over)]
         workers = min(threads, len(batches)) if tree_parallel else 1
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
-        if want_oob and 8 * n * d > OOB_MAX_BYTES:
+        # Out-of-bag predictions: a dense (n, d) float64 sum, or, where that would exceed
+        # OOB_MAX_BYTES for sparse outputs on the CPU, the sums of each row's leaf entries
+        # over its out-of-bag trees once every tree is grown (gpurpo._leaf_top_k)
+        sparse_oob = (
+            want_oob and 8 * n * d > OOB_MAX_BYTES and sparse_y and backend.name == "numpy"
+            and all(backend.issparse(c.values_on(backend)) for c in (self._chunks if warm
+                                                                     else []))
+        )
+        if want_oob and 8 * n * d > OOB_MAX_BYTES and not sparse_oob:
             raise ValueError(
                 f"oob_score=True keeps the out-of-bag predictions as a dense float64 array of "
-                f"shape {(n, d)} ({8 * n * d} bytes), more than {OOB_MAX_BYTES}; fit without "
-                "oob_score and score a held-out set (the metrics and predict_top_k work in "
-                "row blocks)"
+                f"shape {(n, d)} ({8 * n * d} bytes), more than {OOB_MAX_BYTES} (only sparse "
+                "y on the CPU keeps them sparse); fit without oob_score and score a held-out "
+                "set (the metrics and predict_top_k work in row blocks)"
             )
-        oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob else None
+        oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob and not sparse_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
+        in_bag = np.zeros((n_trees, n), dtype=bool) if sparse_oob else None
         sampling = _Sampling(n_old, n_trees, n, n_draws, draw_p, bool(self.bootstrap))
 
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
@@ -451,10 +490,13 @@ class BaseForest(BaseEstimator):
             with serial_cpu_kernels():
                 return grow_batch(b0, b1)
 
-        def add_oob(chunk: TreeChunk, counts: np.ndarray) -> None:
+        def add_oob(chunk: TreeChunk, counts: np.ndarray, first_tree: int) -> None:
+            oob_count[:] += (counts == 0).sum(axis=0).astype(np.int64)
+            if sparse_oob:
+                in_bag[first_tree : first_tree + chunk.n_trees] = counts > 0
+                return
             skip = backend.asarray(np.ascontiguousarray((counts > 0).T))
             chunk.accumulate(X, backend, oob_sum, skip=skip)
-            oob_count[:] += (counts == 0).sum(axis=0).astype(np.int64)
 
         chunks: list[TreeChunk] = list(self._chunks) if warm else []
         samplings = self._samplings() if warm else []
@@ -463,7 +505,7 @@ class BaseForest(BaseEstimator):
                 start = 0
                 for chunk in chunks:
                     stop = start + chunk.n_trees
-                    add_oob(chunk, self._tree_counts(samplings, start, stop))
+                    add_oob(chunk, self._tree_counts(samplings, start, stop), start)
                     start = stop
             if workers > 1:
                 if not plan.per_tree:
@@ -479,7 +521,7 @@ class BaseForest(BaseEstimator):
             for (b0, b1), (chunk, counts, seconds) in zip(batches, grown):
                 chunks.append(chunk)
                 if want_oob:
-                    add_oob(chunk, counts)
+                    add_oob(chunk, counts, b0)
                 if self.verbose:
                     print(
                         f"[{type(self).__name__}] trees {b1}/{n_trees} grown "
@@ -488,6 +530,8 @@ class BaseForest(BaseEstimator):
                         f"{time.perf_counter() - started:.2f} s elapsed)",
                         flush=True,
                     )
+            if sparse_oob:
+                oob_mean = _sparse_oob_mean(X, chunks, in_bag, oob_count, backend)
         plan.clear()
         if n_new > 0:
             samplings.append(sampling)
@@ -505,7 +549,10 @@ class BaseForest(BaseEstimator):
         self.n_projected_outputs_ = int(m)
         self.projection_ = plan.shared_components
         self.batch_size_ = int(batch)
-        self._oob_raw = (oob_sum, oob_count) if want_oob else None
+        self._oob_raw = None
+        if want_oob:
+            self._oob_raw = (oob_mean, oob_count, True) if sparse_oob else (oob_sum, oob_count,
+                                                                             False)
 
     def _samplings(self) -> list[_Sampling]:
         """How each fit call's trees drew their rows, in tree order."""
@@ -749,12 +796,18 @@ class BaseForest(BaseEstimator):
             self.__dict__.pop(name, None)
 
     def _oob_mean(self, backend: Backend) -> tuple[Any, np.ndarray]:
-        """OOB mean predictions (NaN rows where no tree left the sample out) and the valid rows."""
-        oob_sum, oob_count = self._oob_raw
+        """OOB mean predictions and the valid rows (those some tree left out).
+
+        Dense: NaN rows where no tree left the sample out. Sparse (a CSR
+        matrix, see :func:`_sparse_oob_mean`): no entries in those rows.
+        """
+        oob_sum, oob_count, is_mean = self._oob_raw
         xp = backend.xp
         valid = oob_count > 0
         if not valid.all():
             warnings.warn(_OOB_WARNING, UserWarning, stacklevel=3)
+        if is_mean:
+            return oob_sum, np.flatnonzero(valid)
         count = backend.asarray(np.maximum(oob_count, 1).astype(np.float64))
         # in place: the (n, d) sums become the means, without a copy of that size
         mean = oob_sum

@@ -361,7 +361,9 @@ _PARAMETERS = """
         Score the forest on the out-of-bag samples (needs ``bootstrap``):
         {oob_metric}; a callable ``score(y_true, y_pred)`` gets the
         out-of-bag {oob_pred}. The (n, d) out-of-bag predictions are kept
-        dense in float64: a fit where they would exceed 2 GiB is refused.
+        dense in float64; where they would exceed 2 GiB, a fit on sparse ``y``
+        on the CPU keeps them as a CSR matrix (the same values at the columns
+        the leaves hold, zeros elsewhere), and other fits are refused.
     max_samples : None, int or float, default=None
         Bootstrap sample size: n, an int in [1, n], or a fraction of n.
     max_bins : int in [2, {max_bins}], default={max_bins}
@@ -450,17 +452,18 @@ _REGRESSOR_DOC = dict(
     oob_pred="predictions",
     n_outputs_extra="",
     extra_attributes="""
-    oob_prediction_ : ndarray (n,) or (n, d)
+    oob_prediction_ : ndarray (n,) or (n, d), or CSR matrix (n, d)
         Mean prediction of the trees that did not see each training sample
-        (NaN where every tree saw it).""",
+        (NaN where every tree saw it; no entries there in a CSR matrix).""",
 )
 _CLASSIFIER_DOC = dict(
     oob_metric="LRAP (Joly et al. eq. 6) for multi-label y, accuracy for single-label y",
     oob_pred="predicted labels",
     n_outputs_extra=" (labels), or the number of classes",
     extra_attributes="""
-    oob_decision_function_ : ndarray (n, d) or (n, n_classes)
-        Out-of-bag label probabilities (NaN where every tree saw the sample).
+    oob_decision_function_ : ndarray (n, d) or (n, n_classes), or CSR matrix (n, d)
+        Out-of-bag label probabilities (NaN where every tree saw the sample; no
+        entries there in a CSR matrix).
     classes_ : ndarray
         Class labels (single-label y); ``array([0, 1])`` for multi-label y.""",
 )

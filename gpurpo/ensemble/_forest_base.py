@@ -36,7 +36,6 @@ import numbers
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,7 +64,6 @@ from gpurpo.backend import (
     to_host,
 )
 from gpurpo.ensemble._forest_batches import (
-    bootstrap_counts,
     bootstrap_indices,
     grows_batches_in_parallel,
     n_bootstrap_samples,
@@ -77,8 +75,16 @@ from gpurpo.ensemble._forest_batches import (
     tree_batches,
     tree_bytes,
 )
-from gpurpo.ensemble._forest_predict import TreeChunk
+from gpurpo.ensemble._forest_predict import TreeChunk, sparse_oob_mean
 from gpurpo.ensemble._forest_projection import ProjectionPlan
+from gpurpo.ensemble._forest_warm import (
+    WARM_FIXED,
+    WARM_NO_NEW_TREES,
+    Sampling,
+    draw_counts,
+    generator_at,
+    param_key,
+)
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
 from gpurpo.tree._sparse_binning import canonical_csr
@@ -97,81 +103,6 @@ _OOB_WARNING = (
     "means too few trees were used to compute reliable OOB estimates; their OOB "
     "predictions are NaN (no entries, when kept sparse) and they are left out of oob_score_."
 )
-
-
-# Parameters that the trees of a forest share (its bin edges and its projections): a
-# warm start refuses to change them.
-_WARM_FIXED = ("projection", "n_components", "shared_projection", "max_bins")
-
-_WARM_NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
-
-
-def _param_key(value: Any) -> Any:
-    """A comparable snapshot of a parameter (an estimator by its type and parameters)."""
-    if isinstance(value, BaseEstimator):
-        return (type(value), repr(sorted(value.get_params(deep=False).items())))
-    return value
-
-
-def _generator_at(state: dict) -> np.random.Generator:
-    """A generator whose bit generator is at ``state`` (``bit_generator.state``)."""
-    bit_generator = getattr(np.random, state["bit_generator"])()
-    bit_generator.state = state
-    return np.random.Generator(bit_generator)
-
-
-@dataclass(frozen=True)
-class _Sampling:
-    """How the trees ``start`` to ``stop - 1`` drew their rows (one per fit call)."""
-
-    start: int
-    stop: int
-    n_samples: int
-    n_draws: int
-    draw_p: np.ndarray | None
-    bootstrap: bool
-
-
-def _draw_counts(sampling: _Sampling, boot_seeds: np.ndarray) -> np.ndarray:
-    """Draw counts (T, n) of the trees whose bootstrap seeds are ``boot_seeds``.
-
-    Ones (every row once) for trees grown without bootstrap.
-    """
-    n = sampling.n_samples
-    if not sampling.bootstrap:
-        return np.ones((len(boot_seeds), n), dtype=np.float64)
-    return np.stack(
-        [bootstrap_counts(s, n, sampling.n_draws, sampling.draw_p) for s in boot_seeds]
-    )
-
-
-def _sparse_oob_mean(
-    X: Any, chunks: list[TreeChunk], in_bag: np.ndarray, oob_count: np.ndarray, backend: Backend
-) -> Any:
-    """Out-of-bag mean predictions (n, d) as a CSR matrix, from CSR leaf values.
-
-    Row i averages the leaf rows it reaches in the trees that did not draw
-    it (``in_bag[t, i]`` False), over ``oob_count[i]`` of them: the values of
-    the dense route (the trees' leaf rows added in tree order, divided by the
-    count) at the columns those leaves hold, bit for bit
-    (:func:`gpurpo._leaf_top_k.leaf_sums_csr`). A row no tree left out has
-    no entries.
-    """
-    if backend.issparse(X):
-        X = canonical_csr(X)
-    first = np.cumsum([0] + [c.n_trees for c in chunks])
-
-    def leaf_rows_of(r0: int, r1: int) -> list[Any]:
-        rows = []
-        for t0, chunk in zip(first, chunks):
-            leaf = np.array(chunk.leaf_rows(X[r0:r1], backend), dtype=np.int32)
-            leaf[in_bag[t0 : t0 + chunk.n_trees, r0:r1].T] = -1
-            rows.append(leaf)
-        return rows
-
-    divisor = np.maximum(oob_count, 1).astype(np.float64)
-    return leaf_sums_csr(int(X.shape[0]), int(chunks[0].values_on(backend).shape[1]), divisor,
-                         [c.values_on(backend) for c in chunks], leaf_rows_of)
 
 
 def _check_min_samples(value: Any, name: str, n: int, low_int: int) -> int:
@@ -274,16 +205,32 @@ class BaseForest(BaseEstimator):
             raise TypeError(f"warm_start must be a bool, got {self.warm_start!r}")
         return bool(self.warm_start) and "_chunks" in self.__dict__
 
-    def _check_warm_start(self, backend: Backend, d: int) -> None:
-        """Refuse a warm start that would change what the fitted trees share."""
+    def _check_warm_start(self, backend: Backend, n: int, d: int, want_oob: bool) -> None:
+        """Refuse a warm start that would change what the fitted trees share, or remove
+        trees; warn when it adds none. ``n``, ``d``: the rows and outputs of this fit."""
         if "_tree_seed_state" not in self.__dict__:
             raise ValueError(
                 "warm_start: this forest was fitted by a gpurpo without warm starts for "
                 "forests; fit it again with warm_start=False first"
             )
+        n_trees, n_old = int(self.n_estimators), self._n_trees
+        if n_trees < n_old:
+            raise ValueError(
+                f"n_estimators={n_trees} must be larger or equal to len(estimators_)="
+                f"{n_old} when warm_start=True"
+            )
+        if n_trees == n_old:
+            warnings.warn(WARM_NO_NEW_TREES, UserWarning, stacklevel=4)
+        other_rows = {s.n_samples for s in self._samplings()} - {n}
+        if want_oob and other_rows:
+            raise ValueError(
+                f"warm_start with oob_score: X has {n} rows, but fitted trees drew their "
+                f"samples from {min(other_rows)}; fit on the same training set, or "
+                "without oob_score"
+            )
         fixed = self.__dict__.get("_warm_fixed", {})
-        for name in _WARM_FIXED:
-            if name in fixed and _param_key(getattr(self, name)) != fixed[name]:
+        for name in WARM_FIXED:
+            if name in fixed and param_key(getattr(self, name)) != fixed[name]:
                 raise ValueError(
                     f"warm_start: {name} differs from the first fit's (the fitted trees share "
                     f"it), got {getattr(self, name)!r}; fit with warm_start=False to change it"
@@ -369,24 +316,10 @@ class BaseForest(BaseEstimator):
         xp = backend.xp
         want_oob = self.oob_score is not False
         if warm:
-            self._check_warm_start(backend, d)
-            if n_trees < n_old:
-                raise ValueError(
-                    f"n_estimators={n_trees} must be larger or equal to len(estimators_)="
-                    f"{n_old} when warm_start=True"
-                )
-            if n_trees == n_old:
-                warnings.warn(_WARM_NO_NEW_TREES, UserWarning, stacklevel=3)
-            other_rows = {s.n_samples for s in self._samplings()} - {n}
-            if want_oob and other_rows:
-                raise ValueError(
-                    f"warm_start with oob_score: X has {n} rows, but fitted trees drew their "
-                    f"samples from {min(other_rows)}; fit on the same training set, or "
-                    "without oob_score"
-                )
+            self._check_warm_start(backend, n, d, want_oob)
             mapper = self.bin_mapper_
             plan = self._plan
-            rng = _generator_at(self._tree_seed_state)
+            rng = generator_at(self._tree_seed_state)
             with numba_threads(self.n_jobs):
                 binned = mapper.transform(X, backend) if n_trees > n_old else None
         else:
@@ -448,11 +381,11 @@ class BaseForest(BaseEstimator):
         oob_sum = xp.zeros((n, d), dtype=xp.float64) if want_oob and not sparse_oob else None
         oob_count = np.zeros(n, dtype=np.int64)
         in_bag = np.zeros((n_trees, n), dtype=bool) if sparse_oob else None
-        sampling = _Sampling(n_old, n_trees, n, n_draws, draw_p, bool(self.bootstrap))
+        sampling = Sampling(n_old, n_trees, n, n_draws, draw_p, bool(self.bootstrap))
 
         def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             batch_start = time.perf_counter()
-            counts = _draw_counts(sampling, seeds[b0:b1, 0])
+            counts = draw_counts(sampling, seeds[b0:b1, 0])
             # with bootstrap (or no sample weights) the weights are the draw counts, exact
             # in float32; without bootstrap they are the sample weights, and the leaves
             # average with their float64 values (as the single tree does)
@@ -531,7 +464,7 @@ class BaseForest(BaseEstimator):
                         flush=True,
                     )
             if sparse_oob:
-                oob_mean = _sparse_oob_mean(X, chunks, in_bag, oob_count, backend)
+                oob_mean = sparse_oob_mean(X, chunks, in_bag, oob_count, backend)
         plan.clear()
         if n_new > 0:
             samplings.append(sampling)
@@ -543,7 +476,7 @@ class BaseForest(BaseEstimator):
         self._estimators_cache = None
         self._backend_name = backend.name
         if not warm:
-            self._warm_fixed = {name: _param_key(getattr(self, name)) for name in _WARM_FIXED}
+            self._warm_fixed = {name: param_key(getattr(self, name)) for name in WARM_FIXED}
         self.bin_mapper_ = mapper
         self.n_outputs_ = d
         self.n_projected_outputs_ = int(m)
@@ -554,24 +487,24 @@ class BaseForest(BaseEstimator):
             self._oob_raw = (oob_mean, oob_count, True) if sparse_oob else (oob_sum, oob_count,
                                                                              False)
 
-    def _samplings(self) -> list[_Sampling]:
+    def _samplings(self) -> list[Sampling]:
         """How each fit call's trees drew their rows, in tree order."""
         records = self.__dict__.get("_sampling_records")
         if records is not None:
             return list(records)
         # a forest pickled before warm starts: one fit call grew every tree
         return [
-            _Sampling(0, self._n_trees, self._n_samples_fit, self._n_draws,
+            Sampling(0, self._n_trees, self._n_samples_fit, self._n_draws,
                       self.__dict__.get("_draw_p"), self._bootstrap)
         ]
 
-    def _tree_counts(self, samplings: list[_Sampling], start: int, stop: int) -> np.ndarray:
+    def _tree_counts(self, samplings: list[Sampling], start: int, stop: int) -> np.ndarray:
         """Draw counts (T, n) of the trees ``start`` to ``stop - 1``."""
         rows = []
         for s in samplings:
             lo, hi = max(start, s.start), min(stop, s.stop)
             if lo < hi:
-                rows.append(_draw_counts(s, self._seeds[lo:hi, 0]))
+                rows.append(draw_counts(s, self._seeds[lo:hi, 0]))
         return np.concatenate(rows)
 
     # ------------------------------------------------------------ prediction

@@ -9,7 +9,8 @@ values reached in every tree of the chunk to an (n, d) accumulator with the
 ``tree_sum_leaves_*`` kernels: the forest's prediction is the sum over chunks
 divided by the number of trees, and no per-tree (n, d) array ever exists.
 The same routine with some (row, tree) pairs masked out gives out-of-bag
-predictions.
+predictions; :func:`sparse_oob_mean` gives them as a CSR matrix from CSR
+leaf values (:mod:`gpurpo._leaf_top_k`).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gpurpo._leaf_top_k import leaf_sums_csr
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
+from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees_block, pack_trees, row_blocks
 
-__all__ = ["TreeChunk"]
+__all__ = ["TreeChunk", "sparse_oob_mean"]
 
 
 class TreeChunk:
@@ -119,3 +122,32 @@ class TreeChunk:
         self.__dict__.update(state)
         if "packed" not in state:
             self.packed = pack_trees(self.structures, leaf_offsets=self.leaf_offsets)
+
+
+def sparse_oob_mean(
+    X: Any, chunks: list[TreeChunk], in_bag: np.ndarray, oob_count: np.ndarray, backend: Backend
+) -> Any:
+    """Out-of-bag mean predictions (n, d) as a CSR matrix, from CSR leaf values.
+
+    Row i averages the leaf rows it reaches in the trees that did not draw
+    it (``in_bag[t, i]`` False), over ``oob_count[i]`` of them: the values of
+    the dense route (the trees' leaf rows added in tree order, divided by the
+    count) at the columns those leaves hold, bit for bit
+    (:func:`gpurpo._leaf_top_k.leaf_sums_csr`). A row no tree left out has
+    no entries.
+    """
+    if backend.issparse(X):
+        X = canonical_csr(X)
+    first = np.cumsum([0] + [c.n_trees for c in chunks])
+
+    def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+        rows = []
+        for t0, chunk in zip(first, chunks):
+            leaf = np.array(chunk.leaf_rows(X[r0:r1], backend), dtype=np.int32)
+            leaf[in_bag[t0 : t0 + chunk.n_trees, r0:r1].T] = -1
+            rows.append(leaf)
+        return rows
+
+    divisor = np.maximum(oob_count, 1).astype(np.float64)
+    return leaf_sums_csr(int(X.shape[0]), int(chunks[0].values_on(backend).shape[1]), divisor,
+                         [c.values_on(backend) for c in chunks], leaf_rows_of)

@@ -1,0 +1,72 @@
+"""What a fitted forest keeps to grow more trees later (``warm_start``).
+
+* The generator state its trees' seeds were drawn from: each tree's
+  (bootstrap, projection, root) seeds are one row of a single draw of
+  ``(n_estimators, 3)`` from that state, so a warm start draws them again for
+  the larger forest and the new trees get the seeds one fit would give them
+  (:func:`generator_at`).
+* The parameters its trees share, which a warm start may not change
+  (:data:`WARM_FIXED`, compared through :func:`param_key`).
+* How each fit call's trees drew their rows (:class:`Sampling`), so that
+  ``estimators_samples_`` and out-of-bag scores stay right when a warm start
+  draws from other rows or weights (:func:`draw_counts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from gpurpo.ensemble._forest_batches import bootstrap_counts
+
+__all__ = [
+    "WARM_FIXED", "WARM_NO_NEW_TREES", "Sampling", "draw_counts", "generator_at", "param_key",
+]
+
+#: Parameters that the trees of a forest share (its bin edges and its projections): a
+#: warm start refuses to change them.
+WARM_FIXED = ("projection", "n_components", "shared_projection", "max_bins")
+
+WARM_NO_NEW_TREES = "Warm-start fitting without increasing n_estimators does not fit new trees."
+
+
+def param_key(value: Any) -> Any:
+    """A comparable snapshot of a parameter (an estimator by its type and parameters)."""
+    if isinstance(value, BaseEstimator):
+        return (type(value), repr(sorted(value.get_params(deep=False).items())))
+    return value
+
+
+def generator_at(state: dict) -> np.random.Generator:
+    """A generator whose bit generator is at ``state`` (``bit_generator.state``)."""
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the trees ``start`` to ``stop - 1`` drew their rows (one per fit call)."""
+
+    start: int
+    stop: int
+    n_samples: int
+    n_draws: int
+    draw_p: np.ndarray | None
+    bootstrap: bool
+
+
+def draw_counts(sampling: Sampling, boot_seeds: np.ndarray) -> np.ndarray:
+    """Draw counts (T, n) of the trees whose bootstrap seeds are ``boot_seeds``.
+
+    Ones (every row once) for trees grown without bootstrap.
+    """
+    n = sampling.n_samples
+    if not sampling.bootstrap:
+        return np.ones((len(boot_seeds), n), dtype=np.float64)
+    return np.stack(
+        [bootstrap_counts(s, n, sampling.n_draws, sampling.draw_p) for s in boot_seeds]
+    )

@@ -13,14 +13,17 @@ entries a row reaches.
 The scores are those of the dense route, bit for bit. The dense kernel
 (``tree_sum_leaves_csr``) adds the leaf rows of the trees, in tree order, to
 a zero-initialised float64 row. Here the entries a row reaches in all the
-trees (of every group: the chunks of a forest) are ordered by column by a
-stable sort, which keeps the tree order within a column, and each column's
-entries are added in that order to 0.0: the same additions in the same
-order. The division by T is the dense route's too. The k best columns are
+trees (of every group: the chunks of a forest) are sorted by column, then by
+their position in tree order, and each column's entries are added in that
+order to 0.0: the same additions in the same order. The division by T is the dense route's too. The k best columns are
 then taken by decreasing score, equal scores by increasing column (the rule
 of :func:`gpurpo._top_k.top_k`), among the stored columns and the k lowest
 columns without a stored entry (score 0.0): any other such column ties with
 all of those at 0.0 and comes after them.
+
+The same sums, as a CSR matrix (:func:`leaf_sums_csr`), give a forest
+classifier's sparse 0/1 predictions and its out-of-bag predictions of sparse
+outputs without (n, d) dense arrays.
 
 CPU only (numba kernels); the CUDA backends keep the dense route, whose
 blocks the device scans in parallel.

@@ -41,12 +41,16 @@ from numba.typed import List
 from gpurpo._top_k import offer
 
 __all__ = [
-    "LEAF_TOP_K_MIN_RATIO", "LEAF_TOP_K_ROWS", "leaf_sums_csr", "prefers_leaf_sums",
+    "LEAF_SUM_ENTRIES", "LEAF_TOP_K_MIN_RATIO", "LEAF_TOP_K_ROWS", "leaf_sums_csr",
+    "prefers_leaf_sums",
     "top_k_of_leaf_sums",
 ]
 
-#: Rows summed together (a row holds the leaf entries it reaches, 16 bytes each).
+#: Rows whose trees are traversed together.
 LEAF_TOP_K_ROWS = 2048
+
+#: Leaf entries (16 bytes each: column and sum) that the rows summed together may reach.
+LEAF_SUM_ENTRIES = 1 << 22
 
 #: The sums of the leaf entries win over dense blocks from d = LEAF_TOP_K_MIN_RATIO x the
 #: entries a row reaches on average (:func:`prefers_leaf_sums`).
@@ -178,9 +182,13 @@ def _block_sums(
     values: Sequence[Any],
     leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
     block_rows: int,
+    block_entries: int,
 ) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
-    """``(r0, r1, start, count, cols, sums)`` for each block of rows: row ``r0 + i``'s
-    columns ``cols[start[i] : start[i] + count[i]]``, increasing, and their sums."""
+    """``(r0, r1, start, count, cols, sums)`` for consecutive ranges of rows: row
+    ``r0 + i``'s columns ``cols[start[i] : start[i] + count[i]]``, increasing, and their
+    sums. The trees are traversed ``block_rows`` rows at a time, and the rows of a
+    range reach at most ``block_entries`` leaf entries together (a row alone may
+    reach more: its range is that row)."""
     indptrs = _typed([v.indptr for v in values], (np.int32, np.int64))
     indices = _typed([v.indices for v in values], (np.int32, np.int64))
     data = _typed([v.data for v in values], (np.float64, np.float32, np.float64))
@@ -193,14 +201,22 @@ def _block_sums(
             group_start = np.concatenate([[0], np.cumsum([g.shape[1] for g in groups])])
             group_start = group_start.astype(np.int64)
         leaf_rows = np.ascontiguousarray(np.concatenate(groups, axis=1))
-        start = np.zeros(r1 - r0 + 1, dtype=np.int64)
-        _bounds(leaf_rows, group_start, indptrs, start)
-        np.cumsum(start, out=start)
-        count = np.empty(r1 - r0, dtype=np.int64)
-        cols = np.empty(int(start[-1]), dtype=np.int64)
-        sums = np.empty(int(start[-1]), dtype=np.float64)
-        _leaf_sums(leaf_rows, group_start, indptrs, indices, data, start, count, cols, sums)
-        yield r0, r1, start, count, cols, sums
+        bound = np.zeros(r1 - r0 + 1, dtype=np.int64)
+        _bounds(leaf_rows, group_start, indptrs, bound)
+        np.cumsum(bound, out=bound)
+        a = 0
+        while a < r1 - r0:
+            # the most rows from a whose entries fit the budget (at least one)
+            b = max(a + 1, int(np.searchsorted(bound, bound[a] + block_entries, side="right"))
+                    - 1)
+            start = bound[a : b + 1] - bound[a]
+            count = np.empty(b - a, dtype=np.int64)
+            cols = np.empty(int(start[-1]), dtype=np.int64)
+            sums = np.empty(int(start[-1]), dtype=np.float64)
+            _leaf_sums(np.ascontiguousarray(leaf_rows[a:b]), group_start, indptrs, indices,
+                       data, start, count, cols, sums)
+            yield r0 + a, r0 + b, start, count, cols, sums
+            a = b
 
 
 def top_k_of_leaf_sums(
@@ -211,6 +227,7 @@ def top_k_of_leaf_sums(
     values: Sequence[Any],
     leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
     block_rows: int = LEAF_TOP_K_ROWS,
+    block_entries: int = LEAF_SUM_ENTRIES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` best columns of ``(1 / divisor) sum_g sum_t V_g[leaf_rows_g[i, t]]``.
 
@@ -227,7 +244,9 @@ def top_k_of_leaf_sums(
         For rows ``r0:r1``, the row of ``values[g]`` each row reaches in each
         tree of group g (-1: none).
     block_rows : int
-        Rows summed together.
+        Rows whose trees are traversed together.
+    block_entries : int
+        Leaf entries the rows summed together may reach (memory: 16 bytes each).
 
     Returns
     -------
@@ -237,7 +256,8 @@ def top_k_of_leaf_sums(
     """
     indices = np.empty((n, k), dtype=np.int64)
     scores = np.empty((n, k), dtype=np.float64)
-    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
+    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows,
+                                                        block_entries):
         _top_k_of_sums(start, count, cols, sums, int(d), float(divisor), indices[r0:r1],
                        scores[r0:r1])
     return indices, scores
@@ -250,26 +270,35 @@ def leaf_sums_csr(
     values: Sequence[Any],
     leaf_rows_of: Callable[[int, int], Sequence[np.ndarray]],
     block_rows: int = LEAF_TOP_K_ROWS,
+    block_entries: int = LEAF_SUM_ENTRIES,
+    above: float | None = None,
 ) -> sp.csr_matrix:
     """The scores ``(1 / divisor) sum_g sum_t V_g[leaf_rows_g[i, t]]`` as a CSR matrix (n, d).
 
     Arguments as for :func:`top_k_of_leaf_sums`; ``divisor`` may also be one
     float64 divisor per row, an array (n,). A column a row's leaves hold is
     stored (with its sum, 0.0 included), the others are zeros; the stored
-    values are those of the dense route, bit for bit.
+    values are those of the dense route, bit for bit. ``above``: store only
+    the scores above it (a classifier's labels need nothing else, and the
+    matrix of all the sums may be much larger).
     """
     per_row = np.ndim(divisor) == 1
     parts = []
-    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows):
+    for r0, r1, start, count, cols, sums in _block_sums(n, values, leaf_rows_of, block_rows,
+                                                        block_entries):
         # the positions start[i] .. start[i] + count[i] - 1 of every row, in order
         skipped = np.repeat(start[:-1] - np.concatenate([[0], np.cumsum(count)[:-1]]), count)
         kept = skipped + np.arange(int(count.sum()))
         by = np.repeat(np.asarray(divisor, dtype=np.float64)[r0:r1], count) if per_row \
             else float(divisor)
-        parts.append(sp.csr_matrix(
-            (sums[kept] / by, cols[kept], np.concatenate([[0], np.cumsum(count)])),
-            shape=(len(count), d),
-        ))
+        scores = sums[kept] / by
+        row_of = np.repeat(np.arange(r1 - r0), count)
+        columns = cols[kept]
+        if above is not None:
+            chosen = scores > above
+            scores, columns, row_of = scores[chosen], columns[chosen], row_of[chosen]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(row_of, minlength=r1 - r0))])
+        parts.append(sp.csr_matrix((scores, columns, indptr), shape=(r1 - r0, d)))
     if not parts:
         return sp.csr_matrix((0, d))
     return sp.vstack(parts, format="csr")

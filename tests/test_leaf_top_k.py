@@ -27,7 +27,7 @@ from gpurpo.ensemble import ExtraTreesRegressor, RandomForestClassifier, RandomF
 from gpurpo.tree import DecisionTreeClassifier
 
 
-def _reference(groups, n, d, k, divisor):
+def _dense_sums(groups, n, d, divisor):
     S = np.zeros((n, d))
     for leaf_rows, values in groups:
         V = values.toarray().astype(np.float64)
@@ -36,6 +36,11 @@ def _reference(groups, n, d, k, divisor):
                 if leaf_rows[i, t] >= 0:
                     S[i] += V[leaf_rows[i, t]]
     S /= divisor
+    return S
+
+
+def _reference(groups, n, d, k, divisor):
+    S = _dense_sums(groups, n, d, divisor)
     order = np.argsort(-S, axis=1, kind="stable")[:, :k]
     return order, np.take_along_axis(S, order, axis=1)
 
@@ -73,22 +78,33 @@ def _problems(draw):
         groups.append((leaf_rows, values))
     divisor = draw(st.sampled_from([1.0, 3.0, 7.0]))
     block_rows = draw(st.integers(1, 13))
-    return n, d, k, groups, divisor, block_rows
+    block_entries = draw(st.integers(1, 60))
+    return n, d, k, groups, divisor, block_rows, block_entries
 
 
 @settings(max_examples=200, deadline=None)
 @given(_problems())
 def test_top_k_of_leaf_sums_equals_the_dense_reference(problem):
-    n, d, k, groups, divisor, block_rows = problem
+    n, d, k, groups, divisor, block_rows, block_entries = problem
 
     def leaf_rows_of(r0, r1):
         return [leaf_rows[r0:r1] for leaf_rows, _ in groups]
 
-    indices, scores = top_k_of_leaf_sums(n, d, k, divisor, [v for _, v in groups],
-                                         leaf_rows_of, block_rows=block_rows)
+    values = [v for _, v in groups]
+    indices, scores = top_k_of_leaf_sums(n, d, k, divisor, values, leaf_rows_of,
+                                         block_rows=block_rows, block_entries=block_entries)
     ref_indices, ref_scores = _reference(groups, n, d, k, divisor)
     np.testing.assert_array_equal(indices, ref_indices)
     np.testing.assert_array_equal(scores, ref_scores)
+    # the same sums as a matrix: all of them, or those above a threshold
+    dense = _dense_sums(groups, n, d, divisor)
+    for above in (None, 0.0, 0.25):
+        S = leaf_top_k.leaf_sums_csr(n, d, divisor, values, leaf_rows_of, block_rows=block_rows,
+                                     block_entries=block_entries, above=above)
+        expected = dense if above is None else np.where(dense > above, dense, 0.0)
+        np.testing.assert_array_equal(S.toarray(), expected)
+        if above is not None:
+            assert np.all(S.data > above)
 
 
 def test_int64_indices_and_float32_values_are_read_as_they_are():
@@ -269,3 +285,19 @@ def test_dense_outputs_over_the_out_of_bag_budget_are_still_refused(monkeypatch)
     forest = RandomForestClassifier(n_estimators=3, oob_score=True, random_state=0)
     with pytest.raises(ValueError, match=r"only sparse y on the CPU keeps them sparse"):
         forest.fit(X, Y.toarray())
+
+
+def test_rows_are_summed_in_ranges_within_the_entry_budget():
+    rng = np.random.default_rng(9)
+    values = [sp.csr_matrix(np.where(rng.random((8, 50)) < 0.4, 1.0, 0.0))]
+    leaf_rows = rng.integers(-1, 8, size=(37, 4)).astype(np.int32)
+    reached = [sum(values[0][j].nnz for j in row if j >= 0) for row in leaf_rows]
+    ranges = list(leaf_top_k._block_sums(37, values, lambda r0, r1: [leaf_rows[r0:r1]],
+                                         block_rows=10, block_entries=45))
+    assert [r[0] for r in ranges] == sorted(r[0] for r in ranges)
+    covered = np.concatenate([np.arange(r0, r1) for r0, r1, *_ in ranges])
+    np.testing.assert_array_equal(covered, np.arange(37))
+    for r0, r1, start, count, cols, sums in ranges:
+        assert start[0] == 0 and len(cols) == start[-1] == sum(reached[r0:r1])
+        assert start[-1] <= 45 or r1 - r0 == 1
+        assert r0 // 10 == (r1 - 1) // 10  # within one traversal block

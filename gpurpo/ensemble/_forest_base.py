@@ -527,14 +527,14 @@ class BaseForest(BaseEstimator):
         out /= float(self._n_trees)
         return out, backend, to_host_after
 
-    def _sparse_scores(self, X: Any) -> Any:
+    def _sparse_scores(self, X: Any, above: float | None = None) -> Any:
         """The mean leaf values as a CSR matrix, where the trees' leaves are sparse.
 
         On the CPU (host X) with CSR leaves, when summing each row's leaf
         entries beats dense blocks (:func:`gpurpo._leaf_top_k.prefers_leaf_sums`)
         or the dense (n, d) scores would exceed 256 MiB: the scores of
-        :meth:`_predict_sum` at the columns the leaves hold, bit for bit, and
-        zeros elsewhere. None otherwise.
+        :meth:`_predict_sum` at the columns the leaves hold (only those above
+        ``above`` when given), bit for bit, and zeros elsewhere. None otherwise.
         """
         check_is_fitted(self, "n_outputs_")
         backend = resolve_backend(X, device=self.device)
@@ -552,7 +552,7 @@ class BaseForest(BaseEstimator):
             return [chunk.leaf_rows(X[r0:r1], backend) for chunk in self._chunks]
 
         with numba_threads(self.n_jobs):
-            return leaf_sums_csr(n, d, float(self._n_trees), values, leaf_rows_of)
+            return leaf_sums_csr(n, d, float(self._n_trees), values, leaf_rows_of, above=above)
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
         check_is_fitted(self, "n_outputs_")

@@ -304,11 +304,10 @@ class _ForestClassifierMixin(ClassifierMixin):
         """
         check_is_fitted(self, "n_outputs_")
         if self._multilabel and self._sparse_output:
-            scores = self._sparse_scores(X)
+            scores = self._sparse_scores(X, above=0.5)
             if scores is not None:
                 # the labels straight from the sparse sums, without (n, d) dense scores
-                scores.data = (scores.data > 0.5).astype(np.int64)
-                scores.eliminate_zeros()
+                scores.data = np.ones_like(scores.data)
                 return scores.astype(np.int64)
         proba, backend, host = self._predict_sum(X)
         labels = self._labels_from_proba(proba, backend)

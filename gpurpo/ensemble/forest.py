@@ -389,7 +389,8 @@ _PARAMETERS = """
     random_state : None, int or numpy Generator, default=None
         Seeds the binning subsample, bootstrap samples, projections and
         per-node randomness. The same seed gives the same forest on a
-        backend, whatever ``batch_size``.
+        backend, whatever ``batch_size``, and the same first trees whatever
+        ``n_estimators``.
     verbose : int, default=0
         Print progress over the trees: one line when a batch of trees is
         grown (``verbose >= 1``), and one when it starts (``verbose >= 2``).

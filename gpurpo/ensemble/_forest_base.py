@@ -75,7 +75,7 @@ from gpurpo.ensemble._forest_batches import (
     tree_batches,
     tree_bytes,
 )
-from gpurpo.ensemble._forest_predict import TreeChunk, sparse_oob_mean
+from gpurpo.ensemble._forest_predict import TreeChunk, chunk_leaf_rows, sparse_oob_mean
 from gpurpo.ensemble._forest_projection import ProjectionPlan
 from gpurpo.ensemble._forest_warm import (
     WARM_FIXED,
@@ -87,7 +87,6 @@ from gpurpo.ensemble._forest_warm import (
 )
 from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree import n_candidate_features
-from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.binning import MAX_BINS
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
@@ -368,8 +367,7 @@ class BaseForest(BaseEstimator):
         # over its out-of-bag trees once every tree is grown (gpurpo._leaf_top_k)
         sparse_oob = (
             want_oob and 8 * n * d > OOB_MAX_BYTES and sparse_y and backend.name == "numpy"
-            and all(backend.issparse(c.values_on(backend)) for c in (self._chunks if warm
-                                                                     else []))
+            and (not warm or self._csr_leaf_values(backend) is not None)
         )
         if want_oob and 8 * n * d > OOB_MAX_BYTES and not sparse_oob:
             raise ValueError(
@@ -538,21 +536,24 @@ class BaseForest(BaseEstimator):
         """
         check_is_fitted(self, "n_outputs_")
         backend = resolve_backend(X, device=self.device)
-        values = [chunk.values_on(backend) for chunk in self._chunks]
-        if backend.name != "numpy" or not all(backend.issparse(v) for v in values):
+        values = self._csr_leaf_values(backend)
+        if values is None:
             return None
         X = self._check_X(X, backend, reset=False)
         n, d = int(X.shape[0]), int(self.n_outputs_)
         if not (prefers_leaf_sums(values, self._n_trees, d) or 8 * n * d > 256 * 1024**2):
             return None
-        if backend.issparse(X):
-            X = canonical_csr(X)
-
-        def leaf_rows_of(r0: int, r1: int) -> list[Any]:
-            return [chunk.leaf_rows(X[r0:r1], backend) for chunk in self._chunks]
-
+        leaf_rows_of = chunk_leaf_rows(self._chunks, X, backend)
         with numba_threads(self.n_jobs):
             return leaf_sums_csr(n, d, float(self._n_trees), values, leaf_rows_of, above=above)
+
+    def _csr_leaf_values(self, backend: Backend) -> list[Any] | None:
+        """The chunks' CSR leaf values, on the CPU backend; None otherwise (the leaf
+        sums of :mod:`gpurpo._leaf_top_k` are CPU kernels)."""
+        if backend.name != "numpy":
+            return None
+        values = [chunk.values_on(backend) for chunk in self._chunks]
+        return values if all(backend.issparse(v) for v in values) else None
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
         check_is_fitted(self, "n_outputs_")
@@ -562,16 +563,10 @@ class BaseForest(BaseEstimator):
         X = self._check_X(X, backend, reset=False)
         xp = backend.xp
         n, d = int(X.shape[0]), int(self.n_outputs_)
-        values = [chunk.values_on(backend) for chunk in self._chunks]
-        if (backend.name == "numpy" and all(backend.issparse(v) for v in values)
-                and prefers_leaf_sums(values, self._n_trees, d)):
+        values = self._csr_leaf_values(backend)
+        if values is not None and prefers_leaf_sums(values, self._n_trees, d):
             # each row's sums over the columns its leaves reach (gpurpo._leaf_top_k)
-            if backend.issparse(X):
-                X = canonical_csr(X)
-
-            def leaf_rows_of(r0: int, r1: int) -> list[Any]:
-                return [chunk.leaf_rows(X[r0:r1], backend) for chunk in self._chunks]
-
+            leaf_rows_of = chunk_leaf_rows(self._chunks, X, backend)
             with numba_threads(self.n_jobs):
                 return top_k_of_leaf_sums(n, d, k, float(self._n_trees), values, leaf_rows_of)
 

@@ -15,7 +15,7 @@ leaf values (:mod:`gpurpo._leaf_top_k`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from gpurpo.tree._sparse_binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees_block, pack_trees, row_blocks
 
-__all__ = ["TreeChunk", "sparse_oob_mean"]
+__all__ = ["TreeChunk", "chunk_leaf_rows", "sparse_oob_mean"]
 
 
 class TreeChunk:
@@ -124,6 +124,30 @@ class TreeChunk:
             self.packed = pack_trees(self.structures, leaf_offsets=self.leaf_offsets)
 
 
+def chunk_leaf_rows(
+    chunks: Sequence[TreeChunk], X: Any, backend: Backend, in_bag: np.ndarray | None = None
+) -> Callable[[int, int], list[Any]]:
+    """``leaf_rows_of(r0, r1)``: for rows ``r0:r1`` of X, each chunk's leaf rows
+    (:meth:`TreeChunk.leaf_rows`), -1 where ``in_bag[t, i]`` (trees in order) is True;
+    the argument :mod:`gpurpo._leaf_top_k` sums leaf entries with. A sparse X is made
+    canonical CSR once."""
+    if backend.issparse(X):
+        X = canonical_csr(X)
+    first = np.cumsum([0] + [c.n_trees for c in chunks])
+
+    def leaf_rows_of(r0: int, r1: int) -> list[Any]:
+        rows = []
+        for t0, chunk in zip(first, chunks):
+            leaf = chunk.leaf_rows(X[r0:r1], backend)
+            if in_bag is not None:
+                leaf = np.array(leaf, dtype=np.int32)
+                leaf[in_bag[t0 : t0 + chunk.n_trees, r0:r1].T] = -1
+            rows.append(leaf)
+        return rows
+
+    return leaf_rows_of
+
+
 def sparse_oob_mean(
     X: Any, chunks: list[TreeChunk], in_bag: np.ndarray, oob_count: np.ndarray, backend: Backend
 ) -> Any:
@@ -136,18 +160,7 @@ def sparse_oob_mean(
     (:func:`gpurpo._leaf_top_k.leaf_sums_csr`). A row no tree left out has
     no entries.
     """
-    if backend.issparse(X):
-        X = canonical_csr(X)
-    first = np.cumsum([0] + [c.n_trees for c in chunks])
-
-    def leaf_rows_of(r0: int, r1: int) -> list[Any]:
-        rows = []
-        for t0, chunk in zip(first, chunks):
-            leaf = np.array(chunk.leaf_rows(X[r0:r1], backend), dtype=np.int32)
-            leaf[in_bag[t0 : t0 + chunk.n_trees, r0:r1].T] = -1
-            rows.append(leaf)
-        return rows
-
+    leaf_rows_of = chunk_leaf_rows(chunks, X, backend, in_bag)
     divisor = np.maximum(oob_count, 1).astype(np.float64)
     return leaf_sums_csr(int(X.shape[0]), int(chunks[0].values_on(backend).shape[1]), divisor,
                          [c.values_on(backend) for c in chunks], leaf_rows_of)

@@ -218,7 +218,7 @@ def section_environment(state: dict[str, Any]) -> str:
     )
     from gpurpo import backend
 
-    ok_gpu, why = backend._cupy_status()
+    ok_gpu, why = backend._cupy._cupy_status()
     state["gpu"] = ok_gpu
     lines.append(f"- gpurpo.backend.cupy_available(): {ok_gpu} ({why})")
     if ok_gpu:

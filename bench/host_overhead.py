@@ -36,10 +36,10 @@ sys.path.insert(0, str(ROOT))
 
 from gpurpo.backend import EMULATED, NUMPY  # noqa: E402
 from gpurpo.tree import GrowthParams, grow_trees  # noqa: E402
-from gpurpo.tree.grower import default_small_node_size, default_subtree_size  # noqa: E402
 from gpurpo.tree.binning import BinMapper  # noqa: E402
+from gpurpo.tree.grower import default_small_node_size, default_subtree_size  # noqa: E402
 
-KERNEL_MODULE = "_kernels_cpu.py"
+KERNEL_DIR = "/tree/_numba/"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
     stats = pstats.Stats(prof)
     kernel_s = sum(
-        tt for (path, _, _), (_, _, tt, _, _) in stats.stats.items() if path.endswith(KERNEL_MODULE)
+        tt for (path, _, _), (_, _, tt, _, _) in stats.stats.items() if KERNEL_DIR in path
     )
     nodes = sum(len(s.feature) for s in result.structures)
     print(f"{args.trees} trees, n = {args.n}, p = {args.p}, small_node_size = {small}, "
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     out = io.StringIO()
     stats.stream = out
     stats.sort_stats("tottime").print_stats(args.rows)
-    print("\n".join(ln for ln in out.getvalue().splitlines() if KERNEL_MODULE not in ln))
+    print("\n".join(ln for ln in out.getvalue().splitlines() if KERNEL_DIR not in ln))
     return 0
 
 

@@ -34,7 +34,7 @@ _SUBMODULES = (
     "label_space",
     "metrics",
     "datasets",
-    "cuda_emulator",
+    "testing",
 )
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpurpo.tree._sparse_binning import SparseCodes
+from gpurpo.tree.binning._sparse import SparseCodes
 
 
 def code_rows(codes: np.ndarray, zero_code: np.ndarray) -> SparseCodes:

@@ -175,7 +175,7 @@ def test_kernel_source_inlines_local_headers(monkeypatch, tmp_path):
     (tmp_path / "k.cu").write_text(
         '#include "a.cuh"\n  #include "b.cuh"\n#include <cstdint>\nint k_value;\n'
     )
-    monkeypatch.setattr(B, "kernel_dir", lambda: tmp_path)
+    monkeypatch.setattr(B._sources, "kernel_dir", lambda: tmp_path)
     text = B.kernel_source("k.cu")
     # each header once, in place, nested ones first; system headers left alone
     assert text.count("int b_value;") == 1 and text.count("int a_value;") == 1
@@ -208,7 +208,7 @@ def test_segment_ids_equal_numpy_repeat(seed):
     lengths[-1] = 0
     expected = np.repeat(np.arange(len(lengths)), lengths)
     # the NumPy path, and the search used on CuPy (run here on NumPy arrays)
-    for fn in (B.segment_ids, B._segment_ids_by_search):
+    for fn in (B.segment_ids, B._arrays._segment_ids_by_search):
         got = fn(np, lengths, int(lengths.sum()))
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, expected)

@@ -1,4 +1,4 @@
-"""Bin edges by bucket selection (gpurpo.tree._bucket_edges) against the edges of sorted rows.
+"""Bin edges by bucket selection (gpurpo.tree.binning._bucket_edges) against the edges of sorted rows.
 
 The kernel reads only the buckets that hold the quantiles' ranks and their
 neighbours; it must place exactly the edges :func:`edges_from_sorted` places on
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from gpurpo.backend import NUMPY
 from gpurpo.tree import BinMapper
-from gpurpo.tree._bucket_edges import DONE, NEEDS_SORT, bucket_edges_rows, row_ranges
-from gpurpo.tree._kernels_cpu import edges_from_sorted
-from gpurpo.tree.binning import _edges_of_column
+from gpurpo.tree.binning._bucket_edges import DONE, NEEDS_SORT, bucket_edges_rows, row_ranges
+from gpurpo.tree.binning._mapper import _edges_of_column
+from gpurpo.tree.binning._sorted_edges import edges_from_sorted
 
 F32_MAX = np.finfo(np.float32).max
 MISSING = 255  # the code of NaN in the codes from buckets
@@ -233,7 +233,7 @@ def test_segments_of_every_size_are_sorted():
     """The sort of a bucket's values: the network of 8 inputs, that of 16, the radix sort
     beyond (sizes 1 to 40), on ties, signed zeros and random values, segments in
     the middle of a longer array and at its end (the network reads no further)."""
-    from gpurpo.tree._bucket_edges import _sort_segment
+    from gpurpo.tree.binning._bucket_edges import _sort_segment
 
     rng = np.random.default_rng(12)
     for c in range(1, 41):
@@ -260,8 +260,11 @@ def test_codes_from_buckets_by_hand():
     one inside bucket 4 (between 4.2 and 4.7), NaN in bucket 6. The codes are
     searchsorted's; an unordered edge, or two inside edges in one bucket, give up
     (False, nothing written) and leave ``above`` all +inf."""
-    from gpurpo.tree._bucket_edges import (
-        _EDGE_BETWEEN, _EDGE_INSIDE, _EDGE_UNORDERED, _codes_from_buckets,
+    from gpurpo.tree.binning._bucket_edges import (
+        _EDGE_BETWEEN,
+        _EDGE_INSIDE,
+        _EDGE_UNORDERED,
+        _codes_from_buckets,
     )
 
     row = np.array([0.5, 1.5, 3.5, 4.2, 4.7, 5.5, np.nan, 4.2, 1.1], dtype=np.float32)

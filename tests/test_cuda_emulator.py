@@ -1,4 +1,4 @@
-"""The CPU emulation of the CUDA execution model (gpurpo.cuda_emulator).
+"""The CPU emulation of the CUDA execution model (gpurpo.testing.cuda_emulator).
 
 Every kernel here is real CUDA C (tests/cuda_kernels/*.cu, also compiled with
 NVRTC by tests/test_nvrtc.py); results are compared with NumPy references
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from gpurpo import backend
-from gpurpo.cuda_emulator import (
+from gpurpo.backend import _sources as backend_sources
+from gpurpo.testing.cuda_emulator import (
     CudaKernelError,
     EmulatedModule,
     EmulatorCompileError,
@@ -291,8 +292,8 @@ def test_math_and_bit_intrinsics(syntax):
 
 
 def test_backend_emulated_loads_kernels_through_the_emulator(monkeypatch):
-    monkeypatch.setattr(backend, "kernel_dir", lambda: KDIR)
-    backend._load_emulated_module.cache_clear()
+    monkeypatch.setattr(backend_sources, "kernel_dir", lambda: KDIR)
+    backend_sources._load_emulated_module.cache_clear()
     try:
         mod = backend.Backend("emulated").load_module("emulator_basics.cu")
         assert isinstance(mod, EmulatedModule)
@@ -301,7 +302,7 @@ def test_backend_emulated_loads_kernels_through_the_emulator(monkeypatch):
         mod.get_function("block_sum")(2, 128, (x, 1000, partial))
         assert partial.sum() == 1000
     finally:
-        backend._load_emulated_module.cache_clear()
+        backend_sources._load_emulated_module.cache_clear()
 
 
 def test_raw_kernel_counterpart():

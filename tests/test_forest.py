@@ -260,13 +260,13 @@ def test_batches_grown_on_threads_give_the_same_forest(Forest, shared, monkeypat
     kwargs = dict(n_estimators=7, projection="gaussian", n_components=3, batch_size=2,
                   shared_projection=shared, bootstrap=True, oob_score=True, random_state=3)
     serial_calls = []
-    twin = B._serial_twin
+    twin = B._registry._serial_twin
 
     def counting_twin(impl):
         serial_calls.append(impl)
         return twin(impl)
 
-    monkeypatch.setattr(B, "_serial_twin", counting_twin)
+    monkeypatch.setattr(B._registry, "_serial_twin", counting_twin)
     one = Forest(n_jobs=1, **kwargs).fit(X, Y)
     assert not serial_calls
     two = Forest(n_jobs=2, verbose=1, **kwargs).fit(X, Y)
@@ -295,7 +295,7 @@ def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
 
 def test_grower_host_helpers_follow_serial_mode():
     from gpurpo import backend as B
-    from gpurpo.tree._kernels_cpu import gather_tree_arrays
+    from gpurpo.tree._numba.gather_trees import gather_tree_arrays
 
     assert B.cpu_helper(gather_tree_arrays) is gather_tree_arrays
     with B.serial_cpu_kernels():

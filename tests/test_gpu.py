@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(
         not cupy_available(),
-        reason=f"needs CuPy and a working CUDA device: {gb._cupy_status()[1]}",
+        reason=f"needs CuPy and a working CUDA device: {gb._cupy._cupy_status()[1]}",
     ),
 ]
 

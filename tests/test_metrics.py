@@ -19,8 +19,9 @@ from sklearn.metrics import (
     r2_score,
 )
 
-from gpurpo import _ranking_kernels
+from gpurpo.metrics import _ranking_kernels
 from gpurpo import metrics as M
+from gpurpo.metrics import _ranking_counts as ranking_counts
 from gpurpo.backend import cupy_available, use_backend
 
 FUZZ = settings(max_examples=40, deadline=None)
@@ -68,7 +69,7 @@ def _lrap_path(name):
                 mock.patch.object(_ranking_kernels, "direct_limit", lambda d: limit))
         else:
             stack.enter_context(use_backend("emulated"))
-            stack.enter_context(mock.patch.object(M, "_FEW_RELEVANT", limit))
+            stack.enter_context(mock.patch.object(ranking_counts, "_FEW_RELEVANT", limit))
         yield
 
 
@@ -445,11 +446,10 @@ def test_repeated_sparse_entries_count_as_their_sum():
 
 
 def test_input_checks_stay_within_the_memory_budget(monkeypatch):
-    # the finiteness and 0/1 checks made boolean copies of whole inputs (n x d bytes
-    # each, outside the row blocks); now a max/min reduction and blocks of rows
+    # the finiteness and 0/1 checks reduce blocks of rows (no boolean copy of a whole input)
     import tracemalloc
 
-    monkeypatch.setattr(M, "_MEMORY_BUDGET", 2**20)
+    monkeypatch.setattr(M._blocks, "_MEMORY_BUDGET", 2**20)
     rng = np.random.default_rng(0)
     y_true = (rng.random((1000, 2000)) < 0.01).astype(float)  # 16 MB, 2e6 cells
     scores = rng.random((1000, 2000))

@@ -19,7 +19,7 @@ pytest.importorskip(
 )
 
 from gpurpo import backend  # noqa: E402
-from gpurpo.nvrtc_check import (  # noqa: E402
+from gpurpo.testing.nvrtc import (  # noqa: E402
     NvrtcError,
     compile_ptx,
     kernel_names,

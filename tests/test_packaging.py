@@ -33,7 +33,7 @@ def test_wheel_contains_every_kernel_source(wheel):
         names = set(zf.namelist())
     for name in sources:
         assert f"gpurpo/kernels/{name}" in names, f"{name} missing from {wheel.name}"
-    assert "gpurpo/__init__.py" in names and "gpurpo/backend.py" in names
+    assert "gpurpo/__init__.py" in names and "gpurpo/backend/__init__.py" in names
 
 
 def test_installed_package_finds_kernels(wheel, tmp_path):

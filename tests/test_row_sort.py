@@ -1,4 +1,4 @@
-"""The rows sort of the binning's edge fit (gpurpo.tree._row_sort) against NumPy's sort.
+"""The rows sort of the binning's edge fit (gpurpo.tree.binning._row_sort) against NumPy's sort.
 
 The radix sort must give ``np.sort``'s values, NaN last whatever their sign or
 payload, keeping every other value's bits; and the binning must give the same
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from gpurpo.backend import NUMPY
 from gpurpo.tree import BinMapper
-from gpurpo.tree import _row_sort
-from gpurpo.tree._row_sort import radix_sort_rows, sort_rows
+from gpurpo.tree.binning import _row_sort
+from gpurpo.tree.binning._row_sort import radix_sort_rows, sort_rows
 
 
 def _radix_sorted(values: np.ndarray) -> np.ndarray:

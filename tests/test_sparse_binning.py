@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.ensemble import RandomForestRegressor
 from gpurpo.tree import BinMapper, kernels
-from gpurpo.tree._sparse_binning import sparse_column_edges
-from gpurpo.tree.binning import _edges_of_column, _fit_edges_sorted
+from gpurpo.tree.binning._mapper import _edges_of_column, _fit_edges_sorted
+from gpurpo.tree.binning._sparse import sparse_column_edges
 
 VALUES = st.sampled_from([np.nan, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.25, 7.0, 1e-300])
 
@@ -224,7 +224,7 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
     # summed as a larger node's: from the column of stored entries for a sparse X, from
     # the codes for a dense X or on CUDA, with the same bits. Reference: the same nodes
     # with every feature sorted (``listed`` left at n).
-    from gpurpo.tree._kernels_cpu import SORT_LIMIT
+    from gpurpo.tree._numba._node_split import SORT_LIMIT
 
     rng = np.random.default_rng(21 + random_split)
     n, p, m = 3000, 300, 3
@@ -357,7 +357,8 @@ def test_trees_on_a_sparse_x_never_build_its_dense_codes(monkeypatch, params):
     # Level-wise (the subtree kernel from a root above its block size), best-first
     # (small-node kernel and partition) and Extra-Trees growth on a sparse X whose dense
     # codes exceed max_binned_bytes: same trees as the dense X, no dense codes built.
-    from gpurpo.tree import DecisionTreeRegressor, binning
+    from gpurpo.tree import DecisionTreeRegressor
+    from gpurpo.tree.binning import _mapper as binning
 
     built = []
     rebuild = binning.dense_codes_of
@@ -381,7 +382,7 @@ def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order(sampl
     # Reference: the features with a stored entry in the node's rows (np.unique), ordered
     # by their positions in NumPy's visiting order (argsort of feature_at's order).
     from gpurpo.tree import _random
-    from gpurpo.tree._kernels_cpu import _list_node_features
+    from gpurpo.tree._numba._node_split import _list_node_features
 
     rng = np.random.default_rng(8)
     n, p = 50, 700
@@ -447,7 +448,7 @@ def test_newton_boosting_on_a_sparse_x_never_builds_its_dense_codes(monkeypatch)
     # its columns, so the fit takes a max_binned_bytes below the dense codes and gives
     # the dense X's model
     from gpurpo.ensemble import GradientBoostingClassifier
-    from gpurpo.tree import binning
+    from gpurpo.tree.binning import _mapper as binning
 
     built = []
     rebuild = binning.dense_codes_of

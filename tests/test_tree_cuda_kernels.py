@@ -17,17 +17,16 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _edge_table import ragged
+from _sparse_codes import code_rows
+from _visiting import visited_features
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
 from gpurpo.tree import _kernels_cuda as kcuda
-from gpurpo.tree._kernels_cpu import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
+from gpurpo.tree._numba._node_split import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.predictor import predict_sum
-
-from _edge_table import ragged
-from _sparse_codes import code_rows
-from _visiting import visited_features
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"
@@ -329,7 +328,7 @@ def test_largest_partition_gain_matches_brute_force_and_bounds_the_scans(ns, msl
     """The bound is the largest variance reduction over every two-sided partition of the
     node that keeps min_samples_leaf samples per side (NumPy, all subsets), and no
     feature's best split of those samples exceeds it."""
-    from gpurpo.tree._kernels_cpu import _largest_partition_gain
+    from gpurpo.tree._numba._node_split import _largest_partition_gain
 
     rng = np.random.default_rng(ns + 10 * msl)
     m, mp = 5, 8
@@ -874,7 +873,7 @@ def test_bench_histogram_variants_match_the_library_kernel():
     ceiling variant within its fixed-point step."""
     from pathlib import Path
 
-    from gpurpo.cuda_emulator import EmulatedModule
+    from gpurpo.testing.cuda_emulator import EmulatedModule
 
     source = Path(__file__).resolve().parents[1] / "bench" / "experiments" / "hist_variants.cu"
     module = EmulatedModule(path=source)

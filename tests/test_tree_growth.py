@@ -285,7 +285,7 @@ def test_subtree_kernel_grows_roots_above_its_block_size_as_levels_do(params):
     kernel does, until a node fits a block, whose subtree is grown in it. The same
     trees (structure in preorder, leaf of every sample) as level-wise growth, with
     missing values, weights, and the stopping rules."""
-    from gpurpo.tree._kernels_cpu import _block_limit
+    from gpurpo.tree._numba.tree_grow_subtrees import _block_limit
 
     assert _block_limit(9000) == 64
     rng = np.random.default_rng(11)
@@ -585,7 +585,7 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     1,100 rows; blocks of 7 features (groups of 1), 8, 16 and 27 (16, 8, then
     3 of 1) from features 0, 3 and the last ones of 70; a feature of NaN only.
     """
-    from gpurpo.tree._kernels_cpu import transpose_block_to_float32
+    from gpurpo.tree.binning._sorted_edges import transpose_block_to_float32
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((1100, 70)).astype(dtype) * 10.0
@@ -692,7 +692,7 @@ def test_binning_by_blocks_on_two_threads_equals_one(n_rows, monkeypatch):
     X = rng.normal(size=(n_rows, 83))
     X[rng.random(X.shape) < 0.01] = np.nan
     X[:, 5] = rng.integers(0, 3, n_rows)
-    monkeypatch.setattr("gpurpo.tree.binning._BLOCK_BYTES", 1 << 20)
+    monkeypatch.setattr("gpurpo.tree.binning._mapper._BLOCK_BYTES", 1 << 20)
     previous = numba.get_num_threads()
     for max_bins, missing_bin in ((255, 255), (16, 16)):  # NaN coded 255, then recoded
         results = []
@@ -715,8 +715,8 @@ def test_edges_count_the_values_before_the_nans_of_each_sorted_row(n_nan):
     """The edge fit finds the non-NaN prefix of each row sorted by NumPy (NaN last,
     whatever their sign: arithmetic on x86 makes negative NaN): the same edges as a fit
     on the non-NaN values alone, for rows of no, some and only NaN."""
-    from gpurpo.tree._kernels_cpu import _count_below_nan
-    from gpurpo.tree.binning import _fit_edges_sorted
+    from gpurpo.tree.binning._mapper import _fit_edges_sorted
+    from gpurpo.tree.binning._sorted_edges import _count_below_nan
 
     rng = np.random.default_rng(n_nan)
     X = rng.normal(size=(40, 3))

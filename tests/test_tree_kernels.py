@@ -14,16 +14,15 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _edge_table import ragged
+from _sparse_codes import code_rows
+from _visiting import visited_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
 from gpurpo.tree import _random, kernels
-
-from _edge_table import ragged
-from _sparse_codes import code_rows
-from _visiting import visited_features
 
 RNG = np.random.default_rng(12345)
 
@@ -196,7 +195,7 @@ def test_cell_tables_count_edges_below_like_searchsorted(kind, n_edges, seed):
     float64's range or a denormal one; values on the edges, one ulp either side,
     between them, beyond them, infinite and NaN; the fitted path (float32 values,
     float32 comparisons) likewise for the float32 values of the same data."""
-    from gpurpo.tree._kernels_cpu import bin_codes_fitted
+    from gpurpo.tree.binning._code_tables import bin_codes_fitted
 
     rng = np.random.default_rng(seed)
     if kind == "normal":
@@ -311,7 +310,7 @@ def test_histograms_by_groups_of_nodes_sum_the_same(rows_bytes):
     one node a group (the budget below any node's rows), groups of some 100
     samples, all the nodes at once; the same histograms, bit for bit, and the
     reference's counts and sums."""
-    from gpurpo.tree._kernels_cpu import histograms_in_groups
+    from gpurpo.tree._numba.tree_histograms import histograms_in_groups
 
     batch = _random_batch(m=4)
     n_bins = 17

@@ -1,5 +1,5 @@
-"""Weighted bin edges in one kernel (gpurpo.tree._weighted_edges) against the column
-rule of gpurpo.tree.binning._edges_of_column (np.unique, bincount, searchsorted)."""
+"""Weighted bin edges in one kernel (gpurpo.tree.binning._weighted_edges) against the column
+rule of gpurpo.tree.binning._mapper._edges_of_column (np.unique, bincount, searchsorted)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from gpurpo.backend import NUMPY
 from gpurpo.tree import BinMapper
-from gpurpo.tree._weighted_edges import weighted_column_edges
-from gpurpo.tree.binning import _edges_of_column
+from gpurpo.tree.binning._mapper import _edges_of_column
+from gpurpo.tree.binning._weighted_edges import weighted_column_edges
 
 
 def _reference(X: np.ndarray, w: np.ndarray, max_bins: int) -> list[np.ndarray]:

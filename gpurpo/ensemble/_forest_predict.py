@@ -22,7 +22,7 @@ import numpy as np
 from gpurpo._leaf_top_k import leaf_sums_csr
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
-from gpurpo.tree._sparse_binning import canonical_csr
+from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees_block, pack_trees, row_blocks
 

@@ -1,8 +1,8 @@
 """Histogram-based multi-output trees grown on projected outputs.
 
 Modules, one stage each: :mod:`~gpurpo.tree.binning` (quantile bins, uint8
-codes), :mod:`~gpurpo.tree.kernels` (kernel contracts and dispatch; numba in
-:mod:`~gpurpo.tree._kernels_cpu`), :mod:`~gpurpo.tree.histogram`,
+codes), :mod:`~gpurpo.tree.kernels` (kernel contracts and dispatch; numba twins of
+``kernels/tree_<stage>.cu`` in ``gpurpo/tree/_numba/tree_<stage>.py``), :mod:`~gpurpo.tree.histogram`,
 :mod:`~gpurpo.tree.splitting` (split scores, ``xp`` code),
 :mod:`~gpurpo.tree.grower` (level-wise and best-first growth; the lower-level
 API used by forests and boosting), :mod:`~gpurpo.tree.leaves` (leaf values

@@ -37,7 +37,7 @@ from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaves import leaf_values
-from gpurpo.tree._sparse_binning import canonical_csr
+from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.predictor import Tree, apply_trees_block
 
 __all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]

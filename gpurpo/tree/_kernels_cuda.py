@@ -2,7 +2,7 @@
 
 Each function takes the backend (``"cupy"``, or ``"emulated"`` for the CPU
 emulation of CUDA) followed by EXACTLY the arguments of its numba twin in
-:mod:`gpurpo.tree._kernels_cpu`; the contracts are documented once, in
+``gpurpo/tree/_numba/tree_<stage>.py``; the contracts are documented once, in
 :mod:`gpurpo.tree.kernels`, which registers these functions with
 :func:`gpurpo.backend.register_kernel`. Like the numba kernels they only fill
 the output arrays they are given.
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.tree._kernels_cpu import SORT_LIMIT
+from gpurpo.tree._numba._node_split import SORT_LIMIT
 
 __all__ = [
     "histograms",

@@ -96,7 +96,7 @@ import numpy as np
 
 from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
-from gpurpo.tree._kernels_cpu import gather_tree_arrays
+from gpurpo.tree._numba.gather_trees import gather_tree_arrays
 from gpurpo.tree._node_tables import (
     absorb_subtrees,
     leaf_table,
@@ -141,7 +141,7 @@ def default_small_node_size(
     of each pair (subtraction), so they win from smaller nodes on.
 
     With ``stored_columns`` (a sparse X, whose stored entries are listed by
-    column: :class:`~gpurpo.tree._sparse_binning.SparseCodes`) the CPU splits
+    column: :class:`~gpurpo.tree.binning._sparse.SparseCodes`) the CPU splits
     nodes of every size from their samples: a mostly-zero feature then costs
     the stored entries of its column instead of every sample of the node (its
     zero bin is derived from the node's totals), where a histogram reads all

@@ -2,7 +2,7 @@
 
 Every hot loop of tree growth and prediction is one kernel registered with
 :func:`gpurpo.backend.register_kernel`. The CPU implementation is numba
-(:mod:`gpurpo.tree._kernels_cpu`); a CUDA twin takes EXACTLY the same arrays
+(the modules of :mod:`gpurpo.tree._numba`, each named after its ``kernels/tree_<stage>.cu`` twin); a CUDA twin takes EXACTLY the same arrays
 (same shapes, dtypes and C order) plus the backend as first argument. The
 wrappers below validate dtypes and contiguity, allocate every output with the
 backend's ``xp`` (zeroed where the contract says so) and call
@@ -33,7 +33,7 @@ Kernel contracts
     out          uint8   (q, n)        the codes of ``tree_bin_codes`` for the dense X; rows
                                        with no stored entry get the code of 0.0
     (numba per feature; for CUDA backends an ``xp`` version comparing blocks of
-    stored entries with their edge rows, :mod:`gpurpo.tree._sparse_binning`)
+    stored entries with their edge rows, :mod:`gpurpo.tree.binning._sparse`)
 
 ``tree_histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out)``
     codes        uint8   (p, n)        feature-major bin codes
@@ -209,7 +209,7 @@ Kernel contracts
     missing_bin, tie_rtol, subtracted_bin: as for ``tree_split_small`` (node_* of
     the roots)
     zero_code, row_ptr, row_features, row_codes: the codes of a sparse X row by
-    row (the ``SparseCodes`` rows of gpurpo.tree._sparse_binning), or ``row_ptr`` of
+    row (the ``SparseCodes`` rows of gpurpo.tree.binning._sparse), or ``row_ptr`` of
     length 0 when there is none (``zero_code`` is then unused):
     zero_code    uint8   (p,)          code of 0.0 of each feature
     row_ptr      int64   (n + 1,)      row i owns entries ``row_ptr[i]:row_ptr[i + 1]``
@@ -291,9 +291,18 @@ import numpy as np
 
 from gpurpo._validation import check_float
 from gpurpo.backend import Backend, register_kernel
-from gpurpo.tree import _kernels_cpu as _cpu
 from gpurpo.tree import _kernels_cuda as _cuda
-from gpurpo.tree import _sparse_binning as _sparse
+from gpurpo.tree._numba import (
+    tree_grow_subtrees,
+    tree_histograms,
+    tree_leaves,
+    tree_node_stats,
+    tree_partition,
+    tree_predict,
+    tree_score,
+    tree_split_small,
+)
+from gpurpo.tree.binning import _code_tables, _sparse
 
 __all__ = [
     "KERNEL_NAMES",
@@ -343,20 +352,20 @@ def _bin_codes_xp(
         out[f] = xp.where(xp.isnan(col), missing_bin, codes).astype(xp.uint8)
 
 
-register_kernel("tree_bin_codes", cpu=_cpu.bin_codes, cuda=_bin_codes_xp)
+register_kernel("tree_bin_codes", cpu=_code_tables.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_bin_codes_sparse", cpu=_sparse.sparse_bin_codes_cpu, cuda=_sparse.sparse_bin_codes_xp)
-register_kernel("tree_node_stats", cpu=_cpu.node_stats, cuda=_cuda.node_stats)
-register_kernel("tree_partition", cpu=_cpu.partition, cuda=_cuda.partition)
-register_kernel("tree_histograms", cpu=_cpu.histograms, cuda=_cuda.histograms)
-register_kernel("tree_split_small", cpu=_cpu.split_small_nodes, cuda=_cuda.split_small_nodes)
-register_kernel("tree_score_histograms", cpu=_cpu.score_histograms, cuda=_cuda.score_histograms)
-register_kernel("tree_grow_subtrees", cpu=_cpu.grow_subtrees, cuda=_cuda.grow_subtrees)
-register_kernel("tree_accumulate_leaves_dense", cpu=_cpu.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
-register_kernel("tree_accumulate_leaves_csr", cpu=_cpu.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
-register_kernel("tree_apply", cpu=_cpu.apply_trees, cuda=_cuda.apply_trees)
-register_kernel("tree_apply_csr", cpu=_cpu.apply_trees_csr, cuda=_cuda.apply_trees_csr)
-register_kernel("tree_sum_leaves_dense", cpu=_cpu.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
-register_kernel("tree_sum_leaves_csr", cpu=_cpu.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
+register_kernel("tree_node_stats", cpu=tree_node_stats.node_stats, cuda=_cuda.node_stats)
+register_kernel("tree_partition", cpu=tree_partition.partition, cuda=_cuda.partition)
+register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.histograms)
+register_kernel("tree_split_small", cpu=tree_split_small.split_small_nodes, cuda=_cuda.split_small_nodes)
+register_kernel("tree_score_histograms", cpu=tree_score.score_histograms, cuda=_cuda.score_histograms)
+register_kernel("tree_grow_subtrees", cpu=tree_grow_subtrees.grow_subtrees, cuda=_cuda.grow_subtrees)
+register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
+register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
+register_kernel("tree_apply", cpu=tree_predict.apply_trees, cuda=_cuda.apply_trees)
+register_kernel("tree_apply_csr", cpu=tree_predict.apply_trees_csr, cuda=_cuda.apply_trees_csr)
+register_kernel("tree_sum_leaves_dense", cpu=tree_predict.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
+register_kernel("tree_sum_leaves_csr", cpu=tree_predict.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
 
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
@@ -550,14 +559,14 @@ def partition_columns(
     """:func:`partition` for a sparse X binned without its dense codes (CPU only).
 
     The codes are read from the stored-entry columns of ``sparse_codes``
-    (:class:`~gpurpo.tree._sparse_binning.SparseCodes`); same partition and
+    (:class:`~gpurpo.tree.binning._sparse.SparseCodes`); same partition and
     return value as ``tree_partition`` on the dense codes. CUDA backends bin
     a sparse X into dense codes and use :func:`partition`.
     """
     _require_numpy(backend, "partition_columns")
     ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
     if ranges.shape[0]:
-        _cpu.partition_columns(
+        tree_partition.partition_columns(
             *_columns(backend, sparse_codes),
             *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
             sample_indices,
@@ -642,7 +651,7 @@ def build_histograms_columns(
     out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
     if out.size == 0:
         return out
-    _cpu.histograms_columns(
+    tree_histograms.histograms_columns(
         *_columns(backend, sparse_codes),
         *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
         *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,

@@ -25,7 +25,7 @@ import numpy as np
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels
 from gpurpo.tree._node_tables import pack_tree
-from gpurpo.tree._sparse_binning import canonical_csr
+from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 
 __all__ = [

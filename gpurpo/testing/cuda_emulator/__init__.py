@@ -11,16 +11,16 @@ block and atomics through ``std::atomic_ref``. The Python side mirrors CuPy::
     kernel((n_blocks,), (256,), (x_binned, rows, np.int32(n), hist), shared_mem=nbytes)
 
 with NumPy arrays standing for device arrays, and checks every argument
-against the kernel's C++ signature (see :mod:`gpurpo.cuda_emulator._launch`).
+against the kernel's C++ signature (see :mod:`gpurpo.testing.cuda_emulator._launch`).
 """
 
-from gpurpo.cuda_emulator._build import (
+from gpurpo.testing.cuda_emulator._build import (
     EmulatorCompileError,
     EmulatorUnavailableError,
     cache_dir,
 )
-from gpurpo.cuda_emulator._launch import CudaKernelError, EmulatedKernel, Param
-from gpurpo.cuda_emulator._module import EmulatedModule, raw_kernel
+from gpurpo.testing.cuda_emulator._launch import CudaKernelError, EmulatedKernel, Param
+from gpurpo.testing.cuda_emulator._module import EmulatedModule, raw_kernel
 
 __all__ = [
     "CudaKernelError",

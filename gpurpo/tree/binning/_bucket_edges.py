@@ -1,6 +1,6 @@
 """Quantile bin edges of float32 rows by bucket selection, without sorting the rows.
 
-The edge rule of :func:`gpurpo.tree._kernels_cpu.edges_from_sorted` reads a
+The edge rule of :func:`gpurpo.tree.binning._sorted_edges.edges_from_sorted` reads a
 sorted row at ``max_bins - 1`` ranks only: the value at each rank, the end of
 its run of ties and the next distinct value. With more than ``max_bins``
 distinct values (the usual case for continuous features), this module finds
@@ -9,7 +9,7 @@ one distribution pass, as in a bucket sort (Knuth, TAOCP vol. 3, section
 5.2.5, distribution counting; section 5.3.3 for selection):
 
 1. the row's minimum and maximum (NaN apart) come with the transposition that
-   makes the row (:func:`gpurpo.tree._kernels_cpu.transpose_block_to_float32`),
+   makes the row (:func:`gpurpo.tree.binning._sorted_edges.transpose_block_to_float32`),
    or from :func:`row_ranges`;
 2. 256 evenly spaced values estimate how crowded the buckets at the ranks
    would be (:func:`_crowding`) with buckets of equal width in value and with
@@ -42,7 +42,7 @@ routes give the same edges, bit for bit.
 
 One thread, AMD EPYC (Zen 4), rows of 12,920 float32 values: 31 to 43 us per
 row by buckets (normal, uniform, exponential, lognormal, gamma(0.5) values)
-against 59 to 64 us for the radix sort of :mod:`gpurpo.tree._row_sort` and
+against 59 to 64 us for the radix sort of :mod:`gpurpo.tree.binning._row_sort` and
 the edge scan after it. A delicious-shaped ``fit_transform`` (12,920 x 500
 normal features) 50.3 -> 36.7 ms, mediamill-shaped (30,993 x 120) 30.1 ->
 19.0 ms, with the faster transposition and the tie pass of the codes made at
@@ -56,8 +56,8 @@ import numpy as np
 from numba import njit
 
 from gpurpo.tree._borrow import borrow, borrow_all
-from gpurpo.tree._kernels_cpu import float32_codes_agree
-from gpurpo.tree._row_sort import _key, radix_sort_rows
+from gpurpo.tree.binning._code_tables import float32_codes_agree
+from gpurpo.tree.binning._row_sort import _key, radix_sort_rows
 
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
 # buckets sorted by a sorting network up to this size, by the radix sort above
@@ -258,7 +258,7 @@ def _sort16(a, lo, c):
 def _sort_segment(a, lo, hi, radix_out, radix_scratch):
     """Sort ``a[lo:hi]`` increasingly (finite values) in place: by a sorting network
     of 8 inputs up to 8 values, of 16 up to ``_SMALL_BUCKET``, by the radix sort of
-    :mod:`gpurpo.tree._row_sort` above (a crowded bucket, such as the zeros of a
+    :mod:`gpurpo.tree.binning._row_sort` above (a crowded bucket, such as the zeros of a
     feature mostly zero: linear time, where a quicksort of 11,600 equal values
     took 0.2 ms)."""
     c = hi - lo
@@ -278,7 +278,7 @@ def _sort_segment(a, lo, hi, radix_out, radix_scratch):
 def row_ranges(values, out_lo, out_hi):
     """``out_lo[r]``, ``out_hi[r]``: the smallest and largest non-NaN value of row ``r``
     (+inf and -inf for a row of NaN), for the rows of ``values`` that
-    :func:`gpurpo.tree._kernels_cpu.transpose_block_to_float32` did not give."""
+    :func:`gpurpo.tree.binning._sorted_edges.transpose_block_to_float32` did not give."""
     for r in range(values.shape[0]):
         row = values[r]
         lo = np.float32(np.inf)
@@ -361,7 +361,7 @@ def _segment_max(values, first, c):
 @njit(nogil=True, cache=True)
 def _key_bucket_ids(row, lo, hi, nb, ids):
     """``ids[i]``: the bucket of ``row[i]`` among ``nb`` of equal width in the space of
-    the order-preserving 32-bit keys of :func:`gpurpo.tree._row_sort._key` (``nb``
+    the order-preserving 32-bit keys of :func:`gpurpo.tree.binning._row_sort._key` (``nb``
     for NaN): about equal shares of each binade, for heavy-tailed or skewed values
     that equal widths in value crowd into a few buckets. Monotone as well."""
     key_lo = _key(np.float32(lo).view(np.uint32))
@@ -628,7 +628,7 @@ def _codes_from_buckets(row, ids, nb, n_edges, edge_meta, missing_bin, picked, n
                         above, out):
     """``out[i] = #{edges < row[i]}`` (``missing_bin`` for NaN) for the very values whose
     edges :func:`_row_edges` placed, from their bucket ids: a table read per value
-    instead of :func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`'s value-to-cell
+    instead of :func:`gpurpo.tree.binning._code_tables.bin_codes_fitted`'s value-to-cell
     arithmetic (its tie fix-ups for ``float32_ok`` False still apply).
 
     Each edge lies between two consecutive distinct values of the row. When they
@@ -688,7 +688,7 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
     ``lo[r]`` and ``hi[r]`` are row ``r``'s smallest and largest non-NaN
     values (:func:`row_ranges`). Fills, for every row: ``out_has_nan[r]``,
     ``out_extreme[r]`` (a non-NaN magnitude of at least float32's largest,
-    or infinite; see :func:`gpurpo.tree.binning._bin_by_blocks`) and
+    or infinite; see :func:`gpurpo.tree.binning._mapper._bin_by_blocks`) and
     ``out_status[r]``. For the rows of status :data:`DONE`,
     ``out_edges[r, :out_n_edges[r]]`` and ``out_float32_ok[r]``; the rows of
     status :data:`NEEDS_SORT` (at most ``2 max(max_bins, _SAMPLE)`` non-NaN values, an
@@ -700,7 +700,7 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
     done, from their buckets (:func:`_codes_from_buckets`), where
     ``out_coded[r]`` says so (False for the other rows); NaN coded ``missing_bin``.
     Those codes compare the float32 values: for a row whose ``out_float32_ok``
-    is False, :func:`gpurpo.tree._kernels_cpu.bin_codes_fitted` still compares
+    is False, :func:`gpurpo.tree.binning._code_tables.bin_codes_fitted` still compares
     the values next to a tie edge in float64.
     """
     q, n_all = values.shape

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gpurpo.cuda_emulator import _parse
+from gpurpo.testing.cuda_emulator import _parse
 
 __all__ = [
     "EmulatorCompileError",

@@ -30,7 +30,8 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import Backend
-from gpurpo.tree._kernels_cpu import N_CHUNKS, _count_below
+from gpurpo.tree._numba._shared import N_CHUNKS
+from gpurpo.tree.binning._edge_lookup import _count_below
 
 __all__ = [
     "SparseCodes",

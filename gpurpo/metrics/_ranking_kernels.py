@@ -10,15 +10,11 @@ block of rows: ``T`` 0/1 relevance, dense or CSR (host or GPU, as the data);
 (:func:`gpurpo.metrics.label_ranking_average_precision` sums them over rows):
 
 * CPU (numba, rows in parallel): the row's relevant scores are gathered in
-  column order (from the stored entries of a CSR ``T``, with no dense copy:
-  2,000 x 100,000 labels, 0.45 -> 0.12 s), in the scores' own precision; with
+  column order (from the stored entries of a CSR ``T``, with no dense copy), in the scores' own precision; with
   few of them (at most :func:`direct_limit`) each ``R_ij`` is a count over
   the row (a compare-and-add loop the compiler vectorises, ``|Y_i| d``
   comparisons), with many the row and the relevant scores are sorted
-  (numba's own sort) and each count is a binary search (``d log d``). The
-  array version sorted every row of a block with NumPy (12,920 x 983 scores:
-  0.87 s on an AMD EPYC, 0.08 s now; 0.33 s by its direct count for rows of
-  at most 32 labels);
+  (numba's own sort) and each count is a binary search (``d log d``);
 * CUDA backends (CuPy, and the emulator in tests): the array version of
   :mod:`gpurpo.metrics` on dense float64 blocks (a broadcast count, or a sort
   of the whole block).
@@ -30,8 +26,7 @@ The kernel ``"top_k_hits(T, S, k)"`` (:func:`gpurpo.metrics.precision_at_k`)
 returns the number of relevant labels among each row's ``k`` best scores
 (ties to the lowest columns), summed over the block's rows: on the CPU by the
 one-pass top-k kernel of :mod:`gpurpo._top_k`, ``T`` read at those columns
-only (2,000 x 100,000 float32 scores: 3.93 -> 0.13 s against a partition, a
-cumulative sum and a dense mask of the block), on CUDA backends by that mask
+only, on CUDA backends by a dense mask of the block
 (:func:`gpurpo._top_k.top_k_mask`).
 """
 
@@ -43,7 +38,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from gpurpo._top_k import top_k, top_k_mask
 from gpurpo.backend import NUMPY, Backend, register_kernel
+from gpurpo.metrics._ranking_counts import ranking_counts_xp
 
 
 def direct_limit(d: int) -> int:
@@ -138,8 +135,6 @@ def _lrap_row_counts_xp(
     backend: Backend, T: Any, S: Any, out_ratio_sum: Any, out_n_relevant: Any
 ) -> None:
     """The kernel on CUDA backends: the array version of :mod:`gpurpo.metrics`."""
-    from gpurpo.metrics import ranking_counts_xp
-
     xp = backend.xp
     if backend.issparse(T):
         T = T.toarray()
@@ -157,8 +152,6 @@ def top_k_hits_cpu(T: Any, S: Any, k: int) -> float:
     kernel of :mod:`gpurpo._top_k` (one pass over the row, in the scores' own
     precision), then the relevance ``T`` (dense or SciPy sparse) read at those
     columns only."""
-    from gpurpo._top_k import top_k
-
     rows = S.shape[0]
     indices = top_k(S, k, NUMPY)[0]
     if sp.issparse(T):
@@ -170,8 +163,6 @@ def top_k_hits_cpu(T: Any, S: Any, k: int) -> float:
 def _top_k_hits_xp(backend: Backend, T: Any, S: Any, k: int) -> float:
     """The kernel ``top_k_hits`` on CUDA backends: a mask of each row's top ``k``
     (:func:`gpurpo._top_k.top_k_mask`) times the dense relevance."""
-    from gpurpo._top_k import top_k_mask
-
     xp = backend.xp
     if backend.issparse(T):
         T = T.toarray()

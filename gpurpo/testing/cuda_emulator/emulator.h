@@ -9,7 +9,7 @@
 //     the block's threads; a thread that returns from the kernel leaves the
 //     barrier, and the launcher reports "barrier divergence" when the threads
 //     of a block called __syncthreads a different number of times;
-//   * __shared__ variables (rewritten by gpurpo.cuda_emulator._parse into
+//   * __shared__ variables (rewritten by gpurpo.testing.cuda_emulator._parse into
 //     calls of gpurpo_emu::shared_var / gpurpo_emu::dynamic_shared) live in a
 //     per-block arena that is filled with 0xFF bytes (NaN for floats, -1 for
 //     ints) when a block starts, so a kernel that forgets to initialise its
@@ -18,7 +18,7 @@
 //     per-warp exchange buffer and barrier (warps are 32 consecutive linear
 //     thread ids, as on NVIDIA hardware);
 //   * __trap(), assert() and emulator-detected errors stop the launch and are
-//     reported to Python as gpurpo.cuda_emulator.CudaKernelError.
+//     reported to Python as gpurpo.testing.cuda_emulator.CudaKernelError.
 //
 // Blocks are taken one at a time by each group of blockDim threads; a launch
 // may run several groups (several blocks) at once. The threads come from a

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpurpo.cuda_emulator import _build
-from gpurpo.cuda_emulator._launch import EmulatedKernel, parse_signature
+from gpurpo.testing.cuda_emulator import _build
+from gpurpo.testing.cuda_emulator._launch import EmulatedKernel, parse_signature
 
 __all__ = ["EmulatedModule", "raw_kernel"]
 

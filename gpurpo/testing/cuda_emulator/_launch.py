@@ -196,7 +196,7 @@ def _raw(address: int, size: int) -> np.ndarray:
 
 
 class EmulatedKernel:
-    """A kernel of an :class:`~gpurpo.cuda_emulator.EmulatedModule`.
+    """A kernel of an :class:`~gpurpo.testing.cuda_emulator.EmulatedModule`.
 
     Call it like ``cupy.RawKernel``: ``kernel(grid, block, args, shared_mem=0)``.
 

@@ -180,7 +180,7 @@ def kernel_names(source: str, options: Iterable[str] = DEFAULT_OPTIONS, name: st
     C++ compiler is available (so macro-generated kernels are listed);
     otherwise the kernels are read from the text with comments ignored.
     """
-    from gpurpo.cuda_emulator import _build, _parse
+    from gpurpo.testing.cuda_emulator import _build, _parse
 
     text = source
     try:

@@ -1,37 +1,6 @@
-"""Quantile binning of the inputs into small integer codes.
+"""The bin mapper: fits the bin edges of every feature and codes the inputs.
 
-Histogram-based split finding works on features discretised into at most
-``max_bins`` ordered bins per feature (uint8 codes), plus one bin reserved
-for missing values (NaN):
-
-* bin edges are fitted per feature on the host, on a random subsample of at
-  most ``subsample`` rows when n is large. A feature with at most
-  ``max_bins`` distinct values gets one bin per value, with edges at the
-  midpoints between consecutive distinct values; otherwise the edges are
-  midpoints between consecutive distinct values taken at the
-  ``j / max_bins`` quantiles (a value and all its ties stay in one bin, so a
-  heavily repeated value such as the zero of a sparse feature is one bin);
-* code of a value ``x`` of feature ``f``: ``#{edges_f < x}``, so that
-  ``code <= b`` if and only if ``x <= edges_f[b]`` (compared in float64). A
-  split "code <= b" learned on binned data is therefore the split
-  "x <= edges_f[b]" on raw values: trees store real thresholds and predict
-  from raw ``X``;
-* NaN gets the code ``missing_bin = n_bins - 1`` where ``n_bins`` is one
-  more than the largest number of value bins over all features: THE LAST
-  BIN is the missing-value bin (so a data set of binary features has
-  ``n_bins = 3``, not 256, and histograms are small);
-* codes are stored FEATURE-MAJOR: a C-contiguous uint8 array of shape
-  ``(n_features, n_samples)``, so the codes of one feature for consecutive
-  samples are contiguous (streaming reads on the CPU, coalesced on a GPU).
-
-:meth:`BinMapper.fit_transform` gives the codes of the data the edges are fitted
-on; on the CPU it reads them from the float32 values of each block of
-features that the edge fit sorts a copy of (the same codes as
-:meth:`BinMapper.transform`; see :func:`_bin_by_blocks`).
-
-Dense and sparse (SciPy / cupyx) ``X`` are binned densely; the binned matrix
-must fit in ``max_binned_bytes`` (default 4 GiB), otherwise a ``ValueError``
-says so.
+The rule and the code layout are described in :mod:`gpurpo.tree.binning`.
 """
 
 from __future__ import annotations
@@ -44,14 +13,12 @@ import scipy.sparse as sp
 
 from gpurpo._validation import check_int, validate_values
 from gpurpo.backend import Backend, check_random_state
-from gpurpo.tree import _row_sort, kernels
-from gpurpo.tree._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
-from gpurpo.tree._kernels_cpu import (
-    bin_codes_fitted,
-    edges_from_sorted,
-    transpose_block_to_float32,
-)
-from gpurpo.tree._sparse_binning import (
+from gpurpo.tree import kernels
+from gpurpo.tree.binning import _row_sort
+from gpurpo.tree.binning._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
+from gpurpo.tree.binning._code_tables import bin_codes_fitted
+from gpurpo.tree.binning._sorted_edges import edges_from_sorted, transpose_block_to_float32
+from gpurpo.tree.binning._sparse import (
     SparseCodes,
     canonical_csc,
     dense_codes_of,
@@ -60,7 +27,7 @@ from gpurpo.tree._sparse_binning import (
     sparse_column_edges,
     zero_codes_ragged,
 )
-from gpurpo.tree._weighted_edges import weighted_column_edges
+from gpurpo.tree.binning._weighted_edges import weighted_column_edges
 
 __all__ = ["BinMapper", "BinnedMatrix", "MAX_BINS", "DEFAULT_MAX_BINNED_BYTES"]
 
@@ -276,7 +243,7 @@ class BinMapper:
         check_int(self.subsample, "subsample", low=1)
         check_int(self.max_binned_bytes, "max_binned_bytes", low=1)
 
-    def fit(self, X: Any, sample_weight: Any = None) -> "BinMapper":
+    def fit(self, X: Any, sample_weight: Any = None) -> BinMapper:
         """Fit the bin edges on (a subsample of) ``X``.
 
         Parameters
@@ -375,7 +342,7 @@ class BinMapper:
         features is transposed to float32 once, for its edges (a sorted copy)
         and its codes (contiguous reads), in :func:`_bin_by_blocks`; the
         float64 values decide for the features where float32 codes could
-        differ (see :func:`gpurpo.tree._kernels_cpu.float32_codes_agree`).
+        differ (see :func:`gpurpo.tree.binning._code_tables.float32_codes_agree`).
 
         ``check_range_of``: the name of ``X`` in errors, to check its values
         here, as ``check_array(X, name, allow_nan=True, float32_range=True)``
@@ -543,7 +510,7 @@ def _block_width(n: int, p: int) -> int:
 
 def _float32_block(sample: Any, f0: int, out: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
     """``out[j] = float32(sample[:, f0 + j])``, and in ``lo[j]``, ``hi[j]`` its smallest
-    and largest non-NaN values (:func:`gpurpo.tree._bucket_edges.row_ranges`)."""
+    and largest non-NaN values (:func:`gpurpo.tree.binning._bucket_edges.row_ranges`)."""
     if sample.dtype in (np.float32, np.float64) and sample.flags.c_contiguous:
         transpose_block_to_float32(sample, f0, out, lo, hi)
         return
@@ -557,8 +524,8 @@ def _sorted_edges(
     out: np.ndarray, n_edges: np.ndarray, float32_ok: np.ndarray,
 ) -> None:
     """Edges of the ``rows`` of a float32 block that bucket selection left, from their
-    sorted values (:func:`gpurpo.tree._row_sort.sort_rows`,
-    :func:`gpurpo.tree._kernels_cpu.edges_from_sorted`); ``out``, ``n_edges`` and
+    sorted values (:func:`gpurpo.tree.binning._row_sort.sort_rows`,
+    :func:`gpurpo.tree.binning._sorted_edges.edges_from_sorted`); ``out``, ``n_edges`` and
     ``float32_ok`` are the block's."""
     values = np.ascontiguousarray(block[rows])
     ordered = sorted_block[: rows.size]
@@ -582,19 +549,19 @@ def _bin_by_blocks(
 
     Each block of about ``_BLOCK_BYTES`` of values is transposed to float32
     (``a``, feature-major), with each feature's range
-    (:func:`gpurpo.tree._kernels_cpu.transpose_block_to_float32`). The edges
+    (:func:`gpurpo.tree.binning._sorted_edges.transpose_block_to_float32`). The edges
     of most features come from bucket selection
-    (:func:`gpurpo.tree._bucket_edges.bucket_edges_rows`, which reads a
+    (:func:`gpurpo.tree.binning._bucket_edges.bucket_edges_rows`, which reads a
     fraction of the sorted values); the features it leaves (few distinct
     values, crowded buckets, infinite values, short columns) are sorted into ``b``
-    (:func:`gpurpo.tree._row_sort.sort_rows`: NumPy's sort or a radix sort,
+    (:func:`gpurpo.tree.binning._row_sort.sort_rows`: NumPy's sort or a radix sort,
     whichever is faster here) and take
-    :func:`gpurpo.tree._kernels_cpu.edges_from_sorted`. Both rules place the
+    :func:`gpurpo.tree.binning._sorted_edges.edges_from_sorted`. Both rules place the
     same edges: midpoints of float32-rounded values, in float64. When
     ``codes`` is given, the block's codes come from the buckets of the
     features done by buckets (their bucket ids, read through a table of codes:
-    :func:`gpurpo.tree._bucket_edges._codes_from_buckets`), from ``a`` for the
-    others (:func:`gpurpo.tree._kernels_cpu.bin_codes_fitted`, which also
+    :func:`gpurpo.tree.binning._bucket_edges._codes_from_buckets`), from ``a`` for the
+    others (:func:`gpurpo.tree.binning._code_tables.bin_codes_fitted`, which also
     settles in float64 the values next to a float32 tie edge), NaN coded
     ``_NAN_CODE``, and in ``n_zero`` each feature's count of the code of 0.0.
     The two buffers of a block stay in the cache and are reused by the next
@@ -602,7 +569,7 @@ def _bin_by_blocks(
     numba's thread count of Python threads (the kernels and the sort release
     the GIL). A delicious-shaped fit_transform (12,920 x 500 float64), one
     thread, AMD EPYC (Zen 4): 50.3 ms with every feature radix-sorted, 36.7 ms
-    by bucket selection (see :mod:`gpurpo.tree._bucket_edges`).
+    by bucket selection (see :mod:`gpurpo.tree.binning._bucket_edges`).
 
     Codes are always computed by comparing float64 values with the float64
     edges, so the rule ``code <= b iff x <= edges[b]`` is exact whatever the
@@ -680,7 +647,7 @@ def _fit_edges_columns(
 
     A sparse sample of at most 256 MiB as dense float64 is densified; the
     unweighted dense sample is sorted by blocks (:func:`_bin_by_blocks`), the
-    weighted one takes :func:`gpurpo.tree._weighted_edges.weighted_column_edges`
+    weighted one takes :func:`gpurpo.tree.binning._weighted_edges.weighted_column_edges`
     (the edges of :func:`_edges_of_column`, in one kernel); the columns of a
     weighted sparse sample take :func:`_edges_of_column` one by one.
     """
@@ -726,7 +693,7 @@ def _fit_edges_sparse(sample: Any, max_bins: int) -> tuple[np.ndarray, np.ndarra
     feature's edges one after the other, and their numbers (:meth:`BinMapper._set_edges`).
 
     Same edges as :func:`_edges_of_column` on each densified column
-    (:func:`gpurpo.tree._sparse_binning.sparse_column_edges`); duplicate
+    (:func:`gpurpo.tree.binning._sparse.sparse_column_edges`); duplicate
     entries are summed first, as densifying would. Memory follows the stored
     entries: a column of s of them has at most s + 1 distinct values (its zeros
     one of them), so at most s edges, and gets min(max_bins - 1, s) slots (a

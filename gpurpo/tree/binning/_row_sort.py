@@ -2,8 +2,8 @@
 
 The edge fit of :class:`gpurpo.tree.binning.BinMapper` sorts the float32
 values of the features that bucket selection leaves (few distinct values,
-heavy tails, infinite values: :mod:`gpurpo.tree._bucket_edges`, in
-:func:`gpurpo.tree.binning._bin_by_blocks`). NumPy sorts them
+heavy tails, infinite values: :mod:`gpurpo.tree.binning._bucket_edges`, in
+:func:`gpurpo.tree.binning._mapper._bin_by_blocks`). NumPy sorts them
 with x86-simd-sort, whose AVX-512 partition stores each vector with a masked
 compress to memory (``vpcompressps``): about 2.5 ns per value on Intel Xeons,
 but that instruction is microcoded on AMD Zen 4, where the same sort takes

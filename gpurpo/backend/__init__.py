@@ -1,0 +1,83 @@
+"""Array namespace, device selection, random numbers and kernel dispatch.
+
+gpurpo's algorithm code is written once against a NumPy-compatible module ``xp``
+(``numpy`` on the CPU, ``cupy`` on CUDA). This module is the single place that
+knows which one is in use:
+
+* :func:`resolve_backend` picks the backend for a call from the inputs ("compute
+  follows data"), the estimator's ``device`` argument and the global setting
+  (:func:`set_backend`, :func:`use_backend`, environment variable
+  ``GPURPO_BACKEND``);
+* :class:`Backend` bundles the array module, its sparse module, host/device
+  transfers, device attributes and the kernel dispatch point
+  (:meth:`Backend.kernel`);
+* :func:`register_kernel` is how the hot loops (histograms, leaf accumulation,
+  tree traversal) plug in their three implementations: a numba CPU kernel used
+  by the ``"numpy"`` backend and a CUDA kernel (``kernels/*.cu`` through
+  :meth:`Backend.load_module`) used by both ``"cupy"`` and the CPU emulation of
+  CUDA (backend ``"emulated"``);
+* random numbers are drawn on the host from one seeded
+  :class:`numpy.random.Generator` and moved to the device, so a seed gives the
+  same projections on every backend.
+"""
+
+from gpurpo.backend._arrays import segment_ids, segment_positions, to_host
+from gpurpo.backend._backend import BACKEND_NAMES, CUPY, EMULATED, NUMPY, Backend
+from gpurpo.backend._cupy import (
+    BackendUnavailableError,
+    cupy_available,
+    is_gpu_array,
+)
+from gpurpo.backend._random import check_random_state, spawn_seeds
+from gpurpo.backend._registry import (
+    cpu_helper,
+    register_kernel,
+    registered_kernels,
+    serial_cpu_kernels,
+)
+from gpurpo.backend._settings import (
+    DEVICE_NAMES,
+    SETTING_NAMES,
+    get_backend,
+    namespace_of,
+    resolve_backend,
+    set_backend,
+    show_backend,
+    use_backend,
+)
+from gpurpo.backend._sources import (
+    CUDA_COMPILE_OPTIONS,
+    kernel_dir,
+    kernel_source,
+)
+
+__all__ = [
+    "BACKEND_NAMES",
+    "CUDA_COMPILE_OPTIONS",
+    "CUPY",
+    "DEVICE_NAMES",
+    "EMULATED",
+    "NUMPY",
+    "SETTING_NAMES",
+    "Backend",
+    "BackendUnavailableError",
+    "cupy_available",
+    "get_backend",
+    "set_backend",
+    "use_backend",
+    "show_backend",
+    "resolve_backend",
+    "namespace_of",
+    "is_gpu_array",
+    "to_host",
+    "segment_ids",
+    "segment_positions",
+    "check_random_state",
+    "spawn_seeds",
+    "register_kernel",
+    "registered_kernels",
+    "serial_cpu_kernels",
+    "cpu_helper",
+    "kernel_dir",
+    "kernel_source",
+]

@@ -1,0 +1,93 @@
+"""Host transfers and segment helpers shared by the backends' algorithm code."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend._cupy import is_gpu_array
+
+
+def to_host(a: Any) -> Any:
+    """Return a NumPy array / SciPy sparse matrix for any supported input.
+
+    Parameters
+    ----------
+    a : array, sparse matrix or None
+        NumPy/SciPy or CuPy/cupyx data.
+
+    Returns
+    -------
+    ndarray, SciPy sparse matrix or None
+        ``a.get()`` for GPU data (a device-to-host copy), else ``a`` itself
+        (not copied); ``None`` for ``None``.
+    """
+    if a is None:
+        return None
+    if is_gpu_array(a):
+        return a.get()
+    return a
+
+
+def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:
+    """Segment of every position when segments of ``lengths`` are laid end to end.
+
+    The same as ``xp.repeat(xp.arange(len(lengths)), lengths)``, which CuPy
+    before 14.1 does not accept with an array of repeats: on CuPy, a
+    ``searchsorted`` of the positions in the segments' ends, on the device;
+    on NumPy, the repeat itself.
+
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    lengths : int array of shape (S,)
+        Non-negative segment lengths, on ``xp``.
+    total : int
+        ``lengths.sum()`` (known to the caller, so no device-to-host copy).
+
+    Returns
+    -------
+    int64 array of shape (total,)
+    """
+    if xp is np:
+        # NumPy repeats in one linear pass (the search is O(total log S))
+        return np.repeat(np.arange(len(lengths), dtype=np.int64), np.asarray(lengths, np.int64))
+    return _segment_ids_by_search(xp, lengths, total)
+
+
+def _segment_ids_by_search(xp: ModuleType, lengths: Any, total: int) -> Any:
+    """:func:`segment_ids` as a search of the positions in the segments' ends."""
+    ends = xp.cumsum(xp.asarray(lengths, dtype=xp.int64))
+    return xp.searchsorted(ends, xp.arange(int(total), dtype=xp.int64), side="right").astype(
+        xp.int64
+    )
+
+
+def segment_positions(xp: ModuleType, starts: Any, lengths: Any, total: int) -> tuple[Any, Any]:
+    """Positions ``starts[s] + k`` (k < ``lengths[s]``) of all segments, and their segment.
+
+    The segments laid end to end (:func:`segment_ids`), each position mapped
+    back into its own range ``[starts[s], starts[s] + lengths[s])``; for
+    example the buffer positions of the samples of a list of tree nodes.
+
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    starts, lengths : int arrays of shape (S,)
+        First position and length of every segment, on ``xp``.
+    total : int
+        ``lengths.sum()``.
+
+    Returns
+    -------
+    (positions, segment) : int64 arrays of shape (total,)
+    """
+    lengths = xp.asarray(lengths, dtype=xp.int64)
+    seg = segment_ids(xp, lengths, total)
+    offsets = xp.cumsum(lengths) - lengths
+    pos = xp.arange(int(total), dtype=xp.int64) - offsets[seg] + xp.asarray(starts)[seg]
+    return pos, seg

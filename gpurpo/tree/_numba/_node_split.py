@@ -1,0 +1,1098 @@
+"""The exact split search of one node on its samples (numba).
+
+Shared by the small-node kernel (:mod:`.tree_split_small`) and the subtree kernel
+(:mod:`.tree_grow_subtrees`), the CPU twins of ``kernels/tree_split_small.cu``. A node
+with few samples is split exactly on its samples instead of by a scan of 256 bins x k
+features: the codes of the node's samples are sorted (small nodes), or filled into a
+per-bin table of the occupied bins (larger nodes), and scanned once per candidate
+feature for the variance-reduction gain of Joly, Geurts & Wehenkel (2014) on the
+projected outputs; features are visited in the node's random order
+(:mod:`gpurpo.tree._random`) until ``max_features`` non-constant ones were evaluated,
+and ties among equal gains follow the tie rule of :func:`_tie_pick`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from gpurpo.tree._borrow import borrow_all
+from gpurpo.tree._numba._node_codes import _node_codes_of
+from gpurpo.tree._numba._shared import _count_trailing_zeros, _prefetch, _side_weight
+from gpurpo.tree._random import (
+    SMALL_P,
+    feature_batch_nb,
+    feature_position_nb,
+    round_keys_nb,
+    small_feature_order_nb,
+    uniform_at_nb,
+)
+from gpurpo.tree.binning._edge_lookup import _edge
+
+# Nodes with at most SORT_LIMIT samples sort their codes (by ranks up to RANK_LIMIT
+# samples, a stable bucket sort over the occupied bins above) and scan the samples in
+# that order in one pass, instead of filling and scanning a per-bin table: such nodes
+# spread over most of the bins, and the table scan would cost more than the sort.
+SORT_LIMIT = 256
+RANK_LIMIT = 32
+# Nodes of 3 to SUBSET_LIMIT samples bound the gain of every split by the largest
+# over all their two-sided partitions (_largest_partition_gain), so that the feature
+# loop stops once no later feature can change the tie rule's pick.
+SUBSET_LIMIT = 7
+# Most stored entries a sparse X's node lists to visit only their features (_eval_node).
+LISTING_LIMIT = 4096
+
+
+# Features ahead of the one visited whose first reads _eval_node prefetches
+# (_prefetch_feature_meta), and whose stored-entry columns it prefetches (their
+# column starts, prefetched with the first reads, are in the cache by then).
+META_PREFETCH = 8
+COLUMN_PREFETCH = 4
+
+
+@njit(inline="always", cache=True)
+def _prefetch_feature_meta(f, subtracted_bin, listed, col_ptr):
+    """Prefetch what the visit of feature ``f`` reads first: its subtracted bin, its
+    count of listed codes and (sparse X) its column's start."""
+    _prefetch(subtracted_bin, f)
+    _prefetch(listed, f)
+    if col_ptr.shape[0] > 0:
+        _prefetch(col_ptr, f)
+
+
+@njit(inline="always", cache=True)
+def _prefetch_column(f, col_ptr, col_rows, col_codes):
+    """Prefetch the first stored entries (rows and codes) of feature ``f``'s column."""
+    if col_ptr.shape[0] > 0:
+        e0 = col_ptr[f]
+        if e0 < col_rows.shape[0]:
+            _prefetch(col_rows, e0)
+            _prefetch(col_codes, e0)
+
+
+@njit(inline="always", cache=True)
+def _gain(WL, LS, W, S, m, parent):
+    # sequential sums over the m real channels (the padding channels are zero and
+    # would add exact zeros): two dependency chains, the order of the CUDA twin
+    WR = _side_weight(W - WL)
+    left = 0.0
+    right = 0.0
+    for c in range(m):
+        left += LS[c] * LS[c]
+        r = S[c] - LS[c]
+        right += r * r
+    return left / WL + right / WR - parent
+
+
+@njit(cache=True)
+def _random_cut(edge_values, edge_ptr, f, bmin, bmax, u):
+    # Largest bin b in [bmin, bmax - 1] with edge(f, b) <= lo + u (hi - lo),
+    # lo = edge(f, bmin), hi = edge(f, bmax - 1); bmax when bmin == bmax (_edge).
+    if bmin == bmax:
+        return bmax
+    lo = _edge(edge_values, edge_ptr, f, bmin)
+    hi = _edge(edge_values, edge_ptr, f, bmax - 1)
+    cut_value = lo + u * (hi - lo)
+    b = bmin
+    while b + 1 <= bmax - 1 and _edge(edge_values, edge_ptr, f, b + 1) <= cut_value:
+        b += 1
+    return b
+
+
+@njit(cache=True)
+def _add_channel(left, right, total, partial):
+    # one channel's terms of _gain: the left sum squared, then the right one
+    r = total - partial
+    return left + partial * partial, right + r * r
+
+
+@njit(inline="always", cache=True)
+def _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent):
+    """``_gain`` with the left sums of the (at most 8) channels in scalars."""
+    left, right = _add_channel(0.0, 0.0, S[0], l0)
+    if m > 1:
+        left, right = _add_channel(left, right, S[1], l1)
+    if m > 2:
+        left, right = _add_channel(left, right, S[2], l2)
+    if m > 3:
+        left, right = _add_channel(left, right, S[3], l3)
+    if m > 4:
+        left, right = _add_channel(left, right, S[4], l4)
+    if m > 5:
+        left, right = _add_channel(left, right, S[5], l5)
+    if m > 6:
+        left, right = _add_channel(left, right, S[6], l6)
+    if m > 7:
+        left, right = _add_channel(left, right, S[7], l7)
+    return left / WL + right / _side_weight(W - WL) - parent
+
+
+@njit(cache=True)
+def _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx):
+    """Eight running sums (kept in registers by the caller) plus row ``idx`` of ``wy``."""
+    return (l0 + wy[idx, 0], l1 + wy[idx, 1], l2 + wy[idx, 2], l3 + wy[idx, 3],
+            l4 + wy[idx, 4], l5 + wy[idx, 5], l6 + wy[idx, 6], l7 + wy[idx, 7])
+
+
+@njit(cache=True)
+def _missing_right_flag(WL, W, n_miss):
+    """``missing_left`` of a split point whose missing values (if any) go right.
+
+    Without missing values in the node, missing values met at prediction
+    follow the heavier side.
+    """
+    if n_miss == 0:
+        return 1 if WL >= W - WL else 0
+    return 0
+
+
+@njit(cache=True)
+def _keep_better(g, b, missing_left, best_gain, best_b, best_ml):
+    """The split point ``(g, b, missing_left)`` if its gain is strictly larger, else the best.
+
+    Strictly: among equal gains of one feature, the first scanned stays.
+    """
+    if g > best_gain:
+        return g, b, missing_left
+    return best_gain, best_b, best_ml
+
+
+@njit(inline="always", cache=True)
+def _score_point8(b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S,
+                  m, parent, min_samples_leaf, best_gain, best_b, best_ml):
+    """Score split point ``code <= b`` from the left sums in scalars (missing values right, then left).
+
+    Keeps the better of the best and each valid side choice (:func:`_keep_better`).
+    The missing-left gain adds ``MS`` to the left sums and subtracts it again, the
+    round trip of the generic scan, so the sums carry the same rounding. Returns the
+    best, then the eight left sums.
+    """
+    if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+        g = _gain8(WL, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+        best_gain, best_b, best_ml = _keep_better(
+            g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
+    if n_miss > 0 and not at_end:
+        nLm = nL + n_miss
+        if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+            l0 += MS[0]
+            l1 += MS[1]
+            l2 += MS[2]
+            l3 += MS[3]
+            l4 += MS[4]
+            l5 += MS[5]
+            l6 += MS[6]
+            l7 += MS[7]
+            g = _gain8(WL + Wm, l0, l1, l2, l3, l4, l5, l6, l7, W, S, m, parent)
+            l0 -= MS[0]
+            l1 -= MS[1]
+            l2 -= MS[2]
+            l3 -= MS[3]
+            l4 -= MS[4]
+            l5 -= MS[5]
+            l6 -= MS[6]
+            l7 -= MS[7]
+            best_gain, best_b, best_ml = _keep_better(g, b, 1, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7
+
+
+@njit(inline="always", cache=True)
+def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+                  min_samples_leaf, random_split, cut):
+    """Best split point of one feature of a sorted node whose targets have 8 padded channels.
+
+    The scan of ``_eval_node`` over the samples in code order (``order``,
+    ``code_buf``; the first ``nn`` are not missing; data rows
+    ``rows[d0 + order[a]]``), with the running left
+    sums in eight scalars instead of an array, which the compiler must keep
+    in memory: the same additions in the same order, so the same bits
+    (including the ``LS += MS; LS -= MS`` round trip of the missing-left
+    side). Returns (gain, bin, missing_left).
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    for a in range(nn):
+        idx = rows[d0 + order[a]]
+        b = code_buf[a]
+        WL += w[idx]
+        nL += 1
+        l0, l1, l2, l3, l4, l5, l6, l7 = _add_row8(l0, l1, l2, l3, l4, l5, l6, l7, wy, idx)
+        next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
+        if next_code == b:
+            continue
+        if random_split:
+            if not (b <= cut and cut < next_code):
+                continue
+            b = cut
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml
+
+
+@njit(cache=True)
+def _widen_range(b, missing_bin, bmin, bmax):
+    """``(bmin, bmax)`` widened to the code ``b`` unless it is the missing bin."""
+    if b != missing_bin:
+        return min(bmin, b), max(bmax, b)
+    return bmin, bmax
+
+
+@njit(inline="always", cache=True)
+def _fill_table8(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin):
+    """The per-bin table of feature ``f`` of a node with 8 padded channels; returns (bmin, bmax).
+
+    ``hist[b]`` receives the sums of the samples coded ``b`` (8 channels, weight,
+    count), added in position order; ``bmin``/``bmax`` bound the non-missing
+    codes. The bin of the node's first sample (for a sparse feature, the zero
+    code of most samples) is summed in registers and stored once, instead of a
+    chain of loads and stores through its table row: the same additions in the
+    same order, so the same bits as :func:`_fill_table_skipping` with ``z = -1``.
+    """
+    bmin = missing_bin
+    bmax = -1
+    bz = np.int64(codes[f, cols[c0ff]])
+    z0 = z1 = z2 = z3 = z4 = z5 = z6 = z7 = 0.0
+    zw = 0.0
+    zn = 0.0
+    for a in range(ns):
+        b = np.int64(codes[f, cols[c0ff + a]])
+        ra = rows[d0 + a]
+        if b == bz:
+            zw += w[ra]
+            z0, z1, z2, z3, z4, z5, z6, z7 = _add_row8(z0, z1, z2, z3, z4, z5, z6, z7, wy, ra)
+            zn += 1.0
+            continue
+        hist[b, 8] += w[ra]
+        for c in range(8):
+            hist[b, c] += wy[ra, c]
+        hist[b, 9] += 1.0
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
+    hist[bz, 0] = z0
+    hist[bz, 1] = z1
+    hist[bz, 2] = z2
+    hist[bz, 3] = z3
+    hist[bz, 4] = z4
+    hist[bz, 5] = z5
+    hist[bz, 6] = z6
+    hist[bz, 7] = z7
+    hist[bz, 8] = zw
+    hist[bz, 9] = zn
+    return _widen_range(bz, missing_bin, bmin, bmax)
+
+
+@njit(inline="always", cache=True)
+def _fill_table_skipping(codes, f, cols, c0ff, ns, rows, d0, w, wy, hist, missing_bin, z):
+    """The per-bin table of feature ``f`` of a node, without the samples coded ``z``.
+
+    ``hist[b]`` receives the sums of the samples coded ``b != z`` (``mp``
+    channels, weight, count), added in position order. Returns (bmin, bmax,
+    n_z): the range of the non-missing codes other than ``z`` and the number of
+    samples coded ``z`` (``z = -1``: every sample is added).
+    """
+    mp = wy.shape[1]
+    bmin = missing_bin
+    bmax = -1
+    n_z = 0
+    for a in range(ns):
+        b = np.int64(codes[f, cols[c0ff + a]])
+        if b == z:
+            n_z += 1
+            continue
+        ra = rows[d0 + a]
+        hist[b, mp] += w[ra]
+        for c0 in range(0, mp, 8):
+            for c in range(c0, c0 + 8):
+                hist[b, c] += wy[ra, c]
+        hist[b, mp + 1] += 1.0
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
+    return bmin, bmax, n_z
+
+
+@njit(cache=True)
+def _mark(bits, b):
+    """Set bit ``b`` of the bit set ``bits`` (uint64 words)."""
+    bits[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
+@njit(cache=True)
+def _unmark(bits, b):
+    """Clear bit ``b`` of the bit set ``bits`` (uint64 words)."""
+    bits[b >> 6] &= ~(np.uint64(1) << np.uint64(b & 63))
+
+
+@njit(inline="always", cache=True)
+def _next_marked(marks, word, bits, clear):
+    """The next set bit of the bit set ``marks``, in increasing order.
+
+    ``(word, bits)`` is the walk's state: start from ``(-1, 0)``; returns
+    ``(b, word, bits)``, ``b = -1`` at the end. With ``clear``, each word is
+    zeroed when the walk enters it (the walk leaves the set empty).
+    """
+    while bits == np.uint64(0):
+        word += 1
+        if word >= marks.shape[0]:
+            return -1, word, bits
+        bits = marks[word]
+        if clear:
+            marks[word] = np.uint64(0)
+    b = word * 64 + np.int64(_count_trailing_zeros(bits))
+    return b, word, bits & (bits - np.uint64(1))
+
+
+@njit(inline="always", cache=True)
+def _fill_table_columns(col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
+                        missing_bin, mark, occupied):
+    """:func:`_fill_table_skipping` from feature ``f``'s stored entries (sparse X).
+
+    The column lists, in increasing row order, the rows whose code is not the
+    feature's subtracted bin; ``slot_of_row[r]`` is the position of row ``r``
+    in the node (-1 outside it), whose data are ``w[rows[d0 + a]]`` and
+    ``wy[rows[d0 + a]]``. For a node whose positions hold increasing rows,
+    each bin's samples are added in position order, as the plain fill adds
+    them: the same bits. With ``mark``, each filled bin is also marked in
+    the bit set ``occupied`` (for :func:`_derive_occupied8` and
+    :func:`_scan_occupied8`). Returns (bmin, bmax, number of the node's rows
+    listed).
+    """
+    mp = hist.shape[1] - 2
+    bmin = missing_bin
+    bmax = -1
+    listed = 0
+    for e in range(col_ptr[f], col_ptr[f + 1]):
+        a = np.int64(slot_of_row[col_rows[e]])
+        if a < 0:
+            continue
+        b = np.int64(col_codes[e])
+        ra = rows[d0 + a]
+        row = hist[b]
+        row[mp] += w[ra]
+        for c0 in range(0, mp, 8):
+            for c in range(c0, c0 + 8):
+                row[c] += wy[ra, c]
+        row[mp + 1] += 1.0
+        listed += 1
+        if mark:
+            _mark(occupied, b)
+        bmin, bmax = _widen_range(b, missing_bin, bmin, bmax)
+    return bmin, bmax, listed
+
+
+@njit(inline="always", cache=True)
+def _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W):
+    """Sums of bin ``z`` (``n_z > 0`` samples) as the node's totals minus the other bins.
+
+    ``hist[z] = (S, W) - sum of the occupied rows b != z``, the rows added in
+    increasing ``b`` over ``bmin .. bmax``, then the missing row; count ``n_z``.
+    A sparse feature's table then costs its nonzeros in the node.
+    """
+    mp = hist.shape[1] - 2
+    row = hist[z]
+    for c in range(mp + 1):
+        row[c] = 0.0
+    for b in range(bmin, bmax + 1):
+        if b != z and hist[b, mp + 1] > 0.0:
+            for c in range(mp + 1):
+                row[c] += hist[b, c]
+    if hist[missing_bin, mp + 1] > 0.0:
+        for c in range(mp + 1):
+            row[c] += hist[missing_bin, c]
+    for c in range(mp):
+        row[c] = S[c] - row[c]
+    row[mp] = W - row[mp]
+    row[mp + 1] = np.float64(n_z)
+
+
+@njit(inline="always", cache=True)
+def _derive_occupied8(hist, occupied, z, n_z, S, W):
+    """:func:`_derive_subtracted_bin` over the marked bins, 8 channels; marks ``z``.
+
+    The marked bins are exactly the occupied rows other than ``z`` (the
+    missing bin, the largest code, among them), visited in increasing order
+    and summed in registers: the same additions in the same order, so the
+    same bits, without walking the empty bins of ``bmin .. bmax``.
+    """
+    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
+    rw = 0.0
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, False)
+        if b < 0:
+            break
+        row = hist[b]
+        r0 += row[0]
+        r1 += row[1]
+        r2 += row[2]
+        r3 += row[3]
+        r4 += row[4]
+        r5 += row[5]
+        r6 += row[6]
+        r7 += row[7]
+        rw += row[8]
+    row = hist[z]
+    row[0] = S[0] - r0
+    row[1] = S[1] - r1
+    row[2] = S[2] - r2
+    row[3] = S[3] - r3
+    row[4] = S[4] - r4
+    row[5] = S[5] - r5
+    row[6] = S[6] - r6
+    row[7] = S[7] - r7
+    row[8] = W - rw
+    row[9] = np.float64(n_z)
+    _mark(occupied, z)
+
+
+@njit(inline="always", cache=True)
+def _clear_occupied(hist, occupied):
+    """Zero the marked rows of ``hist`` and the bit set."""
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, True)
+        if b < 0:
+            break
+        for c in range(hist.shape[1]):
+            hist[b, c] = 0.0
+
+
+@njit(cache=True)
+def _take_row8(row, WL, nL, l0, l1, l2, l3, l4, l5, l6, l7):
+    """Add a table row (8 sums, weight, count) to the running left sums in scalars; zero it."""
+    WL += row[8]
+    nL += np.int64(row[9])
+    l0 += row[0]
+    l1 += row[1]
+    l2 += row[2]
+    l3 += row[3]
+    l4 += row[4]
+    l5 += row[5]
+    l6 += row[6]
+    l7 += row[7]
+    for c in range(10):
+        row[c] = 0.0
+    return WL, nL, l0, l1, l2, l3, l4, l5, l6, l7
+
+
+@njit(inline="always", cache=True)
+def _scan_occupied8(hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent,
+                    min_samples_leaf):
+    """:func:`_scan_table8` (best split) over the marked bins only; clears them.
+
+    The missing bin must be unmarked. Empty bins add nothing and score no
+    split point in the best-split scan, so visiting the marked bins in
+    increasing order makes the same additions and comparisons: the same bits.
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    word, bits = -1, np.uint64(0)
+    while True:
+        b, word, bits = _next_marked(occupied, word, bits, True)
+        if b < 0:
+            break
+        WL, nL, l0, l1, l2, l3, l4, l5, l6, l7 = _take_row8(
+            hist[b], WL, nL, l0, l1, l2, l3, l4, l5, l6, l7)
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml
+
+
+@njit(inline="always", cache=True)
+def _scan_table8(hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
+                 random_split, cut):
+    """Best split point of one feature from the per-bin table of a node with 8 padded channels.
+
+    The table scan of ``_eval_node`` (bins ``bmin .. bmax`` of ``hist``: 8
+    sums, then weight and count; each visited row is zeroed) with the running
+    left sums in eight scalars, as :func:`_scan_sorted8` does for sorted
+    samples: the same additions in the same order, so the same bits. Returns
+    (gain, bin, missing_left).
+    """
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = 0.0
+    WL = 0.0
+    nL = 0
+    best_gain = -np.inf
+    best_b = 0
+    best_ml = 0
+    for b in range(bmin, bmax + 1):
+        row = hist[b]
+        cnt = np.int64(row[9])
+        if cnt > 0:
+            WL, nL, l0, l1, l2, l3, l4, l5, l6, l7 = _take_row8(
+                row, WL, nL, l0, l1, l2, l3, l4, l5, l6, l7)
+        if random_split:
+            if b != cut:
+                continue
+        elif cnt == 0:
+            continue
+        at_end = b >= bmax
+        if at_end and n_miss == 0:
+            continue
+        best_gain, best_b, best_ml, l0, l1, l2, l3, l4, l5, l6, l7 = _score_point8(
+            b, at_end, nL, WL, l0, l1, l2, l3, l4, l5, l6, l7, ns, MS, Wm, n_miss, W, S, m,
+            parent, min_samples_leaf, best_gain, best_b, best_ml)
+    return best_gain, best_b, best_ml
+
+
+@njit(cache=True)
+def _largest_partition_gain(rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS):
+    """Largest gain over every split of a small node into two sides, up to rounding.
+
+    The node's ``ns`` samples (rows ``rows[d0:d0 + ns]``, at most 63) are
+    split into a left side ``L`` and its complement in every way that leaves
+    ``min_samples_leaf`` samples on both sides, whatever the features: the
+    sides ``L`` without the last sample are visited in Gray-code order (one
+    sample added or removed per step) and the gain is symmetric in its sides.
+    The sums are formed in another order than a feature's scan forms them, so
+    a scan's gain of the same split may differ by rounding, of the order of
+    ``ns`` float64 epsilons of ``sum(w ||y||^2)`` (each term of the gain is at
+    most that, by Cauchy-Schwarz). Returns +inf (no bound) when a left side
+    has no positive weight. ``LS`` is scratch.
+    """
+    mp = wy.shape[1]
+    for c in range(mp):
+        LS[c] = 0.0
+    WL = 0.0
+    size = 0
+    previous = 0
+    best = -np.inf
+    for i in range(1, 1 << (ns - 1)):
+        gray = i ^ (i >> 1)
+        flip = gray ^ previous
+        previous = gray
+        r = rows[d0 + np.int64(_count_trailing_zeros(np.uint64(flip)))]
+        if gray & flip:
+            WL += w[r]
+            size += 1
+            for c in range(mp):
+                LS[c] += wy[r, c]
+        else:
+            WL -= w[r]
+            size -= 1
+            for c in range(mp):
+                LS[c] -= wy[r, c]
+        if size < min_samples_leaf or ns - size < min_samples_leaf:
+            continue
+        if not WL > 0.0:
+            return np.inf
+        g = _gain(WL, LS, W, S, m, parent)
+        if g > best:
+            best = g
+    return best
+
+
+@njit(inline="always", cache=True)
+def _tie_pick(cand_g, found, tol):
+    """The candidate the tie rule picks: the first whose gain is within ``tol`` of the best.
+
+    -1 when every gain is -inf (no valid split).
+    """
+    gmax = -np.inf
+    for j in range(found):
+        if cand_g[j] > gmax:
+            gmax = cand_g[j]
+    if gmax == -np.inf:
+        return -1
+    floor = gmax - tol
+    for j in range(found):
+        if cand_g[j] >= floor:
+            return j
+    return -1
+
+
+@njit(cache=True)
+def _sum_and_square(total, squares, wy, y):
+    """One sample's channel added to a node's sum (``w y``) and sum of ``w y^2``."""
+    return total + wy, squares + wy * y
+
+
+@njit(inline="always", cache=True)
+def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
+    """A node's weight (returned), sums ``S[c]`` and ``LS[c] = sum w y_c^2`` (8 channels).
+
+    Each sum runs over the node's positions in order, in its own register:
+    sixteen independent chains, where one sum of ``w ||y||^2`` over samples
+    and channels was a single chain of ``8 ns`` dependent additions
+    (delicious-shaped 30-tree forest, one thread, alternating processes:
+    2.04 -> 1.91 s of CPU time, medians; text-like forests unchanged). The
+    CUDA twin sums the same channels in the same order, and ``Q`` adds them
+    in channel order.
+    """
+    W = 0.0
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
+    for a in range(d0, d0 + ns):
+        ra = rows[a]
+        W += w[ra]
+        s0, q0 = _sum_and_square(s0, q0, wy[ra, 0], y[ra, 0])
+        s1, q1 = _sum_and_square(s1, q1, wy[ra, 1], y[ra, 1])
+        s2, q2 = _sum_and_square(s2, q2, wy[ra, 2], y[ra, 2])
+        s3, q3 = _sum_and_square(s3, q3, wy[ra, 3], y[ra, 3])
+        s4, q4 = _sum_and_square(s4, q4, wy[ra, 4], y[ra, 4])
+        s5, q5 = _sum_and_square(s5, q5, wy[ra, 5], y[ra, 5])
+        s6, q6 = _sum_and_square(s6, q6, wy[ra, 6], y[ra, 6])
+        s7, q7 = _sum_and_square(s7, q7, wy[ra, 7], y[ra, 7])
+    S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7] = s0, s1, s2, s3, s4, s5, s6, s7
+    LS[0], LS[1], LS[2], LS[3], LS[4], LS[5], LS[6], LS[7] = q0, q1, q2, q3, q4, q5, q6, q7
+    return W
+
+
+@njit(cache=True)
+def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, sampled, keys, p,
+                        lo_bits, hi_bits, listing):
+    """The features of a sparse X's node that can be non-constant, in visiting order.
+
+    A feature without a stored entry in the node's rows has the code of 0.0
+    in all of them (the stored entries are those of other codes): it is
+    constant, and the visit of its position changes nothing. When the rows
+    (global row of column ``c``: ``row_of_col[c]``, or ``c`` when
+    ``row_of_col`` is empty) hold at most ``listing.shape[0]`` entries, each
+    entry's feature ``f`` is written to ``listing`` as ``(q << 32) | f``,
+    ``q`` its position in the node's visiting order (``feature_position_nb``,
+    the inverse of the order's permutation; ``q = f`` without sampling),
+    sorted and made distinct. Returns their number, or -1 for more entries
+    (the order is then walked position by position).
+    """
+    cap = listing.shape[0]
+    identity = row_of_col.shape[0] == 0
+    total = 0
+    for a in range(ns):
+        c = cols[c0ff + a]
+        r = c if identity else row_of_col[c]
+        total += entry_ptr[r + 1] - entry_ptr[r]
+        if total > cap:
+            return -1
+    k = 0
+    for a in range(ns):
+        c = cols[c0ff + a]
+        r = c if identity else row_of_col[c]
+        for e in range(entry_ptr[r], entry_ptr[r + 1]):
+            f = np.int64(entry_features[e])
+            q = feature_position_nb(keys, f, p, lo_bits, hi_bits) if sampled else f
+            listing[k] = (q << 32) | f
+            k += 1
+    listing[:k].sort()
+    n_listed = 0
+    for i in range(k):
+        if n_listed == 0 or listing[i] != listing[n_listed - 1]:
+            listing[n_listed] = listing[i]
+            n_listed += 1
+    return n_listed
+
+
+@njit(cache=True)
+def _eval_node(
+    codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, n_candidates, min_samples_leaf, random_split,
+    missing_bin,
+    tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS,
+    keys, perm,
+    cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
+    col_ptr,
+    col_rows, col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col,
+    listing,
+):
+    """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
+
+    The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
+    weights ``w[i]``, weighted targets ``wy[i]`` and targets ``y[i]`` for the rows
+    ``i`` in ``rows[d0:d0 + ns]``, in the same order (the subtree kernel passes its
+    ``cols`` as ``rows``, so that a partition moves the column indices only; the
+    small-node kernel gathers each node's data contiguously and passes the
+    identity); their columns padded with zeros to a multiple ``mp`` of 8 (so that
+    the inner loops vectorise; gains sum the ``m`` real channels only); ``hist`` is
+    (n_bins, mp + 2): sums, then weight (column mp) and count (mp + 1).
+    Nodes above SORT_LIMIT samples derive the table row of each feature's
+    ``subtracted_bin`` (when >= 0) from the node's totals, and so does a
+    smaller node for a feature with fewer other codes in all the data
+    (``listed``) than the node has samples, instead of sorting the node's
+    codes. With ``use_columns`` (a sparse X whose node positions hold
+    increasing rows; ``slot_of_row``: each row's position in the node, -1
+    outside it) the other rows of such a feature come from its column of
+    stored entries (``listed[f]`` entries), with the same sums.
+    ``codes`` with no columns (a sparse X held without its dense codes, rows
+    ``cols[c0ff + a]``): a feature's codes in the node are gathered from its
+    stored-entry column into ``node_codes[0, :ns]`` (:func:`_node_codes_of`) and
+    read there through ``identity`` (``identity[a] = a``), the same codes.
+    ``entry_ptr``, ``entry_features`` (a sparse X's stored entries by row,
+    empty for none) and ``row_of_col`` (the global row of each column of
+    ``codes``; empty: the column itself): a node whose rows hold at most
+    ``listing.shape[0]`` entries visits only their features, in the order's
+    positions (:func:`_list_node_features`), where a walk of the order
+    would visit every position (the deep, small nodes of text-like data
+    find few non-constant features among thousands), with the same result.
+    The first reads of each feature (its entries of ``subtracted_bin``,
+    ``listed`` and ``col_ptr``, random accesses into arrays of p entries)
+    are prefetched ``META_PREFETCH`` features ahead, and a sparse feature's
+    column ``COLUMN_PREFETCH`` ahead (:func:`_prefetch_feature_meta`,
+    :func:`_prefetch_column`): Zipf-like text, subtree kernel in one
+    process, 20,000 x 20,000: 1.21 -> 1.15 s; 20,000 x 200,000: 3.75 ->
+    3.05 s; a 50,000 x 200,000 text-like forest 12.4 -> 9.7 s (means of two
+    alternating processes), the same trees. Rules: see ``tree_split_small``.
+    """
+    # the caller holds every array for the whole call (see gpurpo.tree._borrow)
+    (
+        codes, cols, w, wy, y, rows, edge_values, edge_ptr, S, code_buf, order, hist, bin_pos, LS,
+        MS, keys,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
+        col_rows,
+        col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
+    ) = borrow_all((
+        codes, cols, w, wy, y, rows, edge_values, edge_ptr, S, code_buf, order, hist, bin_pos, LS,
+        MS, keys,
+        perm, cand_f, cand_g, cand_b, cand_ml, link, occupied, subtracted_bin, listed, col_ptr,
+        col_rows,
+        col_codes, slot_of_row, node_codes, identity, entry_ptr, entry_features, row_of_col, listing,
+    ))
+    p = codes.shape[0]
+    gather = codes.shape[1] == 0
+    mp = wy.shape[1]
+    cw = mp
+    cn = mp + 1
+    if ns < 2 or ns < 2 * min_samples_leaf:
+        return -1, 0, 0, -np.inf
+    pure = True
+    r0 = rows[d0]
+    for a in range(d0 + 1, d0 + ns):
+        ra = rows[a]
+        for c in range(mp):
+            if y[ra, c] != y[r0, c]:
+                pure = False
+                break
+        if not pure:
+            break
+    if pure:
+        return -1, 0, 0, -np.inf
+    # totals: weight, sums S and Q = sum w ||y||^2 by channel (LS holds the channels'
+    # sums until Q is formed)
+    if mp == 8:
+        W = _node_totals8(rows, d0, ns, w, wy, y, S, LS)
+    else:
+        for c in range(mp):
+            S[c] = 0.0
+            LS[c] = 0.0
+        W = 0.0
+        for a in range(d0, d0 + ns):
+            ra = rows[a]
+            W += w[ra]
+            for c0 in range(0, mp, 8):
+                for c in range(c0, c0 + 8):
+                    S[c], LS[c] = _sum_and_square(S[c], LS[c], wy[ra, c], y[ra, c])
+    Q = 0.0
+    for c in range(m):
+        Q += LS[c]
+    parent = 0.0
+    for c in range(m):
+        parent += S[c] * S[c]
+    parent /= W
+    sampled = n_candidates < p
+    small = p <= SMALL_P
+    if sampled and small:
+        small_feature_order_nb(seed, p, perm)
+    elif sampled:
+        round_keys_nb(seed, keys)
+    n_perm = perm.shape[0]
+    use_sort = ns <= SORT_LIMIT
+    # Visiting rule (scikit-learn's): the first n_candidates positions of the order,
+    # constant features included, then further positions only until a first
+    # non-constant feature is found. Two samples: every split that separates them has
+    # the same gain (up to rounding, far below the tie tolerance tie_rtol * Q), so the
+    # tie rule picks the first separating feature visited and the others need not be
+    # evaluated.
+    need = 1 if ns == 2 else n_candidates
+    # Three to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
+    # partitions) + tol / 2, tol = tie_rtol * Q (rounding is some 1e-15 Q, tol 1e-5 Q).
+    # Once the candidate the tie rule picks has a gain of at least U - tol, it is picked
+    # whatever the later features give (the best can only rise to U, the tie window's
+    # floor to U - tol, and the candidates before it are below the floor already), so the
+    # loop stops there with the same result as evaluating every candidate.
+    tol = tie_rtol * Q
+    settled = np.inf
+    if 3 <= ns and ns <= SUBSET_LIMIT and not random_split:
+        settled = _largest_partition_gain(
+            rows, d0, ns, w, wy, W, S, m, parent, min_samples_leaf, LS) - 0.5 * tol
+    # nodes that may stop after a few features draw their candidates a few at a time
+    batch_cap = n_perm if settled == np.inf else 8
+    n_listed = -1
+    if entry_ptr.shape[0] > 0 and not (sampled and small):
+        n_listed = _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns,
+                                       sampled, keys, p, lo_bits, hi_bits, listing)
+    found = 0
+    pos = np.int64(0)  # not a literal: the calls taking it would be compiled twice
+    slot = 0
+    n_batch = 0
+    at = 0
+    while found < need:
+        if n_listed >= 0:
+            # the next listed feature; the positions between hold constant features
+            if at == n_listed:
+                break
+            q = listing[at] >> 32
+            if not (q < n_candidates or found == 0):
+                break
+            f = listing[at] & 0xFFFFFFFF
+            if at + META_PREFETCH < n_listed:
+                ahead = listing[at + META_PREFETCH] & 0xFFFFFFFF
+                _prefetch_feature_meta(ahead, subtracted_bin, listed, col_ptr)
+            at += 1
+            u = uniform_at_nb(seed, q) if random_split else 0.0
+        elif not (pos < p and (pos < n_candidates or found == 0)):
+            break
+        elif sampled and small:
+            f = perm[pos]
+        elif sampled:
+            # the visiting order in batches (independent hash chains overlap in the
+            # CPU) of the positions still to visit
+            if slot == n_batch:
+                n_batch = min(batch_cap, p - pos)
+                if pos < n_candidates:
+                    n_batch = min(n_batch, n_candidates - pos)
+                feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
+                # the features' first reads are random accesses into arrays of p
+                # entries (and their columns): requested a few features ahead
+                for j in range(min(n_batch, META_PREFETCH)):
+                    _prefetch_feature_meta(perm[j], subtracted_bin, listed, col_ptr)
+                slot = 0
+            f = perm[slot]
+            if slot + META_PREFETCH < n_batch:
+                _prefetch_feature_meta(perm[slot + META_PREFETCH], subtracted_bin, listed,
+                                       col_ptr)
+            if slot + COLUMN_PREFETCH < n_batch:
+                _prefetch_column(perm[slot + COLUMN_PREFETCH], col_ptr, col_rows, col_codes)
+            slot += 1
+        else:
+            f = pos
+        if n_listed < 0:
+            u = uniform_at_nb(seed, pos) if random_split else 0.0
+            pos += 1
+        # ---- per-feature statistics: missing part and occupied range
+        # marked: a sparse feature's table bins are marked in ``occupied``, and only
+        # they are visited afterwards
+        marked = False
+        Wm = 0.0
+        n_miss = 0
+        for c in range(mp):
+            MS[c] = 0.0
+        z = np.int64(subtracted_bin[f])
+        # a feature with fewer codes other than its subtracted bin (in all the data) than
+        # the node has samples takes the table path at every node size: sorting would
+        # cost the node's samples times its channels, for the few codes of other bins
+        # (a sparse X reads them from the feature's column of stored entries)
+        short = z >= 0 and listed[f] < ns
+        columns = short and use_columns
+        sort_f = use_sort and not short
+        # where the node's codes of f are read: the codes, or a gathered copy
+        src = codes
+        src_f = f
+        src_cols = cols
+        src_c0 = c0ff
+        if gather and not columns:
+            _node_codes_of(f, cols, c0ff, ns, edge_values, edge_ptr, use_columns, col_ptr, col_rows,
+                           col_codes, slot_of_row, node_codes[0])
+            src = node_codes
+            src_f = 0
+            src_cols = identity
+            src_c0 = 0
+        if sort_f:
+            # constant features (common for sparse or discrete inputs) skip the sort
+            c_first = src[src_f, src_cols[src_c0]]
+            constant = True
+            for a in range(1, ns):
+                if src[src_f, src_cols[src_c0 + a]] != c_first:
+                    constant = False
+                    break
+            if constant:
+                continue
+            if ns <= RANK_LIMIT:
+                # (code, position) pairs packed in one integer are distinct; each one's
+                # rank is the number of smaller keys (a branch-free loop that
+                # vectorises, where an insertion sort mispredicts once per sample)
+                for a in range(ns):
+                    order[a] = (np.int64(src[src_f, src_cols[src_c0 + a]]) << 20) | a
+                for a in range(ns):
+                    key = order[a]
+                    rank = 0
+                    for z in range(ns):
+                        rank += np.int64(order[z] < key)
+                    code_buf[rank] = key
+                for a in range(ns):
+                    order[a] = code_buf[a] & 0xFFFFF
+                    code_buf[a] = code_buf[a] >> 20
+            else:
+                # stable bucket sort: one list per bin in position order (heads in
+                # bin_pos as position + 1, 0 = empty, left zeroed), the occupied bins
+                # marked in a bit set and visited in increasing order, so that the
+                # 255-bin range is never scanned
+                for a in range(ns - 1, -1, -1):
+                    b = np.int64(src[src_f, src_cols[src_c0 + a]])
+                    link[a] = bin_pos[b]
+                    bin_pos[b] = a + 1
+                    _mark(occupied, b)
+                k = 0
+                word, bits = -1, np.uint64(0)
+                while True:
+                    b, word, bits = _next_marked(occupied, word, bits, True)
+                    if b < 0:
+                        break
+                    e = bin_pos[b]
+                    bin_pos[b] = 0
+                    while e != 0:
+                        order[k] = e - 1
+                        code_buf[k] = b
+                        k += 1
+                        e = link[e - 1]
+            nn = ns
+            while nn > 0 and code_buf[nn - 1] == missing_bin:
+                nn -= 1
+            for a in range(nn, ns):
+                idx = rows[d0 + order[a]]
+                Wm += w[idx]
+                for c0 in range(0, mp, 8):
+                    for c in range(c0, c0 + 8):
+                        MS[c] += wy[idx, c]
+            n_miss = ns - nn
+            bmin = code_buf[0] if nn > 0 else missing_bin
+            bmax = code_buf[nn - 1] if nn > 0 else missing_bin
+        else:
+            n_z = 0
+            if columns:
+                marked = mp == 8 and not random_split
+                bmin, bmax, n_in_node = _fill_table_columns(
+                    col_ptr, col_rows, col_codes, f, slot_of_row, rows, d0, w, wy, hist,
+                    missing_bin, marked, occupied)
+                n_z = ns - n_in_node
+            elif z < 0 and mp == 8:
+                bmin, bmax = _fill_table8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy,
+                                          hist, missing_bin)
+            else:
+                bmin, bmax, n_z = _fill_table_skipping(src, src_f, src_cols, src_c0, ns, rows, d0,
+                                                       w, wy, hist, missing_bin, z)
+            if n_z > 0:
+                if marked:
+                    _derive_occupied8(hist, occupied, z, n_z, S, W)
+                else:
+                    _derive_subtracted_bin(hist, z, n_z, bmin, bmax, missing_bin, S, W)
+                bmin = min(bmin, z)
+                bmax = max(bmax, z)
+            n_miss = np.int64(hist[missing_bin, cn])
+            Wm = hist[missing_bin, cw]
+            for c in range(mp):
+                MS[c] = hist[missing_bin, c]
+            for c in range(mp + 2):
+                hist[missing_bin, c] = 0.0
+            if marked:
+                _unmark(occupied, missing_bin)
+            nn = ns - n_miss
+            if (nn == 0) or (bmin == bmax and n_miss == 0):
+                if marked:
+                    _clear_occupied(hist, occupied)
+                else:
+                    for b in range(bmin, bmax + 1):
+                        for c in range(mp + 2):
+                            hist[b, c] = 0.0
+                continue
+        found += 1
+        best_gain = -np.inf
+        best_b = 0
+        best_ml = 0
+        cut = -1
+        if random_split:
+            cut = _random_cut(edge_values, edge_ptr, f, bmin, bmax, u)
+        # ---- scan the split points "code <= b" of this feature
+        if marked:
+            best_gain, best_b, best_ml = _scan_occupied8(
+                hist, occupied, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf)
+        elif not sort_f and mp == 8:
+            best_gain, best_b, best_ml = _scan_table8(
+                hist, bmin, bmax, ns, MS, Wm, n_miss, W, S, m, parent, min_samples_leaf,
+                random_split, cut,
+            )
+        elif sort_f and mp == 8:
+            best_gain, best_b, best_ml = _scan_sorted8(
+                order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax, W, S, m, parent,
+                min_samples_leaf, random_split, cut,
+            )
+        else:
+            WL = 0.0
+            nL = 0
+            for c in range(mp):
+                LS[c] = 0.0
+            a_first = 0 if sort_f else bmin
+            a_last = nn - 1 if sort_f else bmax
+            for a in range(a_first, a_last + 1):
+                if sort_f:
+                    idx = rows[d0 + order[a]]
+                    b = code_buf[a]
+                    WL += w[idx]
+                    nL += 1
+                    for c0 in range(0, mp, 8):
+                        for c in range(c0, c0 + 8):
+                            LS[c] += wy[idx, c]
+                    next_code = code_buf[a + 1] if a < nn - 1 else bmax + 1
+                    if next_code == b:
+                        continue
+                    if random_split:
+                        if not (b <= cut and cut < next_code):
+                            continue
+                        b = cut
+                else:
+                    b = a
+                    cnt = np.int64(hist[b, cn])
+                    if cnt > 0:
+                        WL += hist[b, cw]
+                        nL += cnt
+                        for c0 in range(0, mp, 8):
+                            for c in range(c0, c0 + 8):
+                                LS[c] += hist[b, c]
+                                hist[b, c] = 0.0
+                        hist[b, cw] = 0.0
+                        hist[b, cn] = 0.0
+                    if random_split:
+                        if b != cut:
+                            continue
+                    elif cnt == 0:
+                        continue
+                at_end = b >= bmax
+                if at_end and n_miss == 0:
+                    continue
+                # missing values to the right
+                if nL >= min_samples_leaf and ns - nL >= min_samples_leaf:
+                    g = _gain(WL, LS, W, S, m, parent)
+                    best_gain, best_b, best_ml = _keep_better(
+                        g, b, _missing_right_flag(WL, W, n_miss), best_gain, best_b, best_ml)
+                # missing values to the left
+                if n_miss > 0 and not at_end:
+                    nLm = nL + n_miss
+                    if nLm >= min_samples_leaf and ns - nLm >= min_samples_leaf:
+                        for c in range(mp):
+                            LS[c] += MS[c]
+                        g = _gain(WL + Wm, LS, W, S, m, parent)
+                        for c in range(mp):
+                            LS[c] -= MS[c]
+                        best_gain, best_b, best_ml = _keep_better(
+                            g, b, 1, best_gain, best_b, best_ml)
+        cand_f[found - 1] = f
+        cand_g[found - 1] = best_gain
+        cand_b[found - 1] = best_b
+        cand_ml[found - 1] = best_ml
+        if best_gain >= settled:
+            pick = _tie_pick(cand_g, found, tol)
+            if pick >= 0 and cand_g[pick] >= settled:
+                break
+    # ties across features: gains within tie_rtol * Q of the best, the first visited wins
+    pick = _tie_pick(cand_g, found, tol)
+    if pick < 0:
+        return -1, 0, 0, -np.inf
+    return cand_f[pick], cand_b[pick], cand_ml[pick], cand_g[pick]

@@ -1,0 +1,474 @@
+"""numba twin of the ``tree_grow_subtrees`` kernel of ``kernels/tree_split_small.cu``.
+
+Grows whole subtrees below nodes of at most a given size in one call: each root is
+split with the exact node search of :mod:`._node_split`, its samples partitioned in
+place, and its children grown depth-first until they are leaves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from gpurpo.tree._borrow import borrow, borrow_all
+from gpurpo.tree._numba._node_codes import _node_codes_of
+from gpurpo.tree._numba._node_split import LISTING_LIMIT, _eval_node
+from gpurpo.tree._numba._shared import N_CHUNKS
+from gpurpo.tree._numba.tree_split_small import _claim_slots, _eval_scratch, _release_slots
+from gpurpo.tree._random import child_seed_nb, feistel_params
+
+# A subtree kernel's node of at most this many samples (and at least 64) is grown from a
+# private copy of its samples' codes, ``p x size`` bytes (cache resident); larger nodes
+# are evaluated on the global codes (see grow_subtrees).
+SUBTREE_BLOCK_BYTES = 1 << 19
+MAX_BLOCK_SAMPLES = 4096
+
+
+@njit(cache=True)
+def _block_limit(p):
+    """The largest node grown from a private codes block, for ``p`` features."""
+    return min(MAX_BLOCK_SAMPLES, max(64, SUBTREE_BLOCK_BYTES // max(p, 1)))
+
+
+@njit(cache=True)
+def _subtree_chunk(
+    ch, n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr, row_features,
+    row_codes,
+    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
+    weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split,
+    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+    out_start, out_stop,
+):
+    """Grow the subtrees of roots ``ch, ch + n_chunks, ...`` with scratch buffers of this chunk."""
+    p = codes.shape[0]
+    m = targets.shape[2]
+    mp = ((m + 7) // 8) * 8
+    n_bins = missing_bin + 1
+    n_slots = max(1, min(n_candidates, p))
+    max_nb = min(max_ns, _block_limit(p))
+    subtree_scratch = (
+        np.empty(p * max_nb, dtype=np.uint8),  # a codes block
+        np.empty(max_ns, dtype=np.int32),  # the root's samples (global ids)
+        np.empty(max_ns, dtype=np.int32),  # positions in node order
+        np.empty(max_ns, dtype=np.int32),  # partition buffer
+        np.empty(max_ns + 2, dtype=np.int64),  # depth-first stack
+        np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
+    )
+    big = max_ns > max_nb  # roots above the block size: nodes evaluated on the global codes
+    sparse_columns = big and col_ptr.shape[0] > 0
+    big_scratch = (
+        np.empty(max_ns if big else 1, dtype=np.int32),  # a node's samples in position order
+        np.empty(max_nb + 2 if big else 1, dtype=np.int64),  # a block's depth-first stack
+        np.empty(max_nb if big else 1, dtype=np.int32),  # a block's samples (global ids)
+        np.empty(max_nb if big else 1, dtype=np.int32),  # its positions
+        # each row's position in the current node, -1 outside it (read with the columns)
+        np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
+        np.empty(0, dtype=np.int32),  # no row map: a large node's columns are its rows
+    )
+    # without dense codes (a sparse X), a large node's codes of one feature gathered from
+    # its column, by position, read through the identity
+    gather_size = max_ns if big and codes.shape[1] == 0 else 1
+    node_codes = np.empty((1, gather_size), dtype=np.uint8)
+    identity = np.arange(gather_size).astype(np.int32)
+    # a sparse X's nodes list their rows' stored entries (at most n_listing)
+    n_listing = min(n_slots, LISTING_LIMIT) if row_ptr.shape[0] > 0 else 0
+    block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots, n_listing)
+    _subtree_chunk_roots(
+        ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
+        col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
+        node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
+        min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
+        missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
+        out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
+        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing), block_scratch,
+        node_codes,
+        identity,
+    )
+
+
+@njit(cache=True)
+def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_features,
+                row_codes, one_zero_code):
+    """``block[f, a] = codes[f, gid[a]]`` (p x ns, feature-major): from the codes, or
+    from the samples' stored entries over each feature's code of 0.0 (sparse X).
+
+    With ``one_zero_code`` (every feature's code of 0.0 is ``zero_code[0]``),
+    ``block_buf`` must hold that code everywhere (whatever ``ns``, the
+    block's layout): only the samples' stored entries are written, and
+    :func:`_clean_block` restores the buffer after use. Text-like 50,000 x
+    200,000 (blocks of 64 samples are 12.8 MB), this replaced a memset of
+    the block per subtree root.
+    """
+    if row_ptr.shape[0] > 0:
+        # each feature's code of 0.0 (already there with one_zero_code), then the
+        # samples' stored entries: read instead of p scattered codes per sample
+        if not one_zero_code and ns <= 8:
+            # a pass over the features per sample: long loops that vectorise, where
+            # a loop of ns stores per feature costs about 3 ns per feature
+            for a in range(ns):
+                for f in range(p):
+                    block_buf[f * ns + a] = zero_code[f]
+        elif not one_zero_code:
+            for f in range(p):
+                z = zero_code[f]
+                for a in range(ns):
+                    block[f, a] = z
+        for a in range(ns):
+            s = gid[a]
+            for e in range(row_ptr[s], row_ptr[s + 1]):
+                block[row_features[e], a] = row_codes[e]
+    else:
+        for f in range(p):
+            for a in range(ns):
+                block[f, a] = codes[f, gid[a]]
+
+
+@njit(cache=True)
+def _clean_block(block, ns, gid, row_ptr, row_features, z0):
+    """Undo :func:`_fill_block`'s stored entries (``one_zero_code``): ``block`` all ``z0`` again."""
+    for a in range(ns):
+        s = gid[a]
+        for e in range(row_ptr[s], row_ptr[s + 1]):
+            block[row_features[e], a] = z0
+
+
+@njit(inline="always", cache=True)
+def _clear_node(g, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right):
+    out_feature[g] = -1
+    out_bin[g] = 0
+    out_missing_left[g] = 0
+    out_gain[g] = 0.0
+    out_left[g] = -1
+    out_right[g] = -1
+
+
+@njit(inline="always", cache=True)
+def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out_feature,
+                  out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+                  out_start, out_stop):
+    """Record node ``j``'s split and its children ``count`` (left), ``count + 1``."""
+    left = count
+    right = count + 1
+    out_feature[g_j] = f
+    out_bin[g_j] = b
+    out_missing_left[g_j] = ml
+    out_gain[g_j] = gain
+    out_left[g_j] = left
+    out_right[g_j] = right
+    out_start[base + left] = a0
+    out_stop[base + left] = a0 + nl
+    out_start[base + right] = a0 + nl
+    out_stop[base + right] = a1
+    out_depth[base + left] = depth + 1
+    out_depth[base + right] = depth + 1
+    seeds[left] = child_seed_nb(seeds[j], 0)
+    seeds[right] = child_seed_nb(seeds[j], 1)
+
+
+@njit(inline="always", cache=True)
+def _goes_left(code, b, ml, missing_bin):
+    """Whether a sample of bin ``code`` goes left at the split "code <= b" (missing
+    values left when ``ml == 1``)."""
+    if np.int64(code) == missing_bin:
+        return ml == 1
+    return np.int64(code) <= b
+
+
+@njit(inline="always", cache=True)
+def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_bin):
+    """Stable partition of the positions ``a0 .. a1 - 1`` of ``cols`` (left child first)
+    by the split (f, b, ml) of the codes ``codes[f, columns[a]]``; ``cols2`` is the
+    buffer. Returns the number of positions that go left."""
+    nl = 0
+    for a in range(a0, a1):
+        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
+            nl += 1
+    il = a0
+    ir = a0 + nl
+    for a in range(a0, a1):
+        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
+            cols2[il] = cols[a]
+            il += 1
+        else:
+            cols2[ir] = cols[a]
+            ir += 1
+    for a in range(a0, a1):
+        cols[a] = cols2[a]
+    return nl
+
+
+@njit(cache=True)
+def _grow_in_block(
+    block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
+    min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
+    random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
+    subtracted_bin, listed,
+    row_ptr, row_features, row_codes, node_codes, identity, scratch, out_feature, out_bin,
+    out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop, row_of_col,
+):
+    """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
+    at the root's positions ``pos0 ..``) to completion, depth first, in the block.
+
+    ``cols`` starts as the identity and ends in the final order of the samples
+    (leaves left to right); their data are ``w[cols[a]]``, ``wy[cols[a]]``,
+    ``y[cols[a]]``. New nodes take the local ids ``count, count + 1, ...``; the
+    node ``j_root``'s start, stop, depth and seed are set by the caller.
+    ``row_of_col``: the global row of each column of the block (a sparse X's
+    nodes read their rows' stored entries, see :func:`_eval_node`).
+    Returns the next free local id.
+    """
+    (w_s, wy_s, y_s, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
+    eps = np.finfo(np.float64).eps
+    # False, typed as a run-time flag like the small-node kernel's (a literal False
+    # would compile a second specialisation of _eval_node)
+    no_columns = row_ptr.shape[0] < 0
+    stack[0] = j_root
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        j = stack[sp]
+        g_j = base + j
+        a0 = out_start[g_j] - pos0
+        a1 = out_stop[g_j] - pos0
+        nsj = a1 - a0
+        depth = out_depth[g_j]
+        _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right)
+        if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+            continue
+        f, b, ml, g = _eval_node(
+            block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
+            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
+            edge_values, edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS,
+            keys, perm,
+            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
+            # no stored-entry columns here: arrays of the columns' types, never read
+            row_ptr, row_features, row_codes, cols, node_codes, identity,
+            row_ptr, row_features, row_of_col, listing,
+        )
+        if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+            continue
+        nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, missing_bin)
+        _add_children(g_j, j, count, base, f, b, ml, g, pos0 + a0, nl, pos0 + a1, depth, seeds,
+                      out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                      out_depth, out_start, out_stop)
+        stack[sp] = count + 1
+        stack[sp + 1] = count
+        sp += 2
+        count += 2
+    return count
+
+
+@njit(cache=True)
+def _subtree_chunk_roots(
+    ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
+    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
+    node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
+    min_samples_split,
+    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
+    out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+    out_right, out_depth, out_start, out_stop, subtree_scratch, big_scratch, scratch,
+    block_scratch, node_codes, identity,
+):
+    """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference.
+
+    A root of at most ``_block_limit(p)`` samples is grown in a codes block of
+    its samples (:func:`_grow_in_block`). A larger root is grown depth first
+    on the global codes, as the small-node kernel evaluates its nodes (with
+    the stored-entry columns of a sparse X, where its rows increase) from the
+    root's gathered data, until a node fits a block: that node's samples are
+    gathered again into the block and grown there. Without dense codes
+    (``codes`` with no columns: a sparse X), a large node reads each feature's
+    codes gathered from its stored-entry column into ``node_codes`` (see
+    :func:`_eval_node`), and so does its partition.
+    """
+    (
+        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
+        col_rows,
+        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
+        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
+        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
+    ) = borrow_all((
+        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
+        col_rows,
+        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
+        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
+        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
+    ))
+    node_codes, identity = borrow_all((node_codes, identity))
+    gather = codes.shape[1] == 0
+    sparse_rows = row_ptr.shape[0] > 0
+    block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
+    node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch[:4])
+    slot_of_row = borrow(big_scratch[4])
+    columns_are_rows = borrow(big_scratch[5])
+    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
+     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
+    w_b, wy_b, y_b = borrow_all(block_scratch[:3])
+    n_roots = node_ranges.shape[0]
+    p = codes.shape[0]
+    m = targets.shape[2]
+    limit = _block_limit(p)
+    lo_bits, hi_bits = feistel_params(p)
+    eps = np.finfo(np.float64).eps
+    use_slots = slot_of_row.shape[0] == targets.shape[0]
+    # one code of 0.0 for every feature (all of a nonnegative X's): a block starts as
+    # one fill of memory
+    one_zero_code = sparse_rows
+    for f in range(1, p if sparse_rows else 0):
+        if zero_code[f] != zero_code[0]:
+            one_zero_code = False
+            break
+    if one_zero_code:
+        # the blocks' clean state (_fill_block, _clean_block): one fill per call
+        z0 = zero_code[0]
+        for i in range(block_buf.shape[0]):
+            block_buf[i] = z0
+    zero = np.int64(0)
+    one = np.int64(1)
+    for r in range(ch, n_roots, n_chunks):
+        start_r = node_ranges[r, 0]
+        ns_r = node_ranges[r, 1] - start_r
+        t = node_tree[r]
+        base = out_offsets[r]
+        # gather the root's samples: global ids, weights, targets (data by local id)
+        for a in range(ns_r):
+            s = sample_indices[start_r + a]
+            gid[a] = s
+            cols[a] = a
+            wa = np.float64(weights[t, s])
+            w[a] = wa
+            for c in range(m):
+                yv = targets[s, t, c]
+                y[a, c] = yv
+                wy[a, c] = wa * yv
+        out_start[base] = 0
+        out_stop[base] = ns_r
+        out_depth[base] = node_depth[r]
+        seeds[0] = node_seed[r]
+        if ns_r <= limit:
+            # the codes block (feature-major, ns_r bytes per feature, so that a small
+            # root touches little memory)
+            block = block_buf[: p * ns_r].reshape((p, ns_r))
+            _fill_block(block_buf, block, p, ns_r, gid, codes, zero_code, row_ptr,
+                        row_features, row_codes, one_zero_code)
+            # run-time integers, as at the call below: literal ones would compile
+            # _grow_in_block (and link _eval_node into it) once more
+            count = _grow_in_block(
+                block, cols, cols2, stack, seeds, w, wy, y, zero, one, base, zero, t,
+                n_candidates,
+                min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
+                root_weight, random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits,
+                hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
+                node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
+                out_left, out_right, out_depth, out_start, out_stop, gid,
+            )
+            if one_zero_code:
+                _clean_block(block, ns_r, gid, row_ptr, row_features, zero_code[0])
+        else:
+            count = one
+            stack[0] = 0
+            sp = 1
+            while sp > 0:
+                sp -= 1
+                j = stack[sp]
+                g_j = base + j
+                a0 = out_start[g_j]
+                a1 = out_stop[g_j]
+                nsj = a1 - a0
+                depth = out_depth[g_j]
+                _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left,
+                            out_right)
+                if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+                    continue
+                if nsj <= limit:
+                    # gather the node's samples into a block (positions 0 .. nsj - 1)
+                    for a in range(nsj):
+                        la = cols[a0 + a]
+                        block_gid[a] = gid[la]
+                        block_cols[a] = a
+                        w_b[a] = w[la]
+                        for c in range(m):
+                            y_b[a, c] = y[la, c]
+                            wy_b[a, c] = wy[la, c]
+                    block = block_buf[: p * nsj].reshape((p, nsj))
+                    _fill_block(block_buf, block, p, nsj, block_gid, codes, zero_code,
+                                row_ptr, row_features, row_codes, one_zero_code)
+                    count = _grow_in_block(
+                        block, block_cols, cols2, block_stack, seeds, w_b, wy_b, y_b, j, count,
+                        base, a0, t, n_candidates, min_samples_leaf, min_samples_split,
+                        max_depth, min_impurity_decrease, root_weight, random_split,
+                        missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
+                        subtracted_bin, listed,
+                        row_ptr, row_features, row_codes, node_codes, identity, block_scratch,
+                        out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                        out_depth, out_start, out_stop, block_gid,
+                    )
+                    if one_zero_code:
+                        _clean_block(block, nsj, block_gid, row_ptr, row_features,
+                                     zero_code[0])
+                    # the block's final order, as local ids of the root
+                    for a in range(nsj):
+                        cols2[a] = cols[a0 + block_cols[a]]
+                    for a in range(nsj):
+                        cols[a0 + a] = cols2[a]
+                    continue
+                for a in range(a0, a1):
+                    node_rows[a] = gid[cols[a]]
+                use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
+                f, b, ml, g = _eval_node(
+                    codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
+                    min_samples_leaf, random_split, missing_bin, tie_rtol, edge_values, edge_ptr,
+                    lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
+                    cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
+                    col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, row_ptr,
+                    row_features, columns_are_rows, listing,
+                )
+                if f >= 0 and gather:
+                    # the split feature's codes of the node, at positions a0 .. a1 - 1
+                    _node_codes_of(f, node_rows, a0, nsj, edge_values, edge_ptr, use_columns,
+                                   col_ptr, col_rows, col_codes, slot_of_row, node_codes[0, a0:a1])
+                if use_columns:
+                    _release_slots(node_rows, a0, nsj, slot_of_row)
+                if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+                    continue
+                if gather:
+                    nl = _partition_positions(node_codes, identity, cols, cols2, a0, a1, 0, b,
+                                              ml, missing_bin)
+                else:
+                    nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
+                                              missing_bin)
+                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
+                              out_feature, out_bin, out_missing_left, out_gain, out_left,
+                              out_right, out_depth, out_start, out_stop)
+                stack[sp] = count + 1
+                stack[sp + 1] = count
+                sp += 2
+                count += 2
+        out_count[r] = count
+        for a in range(ns_r):
+            sample_indices[start_r + a] = gid[cols[a]]
+
+
+@njit(parallel=True, cache=True)
+def grow_subtrees(
+    codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
+    col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
+    edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split, max_depth,
+    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
+    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+    out_start, out_stop,
+):
+    n_roots = node_ranges.shape[0]
+    max_ns = max(np.int64(1), np.int64(np.max(node_ranges[:, 1] - node_ranges[:, 0])))
+    n_chunks = min(n_roots, N_CHUNKS)
+    for ch in prange(n_chunks):
+        _subtree_chunk(
+            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr,
+            row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
+            node_tree, node_seed, node_depth, weights, targets, edge_values, edge_ptr, n_candidates,
+            min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
+            random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin,
+            out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
+        )

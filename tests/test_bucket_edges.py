@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from gpurpo.backend import NUMPY
 from gpurpo.tree import BinMapper
 from gpurpo.tree.binning._bucket_edges import DONE, NEEDS_SORT, bucket_edges_rows, row_ranges
-from gpurpo.tree.binning._mapper import _edges_of_column
+from gpurpo.tree.binning._quantile_rule import quantile_edges
 from gpurpo.tree.binning._sorted_edges import edges_from_sorted
 
 F32_MAX = np.finfo(np.float32).max
@@ -160,7 +160,7 @@ def test_a_run_that_ends_just_before_the_next_rank():
     status, coded = _assert_same_edges(row, max_bins)
     assert status[0] == DONE
     mapper = BinMapper(max_bins=max_bins).fit(row.T)
-    np.testing.assert_array_equal(mapper.edges_[0], _edges_of_column(values, max_bins, None))
+    np.testing.assert_array_equal(mapper.edges_[0], quantile_edges(values, max_bins, None))
 
 
 def test_signed_zeros_below_skewed_values_in_key_buckets():
@@ -344,7 +344,7 @@ def test_fuzzed_rows_match_the_sorted_edges(n, max_bins, levels, scale_exp, nan_
 def test_bin_mapper_edges_equal_the_numpy_reference():
     """Through BinMapper.fit_transform (bucket selection for the continuous features,
     the sort for the others): each feature's edges are those of the reference
-    :func:`_edges_of_column` on its float32-rounded finite values."""
+    :func:`quantile_edges` on its float32-rounded finite values."""
     rng = np.random.default_rng(5)
     n = 3_000
     X = np.column_stack([
@@ -359,7 +359,7 @@ def test_bin_mapper_edges_equal_the_numpy_reference():
     mapper.fit_transform(X, NUMPY)
     for f in range(X.shape[1]):
         column = X[:, f].astype(np.float32)
-        expected = _edges_of_column(column[~np.isnan(column)], 255, None)
+        expected = quantile_edges(column[~np.isnan(column)], 255, None)
         np.testing.assert_array_equal(mapper.edges_[f], expected)
 
 

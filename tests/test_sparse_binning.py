@@ -1,6 +1,6 @@
 """Binning sparse X from its stored entries equals binning the densified X.
 
-References: ``_edges_of_column`` (np.unique, bincount, searchsorted) on each
+References: ``quantile_edges`` (np.unique, bincount, searchsorted) on each
 densified column rounded to float32, and the dense fit itself
 (``_fit_edges_sorted``, a float32 sort), for the edges; the dense
 ``tree_bin_codes`` kernel on ``X.toarray()`` for the codes.
@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.ensemble import RandomForestRegressor
 from gpurpo.tree import BinMapper, kernels
-from gpurpo.tree.binning._mapper import _edges_of_column, _fit_edges_sorted
+from gpurpo.tree.binning._mapper import _fit_edges_sorted
+from gpurpo.tree.binning._quantile_rule import quantile_edges
 from gpurpo.tree.binning._sparse import sparse_column_edges
 
 VALUES = st.sampled_from([np.nan, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, -3.25, 7.0, 1e-300])
@@ -46,7 +47,7 @@ def _reference_edges(dense, max_bins):
     edges = []
     for f in range(dense.shape[1]):
         col = dense[:, f].astype(np.float32).astype(np.float64)
-        edges.append(_edges_of_column(col[~np.isnan(col)], max_bins, None))
+        edges.append(quantile_edges(col[~np.isnan(col)], max_bins, None))
     return edges
 
 

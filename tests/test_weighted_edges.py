@@ -1,5 +1,5 @@
 """Weighted bin edges in one kernel (gpurpo.tree.binning._weighted_edges) against the column
-rule of gpurpo.tree.binning._mapper._edges_of_column (np.unique, bincount, searchsorted)."""
+rule of gpurpo.tree.binning._quantile_rule.quantile_edges (np.unique, bincount, searchsorted)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from gpurpo.backend import NUMPY
 from gpurpo.tree import BinMapper
-from gpurpo.tree.binning._mapper import _edges_of_column
+from gpurpo.tree.binning._quantile_rule import quantile_edges
 from gpurpo.tree.binning._weighted_edges import weighted_column_edges
 
 
@@ -19,7 +19,7 @@ def _reference(X: np.ndarray, w: np.ndarray, max_bins: int) -> list[np.ndarray]:
     for f in range(X.shape[1]):
         col = np.asarray(X[:, f])
         ok = ~np.isnan(col)
-        out.append(_edges_of_column(col[ok], max_bins, w[ok]))
+        out.append(quantile_edges(col[ok], max_bins, w[ok]))
     return out
 
 

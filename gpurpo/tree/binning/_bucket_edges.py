@@ -57,6 +57,7 @@ from numba import njit
 
 from gpurpo.tree._borrow import borrow, borrow_all
 from gpurpo.tree.binning._code_tables import float32_codes_agree
+from gpurpo.tree.binning._quantile_rule import quantile_rank
 from gpurpo.tree.binning._row_sort import _key, radix_sort_rows
 
 _FLOAT32_MAX = np.float32(np.finfo(np.float32).max)
@@ -300,13 +301,6 @@ def _count_nan(row):
 
 
 @njit(inline="always", cache=True)
-def _rank(j, n, max_bins):
-    """The rank of the ``j / max_bins`` quantile among ``n`` sorted values (of edges_from_sorted)."""
-    rank = (j * n + max_bins - 1) // max_bins - 1
-    return max(rank, 0)
-
-
-@njit(inline="always", cache=True)
 def _previous_nonempty(counts, b):
     """The last non-empty bucket before ``b`` (-1 if none)."""
     b0 = b - 1
@@ -516,7 +510,7 @@ def _row_edges(row, lo, hi, n_nan, max_bins, out_row, scratch, edge_meta):
     if ranks[0] != n:  # ranks[0] holds the n the ranks are of
         ranks[0] = n
         for j in range(1, max_bins):
-            ranks[j] = _rank(j, n, max_bins)
+            ranks[j] = quantile_rank(j, n, max_bins)
         ranks[max_bins] = n  # beyond every rank: ends the walk below
     # equal widths in value, unless their buckets at the ranks would crowd
     # (estimated on a sample) more than equal widths in keys; and the fewest

@@ -17,6 +17,7 @@ from gpurpo.tree import kernels
 from gpurpo.tree.binning import _row_sort
 from gpurpo.tree.binning._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
 from gpurpo.tree.binning._code_tables import bin_codes_fitted
+from gpurpo.tree.binning._quantile_rule import quantile_edges
 from gpurpo.tree.binning._sorted_edges import edges_from_sorted, transpose_block_to_float32
 from gpurpo.tree.binning._sparse import (
     SparseCodes,
@@ -43,25 +44,6 @@ _BLOCK_BYTES = 1 << 20
 # the code _bin_by_blocks gives NaN until the missing bin is known (value codes are
 # at most MAX_BINS - 1)
 _NAN_CODE = 255
-
-
-def _edges_of_column(values: np.ndarray, max_bins: int, weights: np.ndarray | None) -> np.ndarray:
-    """Bin edges (float64, increasing) for the finite values of one feature.
-
-    Quantiles are weighted by ``weights`` (None: unit weights), so that an
-    integer weight has the effect of repeating the row.
-    """
-    if values.size == 0:
-        return np.empty(0, dtype=np.float64)
-    distinct, inverse = np.unique(values.astype(np.float64), return_inverse=True)
-    if distinct.size <= max_bins:
-        return 0.5 * (distinct[:-1] + distinct[1:])
-    counts = np.bincount(inverse.ravel(), weights=weights, minlength=distinct.size)
-    cum = np.cumsum(counts)
-    levels = np.arange(1, max_bins) * (cum[-1] / max_bins)
-    at = np.searchsorted(cum, levels, side="left")
-    at = np.unique(np.minimum(at, distinct.size - 2))
-    return 0.5 * (distinct[at] + distinct[at + 1])
 
 
 @dataclass
@@ -648,8 +630,8 @@ def _fit_edges_columns(
     A sparse sample of at most 256 MiB as dense float64 is densified; the
     unweighted dense sample is sorted by blocks (:func:`_bin_by_blocks`), the
     weighted one takes :func:`gpurpo.tree.binning._weighted_edges.weighted_column_edges`
-    (the edges of :func:`_edges_of_column`, in one kernel); the columns of a
-    weighted sparse sample take :func:`_edges_of_column` one by one.
+    (the edges of :func:`quantile_edges`, in one kernel); the columns of a
+    weighted sparse sample take :func:`quantile_edges` one by one.
     """
     p = sample.shape[1]
     if sp.issparse(sample) and sample.shape[0] * p * 8 <= _DENSE_FIT_BYTES:
@@ -664,7 +646,7 @@ def _fit_edges_columns(
 
 
 def _weighted_column_edges(sample: Any, weights: np.ndarray, max_bins: int) -> list[np.ndarray]:
-    """Weighted edges of each column (:func:`_edges_of_column`)."""
+    """Weighted edges of each column (:func:`quantile_edges`)."""
     p = sample.shape[1]
     edges = []
     if sp.issparse(sample):
@@ -678,13 +660,13 @@ def _weighted_column_edges(sample: Any, weights: np.ndarray, max_bins: int) -> l
             nz = csc.indices[csc.indptr[f] : csc.indptr[f + 1]]
             zero_rows = np.setdiff1d(np.arange(n_sub), nz)
             w_f = weights[np.concatenate([nz, zero_rows])][ok]
-            edges.append(_edges_of_column(col[ok], max_bins, w_f))
+            edges.append(quantile_edges(col[ok], max_bins, w_f))
         return edges
     sample = np.asarray(sample)
     for f in range(p):
         col = sample[:, f]
         ok = ~np.isnan(col)
-        edges.append(_edges_of_column(col[ok], max_bins, weights[ok]))
+        edges.append(quantile_edges(col[ok], max_bins, weights[ok]))
     return edges
 
 
@@ -692,7 +674,7 @@ def _fit_edges_sparse(sample: Any, max_bins: int) -> tuple[np.ndarray, np.ndarra
     """Unweighted edges of a SciPy sparse sample, from its stored entries: every
     feature's edges one after the other, and their numbers (:meth:`BinMapper._set_edges`).
 
-    Same edges as :func:`_edges_of_column` on each densified column
+    Same edges as :func:`quantile_edges` on each densified column
     (:func:`gpurpo.tree.binning._sparse.sparse_column_edges`); duplicate
     entries are summed first, as densifying would. Memory follows the stored
     entries: a column of s of them has at most s + 1 distinct values (its zeros

@@ -100,7 +100,7 @@ def sparse_column_edges(indptr, data, n_rows, max_bins, out_ptr, out_edges, out_
     column ``f``'s slots end at ``out_ptr[f + 1]``: at least
     ``min(max_bins - 1, stored entries)`` of them, as many as it can have
     edges, so that memory follows the stored entries, not ``p x max_bins``) exactly as
-    ``_edges_of_column`` does for the dense column rounded to float32, which
+    ``quantile_edges`` does for the dense column rounded to float32, which
     are the edges of the dense unweighted fit (``_fit_edges_sorted``: midpoints
     of float32 values, computed in float64), so that sparse and dense X give
     the same bins.
@@ -166,14 +166,14 @@ def _column_edges(data, a, b, n_rows, max_bins, values, distinct, counts, out_ed
         return max(nd - 1, 0)
     for e in range(1, nd):  # cumulative counts, in place
         counts[e] += counts[e - 1]
-    step = counts[nd - 1] / max_bins
+    total = counts[nd - 1]
     at = 0
     last = -1
     ne = 0
     for j in range(1, max_bins):
-        level = j * step
-        # first distinct value whose cumulative count reaches the level
-        while counts[at] < level:
+        # first distinct value whose cumulative count reaches j / max_bins of the
+        # total, compared in integers (C * max_bins >= j * n)
+        while counts[at] * max_bins < j * total:
             at += 1
         cut = min(at, nd - 2)
         if cut > last:

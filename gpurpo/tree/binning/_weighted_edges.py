@@ -1,7 +1,7 @@
 """Weighted quantile bin edges of the columns of a dense sample (numba).
 
 :class:`gpurpo.tree.binning.BinMapper` fits the edges of a weighted sample
-(``sample_weight``) with :func:`gpurpo.tree.binning._mapper._edges_of_column`, one
+(``sample_weight``) with :func:`gpurpo.tree.binning._quantile_rule.quantile_edges`, one
 column at a time: ``np.unique`` with its inverse (an argsort), a
 ``bincount`` of the weights and a search of the quantile levels in their
 cumulative sums. A delicious-shaped tree fit (12,920 x 500) spent 0.36 s
@@ -15,7 +15,7 @@ values' order-preserving 64-bit keys (Knuth, TAOCP vol. 3, 5.2.5; -0.0 keyed
 as 0.0, so that the two, equal as values, keep their order), then add the
 weights of each run of equal values in row order, as ``bincount`` does (a
 stable sort keeps the rows of a run in order), and apply the rule of
-``_edges_of_column`` to the runs.
+``quantile_edges`` to the runs.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def _sort_pairs(keys, weights, keys_tmp, weights_tmp, n):
 
 @njit(cache=True)
 def _edges_of_sorted_pairs(values, keys, weights, n, max_bins, run_values, run_cum, out):
-    """Edges of ``_edges_of_column`` from ``n`` sorted keys (and the values they key) with
+    """Edges of ``quantile_edges`` from ``n`` sorted keys (and the values they key) with
     their weights; returns their number. ``run_values`` and ``run_cum`` hold at least
     ``n`` entries."""
     if n == 0:
@@ -107,12 +107,11 @@ def _edges_of_sorted_pairs(values, keys, weights, n, max_bins, run_values, run_c
         for r in range(runs - 1):
             out[r] = 0.5 * (run_values[r] + run_values[r + 1])
         return runs - 1
-    step = total / max_bins
+    scaled = run_cum[:runs] * max_bins  # the rule compares C * max_bins with j * W
     n_out = 0
     last = -1
     for level_index in range(1, max_bins):
-        level = level_index * step
-        at = np.searchsorted(run_cum[:runs], level)
+        at = np.searchsorted(scaled, level_index * total)
         at = min(at, runs - 2)
         if at > last:  # the levels increase, so "unique" keeps the first of each
             out[n_out] = 0.5 * (run_values[at] + run_values[at + 1])
@@ -162,7 +161,7 @@ def _weighted_edges_blocks(X, weights, max_bins, out, n_edges):
 def weighted_column_edges(
     sample: Any, weights: np.ndarray, max_bins: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The edges of :func:`gpurpo.tree.binning._mapper._edges_of_column` of every column of a dense
+    """The edges of :func:`gpurpo.tree.binning._quantile_rule.quantile_edges` of every column of a dense
     ``sample`` (n, p) with the row weights ``weights`` (n,), NaN left out.
 
     Returns

@@ -604,7 +604,7 @@ def _partitions(X):
 
 def test_log_loss_hessian_is_the_derivative_of_the_negative_gradient():
     from gpurpo.backend import resolve_backend
-    from gpurpo.ensemble.losses import get_loss
+    from gpurpo.ensemble.boosting.losses import get_loss
 
     rng = np.random.default_rng(0)
     Y = np.where(rng.random((30, 4)) < 0.3, 1.0, -1.0)
@@ -772,7 +772,7 @@ def test_newton_parameters_survive_clone():
 
 @pytest.mark.parametrize("Model", [GradientBoostingRegressor, GradientBoostingClassifier])
 def test_out_of_memory_says_what_boosting_keeps_and_what_to_lower(Model, monkeypatch):
-    import gpurpo.ensemble.boosting as boosting
+    from gpurpo.ensemble.boosting import _base as boosting
 
     def exhausted(*args, **kwargs):
         raise MemoryError("Unable to allocate 8.94 GiB")

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpurpo._leaf_top_k as leaf_top_k
-import gpurpo.ensemble._forest_base as forest_base
+import gpurpo.ensemble.forest._base as forest_base
 import gpurpo.tree._classes as tree_classes
 from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import top_k

@@ -1,7 +1,7 @@
-"""The weighted-median kernel of the absolute-error loss (gpurpo.ensemble._median_kernels).
+"""The weighted-median kernel of the absolute-error loss (gpurpo.ensemble.boosting._median_kernels).
 
 The selection kernel (CPU) against the argsort version that CuPy runs
-(:func:`gpurpo.ensemble._steps.weighted_median_columns`) and against the
+(:func:`gpurpo.ensemble.boosting._median_kernels.weighted_median_columns`) and against the
 definition: a value of the column that minimises ``sum_i w_i |z_i - c|``, the
 smallest one whose weight at or below reaches half the total.
 """
@@ -14,8 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble._median_kernels import weighted_median_columns_cpu, weighted_median_of
-from gpurpo.ensemble._steps import weighted_median_columns, weighted_median_step
+from gpurpo.ensemble.boosting._median_kernels import (
+    weighted_median_columns,
+    weighted_median_columns_cpu,
+    weighted_median_of,
+)
+from gpurpo.ensemble.boosting._step_sizes import weighted_median_step
 
 CPU = Backend("numpy")
 
@@ -116,7 +120,7 @@ def test_step_is_the_exact_minimiser_per_output():
 def test_step_kernel_equals_the_array_version(one_column):
     """The step kernel forms the ratios and weights as the array version does (zeros of
     H: ratio 0, weight 0), for per-output trees and for one tree broadcast to all."""
-    from gpurpo.ensemble._median_kernels import _weighted_median_step_xp, weighted_median_step_cpu
+    from gpurpo.ensemble.boosting._median_kernels import _weighted_median_step_xp, weighted_median_step_cpu
 
     rng = np.random.default_rng(11)
     n, d = 2000, 9

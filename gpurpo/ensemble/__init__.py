@@ -5,7 +5,10 @@ projections: :class:`GradientBoostingRegressor` and the multi-label
 :class:`GradientBoostingClassifier`.
 """
 
-from gpurpo.ensemble.boosting import GradientBoostingClassifier, GradientBoostingRegressor
+from gpurpo.ensemble.boosting import (
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+)
 from gpurpo.ensemble.forest import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,

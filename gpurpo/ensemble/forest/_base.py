@@ -14,13 +14,13 @@ Fitting, in order (one seeded generator, ``random_state``):
 2. three seeds per tree drawn up front, row after row: its bootstrap
    sample, its projection and its root (the node seeds of its growth), so
    none depends on how trees are batched, nor on ``n_estimators``;
-3. trees grown in batches (:mod:`gpurpo.ensemble._forest_batches`): the
+3. trees grown in batches (:mod:`gpurpo.ensemble.forest._batches`): the
    targets of a batch come from one projection product
-   (:mod:`gpurpo.ensemble._forest_projection`), the batch grows level by
+   (:mod:`gpurpo.ensemble.forest._projection`), the batch grows level by
    level in one :func:`gpurpo.tree.grow_trees` call, each tree's leaves are
    labelled in the original space (:func:`gpurpo.tree.leaf_values`, sparse
    for sparse ``Y``), and the batch is packed for prediction
-   (:mod:`gpurpo.ensemble._forest_predict`), where out-of-bag sums are
+   (:mod:`gpurpo.ensemble.forest._predict`), where out-of-bag sums are
    accumulated if asked.
 
 A forest is reproducible from ``random_state``, does not depend on the
@@ -56,6 +56,7 @@ from gpurpo._validation import (
     is_sparse,
 )
 from gpurpo.backend import (
+    DEVICE_NAMES,
     Backend,
     check_random_state,
     is_gpu_array,
@@ -63,7 +64,7 @@ from gpurpo.backend import (
     serial_cpu_kernels,
     to_host,
 )
-from gpurpo.ensemble._forest_batches import (
+from gpurpo.ensemble.forest._batches import (
     bootstrap_indices,
     grows_batches_in_parallel,
     n_bootstrap_samples,
@@ -75,9 +76,9 @@ from gpurpo.ensemble._forest_batches import (
     tree_batches,
     tree_bytes,
 )
-from gpurpo.ensemble._forest_predict import TreeChunk, chunk_leaf_rows, sparse_oob_mean
-from gpurpo.ensemble._forest_projection import ProjectionPlan
-from gpurpo.ensemble._forest_warm import (
+from gpurpo.ensemble.forest._predict import TreeChunk, chunk_leaf_rows, sparse_oob_mean
+from gpurpo.ensemble.forest._projection import ProjectionPlan
+from gpurpo.ensemble.forest._warm_start import (
     WARM_FIXED,
     WARM_NO_NEW_TREES,
     Sampling,
@@ -85,8 +86,14 @@ from gpurpo.ensemble._forest_warm import (
     generator_at,
     param_key,
 )
-from gpurpo.tree import BinMapper, GrowthParams, grow_tree_best_first, grow_trees, leaf_values
-from gpurpo.tree import n_candidate_features
+from gpurpo.tree import (
+    BinMapper,
+    GrowthParams,
+    grow_tree_best_first,
+    grow_trees,
+    leaf_values,
+    n_candidate_features,
+)
 from gpurpo.tree.binning import MAX_BINS
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
@@ -195,7 +202,7 @@ class BaseForest(BaseEstimator):
         if not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose must be an int >= 0, got {self.verbose!r}")
         resolve_n_jobs(self.n_jobs)
-        check_choice(self.device, "device", ("auto", "cpu", "cuda", "cuda-emulated"))
+        check_choice(self.device, "device", DEVICE_NAMES)
         self._warm()
 
     def _warm(self) -> bool:

@@ -29,14 +29,13 @@ from types import ModuleType
 from typing import Any
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble import _median_kernels  # noqa: F401  (registers the median kernels)
-from gpurpo.ensemble._logistic_kernels import LogisticLine
+from gpurpo.ensemble.boosting import _median_kernels  # noqa: F401  (registers the median kernels)
+from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
 
 __all__ = [
     "MAX_LOGIT_STEP",
     "least_squares_step",
     "logistic_step",
-    "weighted_median_columns",
     "weighted_median_step",
 ]
 
@@ -80,35 +79,6 @@ def least_squares_step(xp: ModuleType, G: Any, H: Any, w: Any) -> Any:
     return xp.where(safe, num / xp.where(safe, den, 1.0), 0.0)
 
 
-def weighted_median_columns(xp: ModuleType, Z: Any, W: Any) -> Any:
-    """Lower weighted median of every column of ``Z``.
-
-    Parameters
-    ----------
-    Z : array of shape (n, d)
-    W : array of shape (n, d) or (n, 1)
-        Non-negative weights (broadcast against ``Z``).
-
-    Returns
-    -------
-    array of shape (d,), float64
-        For column ``j`` the smallest ``z`` among its values such that the
-        weight of ``{i : z_ij <= z}`` is at least half the column's total
-        weight; it minimises ``sum_i W_ij |z_ij - z|``. 0 for columns of
-        zero total weight.
-    """
-    Z = Z.astype(xp.float64)
-    W = xp.broadcast_to(W.astype(xp.float64), Z.shape)
-    order = xp.argsort(Z, axis=0)
-    z_sorted = xp.take_along_axis(Z, order, axis=0)
-    cum = xp.cumsum(xp.take_along_axis(W, order, axis=0), axis=0)
-    total = cum[-1]
-    reached = cum >= 0.5 * total[None, :]
-    first = xp.argmax(reached, axis=0)
-    median = xp.take_along_axis(z_sorted, first[None, :], axis=0)[0]
-    return xp.where(total > 0, median, 0.0)
-
-
 def weighted_median_step(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     """Exact step for the absolute error: ``argmin_rho sum_i w_i |r_ij - rho h_ij|`` per output.
 
@@ -116,7 +86,7 @@ def weighted_median_step(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     samples with ``h_ij != 0`` (plus a constant), so its minimiser is the
     weighted median of the ratios with weights ``w_i |h_ij|``, taken by the
     kernel ``boost_weighted_median_step``
-    (:mod:`gpurpo.ensemble._median_kernels`: a selection on the CPU).
+    (:mod:`gpurpo.ensemble.boosting._median_kernels`: a selection on the CPU).
 
     Parameters
     ----------
@@ -166,8 +136,8 @@ def logistic_step(
     ----------
     backend : Backend
         The derivatives are computed by the fused kernel
-        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble._logistic_kernels`)
-        through a :class:`~gpurpo.ensemble._logistic_kernels.LogisticLine`:
+        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble.boosting._logistic_kernels`)
+        through a :class:`~gpurpo.ensemble.boosting._logistic_kernels.LogisticLine`:
         ``exp(-F)`` once, then only one exponential per (leaf, output) per
         iteration.
     Y : array of shape (n, d)

@@ -24,7 +24,13 @@ from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
-from gpurpo.tree.predictor import Tree, TreeStructure, apply_trees_block, pack_trees, row_blocks
+from gpurpo.tree.predictor import (
+    Tree,
+    TreeStructure,
+    apply_trees_block,
+    pack_trees,
+    row_blocks,
+)
 
 __all__ = ["TreeChunk", "chunk_leaf_rows", "sparse_oob_mean"]
 

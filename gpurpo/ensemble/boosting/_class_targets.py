@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from gpurpo._validation import class_labels
 from gpurpo.backend import Backend, is_gpu_array, to_host
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from gpurpo.ensemble._forest_batches import bootstrap_counts
+from gpurpo.ensemble.forest._batches import bootstrap_counts
 
 __all__ = [
     "WARM_FIXED", "WARM_NO_NEW_TREES", "Sampling", "draw_counts", "generator_at", "param_key",

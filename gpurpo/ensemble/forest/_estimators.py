@@ -1,29 +1,7 @@
-"""Random-output forests: Random Forests and Extra-Trees on projected outputs.
+"""The four forest estimators (regressors and classifiers, Random Forests and Extra-Trees).
 
-Joly, Geurts & Wehenkel (2014), "Random forests with random projections of
-the output space for high dimensional multi-label classification":
-
-* Algorithm 1 (``shared_projection=True``): draw one projection ``Phi``
-  (m x d); grow every tree on ``(X, Y Phi^T)``; label each leaf with the
-  mean of the ORIGINAL outputs ``y`` of its training samples.
-* Algorithm 2 (``shared_projection=False``, the default): draw a fresh
-  ``Phi_t`` for every tree ``t``. The added randomisation reduces the
-  variance of the ensemble at the same bias, so it is at least as accurate
-  on average (the paper's section 3.3 and figure 3).
-
-Trees are Random Forest trees (Breiman 2001: a bootstrap sample per tree,
-the best split over ``k = max_features`` random candidate features per
-node) or Extra-Trees (Geurts, Ernst & Wehenkel 2006: one uniformly random
-cut per candidate feature, no bootstrap by default), grown with the
-histogram tree engine of :mod:`gpurpo.tree` (split score: reduction of the
-summed variance of the grown outputs, paper eq. 1-2). ``projection=None``
-grows them on the original outputs (exact multi-output forests).
-
-Predictions average the trees' leaf values: label frequencies for the
-classifiers (``predict_proba`` gives an (n, d) matrix of label
-probabilities for multi-label ``Y``), mean outputs for the regressors.
+The method and its references: :mod:`gpurpo.ensemble.forest`.
 """
-
 from __future__ import annotations
 
 import warnings
@@ -37,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpurpo._top_k import suggests_top_k
 from gpurpo._validation import check_array, class_labels
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
-from gpurpo.ensemble._forest_base import BaseForest
+from gpurpo.ensemble.forest._base import BaseForest
 from gpurpo.metrics import label_ranking_average_precision, macro_r2
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS
 
@@ -403,10 +381,10 @@ _PARAMETERS = """
         first fit are kept, so ``projection``, ``n_components``,
         ``shared_projection`` and ``max_bins`` cannot change, nor can the
         device or the outputs; ``oob_score`` then scores all the trees.
-    device : {{"auto", "cpu", "cuda", "cuda-emulated"}}, default="auto"
+    device : {{"auto", "cpu", "cuda"}}, default="auto"
         Where to compute; ``"auto"`` follows the data (CuPy input -> CUDA)
         and the global setting (:func:`gpurpo.set_backend`).
-        ``"cuda-emulated"`` runs the CUDA kernels on the CPU (testing).
+        Other values are for testing (:mod:`gpurpo.testing`).
         Results are returned in the namespace of the input.
 
     Attributes

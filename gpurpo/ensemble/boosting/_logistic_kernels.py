@@ -3,7 +3,7 @@
 With ``d`` labels every boosting iteration evaluates the logistic function on
 the whole (n, d) score matrix several times: once for the gradient, once for
 the training loss and two or three times per Newton iteration of the step
-search (:func:`gpurpo.ensemble._steps.logistic_step`). Written as array
+search (:func:`gpurpo.ensemble.boosting._step_sizes.logistic_step`). Written as array
 expressions each evaluation makes about ten passes over (n, d) temporaries;
 these kernels make one pass and allocate nothing of that size.
 

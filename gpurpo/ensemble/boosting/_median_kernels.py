@@ -2,13 +2,11 @@
 
 The absolute-error loss of boosting takes a weighted median per output three
 times: the initial estimate, the per-output step of every iteration
-(:func:`gpurpo.ensemble._steps.weighted_median_step`) and each leaf's value.
-The array version (:func:`gpurpo.ensemble._steps.weighted_median_columns`)
-argsorts the whole matrix, gathers it twice and takes a cumulative sum: on a
-mediamill-shaped problem (30,993 x 101) 0.66 s per step on an AMD EPYC
-(Zen 4), where NumPy's AVX-512 argsort is slow, 80 % of an absolute-error
-boosting run. A weighted median needs no sort: a weighted quickselect
-(Hoare's FIND with the weights of the parts, e.g. Cormen et al.,
+(:func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`) and each leaf's value.
+The array version (:func:`weighted_median_columns`, the CUDA backends' kernel)
+argsorts the whole matrix, gathers it twice and takes a cumulative sum; on the
+CPU that sort would dominate an absolute-error boosting run. A weighted median
+needs no sort: a weighted quickselect (Hoare's FIND with the weights of the parts, e.g. Cormen et al.,
 *Introduction to Algorithms*, problem 9-2) finds it in expected O(n) per
 column.
 
@@ -28,11 +26,12 @@ Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
     R (n, d); H (n, d) or (n, 1); w (n,). Returns float64 (d,): the
     weighted medians of the columns of ``R / H`` with weights ``w_i |H_ij|``
     (ratio 0 and weight 0 where ``H_ij = 0``), the exact absolute-error step
-    of :func:`gpurpo.ensemble._steps.weighted_median_step`.
+    of :func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`.
 """
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -112,7 +111,7 @@ def _weighted_median_blocks(A, B, w, ratios, out):
 
     ``ratios`` False: the values are ``A[:, j]`` and the weights ``B[:, j]``
     (``B[:, 0]`` when ``B`` has one column; ``w`` unused). ``ratios`` True
-    (the step of :func:`gpurpo.ensemble._steps.weighted_median_step`): the
+    (the step of :func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`): the
     values are ``A[i, j] / B[i, j]`` and the weights ``w[i] |B[i, j]|``,
     ratio 0 and weight 0 where ``B[i, j] = 0``. Tasks gather blocks of
     :data:`_COLUMN_BLOCK` columns into contiguous rows, forming the ratios on
@@ -150,25 +149,51 @@ def _medians(A: Any, B: Any, w: Any, ratios: bool) -> np.ndarray:
     return out
 
 
+def weighted_median_columns(xp: ModuleType, Z: Any, W: Any) -> Any:
+    """Lower weighted median of every column of ``Z``.
+
+    Parameters
+    ----------
+    Z : array of shape (n, d)
+    W : array of shape (n, d) or (n, 1)
+        Non-negative weights (broadcast against ``Z``).
+
+    Returns
+    -------
+    array of shape (d,), float64
+        For column ``j`` the smallest ``z`` among its values such that the
+        weight of ``{i : z_ij <= z}`` is at least half the column's total
+        weight; it minimises ``sum_i W_ij |z_ij - z|``. 0 for columns of
+        zero total weight.
+    """
+    Z = Z.astype(xp.float64)
+    W = xp.broadcast_to(W.astype(xp.float64), Z.shape)
+    order = xp.argsort(Z, axis=0)
+    z_sorted = xp.take_along_axis(Z, order, axis=0)
+    cum = xp.cumsum(xp.take_along_axis(W, order, axis=0), axis=0)
+    total = cum[-1]
+    reached = cum >= 0.5 * total[None, :]
+    first = xp.argmax(reached, axis=0)
+    median = xp.take_along_axis(z_sorted, first[None, :], axis=0)[0]
+    return xp.where(total > 0, median, 0.0)
+
+
+
 def weighted_median_columns_cpu(Z: Any, W: Any) -> np.ndarray:
-    """:func:`gpurpo.ensemble._steps.weighted_median_columns` by selection (numba)."""
+    """:func:`gpurpo.ensemble.boosting._median_kernels.weighted_median_columns` by selection (numba)."""
     return _medians(Z, W, np.empty(0), False)
 
 
 def weighted_median_step_cpu(R: Any, H: Any, w: Any) -> np.ndarray:
-    """:func:`gpurpo.ensemble._steps.weighted_median_step` by selection (numba)."""
+    """:func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step` by selection (numba)."""
     return _medians(R, H, w, True)
 
 
 def _weighted_median_columns_xp(backend: Backend, Z: Any, W: Any) -> Any:
-    from gpurpo.ensemble._steps import weighted_median_columns
-
     return weighted_median_columns(backend.xp, Z, W)
 
 
 def _weighted_median_step_xp(backend: Backend, R: Any, H: Any, w: Any) -> Any:
-    from gpurpo.ensemble._steps import weighted_median_columns
-
     xp = backend.xp
     H64 = H.astype(xp.float64)
     nonzero = H64 != 0

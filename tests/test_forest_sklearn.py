@@ -1,16 +1,21 @@
 """Random-output forests under scikit-learn's conventions and tools.
 
-scikit-learn's own ``check_estimator`` suite on NumPy input, plus clone,
-GridSearchCV, Pipeline and cross_val_score on the multi-label forests.
+scikit-learn's own ``check_estimator`` suite on NumPy input, for the forests
+on the original outputs and on random output projections (Gaussian,
+Rademacher, row subsampling), the ``predict_proba`` format that the waived
+multi-label check also asserts, plus clone, GridSearchCV, Pipeline and
+cross_val_score on the multi-label forests.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sklearn.base import clone
+from sklearn.datasets import make_multilabel_classification
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import StandardScaler, scale
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpurpo.datasets import make_multilabel
@@ -48,12 +53,41 @@ def _expected_failed(est):
         RandomForestRegressor(n_estimators=3, random_state=0),
         RandomForestClassifier(n_estimators=3, random_state=0),
         ExtraTreesRegressor(n_estimators=3, random_state=0),
+        ExtraTreesClassifier(n_estimators=3, random_state=0),
+        RandomForestRegressor(n_estimators=3, projection="gaussian", random_state=0),
+        RandomForestClassifier(n_estimators=3, projection="gaussian", random_state=0),
+        ExtraTreesRegressor(n_estimators=3, projection="gaussian", random_state=0),
         ExtraTreesClassifier(n_estimators=3, projection="gaussian", random_state=0),
+        RandomForestClassifier(n_estimators=3, projection="rademacher", random_state=0),
+        ExtraTreesRegressor(n_estimators=3, projection="subsample", random_state=0),
     ],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("forest", [RandomForestClassifier, ExtraTreesClassifier])
+@pytest.mark.parametrize("projection", [None, "gaussian"])
+def test_multilabel_predict_proba_is_an_n_by_d_float_matrix(forest, projection):
+    """What check_classifiers_multilabel_output_format_predict_proba asserts, but the open bounds.
+
+    That check is waived above only because exact 0 and 1 occur; its data and its shape and dtype
+    assertions are repeated here so that a failure of those cannot hide behind the waiver.
+    """
+    X, Y = make_multilabel_classification(
+        n_samples=100, n_features=2, n_classes=5, n_labels=3, length=50, allow_unlabeled=True,
+        random_state=0,
+    )
+    X = scale(X)
+    model = forest(n_estimators=3, projection=projection, random_state=0).fit(X[:-25], Y[:-25])
+    proba = model.predict_proba(X[-25:])
+    assert isinstance(proba, np.ndarray)
+    assert proba.shape == (25, 5)
+    assert proba.dtype.kind == "f"
+    assert np.all((proba >= 0) & (proba <= 1))
+    # The probabilities are label frequencies: predict thresholds them at one half.
+    np.testing.assert_array_equal(model.predict(X[-25:]), (proba > 0.5).astype(Y.dtype))
 
 
 def _data():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_multilabel_classification
+from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler, scale
@@ -125,8 +126,15 @@ def test_grid_search_and_pipeline_on_multilabel_outputs():
     }
     assert grid.predict(X).shape == Y.shape
     assert grid.predict_proba(X).shape == Y.shape
-    scores = cross_val_score(
-        ExtraTreesRegressor(n_estimators=4, projection="gaussian", random_state=0),
-        X, Y, cv=KFold(2), scoring="r2",
-    )
-    assert scores.shape == (2,) and np.isfinite(scores).all()
+    # The refitted best pipeline is the pipeline fitted directly with the best parameters.
+    best = clone(pipe).set_params(**grid.best_params_).fit(X, Y)
+    np.testing.assert_array_equal(grid.predict_proba(X), best.predict_proba(X))
+    np.testing.assert_array_equal(grid.predict(X), best.predict(X))
+    forest = ExtraTreesRegressor(n_estimators=4, projection="gaussian", random_state=0)
+    scores = cross_val_score(forest, X, Y, cv=KFold(2), scoring="r2")
+    expected = [
+        r2_score(Y[test], clone(forest).fit(X[train], Y[train]).predict(X[test]))
+        for train, test in KFold(2).split(X)
+    ]
+    assert scores.shape == (2,)
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)

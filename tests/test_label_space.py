@@ -44,7 +44,8 @@ REDUCER_NAMES = ["plst", "rembrandt", "random", "cssp"]
 def low_rank_labels(n, d, rank, noise, seed):
     rng = np.random.default_rng(seed)
     scales = np.geomspace(10.0, 2.0, rank)
-    return (rng.standard_normal((n, rank)) * scales) @ rng.standard_normal((rank, d)) + noise * rng.standard_normal((n, d))
+    signal = (rng.standard_normal((n, rank)) * scales) @ rng.standard_normal((rank, d))
+    return signal + noise * rng.standard_normal((n, d))
 
 
 def partly_explained(n, p, d, seed, k=3):
@@ -400,11 +401,14 @@ def test_classifier_binary_decision_function_is_1d():
 
 
 def test_regressor_1d_target_and_component_cap():
+    """Capped at the number of outputs, PLST keeps the whole label space: ridge regression (alpha=1)."""
     X, Y = partly_explained(60, 4, 5, seed=22)
     model = LabelSpaceRegressor(n_components=50, random_state=0).fit(X, Y[:, 0])
     assert model.n_components_ == 1 and model.predict(X).shape == (60,)
+    np.testing.assert_allclose(model.predict(X), Ridge(alpha=1.0).fit(X, Y[:, 0]).predict(X), atol=1e-8)
     model = LabelSpaceRegressor(n_components=50, random_state=0).fit(X, Y)
     assert model.n_components_ == 5 and model.predict(X).shape == (60, 5)
+    np.testing.assert_allclose(model.predict(X), Ridge(alpha=1.0).fit(X, Y).predict(X), atol=1e-8)
 
 
 def test_sparse_labels_are_never_densified():
@@ -552,7 +556,8 @@ def test_cupy_input_stays_on_the_gpu_and_matches_numpy(reducer):
     assert isinstance(model.reducer_.decoder_, cupy.ndarray)
     assert cusparse.issparse(model.predict(Xg))
     np.testing.assert_allclose(scores.get(), ref.decision_function(X), atol=1e-6)
-    reg = LabelSpaceRegressor(reducer=reducer, n_components=6, random_state=0).fit(Xg, cupy.asarray(Y.toarray()))
+    reg = LabelSpaceRegressor(reducer=reducer, n_components=6, random_state=0)
+    reg.fit(Xg, cupy.asarray(Y.toarray()))
     out = reg.predict(Xg)
     assert isinstance(out, cupy.ndarray)
     np.testing.assert_allclose(out.get(), ref.decision_function(X), atol=1e-6)

@@ -17,6 +17,7 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler, scale
+from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpurpo.datasets import make_multilabel
@@ -66,6 +67,39 @@ def _expected_failed(est):
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+#: The assertion each waived check fails with, for the reason its waiver gives.
+_WAIVED_FAILURE = {
+    "check_sample_weight_equivalence_on_dense_data":
+        "fitting with `sample_weight` is not equivalent to fitting with removed or repeated",
+    "check_sample_weight_equivalence_on_sparse_data":
+        "fitting with `sample_weight` is not equivalent to fitting with removed or repeated",
+    "check_classifiers_multilabel_output_format_predict_proba":
+        "should therefore contain values between 0 and 1",
+}
+
+
+@pytest.mark.parametrize("estimator", [
+    RandomForestRegressor(n_estimators=3, random_state=0),
+    RandomForestClassifier(n_estimators=3, projection="gaussian", random_state=0),
+    ExtraTreesClassifier(n_estimators=3, random_state=0),
+], ids=repr)
+def test_waived_checks_fail_only_for_the_stated_reason(estimator):
+    waived = _expected_failed(estimator)
+    assert waived
+    for name in waived:
+        check = getattr(estimator_checks, name)
+        with pytest.raises(AssertionError, match=_WAIVED_FAILURE[name]):
+            check(type(estimator).__name__, clone(estimator))
+
+
+def test_without_bootstrap_the_sample_weight_checks_pass():
+    """The sample-weight waivers are due to the bootstrap alone."""
+    forest = RandomForestRegressor(n_estimators=3, bootstrap=False, random_state=0)
+    assert _expected_failed(forest) == {}
+    estimator_checks.check_sample_weight_equivalence_on_dense_data("RandomForestRegressor", forest)
+    estimator_checks.check_sample_weight_equivalence_on_sparse_data("RandomForestRegressor", forest)
 
 
 @pytest.mark.parametrize("forest", [RandomForestClassifier, ExtraTreesClassifier])

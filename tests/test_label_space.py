@@ -17,12 +17,16 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sklearn.base import clone
 from sklearn.datasets import make_multilabel_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 from sklearn.preprocessing import scale
 from sklearn.tree import DecisionTreeRegressor
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_classifiers_multilabel_output_format_predict_proba,
+    parametrize_with_checks,
+)
 
 from gpurpo import backend as B
 from gpurpo.datasets import make_multilabel
@@ -532,6 +536,9 @@ def test_multilabel_predict_proba_is_the_clipped_decision_function(reducer):
     assert proba.shape == (25, 5)
     assert proba.dtype.kind == "f"
     np.testing.assert_array_equal(proba, np.clip(model.decision_function(X[-25:]), 0.0, 1.0))
+    # The waived check fails for the exact 0 and 1 only.
+    with pytest.raises(AssertionError, match="should therefore contain values between 0 and 1"):
+        check_classifiers_multilabel_output_format_predict_proba("LabelSpaceClassifier", clone(model))
 
 
 # --------------------------------------------------------------------------

@@ -71,10 +71,17 @@ def test_products_that_overflow_float64_name_what_to_rescale():
     lambda c: RandomForestRegressor(n_estimators=2, projection=None, n_components=c),
     lambda c: __import__("gpurpo.tree", fromlist=["x"]).DecisionTreeRegressor(n_components=c),
 ])
-@pytest.mark.parametrize("bad", ["bad", 0, -1, float("nan"), True, 1.5])
-def test_n_components_is_validated_even_when_unused(make, bad):
+@pytest.mark.parametrize("bad, message", [
+    ("bad", r"n_components must be an int >= 1, a float in \(0, 1\] or one of .* got 'bad'"),
+    (0, "n_components must be >= 1, got 0"),
+    (-1, "n_components must be >= 1, got -1"),
+    (float("nan"), r"n_components given as a float .* must be in \(0, 1\].* got nan"),
+    (True, "n_components must be an int >= 1, got the bool True"),
+    (1.5, r"n_components given as a float .* must be in \(0, 1\].* got 1.5"),
+])
+def test_n_components_is_validated_even_when_unused(make, bad, message):
     X, Y = _data(4)
-    with pytest.raises((ValueError, TypeError), match="n_components"):
+    with pytest.raises(ValueError, match=message):
         make(bad).fit(X, Y)
     make(3).fit(X, Y)
 

@@ -123,7 +123,7 @@ def test_refit_without_names_forgets_them():
 def test_names_survive_pickling():
     X, Y, frame = _data()
     est = pickle.loads(pickle.dumps(ExtraTreesRegressor(n_estimators=2).fit(frame, Y)))
-    with pytest.raises(ValueError, match="same order"):
+    with pytest.raises(ValueError, match="Feature names must be in the same order as they were in fit"):
         est.predict(frame[frame.columns[::-1]])
 
 
@@ -131,11 +131,11 @@ def test_boosting_checks_eval_set_and_warm_start_names():
     X, Y, frame = _data()
     swapped = frame[["x1", "x0", "x2", "x3", "x4"]]
     gb = GradientBoostingRegressor(n_estimators=2, random_state=0)
-    with pytest.raises(ValueError, match="same order"):
+    with pytest.raises(ValueError, match="Feature names must be in the same order as they were in fit"):
         gb.fit(frame, Y, eval_set=(swapped, Y))
     gb = GradientBoostingRegressor(n_estimators=2, warm_start=True, random_state=0).fit(frame, Y)
     gb.set_params(n_estimators=3)
-    with pytest.raises(ValueError, match="same order"):
+    with pytest.raises(ValueError, match="Feature names must be in the same order as they were in fit"):
         gb.fit(swapped, Y)
     gb.fit(frame, Y)
     assert gb.n_estimators_ == 3
@@ -151,7 +151,8 @@ def test_which_column_names_count():
     mixed = pd.DataFrame(X, columns=["a", 1, "c", "d", "e"])
     with pytest.raises(TypeError, match="all input features have string names"):
         input_feature_names(mixed)
-    with pytest.raises(TypeError, match="string names"):
+    mixed_types = r"all input features have string names, but your input has \['int', 'str'\]"
+    with pytest.raises(TypeError, match=mixed_types):
         RandomForestRegressor(n_estimators=2).fit(mixed, X[:, :2])
 
 

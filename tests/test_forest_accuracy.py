@@ -7,7 +7,11 @@
   least as accurate as one shared projection (Algorithm 1) on average;
 * without projection the forests are Breiman's / Geurts' forests: their test
   LRAP matches scikit-learn's RandomForestRegressor / ExtraTreesRegressor on
-  the same data within the noise between seeds.
+  the same data.
+
+Each comparison is on the mean test LRAP over 16 seeds, whose standard error
+is about 0.0035 here (the LRAP of one forest varies by about 0.01 between
+seeds); the means agree within 0.01, about three standard errors.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from gpurpo.datasets import make_multilabel
 from gpurpo.ensemble import ExtraTreesRegressor, RandomForestRegressor
 from gpurpo.metrics import label_ranking_average_precision
 
-SEEDS = (0, 1, 2)
+SEEDS = tuple(range(16))
+#: Largest gap allowed between two mean LRAPs over SEEDS.
+TOLERANCE = 0.01
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +39,9 @@ def data():
     return X[:600], Y[:600], X[600:], Y[600:]
 
 
-def _within_noise(a, b, floor=0.02):
-    """|mean(a) - mean(b)| below 3 standard errors of the difference (at least ``floor``)."""
-    se = np.sqrt(np.var(a, ddof=1) / len(a) + np.var(b, ddof=1) / len(b))
-    return abs(np.mean(a) - np.mean(b)) < max(floor, 3 * se)
+def _close_means(a, b):
+    """The mean LRAPs over the seeds differ by less than TOLERANCE."""
+    return abs(np.mean(a) - np.mean(b)) < TOLERANCE
 
 
 def _lrap(forest, data):
@@ -54,7 +59,7 @@ def test_gaussian_projection_with_m_equal_d_is_as_accurate_as_no_projection(data
         data[3], np.tile(data[1].mean(0), (data[3].shape[0], 1))
     )
     assert np.mean(full) > baseline + 0.1  # the forest learns something
-    assert _within_noise(gauss, full)
+    assert _close_means(gauss, full)
 
 
 def test_per_tree_projections_at_least_as_accurate_as_a_shared_one(data):
@@ -78,4 +83,4 @@ def test_accuracy_close_to_scikit_learn_forests(data, ours, theirs):
         label_ranking_average_precision(Yt, theirs(random_state=s, **kwargs).fit(X, Y).predict(Xt))
         for s in SEEDS
     ]
-    assert _within_noise(a, b)
+    assert _close_means(a, b)

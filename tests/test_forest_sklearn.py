@@ -1,16 +1,23 @@
 """Random-output forests under scikit-learn's conventions and tools.
 
-scikit-learn's own ``check_estimator`` suite on NumPy input, plus clone,
-GridSearchCV, Pipeline and cross_val_score on the multi-label forests.
+scikit-learn's own ``check_estimator`` suite on NumPy input, for the forests
+on the original outputs and on random output projections (Gaussian,
+Rademacher, row subsampling), the ``predict_proba`` format that the waived
+multi-label check also asserts, plus clone, GridSearchCV, Pipeline and
+cross_val_score on the multi-label forests.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sklearn.base import clone
+from sklearn.datasets import make_multilabel_classification
+from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import StandardScaler, scale
+from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from gpurpo.datasets import make_multilabel
@@ -48,12 +55,74 @@ def _expected_failed(est):
         RandomForestRegressor(n_estimators=3, random_state=0),
         RandomForestClassifier(n_estimators=3, random_state=0),
         ExtraTreesRegressor(n_estimators=3, random_state=0),
+        ExtraTreesClassifier(n_estimators=3, random_state=0),
+        RandomForestRegressor(n_estimators=3, projection="gaussian", random_state=0),
+        RandomForestClassifier(n_estimators=3, projection="gaussian", random_state=0),
+        ExtraTreesRegressor(n_estimators=3, projection="gaussian", random_state=0),
         ExtraTreesClassifier(n_estimators=3, projection="gaussian", random_state=0),
+        RandomForestClassifier(n_estimators=3, projection="rademacher", random_state=0),
+        ExtraTreesRegressor(n_estimators=3, projection="subsample", random_state=0),
     ],
     expected_failed_checks=_expected_failed,
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+#: The assertion each waived check fails with, for the reason its waiver gives.
+_WAIVED_FAILURE = {
+    "check_sample_weight_equivalence_on_dense_data":
+        "fitting with `sample_weight` is not equivalent to fitting with removed or repeated",
+    "check_sample_weight_equivalence_on_sparse_data":
+        "fitting with `sample_weight` is not equivalent to fitting with removed or repeated",
+    "check_classifiers_multilabel_output_format_predict_proba":
+        "should therefore contain values between 0 and 1",
+}
+
+
+@pytest.mark.parametrize("estimator", [
+    RandomForestRegressor(n_estimators=3, random_state=0),
+    RandomForestClassifier(n_estimators=3, projection="gaussian", random_state=0),
+    ExtraTreesClassifier(n_estimators=3, random_state=0),
+], ids=repr)
+def test_waived_checks_fail_only_for_the_stated_reason(estimator):
+    waived = _expected_failed(estimator)
+    assert waived
+    for name in waived:
+        check = getattr(estimator_checks, name)
+        with pytest.raises(AssertionError, match=_WAIVED_FAILURE[name]):
+            check(type(estimator).__name__, clone(estimator))
+
+
+def test_without_bootstrap_the_sample_weight_checks_pass():
+    """The sample-weight waivers are due to the bootstrap alone."""
+    forest = RandomForestRegressor(n_estimators=3, bootstrap=False, random_state=0)
+    assert _expected_failed(forest) == {}
+    estimator_checks.check_sample_weight_equivalence_on_dense_data("RandomForestRegressor", forest)
+    estimator_checks.check_sample_weight_equivalence_on_sparse_data("RandomForestRegressor", forest)
+
+
+@pytest.mark.parametrize("forest", [RandomForestClassifier, ExtraTreesClassifier])
+@pytest.mark.parametrize("projection", [None, "gaussian"])
+def test_multilabel_predict_proba_is_an_n_by_d_float_matrix(forest, projection):
+    """What check_classifiers_multilabel_output_format_predict_proba asserts, but the open bounds.
+
+    That check is waived above only because exact 0 and 1 occur; its data and its shape and dtype
+    assertions are repeated here so that a failure of those cannot hide behind the waiver.
+    """
+    X, Y = make_multilabel_classification(
+        n_samples=100, n_features=2, n_classes=5, n_labels=3, length=50, allow_unlabeled=True,
+        random_state=0,
+    )
+    X = scale(X)
+    model = forest(n_estimators=3, projection=projection, random_state=0).fit(X[:-25], Y[:-25])
+    proba = model.predict_proba(X[-25:])
+    assert isinstance(proba, np.ndarray)
+    assert proba.shape == (25, 5)
+    assert proba.dtype.kind == "f"
+    assert np.all((proba >= 0) & (proba <= 1))
+    # The probabilities are label frequencies: predict thresholds them at one half.
+    np.testing.assert_array_equal(model.predict(X[-25:]), (proba > 0.5).astype(Y.dtype))
 
 
 def _data():
@@ -91,8 +160,15 @@ def test_grid_search_and_pipeline_on_multilabel_outputs():
     }
     assert grid.predict(X).shape == Y.shape
     assert grid.predict_proba(X).shape == Y.shape
-    scores = cross_val_score(
-        ExtraTreesRegressor(n_estimators=4, projection="gaussian", random_state=0),
-        X, Y, cv=KFold(2), scoring="r2",
-    )
-    assert scores.shape == (2,) and np.isfinite(scores).all()
+    # The refitted best pipeline is the pipeline fitted directly with the best parameters.
+    best = clone(pipe).set_params(**grid.best_params_).fit(X, Y)
+    np.testing.assert_array_equal(grid.predict_proba(X), best.predict_proba(X))
+    np.testing.assert_array_equal(grid.predict(X), best.predict(X))
+    forest = ExtraTreesRegressor(n_estimators=4, projection="gaussian", random_state=0)
+    scores = cross_val_score(forest, X, Y, cv=KFold(2), scoring="r2")
+    expected = [
+        r2_score(Y[test], clone(forest).fit(X[train], Y[train]).predict(X[test]))
+        for train, test in KFold(2).split(X)
+    ]
+    assert scores.shape == (2,)
+    np.testing.assert_allclose(scores, expected, rtol=1e-12)

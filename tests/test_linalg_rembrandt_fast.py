@@ -48,8 +48,8 @@ def reference_algorithm2(X, Y, k, p, q, alpha, seed):
     """Algorithm 2 transcribed with NumPy: Gaussian start, q power steps, Ritz step."""
     Y = Y.toarray() if sp.issparse(Y) else Y
     S = X.T @ X + alpha * np.eye(X.shape[1])
-    l = min(k + p, Y.shape[1])
-    Q = np.random.default_rng(seed).standard_normal((Y.shape[1], l))
+    width = min(k + p, Y.shape[1])
+    Q = np.random.default_rng(seed).standard_normal((Y.shape[1], width))
     Q = np.linalg.qr(Q)[0]
     for _ in range(q):
         Q = np.linalg.qr(Y.T @ X @ np.linalg.solve(S, X.T @ (Y @ Q)))[0]

@@ -211,7 +211,10 @@ def test_hadamard_structure_against_scipy(m, d, replace):
 def test_hadamard_without_replacement_limited_to_padded_size():
     with pytest.raises(ValueError, match="n_components <= 64"):
         make_projection("hadamard", 65, 37)
-    assert make_projection("hadamard", 65, 37, replace=True, random_state=0).shape == (65, 37)
+    phi = make_projection("hadamard", 65, 37, replace=True, random_state=0)
+    assert phi.shape == (65, 37)
+    # Entries of a Hadamard matrix, +-1, scaled by 1/sqrt(m) as for the other kinds.
+    np.testing.assert_allclose(np.abs(phi), 1 / math.sqrt(65), rtol=1e-15)
 
 
 # --------------------------------------------------------------------------
@@ -340,23 +343,30 @@ def test_resolve_auto_single_sample_gives_one():
     assert resolve_n_components("auto", 10, n_samples=1) == 1
 
 
+#: The start of the message for an n_components float outside (0, 1].
+FLOAT_FRACTION = r"n_components given as a float .* must be in \(0, 1\].* got "
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_components": 0, "n_outputs": 10}, "n_components"),
-        ({"n_components": -1, "n_outputs": 10}, "n_components"),
-        ({"n_components": "foo", "n_outputs": 10}, "n_components.*'foo'"),
-        ({"n_components": 1.5, "n_outputs": 10}, "n_components.*1.5"),
-        ({"n_components": 0.0, "n_outputs": 10}, "n_components"),
-        ({"n_components": float("nan"), "n_outputs": 10}, "n_components"),
-        ({"n_components": True, "n_outputs": 10}, "n_components"),
-        ({"n_components": None, "n_outputs": 10}, "n_components"),
-        ({"n_components": [3], "n_outputs": 10}, "n_components"),
-        ({"n_components": 3, "n_outputs": 0}, "n_outputs"),
-        ({"n_components": "auto", "n_outputs": 10}, "n_samples"),
-        ({"n_components": "auto", "n_outputs": 10, "n_samples": 0}, "n_samples"),
-        ({"n_components": "auto", "n_outputs": 10, "n_samples": 100, "eps": 1.0}, "eps"),
-        ({"n_components": "auto", "n_outputs": 10, "n_samples": 100, "eps": 0}, "eps"),
+        ({"n_components": 0, "n_outputs": 10}, "n_components must be >= 1, got 0"),
+        ({"n_components": -1, "n_outputs": 10}, "n_components must be >= 1, got -1"),
+        ({"n_components": "foo", "n_outputs": 10}, "n_components must be an int >= 1, .* got 'foo'"),
+        ({"n_components": 1.5, "n_outputs": 10}, FLOAT_FRACTION + "1.5"),
+        ({"n_components": 0.0, "n_outputs": 10}, FLOAT_FRACTION + "0.0"),
+        ({"n_components": float("nan"), "n_outputs": 10}, FLOAT_FRACTION + "nan"),
+        ({"n_components": True, "n_outputs": 10}, "n_components must be an int >= 1, got the bool True"),
+        ({"n_components": None, "n_outputs": 10}, "n_components must be an int >= 1, .* got NoneType None"),
+        ({"n_components": [3], "n_outputs": 10}, r"n_components must be an int >= 1, .* got list \[3\]"),
+        ({"n_components": 3, "n_outputs": 0}, "n_outputs must be an int >= 1, got 0"),
+        ({"n_components": "auto", "n_outputs": 10},
+         "n_components='auto' needs n_samples .* got n_samples=None"),
+        ({"n_components": "auto", "n_outputs": 10, "n_samples": 0}, "n_samples must be an int >= 1, got 0"),
+        ({"n_components": "auto", "n_outputs": 10, "n_samples": 100, "eps": 1.0},
+         r"eps must be a float in \(0, 1\), got 1.0"),
+        ({"n_components": "auto", "n_outputs": 10, "n_samples": 100, "eps": 0},
+         r"eps must be a float in \(0, 1\), got 0"),
     ],
 )
 def test_resolve_n_components_errors(kwargs, match):
@@ -368,12 +378,12 @@ def test_resolve_n_components_errors(kwargs, match):
     ("args", "kwargs", "match"),
     [
         (("foo", 3, 10), {}, "kind must be one of .*gaussian.*hadamard.*'foo'"),
-        (("gaussian", 0, 10), {}, "n_components"),
+        (("gaussian", 0, 10), {}, "n_components must be >= 1, got 0"),
         (("subsample", 11, 10), {}, "n_components <= n_outputs=10"),
-        (("achlioptas", 3, 10), {"density": 0.5}, "density"),
-        (("sparse", 3, 10), {"density": 0.0}, "density"),
-        (("sparse", 3, 10), {"density": 1.5}, "density"),
-        (("gaussian", 3, 0), {}, "n_outputs"),
+        (("achlioptas", 3, 10), {"density": 0.5}, "density applies to kind='sparse' only .* got density=0.5"),
+        (("sparse", 3, 10), {"density": 0.0}, "density must be > 0.0, got 0.0"),
+        (("sparse", 3, 10), {"density": 1.5}, "density must be <= 1.0, got 1.5"),
+        (("gaussian", 3, 0), {}, "n_outputs must be an int >= 1, got 0"),
     ],
 )
 def test_make_projection_errors(args, kwargs, match):
@@ -383,19 +393,19 @@ def test_make_projection_errors(args, kwargs, match):
 
 @pytest.mark.parametrize("n_projections", [0, -2, 1.0, None])
 def test_make_projections_counts(n_projections):
-    with pytest.raises(ValueError, match="n_projections"):
+    with pytest.raises(ValueError, match=f"n_projections must be an int >= 1, got {n_projections}$"):
         make_projections("gaussian", 3, 10, n_projections)
 
 
 def test_project_errors():
     phi = make_projection("gaussian", 3, 10, random_state=0)
-    with pytest.raises(ValueError, match="columns"):
+    with pytest.raises(ValueError, match=r"Y has 9 columns but components has 10 \(shape \(3, 10\)\)"):
         project(np.ones((4, 9)), phi)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match=r"Y must be a 2-D array, got an array of shape \(10,\)"):
         project(np.ones(10), phi)
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="Y contains NaN or infinity"):
         project(np.full((2, 10), np.nan), phi)
-    with pytest.raises(ValueError, match="components"):
+    with pytest.raises(ValueError, match=r"components must be a 2-D matrix, got shape \(10,\)"):
         project(np.ones((2, 10)), np.ones(10))
 
 
@@ -463,15 +473,15 @@ def test_output_projection_clone_and_params():
     ("params", "Y", "match"),
     [
         ({"kind": "foo"}, np.ones((5, 4)), "kind must be one of .*gaussian"),
-        ({"n_components": 0}, np.ones((5, 4)), "n_components"),
-        ({"n_components": -1}, np.ones((5, 4)), "n_components"),
-        ({"n_components": "foo"}, np.ones((5, 4)), "n_components"),
-        ({"n_components": 1.5}, np.ones((5, 4)), "n_components"),
+        ({"n_components": 0}, np.ones((5, 4)), "n_components must be >= 1, got 0"),
+        ({"n_components": -1}, np.ones((5, 4)), "n_components must be >= 1, got -1"),
+        ({"n_components": "foo"}, np.ones((5, 4)), "n_components must be an int >= 1, .* got 'foo'"),
+        ({"n_components": 1.5}, np.ones((5, 4)), FLOAT_FRACTION + "1.5"),
         ({"kind": "subsample", "n_components": 5}, np.ones((5, 4)), "n_components <= n_outputs"),
         ({}, np.ones(5), "Y must be a 2-D"),
         ({}, np.array([[1.0, np.nan], [0.0, 1.0]]), "Y contains NaN"),
         ({}, np.array([[1.0, np.inf], [0.0, 1.0]]), "Y contains NaN or infinity"),
-        ({"n_components": "auto", "eps": 1.5}, np.ones((5, 4)), "eps"),
+        ({"n_components": "auto", "eps": 1.5}, np.ones((5, 4)), r"eps must be a float in \(0, 1\), got 1.5"),
     ],
 )
 def test_output_projection_fit_errors(params, Y, match):

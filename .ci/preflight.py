@@ -82,7 +82,7 @@ def check_gxx() -> str:
 
 def check_nvrtc() -> str:
     importlib.import_module("cuda.bindings.nvrtc")
-    nvrtc_check = _first_module("gpurpo.testing.nvrtc_check", "gpurpo.nvrtc_check")
+    nvrtc_check = _first_module("gpurpo.testing.nvrtc")
     ptx = nvrtc_check.compile_ptx(KERNEL, arch="compute_90", name="preflight.cu")
     if "add_one" not in nvrtc_check.ptx_entries(ptx):
         raise RuntimeError("NVRTC compiled the trivial kernel but its PTX has no add_one entry")
@@ -93,7 +93,7 @@ def check_nvrtc() -> str:
 def check_emulator() -> str:
     import numpy as np
 
-    emulator = _first_module("gpurpo.testing.cuda_emulator", "gpurpo.cuda_emulator")
+    emulator = _first_module("gpurpo.testing.cuda_emulator")
     kernel = emulator.raw_kernel(KERNEL, "add_one")
     n = 100
     x = np.arange(n, dtype=np.float32)

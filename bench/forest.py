@@ -52,8 +52,9 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpurpo.backend import NUMPY  # noqa: E402
 from _machine import cpu_description  # noqa: E402
+
+from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
 from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
 from gpurpo.metrics import label_ranking_average_precision  # noqa: E402

@@ -46,8 +46,9 @@ import tempfile
 import textwrap
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 TOTAL_BUDGET_S = 10 * 60
@@ -806,7 +807,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# gpurpo GPU check: {device}\n\n"
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
         f"{' --quick' if args.quick else ''}"
-        f"{f' --budget {args.budget:g}' if args.budget != TOTAL_BUDGET_S else ''}`, total {report.elapsed():.0f} s, git "
+        f"{f' --budget {args.budget:g}' if args.budget != TOTAL_BUDGET_S else ''}`, "
+        f"total {report.elapsed():.0f} s, git "
         f"{_git_rev()}\n"
     )
     path.write_text(report.markdown(header))

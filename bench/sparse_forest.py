@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import cpu_description  # noqa: E402
 from forest import _lrap, _sk_proj_fit, _sk_proj_predict, _timed  # noqa: E402
+
 from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
 
 N_TEST = 1000

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -15,8 +15,8 @@ The scores are those of the dense route, bit for bit. The dense kernel
 a zero-initialised float64 row. Here the entries a row reaches in all the
 trees (of every group: the chunks of a forest) are sorted by column, then by
 their position in tree order, and each column's entries are added in that
-order to 0.0: the same additions in the same order. The division by T is the dense route's too. The k best columns are
-then taken by decreasing score, equal scores by increasing column (the rule
+order to 0.0: the same additions in the same order. The division by T is the
+dense route's too. The k best columns are then taken by decreasing score, equal scores by increasing column (the rule
 of :func:`gpurpo._top_k.top_k`), among the stored columns and the k lowest
 columns without a stored entry (score 0.0): any other such column ties with
 all of those at 0.0 and comes after them.
@@ -31,7 +31,8 @@ blocks the device scans in parallel.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp

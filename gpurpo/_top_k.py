@@ -23,7 +23,8 @@ kernels):
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from numba import njit, prange
 

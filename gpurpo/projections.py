@@ -599,7 +599,7 @@ class OutputProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEs
             )
         return Y
 
-    def fit(self, Y: Any, y: Any = None) -> "OutputProjection":
+    def fit(self, Y: Any, y: Any = None) -> OutputProjection:
         """Draw the projection for an output matrix of Y's width.
 
         Parameters

@@ -336,7 +336,8 @@ def test_axpy_with_correct_arguments(errors):
 @pytest.mark.parametrize(
     "position, value, match",
     [
-        (1, np.ones(40, np.float64), r"\('x', declared `const float\* __restrict__ x`\).*dtype float32, got dtype float64"),
+        (1, np.ones(40, np.float64),
+         r"\('x', declared `const float\* __restrict__ x`\).*dtype float32, got dtype float64"),
         (2, np.zeros(40, np.int32), r"\('y'.*dtype float32, got dtype int32"),
         (2, np.zeros(80, np.float32)[::2], r"\('y'.*C-contiguous"),
         (2, np.broadcast_to(np.float32(0), (40,)), r"\('y'.*(C-contiguous|read-only)"),
@@ -438,7 +439,8 @@ def test_barrier_divergence_is_reported(errors):
 
 def test_write_past_the_end_is_caught_and_in_bounds_data_kept(errors):
     out = np.zeros(100, np.float32)
-    with pytest.raises(CudaKernelError, match=r"wrote outside its arrays: up to 4 byte\(s\) past the end of argument 'out'"):
+    message = r"wrote outside its arrays: up to 4 byte\(s\) past the end of argument 'out'"
+    with pytest.raises(CudaKernelError, match=message):
         errors.get_function("writes_past_end")(4, 32, (out, 100))
     np.testing.assert_array_equal(out, 1.0)
 

@@ -13,16 +13,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import (
     average_precision_score,
-    hamming_loss as sk_hamming_loss,
     label_ranking_average_precision_score,
     mean_squared_error,
     r2_score,
 )
+from sklearn.metrics import (
+    hamming_loss as sk_hamming_loss,
+)
 
-from gpurpo.metrics import _ranking_kernels
 from gpurpo import metrics as M
-from gpurpo.metrics import _ranking_counts as ranking_counts
 from gpurpo.backend import cupy_available, use_backend
+from gpurpo.metrics import _ranking_counts as ranking_counts
+from gpurpo.metrics import _ranking_kernels
 
 FUZZ = settings(max_examples=40, deadline=None)
 

@@ -53,7 +53,7 @@ def _source(path: Path) -> str:
     return backend.kernel_source(path.name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _kernel_names(path: Path) -> tuple[str, ...]:
     return tuple(kernel_names(_source(path), backend.CUDA_COMPILE_OPTIONS, name=path.name))
 

@@ -17,13 +17,12 @@ import shutil
 
 import numpy as np
 import pytest
+from _edge_table import ragged
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import kernels
-
-from _edge_table import ragged
 
 needs_gxx = pytest.mark.skipif(
     shutil.which("g++") is None, reason="the CUDA emulator needs g++ (C++20) on PATH"

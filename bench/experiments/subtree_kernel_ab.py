@@ -39,6 +39,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import gpurpo.tree._kernels_cpu as base  # noqa: E402
+
 import gpurpo.tree.grower as grower  # noqa: E402
 from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402

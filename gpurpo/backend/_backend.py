@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as _sp
 
+from gpurpo.backend import _registry
 from gpurpo.backend._arrays import to_host
 from gpurpo.backend._cupy import BackendUnavailableError, _require_cupy, is_gpu_array
-from gpurpo.backend import _registry
 from gpurpo.backend._sources import _load_cupy_module, _load_emulated_module
 
 BACKEND_NAMES = ("numpy", "cupy", "emulated")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from typing import IO, Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import IO, Any, NamedTuple
 
 __all__ = ["MultiLabelDataset", "open_text"]
 

@@ -98,7 +98,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
 
-    def fit(self, X: Any, y: Any = None) -> "RandomFourierFeatures":
+    def fit(self, X: Any, y: Any = None) -> RandomFourierFeatures:
         """Draw the frequencies for inputs of ``X``'s width (``X`` sets ``gamma=None``)."""
         D = check_int(self.n_components, "n_components", low=1)
         kernel = check_choice(self.kernel, "kernel", KERNELS)

@@ -377,7 +377,7 @@ class LabelSpaceRegressor(MultiOutputMixin, RegressorMixin, _BaseLabelSpace):
         + _SHARED_ATTRIBUTES
     )
 
-    def fit(self, X: Any, y: Any) -> "LabelSpaceRegressor":
+    def fit(self, X: Any, y: Any) -> LabelSpaceRegressor:
         """Fit on ``X`` (n, p) and targets ``y`` (n,) or (n, d), dense or sparse."""
         y = _check_y_given(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
@@ -460,7 +460,7 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
         tags.classifier_tags.multi_label = True
         return tags
 
-    def fit(self, X: Any, y: Any) -> "LabelSpaceClassifier":
+    def fit(self, X: Any, y: Any) -> LabelSpaceClassifier:
         """Fit on ``X`` (n, p) and a 0/1 label matrix (n, d) or class ids (n,)."""
         self._threshold()
         y = _check_y_given(y, type(self).__name__)
@@ -655,7 +655,7 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
         self._threshold()
         return params
 
-    def fit(self, X: Any, y: Any) -> "RembrandtClassifier":
+    def fit(self, X: Any, y: Any) -> RembrandtClassifier:
         """Fit on ``X`` (n, p) and a 0/1 label matrix (n, d) or class ids (n,)."""
         params = self._check_params()
         y = _check_y_given(y, type(self).__name__)

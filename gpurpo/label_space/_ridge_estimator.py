@@ -221,7 +221,7 @@ class RidgeRegression(MultiOutputMixin, RegressorMixin, BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def fit(self, X: Any, y: Any) -> "RidgeRegression":
+    def fit(self, X: Any, y: Any) -> RidgeRegression:
         """Fit on ``X`` (n, p), dense or sparse, and dense targets ``y`` (n,) or (n, l)."""
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")

@@ -126,7 +126,7 @@ class LabelReducer:
             params["n_iter"] = self.n_iter
         return params
 
-    def fit(self, Y: Any, X: Any = None, backend: Backend | None = None) -> "LabelReducer":
+    def fit(self, Y: Any, X: Any = None, backend: Backend | None = None) -> LabelReducer:
         """Learn ``E``, ``D`` and ``mu`` from labels ``Y`` (n, d), dense or sparse, on ``backend``."""
         if backend is None:
             backend = resolve_backend(X, Y)

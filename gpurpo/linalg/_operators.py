@@ -13,7 +13,8 @@ too, so sparse data are never densified.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ class MatrixOperator:
         return self._rmatmat(B)
 
     @property
-    def T(self) -> "MatrixOperator":
+    def T(self) -> MatrixOperator:
         """The transpose, sharing the data (no copy)."""
         data = None if self.data is None else self.data.T
         return MatrixOperator(

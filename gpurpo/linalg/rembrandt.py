@@ -36,7 +36,8 @@ no larger than ``X`` or :data:`CROSS_PRODUCT_MAX_ENTRIES`.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -10,8 +10,8 @@ block of rows: ``T`` 0/1 relevance, dense or CSR (host or GPU, as the data);
 (:func:`gpurpo.metrics.label_ranking_average_precision` sums them over rows):
 
 * CPU (numba, rows in parallel): the row's relevant scores are gathered in
-  column order (from the stored entries of a CSR ``T``, with no dense copy), in the scores' own precision; with
-  few of them (at most :func:`direct_limit`) each ``R_ij`` is a count over
+  column order (from the stored entries of a CSR ``T``, with no dense copy), in
+  the scores' own precision; with few of them (at most :func:`direct_limit`) each ``R_ij`` is a count over
   the row (a compare-and-add loop the compiler vectorises, ``|Y_i| d``
   comparisons), with many the row and the relevant scores are sorted
   (numba's own sort) and each count is a binary search (``d log d``);

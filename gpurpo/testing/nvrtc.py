@@ -17,8 +17,9 @@ import ctypes
 import functools
 import importlib.util
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = [
     "NvrtcError",

@@ -34,10 +34,9 @@ from gpurpo._validation import (
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
-from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper
+from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaves import leaf_values
-from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.predictor import Tree, apply_trees_block
 
 __all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]
@@ -211,7 +210,7 @@ class _BaseTree(BaseEstimator):
             f"{projections.KINDS} or an OutputProjection, got {type(proj).__name__} {proj!r}"
         )
 
-    def _fit(self, X: Any, Y: Any, sample_weight: Any) -> "_BaseTree":
+    def _fit(self, X: Any, Y: Any, sample_weight: Any) -> _BaseTree:
         backend = resolve_backend(X, Y, device=self.device)
         # X's values (infinity, float32 range) are checked by the binning's own pass
         X = self._check_X(X, backend, reset=True, check_values=False)
@@ -414,7 +413,7 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
     bin_mapper_ : BinMapper
     """
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeRegressor":
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DecisionTreeRegressor:
         """Grow the tree.
 
         Parameters
@@ -488,7 +487,7 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         tags.target_tags.multi_output = False
         return tags
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "DecisionTreeClassifier":
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DecisionTreeClassifier:
         """Grow the tree on multi-label Y (n, d) of 0/1, or single-label y (n,).
 
         Parameters

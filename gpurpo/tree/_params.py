@@ -149,7 +149,7 @@ class GrowthParams:
     reg_lambda: float = 1.0
     min_child_weight: float = 0.0
 
-    def validated(self) -> "GrowthParams":
+    def validated(self) -> GrowthParams:
         """Check every field; return self (raises ValueError/TypeError naming it)."""
         if self.n_candidates is not None:
             check_int(self.n_candidates, "max_features", low=1)

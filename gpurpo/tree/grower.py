@@ -96,15 +96,15 @@ import numpy as np
 
 from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
-from gpurpo.tree._numba.gather_trees import gather_tree_arrays
 from gpurpo.tree._node_tables import (
     absorb_subtrees,
     leaf_table,
     number_nodes,
     sum_internal_weights,
 )
+from gpurpo.tree._numba.gather_trees import gather_tree_arrays
 from gpurpo.tree._params import GrowthParams
-from gpurpo.tree._random import children_seeds, feistel_params, feature_table, uniform_at
+from gpurpo.tree._random import children_seeds, feature_table, feistel_params, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
@@ -345,7 +345,7 @@ class _Grower:
             )
             mean = mean / safe[:, None]
             self.targets = xp.ascontiguousarray(
-                (targets - mean[None, :, :].astype(xp.float32))
+                targets - mean[None, :, :].astype(xp.float32)
             )
 
         # Root sample lists: samples with a positive weight, tree by tree.

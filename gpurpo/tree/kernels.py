@@ -832,17 +832,17 @@ class Subtrees:
     stop: Any
 
     @classmethod
-    def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> "Subtrees":
+    def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> Subtrees:
         """Uninitialised outputs for ``n_roots`` roots and ``n_nodes`` node rows."""
         layout, n_bytes = _subtree_layout(n_roots, n_nodes)
         return cls._views(xp.empty(n_bytes, dtype=xp.uint8), layout)
 
     @classmethod
-    def _views(cls, buffer: Any, layout: list[tuple[str, str, int, int]]) -> "Subtrees":
+    def _views(cls, buffer: Any, layout: list[tuple[str, str, int, int]]) -> Subtrees:
         fields = {name: buffer[start : start + size].view(dtype) for name, dtype, start, size in layout}
         return cls(buffer=buffer, **fields)
 
-    def to_host(self, backend: Backend) -> "Subtrees":
+    def to_host(self, backend: Backend) -> Subtrees:
         """The same outputs as NumPy arrays, from one device-to-host copy."""
         if isinstance(self.buffer, np.ndarray):
             return self

@@ -43,11 +43,11 @@ class LeafValues:
     def shape(self) -> tuple[int, int]:
         return tuple(int(s) for s in self.values.shape)  # type: ignore[return-value]
 
-    def to(self, backend: Backend) -> "LeafValues":
+    def to(self, backend: Backend) -> LeafValues:
         """The same values on ``backend`` (no copy when already there)."""
         return LeafValues(backend.asarray(self.values))
 
-    def to_host(self) -> "LeafValues":
+    def to_host(self) -> LeafValues:
         """The same values on the host.
 
         Returns

@@ -17,8 +17,9 @@ per-tree (n, d) array is ever materialised. Rows are processed in chunks.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numbers
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -236,7 +237,7 @@ class _BaseGradientBoosting(BaseEstimator):
         y: Any,
         sample_weight: Any = None,
         eval_set: tuple[Any, Any] | None = None,
-    ) -> "_BaseGradientBoosting":
+    ) -> _BaseGradientBoosting:
         """Fit the boosted model.
 
         Parameters
@@ -266,7 +267,7 @@ class _BaseGradientBoosting(BaseEstimator):
         except MemoryError as exc:
             raise _out_of_memory_error(exc, type(self).__name__, X, y) from exc
 
-    def _fit(self, X: Any, y: Any, sample_weight: Any, eval_set: Any) -> "_BaseGradientBoosting":
+    def _fit(self, X: Any, y: Any, sample_weight: Any, eval_set: Any) -> _BaseGradientBoosting:
         """:meth:`fit`, whose memory errors say what to lower."""
         backend = resolve_backend(X, y, device=self.device)
         # a warm start checks the names of the first fit; a new fit records them

@@ -23,8 +23,9 @@ on the backend the model was fitted on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels

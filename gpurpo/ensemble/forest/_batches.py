@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 

@@ -15,7 +15,8 @@ leaf values (:mod:`gpurpo._leaf_top_k`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import ctypes
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

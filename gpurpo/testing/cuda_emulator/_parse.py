@@ -284,7 +284,10 @@ def strip_global(text: str) -> str:
 # __shared__
 # ---------------------------------------------------------------------------
 
-_ALIGN = re.compile(r"\balignas\s*\(\s*(\d+)\s*\)|__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?\s*\(\s*(\d+)\s*\)\s*\)\)")
+_ALIGN = re.compile(
+    r"\balignas\s*\(\s*(\d+)\s*\)"
+    r"|__attribute__\s*\(\(\s*(?:__)?aligned(?:__)?\s*\(\s*(\d+)\s*\)\s*\)\)"
+)
 _DIMS = re.compile(r"((?:\[[^\[\]]*\]\s*)*)$")
 _NAME = re.compile(r"([A-Za-z_]\w*)\s*$")
 

@@ -13,9 +13,10 @@ cumulative weights ``C_i = sum of w over x <= v_i`` (``W = C_{D-1}``):
   ``(v_i + v_{i+1}) / 2``, ``i = 0 .. D - 2``;
 * otherwise, for ``j = 1 .. max_bins - 1``, ``i_j`` is the first ``i`` with
   ``C_i max_bins >= j W`` (the distinct value holding the ``j / max_bins``
-  quantile; compared without a division, so exactly for counts), clipped to ``D - 2`` (a quantile in the largest value gives the edge
-  below it), and the edges are the midpoints ``(v_{i_j} + v_{i_j + 1}) / 2`` of the
-  distinct ``i_j``. A value and all its ties stay in one bin.
+  quantile; compared without a division, so exactly for counts), clipped to
+  ``D - 2`` (a quantile in the largest value gives the edge below it), and the
+  edges are the midpoints ``(v_{i_j} + v_{i_j + 1}) / 2`` of the distinct ``i_j``.
+  A value and all its ties stay in one bin.
 
 With unit weights, ``C_i max_bins >= j n`` holds from the distinct value that
 holds the sample of 0-based rank :func:`quantile_rank` in sorted order, which is how

@@ -5,10 +5,8 @@ into a view: a call to ``NRT_incref`` or ``NRT_decref`` whose atomic
 read-modify-write (``lock xadd`` on x86) also orders every memory access
 around it, so the out-of-order core cannot overlap the work on either side.
 The per-node split search calls helpers with some thirty arrays per node and
-a few per candidate feature; on a 2-core Xeon (Emerald Rapids) those counts
-took about a fifth of the subtree kernel's time on the calls of bootstrap
-forests (``bench/experiments/subtree_kernel_ab.py``: 0.240 -> 0.183 s
-delicious-shaped, 0.487 -> 0.392 s mediamill-shaped).
+a few per candidate feature, so those counts would take a large share of the
+subtree kernel's time.
 
 :func:`borrow` gives a view of an array with a null ``meminfo``: the same
 data, shape and strides, and no reference, so numba's counting on it stops

@@ -129,8 +129,7 @@ Kernel contracts
     the node's rows increase and the column is shorter than the node; the CUDA
     twin reads ``codes``). A node of at most SORT_LIMIT samples sums a
     feature with ``listed[f] < ns`` (and ``z >= 0``) as a larger node does, too:
-    sorting would cost the node's samples for a few codes of other bins (a
-    text-like node of 200 samples and 20,000 features: 40 -> 2 ms). The path
+    sorting would cost the node's samples for a few codes of other bins. The path
     depends on the feature and the node size only, so dense and sparse X and
     both twins give the same bits. Extra-Trees: one cut
     ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``

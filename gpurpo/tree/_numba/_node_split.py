@@ -625,9 +625,7 @@ def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
 
     Each sum runs over the node's positions in order, in its own register:
     sixteen independent chains, where one sum of ``w ||y||^2`` over samples
-    and channels was a single chain of ``8 ns`` dependent additions
-    (delicious-shaped 30-tree forest, one thread, alternating processes:
-    2.04 -> 1.91 s of CPU time, medians; text-like forests unchanged). The
+    and channels would be a single chain of ``8 ns`` dependent additions. The
     CUDA twin sums the same channels in the same order, and ``Q`` adds them
     in channel order.
     """
@@ -737,10 +735,8 @@ def _eval_node(
     ``listed`` and ``col_ptr``, random accesses into arrays of p entries)
     are prefetched ``META_PREFETCH`` features ahead, and a sparse feature's
     column ``COLUMN_PREFETCH`` ahead (:func:`_prefetch_feature_meta`,
-    :func:`_prefetch_column`): Zipf-like text, subtree kernel in one
-    process, 20,000 x 20,000: 1.21 -> 1.15 s; 20,000 x 200,000: 3.75 ->
-    3.05 s; a 50,000 x 200,000 text-like forest 12.4 -> 9.7 s (means of two
-    alternating processes), the same trees. Rules: see ``tree_split_small``.
+    :func:`_prefetch_column`), which matters on text-like X with hundreds of
+    thousands of features. Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     (

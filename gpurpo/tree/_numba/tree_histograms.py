@@ -133,12 +133,9 @@ def _histograms_grouped(codes, col_ptr, col_rows, col_codes, edge_values, edge_p
 
     Each node's weights and weighted targets are gathered once, in the order
     of its samples (:func:`_gather_weighted_rows`, float64 rows of ``m + 1``
-    values), and its ``k`` features add those rows by their codes: the
-    products were formed again for every feature, and the targets read at
-    the samples' scattered rows (the three calls of a delicious-shaped tree,
-    nodes of 12,920, 6,688 + 6,232 and 4,103 samples, 22 features each, one
-    thread, in one process: 4.0 / 4.5 -> 2.75 / 2.6 ms; the same sums, bit for
-    bit).
+    values), and its ``k`` features add those rows by their codes, so the
+    products are formed once per node, not once per feature, and the targets
+    are read in sample order, not at the samples' scattered rows.
     """
     n_nodes = node_features.shape[0]
     k = node_features.shape[1]

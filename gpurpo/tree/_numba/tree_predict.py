@@ -46,8 +46,7 @@ def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, lef
 
     Each node step waits for the previous one's loads, so ``APPLY_LANES`` rows (each
     with its bitmap) walk a tree together, one step each in turn: their independent
-    steps overlap. 1,000 rows through 2 text-like trees 10,000 levels deep (200,000
-    features): 0.052 -> 0.034 s.
+    steps overlap.
     """
     n = indptr.shape[0] - 1
     n_trees = roots.shape[0]

@@ -38,16 +38,9 @@ distinct values. Rows with fewer, with crowded buckets (a feature mostly
 zero, values of Student's t with 3 degrees of freedom), with an infinite or
 extreme value, or with at most 512 values are left to the caller, who sorts
 them (:func:`needs_sort`); the estimate costs such a row about 3 us. Both
-routes give the same edges, bit for bit.
-
-One thread, AMD EPYC (Zen 4), rows of 12,920 float32 values: 31 to 43 us per
-row by buckets (normal, uniform, exponential, lognormal, gamma(0.5) values)
-against 59 to 64 us for the radix sort of :mod:`gpurpo.tree.binning._row_sort` and
-the edge scan after it. A delicious-shaped ``fit_transform`` (12,920 x 500
-normal features) 50.3 -> 36.7 ms, mediamill-shaped (30,993 x 120) 30.1 ->
-19.0 ms, with the faster transposition and the tie pass of the codes made at
-the same time; 37.2-37.7 -> 32.9-33.0 ms and 18.5-18.9 -> 16.0-16.8 ms with
-the codes from the buckets (step 6).
+routes give the same edges, bit for bit. The rows' codes come from their
+buckets at the same time (step 6), so a feature is read once for its edges
+and its codes.
 """
 
 from __future__ import annotations
@@ -260,8 +253,7 @@ def _sort_segment(a, lo, hi, radix_out, radix_scratch):
     """Sort ``a[lo:hi]`` increasingly (finite values) in place: by a sorting network
     of 8 inputs up to 8 values, of 16 up to ``_SMALL_BUCKET``, by the radix sort of
     :mod:`gpurpo.tree.binning._row_sort` above (a crowded bucket, such as the zeros of a
-    feature mostly zero: linear time, where a quicksort of 11,600 equal values
-    took 0.2 ms)."""
+    feature mostly zero: linear time, where a quicksort of many equal values is not)."""
     c = hi - lo
     if c <= 8:
         _sort8(a, lo, c)

@@ -16,9 +16,7 @@ entries. Both are computed feature by feature from the compressed columns:
   kernel works feature by feature; the array version for CUDA backends
   compares blocks of stored entries with their features' edge rows.
 
-A text-like X (5,000 x 20,000, 0.5 % nonzero, 2 threads): edges 4.1 s ->
-0.25 s (the Python loop over features with ``np.unique`` before), codes
-2.65 s -> 0.035 s (blocks of features densified before).
+Neither densifies a block of features: their cost follows the stored entries.
 """
 
 from __future__ import annotations
@@ -389,8 +387,7 @@ def sparse_codes(X: Any, codes: Any, zero_code: Any, backend: Backend) -> Sparse
     as it is). Runs in ``xp`` on the backend (NumPy or CuPy arrays, SciPy or
     cupyx ``X``); on NumPy the rows are re-listed from the
     columns (:func:`_rows_of_columns`) instead of converting ``X`` to CSR
-    and gathering each row's codes across the codes matrix (a text-like X,
-    5,000 x 20,000 with 500,000 entries: 53 -> 20 ms).
+    and gathering each row's codes across the codes matrix.
     """
     xp = backend.xp
     csc = canonical_csc(X)

@@ -1,6 +1,6 @@
 """The processor a benchmark ran on, for its header and JSON rows.
 
-Sessions run on different shared machines (an AMD EPYC, an Intel Xeon), whose
+Benchmarks run on different shared machines (an AMD EPYC, an Intel Xeon), whose
 kernels and references speed up differently: figures compare only within one
 processor, so every report names it.
 """

@@ -30,7 +30,7 @@ compiles gpurpo's numba kernels (all of them: its trees have large nodes).
 Run ``python bench/forest.py`` (or ``--quick`` for a quarter of the rows,
 fewer trees). Results are also written as JSON (``--output``).
 
-On a GPU machine (issue 5: the same benchmarks at 10x the rows, GPU vs CPU
+On a GPU machine (the same benchmarks at 10x the rows, GPU vs CPU
 path), ``--rows-factor 10 --devices cuda,cpu --cpu-trees 10 --skip-proj
 --skip-full`` fits gpurpo's forest on the GPU (``device="cuda"``) and on the
 CPU path of the same machine, the latter with fewer trees, and compares the
@@ -235,7 +235,7 @@ def main(argv=None):
                         help="skip sklearn on projected outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
     parser.add_argument("--rows-factor", type=int, default=1,
-                        help="multiply the training and test rows (10: issue 5's GPU sizes)")
+                        help="multiply the training and test rows (10: the GPU comparison's sizes)")
     parser.add_argument("--devices", default="cpu",
                         help="gpurpo's devices, e.g. 'cuda,cpu': the first fits --trees trees "
                              "(and is compared with scikit-learn), the others --cpu-trees")

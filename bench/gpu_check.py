@@ -8,16 +8,16 @@ timeout is written into the report instead of stopping the run. Sections:
    ``memoryClockRate * busWidth * 2``, and measured with a device copy), the
    imports gpurpo needs (and that ``gpurpo`` imports without
    ``array_api_compat``);
-2. ``python -m pytest -m gpu`` (tests/test_gpu.py);
+2. ``python -m pytest -m gpu`` (tests/cuda/test_gpu.py);
 3. histogram kernel throughput on large nodes, as a fraction of the memory
    bandwidth (compulsory bytes: sample indices, weights, targets, codes);
 4. explicit device-to-host transfers during a tree fit;
 5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
 6. random-forest fit on the GPU vs the CPU path on the same machine
-   (issue 4: 100 trees, n = 1,000,000, p = 100, d = 1,000 sparse labels,
+   (100 trees, n = 1,000,000, p = 100, d = 1,000 sparse labels,
    m = 7; each fit runs in a child process with a timeout, with fewer trees
    when the budget requires it, and the per-tree times are compared);
-7. the forests of issue 5 at ten times the rows (``bench/forest.py --rows-factor 10
+7. the forests of bench/forest.py at ten times the rows (``bench/forest.py --rows-factor 10
    --devices cuda,cpu``: delicious- and mediamill-shaped data, 100 GPU trees against 4
    CPU-path trees on all host cores), time per tree and test LRAP of each;
 8. multi-label gradient boosting (relabel_rpo: Gaussian q = 20, and 50 subsampled outputs with
@@ -55,7 +55,7 @@ TOTAL_BUDGET_S = 10 * 60
 # share of the budget the forest section leaves to the boosting section
 BOOSTING_RESERVE = 0.25
 # share of the budget the forest section leaves to the forests at ten times the rows, and
-# the smallest budget that runs them (at 400 s the GPU tests and the issue-4 forest use
+# the smallest budget that runs them (at 400 s the GPU tests and the large forest use
 # about 215 s)
 ROWS_RESERVE = 0.2
 ROWS_MIN_BUDGET_S = 480.0
@@ -241,7 +241,7 @@ def section_environment(state: dict[str, Any]) -> str:
 
 def section_tests(timeout: float) -> str:
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
-           "tests/test_gpu.py"]
+           "tests/cuda/test_gpu.py"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -589,7 +589,7 @@ def section_forest(quick: bool, deadline: float, reserve: float) -> str:
 
 
 # --------------------------------------------------------------------------
-# 7. issue 5's forests at ten times the rows
+# 7. bench/forest.py's forests at ten times the rows
 # --------------------------------------------------------------------------
 
 
@@ -641,7 +641,7 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
             "CPU test LRAP": res["gpurpo_1_cpu_lrap"],
             "GPU speed-up per tree": cpu_tree / gpu_tree,
         })
-    return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: gpurpo's forests of issue 5 "
+    return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: gpurpo's forests of bench/forest.py "
             f"(Gaussian m = round(ln d), max_features = sqrt, fully grown, bootstrap) at {factor}x "
             f"the rows; the CPU path on all {os.cpu_count()} host cores with fewer trees (its "
             f"LRAP is that of fewer trees). One process, same data.\n\n" + _table(rows))
@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report()
     deadline = time.perf_counter() + args.budget
     # the GPU suite took 133 s on an H200 (kernel compilation included); on a fresh machine
-    # in session 19, 19 of 36 tests ran in 210 s (numba and NVRTC compiling from cold), all
+    # with cold numba and NVRTC caches, 19 of 36 tests ran in 210 s (numba and NVRTC compiling from cold), all
     # 36 in 42 s once compiled
     tests_timeout = min(180.0 if args.quick else 300.0, 0.5 * args.budget)
     state: dict[str, Any] = {}
@@ -782,17 +782,17 @@ def main(argv: list[str] | None = None) -> int:
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))
         # the forests at ten times the rows get their share only from ROWS_MIN_BUDGET_S on:
-        # below it, their reserve would leave the issue-4 forest no time for its CPU fit
+        # below it, their reserve would leave the large forest no time for its CPU fit
         with_rows = args.quick or args.budget >= ROWS_MIN_BUDGET_S
         reserve = (BOOSTING_RESERVE + (ROWS_RESERVE if with_rows else 0.0)) * args.budget
         report.run("Forest fit, GPU vs CPU", lambda: section_forest(args.quick, deadline,
                                                                 reserve))
         if with_rows:
-            report.run("Forests at ten times the rows (issue 5), GPU vs CPU",
+            report.run("Forests at ten times the rows (bench/forest.py), GPU vs CPU",
                        lambda: section_forest_rows(args.quick, deadline,
                                                    BOOSTING_RESERVE * args.budget))
         else:
-            report.add("Forests at ten times the rows (issue 5), GPU vs CPU",
+            report.add("Forests at ten times the rows (bench/forest.py), GPU vs CPU",
                        f"Not run: needs --budget {ROWS_MIN_BUDGET_S:g} or more.")
         report.run("Boosting fit, GPU vs CPU", lambda: section_boosting(args.quick, deadline))
         report.run("Forest on text-like sparse X, GPU vs scikit-learn",

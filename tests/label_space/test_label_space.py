@@ -492,7 +492,7 @@ def test_predict_errors():
 # --------------------------------------------------------------------------
 
 _CLIPPED_PROBA = (
-    "predict_proba returns the decoded scores clipped to the CLOSED interval [0, 1] (the issue's "
+    "predict_proba returns the decoded scores clipped to the CLOSED interval [0, 1] (the specified "
     "specification, after Bi & Kwok's rounding decoder), so exact 0 and 1 occur; the check "
     "demands the open interval (0, 1)"
 )

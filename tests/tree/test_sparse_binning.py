@@ -513,7 +513,7 @@ def test_a_fitted_mapper_keeps_its_edges_without_the_padded_table():
     np.testing.assert_array_equal(loaded.thresholds_, table)
     np.testing.assert_array_equal(loaded.transform(dense, NUMPY).codes,
                                   mapper.transform(dense, NUMPY).codes)
-    # a mapper pickled with the table itself (before session 19) loads the same
+    # a mapper pickled with the padded table itself loads the same
     state = {k: v for k, v in mapper.__dict__.items() if k != "edge_values_"}
     state["thresholds_"] = table
     old = BinMapper.__new__(BinMapper)

@@ -250,7 +250,7 @@ def test_scores_too_large_for_memory_raise_the_hint_and_top_k_still_works(tmp_pa
         assert sp.issparse(proba) and proba.shape == (n, d)
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=600, cwd=Path(__file__).resolve().parents[1])
+                         timeout=600, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr[-2000:]
     message = out.stdout.strip()
     assert message.startswith("out of memory in RandomForestClassifier.predict_proba, which "

@@ -875,7 +875,7 @@ def test_bench_histogram_variants_match_the_library_kernel():
 
     from gpurpo.testing.cuda_emulator import EmulatedModule
 
-    source = Path(__file__).resolve().parents[1] / "bench" / "experiments" / "hist_variants.cu"
+    source = Path(__file__).resolve().parents[2] / "bench" / "experiments" / "hist_variants.cu"
     module = EmulatedModule(path=source)
     rng = np.random.default_rng(4)
     codes, sample_indices, node_ranges, node_features, node_tree, weights, targets = _batch(

@@ -1,7 +1,7 @@
 """The CPU emulation of the CUDA execution model (gpurpo.testing.cuda_emulator).
 
-Every kernel here is real CUDA C (tests/cuda_kernels/*.cu, also compiled with
-NVRTC by tests/test_nvrtc.py); results are compared with NumPy references
+Every kernel here is real CUDA C (tests/cuda/cuda_kernels/*.cu, also compiled with
+NVRTC by tests/cuda/test_nvrtc.py); results are compared with NumPy references
 written in this file.
 """
 

@@ -118,7 +118,7 @@ def test_class_label_errors_and_warnings():
 
 
 def test_models_pickled_before_class_labels_still_predict():
-    # a model pickled before session 21 records whether y was 1-D (_one_d) and the
+    # a model pickled with the older target record keeps whether y was 1-D (_one_d) and the
     # indicator values as classes_, but no target kind
     import pickle
 

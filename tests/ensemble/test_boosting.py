@@ -19,6 +19,7 @@ import scipy.sparse as sp
 import scipy.special
 from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import label_ranking_average_precision_score, r2_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -522,7 +523,7 @@ def test_bad_data():
         est.fit(X, Y, eval_set=(X,))
     with pytest.raises(ValueError, match="eval_set must have 5 features and 3 outputs"):
         est.fit(X, Y, eval_set=(X, Y[:, :2]))
-    with pytest.raises(Exception, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         est.predict(X)
     est.fit(X, Y)
     with pytest.raises(ValueError, match="X has 4 features, but .* expecting 5"):

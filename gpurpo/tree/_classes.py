@@ -21,7 +21,6 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
@@ -34,8 +33,9 @@ from gpurpo._validation import (
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
-from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr
+from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr, check_max_bins
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
+from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.leaves import leaf_values
 from gpurpo.tree.predictor import Tree, apply_trees_block
 
@@ -222,10 +222,7 @@ class _BaseTree(BaseEstimator):
         sample_weight = self._check_sample_weight(sample_weight, n, backend)
         params = self._growth_params(n, int(X.shape[1]))
         rng = check_random_state(self.random_state)
-        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
-            raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
-        if not 2 <= self.max_bins <= MAX_BINS:
-            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_max_bins(self.max_bins)
         mapper = BinMapper(
             max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
         )
@@ -318,7 +315,7 @@ class _BaseTree(BaseEstimator):
         values = self.tree_.leaves.to(backend).values
         if (backend.name == "numpy" and backend.issparse(values)
                 and prefers_leaf_sums([values], 1, d)):
-            # the columns each row's leaf holds (gpurpo._leaf_top_k)
+            # the columns each row's leaf holds (gpurpo.tree.leaf_sums)
             if backend.issparse(Xv):
                 Xv = canonical_csr(Xv)
             packed = self.tree_.packed

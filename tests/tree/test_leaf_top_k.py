@@ -1,4 +1,4 @@
-"""Top k of summed sparse leaf rows (gpurpo._leaf_top_k) against dense references.
+"""Top k of summed sparse leaf rows (gpurpo.tree.leaf_sums) against dense references.
 
 The reference forms the dense (n, d) sums with NumPy, adding the trees' leaf
 rows in tree order to a zero row as the dense kernel does, divides them, and
@@ -16,15 +16,15 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gpurpo._leaf_top_k as leaf_top_k
 import gpurpo.ensemble.forest._base as forest_base
 import gpurpo.tree._classes as tree_classes
-from gpurpo._leaf_top_k import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import top_k
 from gpurpo.backend import NUMPY
 from gpurpo.datasets import make_multilabel
 from gpurpo.ensemble import ExtraTreesRegressor, RandomForestClassifier, RandomForestRegressor
 from gpurpo.tree import DecisionTreeClassifier
+from gpurpo.tree import leaf_sums as leaf_top_k
+from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
 
 
 def _dense_sums(groups, n, d, divisor):

@@ -5,7 +5,6 @@ The method and its references: :mod:`gpurpo.ensemble.boosting`.
 
 from __future__ import annotations
 
-import numbers
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -43,7 +42,7 @@ from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
 from gpurpo.ensemble.boosting.losses import Loss, get_loss, weighted_mean
 from gpurpo.projections import KINDS, resolve_n_components
 from gpurpo.tree import GrowthParams, n_candidate_features
-from gpurpo.tree.binning import MAX_BINS, BinMapper
+from gpurpo.tree.binning import BinMapper, check_max_bins
 
 __all__ = ["LEAF_STEPS", "SPLIT_CRITERIA"]
 
@@ -158,11 +157,7 @@ class _BaseGradientBoosting(BaseEstimator):
             check_int(self.max_depth, "max_depth", low=1)
         check_int(self.min_samples_leaf, "min_samples_leaf", low=1)
         check_float(self.subsample, "subsample", low=0.0, high=1.0, low_inclusive=False)
-        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
-            raise TypeError(f"max_bins must be an int, got {type(self.max_bins).__name__} "
-                            f"{self.max_bins!r}")
-        if not 2 <= int(self.max_bins) <= MAX_BINS:
-            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_max_bins(self.max_bins)
         check_float(
             self.validation_fraction, "validation_fraction", low=0.0, high=1.0,
             low_inclusive=False, high_inclusive=False,

@@ -44,7 +44,6 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from gpurpo._input_features import check_feature_names, check_n_features
-from gpurpo._leaf_top_k import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
 from gpurpo._validation import (
     check_array,
@@ -94,7 +93,8 @@ from gpurpo.tree import (
     leaf_values,
     n_candidate_features,
 )
-from gpurpo.tree.binning import MAX_BINS
+from gpurpo.tree.binning import check_max_bins
+from gpurpo.tree.leaf_sums import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
 
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
@@ -195,10 +195,7 @@ class BaseForest(BaseEstimator):
                 "oob_score needs bootstrap=True (out-of-bag samples exist only with "
                 f"bootstrap sampling), got oob_score={self.oob_score!r} with bootstrap=False"
             )
-        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, numbers.Integral):
-            raise TypeError(f"max_bins must be an int, got {self.max_bins!r}")
-        if not 2 <= self.max_bins <= MAX_BINS:
-            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_max_bins(self.max_bins)
         if not isinstance(self.verbose, numbers.Integral) or self.verbose < 0:
             raise ValueError(f"verbose must be an int >= 0, got {self.verbose!r}")
         resolve_n_jobs(self.n_jobs)
@@ -371,7 +368,7 @@ class BaseForest(BaseEstimator):
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         # Out-of-bag predictions: a dense (n, d) float64 sum, or, where that would exceed
         # OOB_MAX_BYTES for sparse outputs on the CPU, the sums of each row's leaf entries
-        # over its out-of-bag trees once every tree is grown (gpurpo._leaf_top_k)
+        # over its out-of-bag trees once every tree is grown (gpurpo.tree.leaf_sums)
         sparse_oob = (
             want_oob and 8 * n * d > OOB_MAX_BYTES and sparse_y and backend.name == "numpy"
             and (not warm or self._csr_leaf_values(backend) is not None)
@@ -536,7 +533,7 @@ class BaseForest(BaseEstimator):
         """The mean leaf values as a CSR matrix, where the trees' leaves are sparse.
 
         On the CPU (host X) with CSR leaves, when summing each row's leaf
-        entries beats dense blocks (:func:`gpurpo._leaf_top_k.prefers_leaf_sums`)
+        entries beats dense blocks (:func:`gpurpo.tree.leaf_sums.prefers_leaf_sums`)
         or the dense (n, d) scores would exceed 256 MiB: the scores of
         :meth:`_predict_sum` at the columns the leaves hold (only those above
         ``above`` when given), bit for bit, and zeros elsewhere. None otherwise.
@@ -556,7 +553,7 @@ class BaseForest(BaseEstimator):
 
     def _csr_leaf_values(self, backend: Backend) -> list[Any] | None:
         """The chunks' CSR leaf values, on the CPU backend; None otherwise (the leaf
-        sums of :mod:`gpurpo._leaf_top_k` are CPU kernels)."""
+        sums of :mod:`gpurpo.tree.leaf_sums` are CPU kernels)."""
         if backend.name != "numpy":
             return None
         values = [chunk.values_on(backend) for chunk in self._chunks]
@@ -572,7 +569,7 @@ class BaseForest(BaseEstimator):
         n, d = int(X.shape[0]), int(self.n_outputs_)
         values = self._csr_leaf_values(backend)
         if values is not None and prefers_leaf_sums(values, self._n_trees, d):
-            # each row's sums over the columns its leaves reach (gpurpo._leaf_top_k)
+            # each row's sums over the columns its leaves reach (gpurpo.tree.leaf_sums)
             leaf_rows_of = chunk_leaf_rows(self._chunks, X, backend)
             with numba_threads(self.n_jobs):
                 return top_k_of_leaf_sums(n, d, k, float(self._n_trees), values, leaf_rows_of)

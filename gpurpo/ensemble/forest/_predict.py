@@ -10,7 +10,7 @@ values reached in every tree of the chunk to an (n, d) accumulator with the
 divided by the number of trees, and no per-tree (n, d) array ever exists.
 The same routine with some (row, tree) pairs masked out gives out-of-bag
 predictions; :func:`sparse_oob_mean` gives them as a CSR matrix from CSR
-leaf values (:mod:`gpurpo._leaf_top_k`).
+leaf values (:mod:`gpurpo.tree.leaf_sums`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo._leaf_top_k import leaf_sums_csr
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree.binning import canonical_csr
+from gpurpo.tree.leaf_sums import leaf_sums_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
 from gpurpo.tree.predictor import (
     Tree,
@@ -136,7 +136,7 @@ def chunk_leaf_rows(
 ) -> Callable[[int, int], list[Any]]:
     """``leaf_rows_of(r0, r1)``: for rows ``r0:r1`` of X, each chunk's leaf rows
     (:meth:`TreeChunk.leaf_rows`), -1 where ``in_bag[t, i]`` (trees in order) is True;
-    the argument :mod:`gpurpo._leaf_top_k` sums leaf entries with. A sparse X is made
+    the argument :mod:`gpurpo.tree.leaf_sums` sums leaf entries with. A sparse X is made
     canonical CSR once."""
     if backend.issparse(X):
         X = canonical_csr(X)
@@ -164,7 +164,7 @@ def sparse_oob_mean(
     it (``in_bag[t, i]`` False), over ``oob_count[i]`` of them: the values of
     the dense route (the trees' leaf rows added in tree order, divided by the
     count) at the columns those leaves hold, bit for bit
-    (:func:`gpurpo._leaf_top_k.leaf_sums_csr`). A row no tree left out has
+    (:func:`gpurpo.tree.leaf_sums.leaf_sums_csr`). A row no tree left out has
     no entries.
     """
     leaf_rows_of = chunk_leaf_rows(chunks, X, backend, in_bag)

@@ -46,6 +46,7 @@ from gpurpo.tree.binning._mapper import (
     MAX_BINS,
     BinMapper,
     BinnedMatrix,
+    check_max_bins,
 )
 from gpurpo.tree.binning._sparse import canonical_csc, canonical_csr
 
@@ -56,4 +57,5 @@ __all__ = [
     "DEFAULT_MAX_BINNED_BYTES",
     "canonical_csc",
     "canonical_csr",
+    "check_max_bins",
 ]

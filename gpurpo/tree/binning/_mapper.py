@@ -46,6 +46,33 @@ _BLOCK_BYTES = 1 << 20
 _NAN_CODE = 255
 
 
+def check_max_bins(max_bins: Any) -> int:
+    """The ``max_bins`` parameter of every binned estimator, checked once for all.
+
+    Parameters
+    ----------
+    max_bins : object
+        The value given.
+
+    Returns
+    -------
+    int
+        ``max_bins`` as an int in ``[2, MAX_BINS]``.
+
+    Raises
+    ------
+    TypeError
+        If it is not an integer (booleans included).
+    ValueError
+        If it is outside ``[2, MAX_BINS]``.
+    """
+    if isinstance(max_bins, bool) or not isinstance(max_bins, (int, np.integer)):
+        raise TypeError(f"max_bins must be an int, got {type(max_bins).__name__} {max_bins!r}")
+    if not 2 <= int(max_bins) <= MAX_BINS:
+        raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {max_bins}")
+    return int(max_bins)
+
+
 @dataclass
 class BinnedMatrix:
     """A binned input matrix on one backend.
@@ -217,11 +244,7 @@ class BinMapper:
         self.max_binned_bytes = max_binned_bytes
 
     def _check_params(self) -> None:
-        if isinstance(self.max_bins, bool) or not isinstance(self.max_bins, (int, np.integer)):
-            raise TypeError(f"max_bins must be an int, got {type(self.max_bins).__name__} "
-                            f"{self.max_bins!r}")
-        if not 2 <= int(self.max_bins) <= MAX_BINS:
-            raise ValueError(f"max_bins must be in [2, {MAX_BINS}], got {self.max_bins}")
+        check_max_bins(self.max_bins)
         check_int(self.subsample, "subsample", low=1)
         check_int(self.max_binned_bytes, "max_binned_bytes", low=1)
 

@@ -18,7 +18,7 @@ fit that compiles and loads the kernels:
   (CUPTI records every kernel of the process, CuPy's included): kernels by
   total device time, with launch counts, and the total device time against
   the wall time (a small ratio means launch and host overhead dominate);
-* the histogram-kernel variants of ``bench/experiments/hist_variants.cu``
+* the histogram-kernel variants of ``bench/gpu_histogram_variants.cu``
   timed against the library kernel on large nodes (their sums checked against
   the library's), and whether NVRTC/nvcc turn a float ``atomicAdd`` on shared
   memory into a native instruction or a compare-and-swap loop.
@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from gpu_check import _make_forest_data, _table, _time_gpu, histogram_batch  # noqa: E402
 
-VARIANTS = ROOT / "bench" / "experiments" / "hist_variants.cu"
+VARIANTS = ROOT / "bench" / "gpu_histogram_variants.cu"
 
 
 def _sync() -> None:

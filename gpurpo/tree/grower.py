@@ -175,7 +175,7 @@ def default_subtree_size(backend: Backend, n_features: int, small_node_size: int
     growth spreads over the device: on an H100, 100-tree forests on a million
     rows (p = 100) fitted in 27.9 s with subtrees of up to 128 samples against
     33.1 s with 1024, and 4-tree forests were fastest between 64 and 256
-    (``bench/experiments/gpu_subtree_sweep.py``). The root's codes copied into
+    (``bench/gpu_subtree_sweep.py``). The root's codes copied into
     the block's scratch (``n_features x size`` bytes) stay within 256 KiB.
     """
     if not _has_kernel(backend, "tree_grow_subtrees"):

@@ -868,14 +868,14 @@ def test_forest_on_sparse_x_on_emulated_cuda_equals_cpu():
 
 
 def test_bench_histogram_variants_match_the_library_kernel():
-    """bench/experiments/hist_variants.cu (timed on GPUs by bench/gpu_profile.py) computes
+    """bench/gpu_histogram_variants.cu (timed on GPUs by bench/gpu_profile.py) computes
     the library's histograms: the exact variant equal to float32 rounding, the integer
     ceiling variant within its fixed-point step."""
     from pathlib import Path
 
     from gpurpo.testing.cuda_emulator import EmulatedModule
 
-    source = Path(__file__).resolve().parents[2] / "bench" / "experiments" / "hist_variants.cu"
+    source = Path(__file__).resolve().parents[2] / "bench" / "gpu_histogram_variants.cu"
     module = EmulatedModule(path=source)
     rng = np.random.default_rng(4)
     codes, sample_indices, node_ranges, node_features, node_tree, weights, targets = _batch(

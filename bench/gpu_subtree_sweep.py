@@ -7,7 +7,7 @@ leaves in one ``tree_grow_subtrees`` launch) and the small-node threshold
 (``default_small_node_size``) patched, and prints the fit time of each pair, twice, in
 interleaved order. Used to choose the CUDA defaults in ``gpurpo/tree/grower.py``.
 
-    python bench/experiments/gpu_subtree_sweep.py --n 1000000 --trees 4
+    python bench/gpu_subtree_sweep.py --n 1000000 --trees 4
 """
 from __future__ import annotations
 

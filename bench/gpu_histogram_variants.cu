@@ -1,4 +1,4 @@
-// Experimental variants of tree_histograms_shared (kernels/tree_histograms.cu),
+// Variants of tree_histograms_shared (kernels/tree_histograms.cu),
 // timed against it by bench/gpu_profile.py on a GPU. Not part of the library:
 // a variant that wins moves into kernels/ with its emulator and parity tests.
 //
@@ -6,8 +6,6 @@
 // node x sample chunk x slot tile x channel tile; n_chan_tiles must be 1 and
 // the channel tile at most blockDim.x here).
 //
-// (hist_lanes, one channel per thread striding over the samples, won on all
-// three batches on an H200 and is now the library kernel's loop.)
 // hist_sample_major: one thread per sample, looping over slots and channels;
 //   shared histogram channel-major ([slot][channel][bin]) so the threads of a
 //   warp (different samples) spread over banks by bin.

@@ -12,7 +12,7 @@ compilation first)::
 
     rm -rf /tmp/nbcache
     NUMBA_CACHE_DIR=/tmp/nbcache perf record -e cpu-clock -F 8000 -D 100000 \\
-        -o /tmp/perf.data -- python bench/experiments/numba_perf_map.py --trees 500 \\
+        -o /tmp/perf.data -- python bench/numba_perf_map.py --trees 500 \\
         --dump _eval_node --out /tmp/eval_node.bin
     perf report -i /tmp/perf.data --no-children --sort sym        # per function
     perf script -i /tmp/perf.data -F ip,sym | grep _eval_node | awk '{print $1}' \\
@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def compiled_functions(prefix: str = "gpurpo") -> list[tuple[int, str]]:
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     if args.data == "text":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from sparse_forest import make_text_like
 
         X, Y = make_text_like(args.rows, args.features, args.density)

@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._top_k import PREDICT_TOP_K_DOC, top_k_of_row_blocks
@@ -302,7 +303,6 @@ class BaseForest(BaseEstimator):
         trees' seeds from (kept in ``_tree_seed_state``), so they are the
         trees a single fit with the larger ``n_estimators`` grows.
         """
-        started = time.perf_counter()
         self._check_forest_params()
         warm = self._warm()
         X = self._check_X(X, backend, reset=not warm)
@@ -397,10 +397,9 @@ class BaseForest(BaseEstimator):
             weights = None if unit else backend.asarray(w_host.astype(np.float32))
             leaf_weights = weights if drawn else backend.asarray(w_host)
             if self.verbose > 1:
-                print(
+                tqdm.write(
                     f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
-                    f"together on m={m} outputs",
-                    flush=True,
+                    f"together on m={m} outputs"
                 )
             try:
                 targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
@@ -436,6 +435,11 @@ class BaseForest(BaseEstimator):
         chunks: list[TreeChunk] = list(self._chunks) if warm else []
         samplings = self._samplings() if warm else []
         with numba_threads(self.n_jobs), contextlib.ExitStack() as stack:
+            # a progress bar over the trees (terminal or notebook), on stderr
+            bar = stack.enter_context(tqdm(
+                total=n_trees, initial=n_old, desc=type(self).__name__, unit="tree",
+                disable=not self.verbose, leave=True,
+            ))
             if want_oob and warm:
                 start = 0
                 for chunk in chunks:
@@ -458,13 +462,12 @@ class BaseForest(BaseEstimator):
                 if want_oob:
                     add_oob(chunk, counts, b0)
                 if self.verbose:
-                    print(
-                        f"[{type(self).__name__}] trees {b1}/{n_trees} grown "
-                        f"(batch of {b1 - b0} in {seconds:.2f} s on {backend.name}"
-                        f"{f', {workers} batches at a time' if workers > 1 else ''}; "
-                        f"{time.perf_counter() - started:.2f} s elapsed)",
-                        flush=True,
+                    bar.set_postfix_str(
+                        f"batch of {b1 - b0} in {seconds:.2f} s on {backend.name}"
+                        f"{f', {workers} batches at a time' if workers > 1 else ''}",
+                        refresh=False,
                     )
+                    bar.update(b1 - b0)
             if sparse_oob:
                 oob_mean = sparse_oob_mean(X, chunks, in_bag, oob_count, backend)
         plan.clear()

@@ -370,8 +370,9 @@ _PARAMETERS = """
         backend, whatever ``batch_size``, and the same first trees whatever
         ``n_estimators``.
     verbose : int, default=0
-        Print progress over the trees: one line when a batch of trees is
-        grown (``verbose >= 1``), and one when it starts (``verbose >= 2``).
+        ``verbose >= 1`` shows a progress bar over the trees (tqdm: in a
+        terminal or a notebook, on stderr); ``verbose >= 2`` also prints a
+        line when each batch of trees starts.
     warm_start : bool, default=False
         When the forest is fitted, ``fit`` keeps its trees and grows more, up
         to ``n_estimators`` (scikit-learn's meaning). The added trees are those

@@ -23,8 +23,8 @@ compilation first)::
 compilation is not sampled; ``--trees`` must keep the growth running past it.
 Hardware counters are not needed (``cpu-clock`` is a software event).
 
-Session 17 (Xeon Emerald Rapids VM, delicious-shaped single trees, growth
-only): ``_eval_node`` 64 % of the samples, ``_fill_block`` 9 %, the
+An example profile (Intel Xeon, Emerald Rapids; delicious-shaped single
+trees, growth only): ``_eval_node`` 64 % of the samples, ``_fill_block`` 9 %, the
 histogram kernel 6 %, ``_grow_in_block`` 4 %, the feature draws 3 %; inside
 ``_eval_node`` the sorted-sample scan about 42 % (two thirds of it the gain of
 each split point: two scalar divisions) and the per-bin table fill 17 %.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _multilabel_check import multilabel_check_data
 from sklearn.base import clone
-from sklearn.datasets import make_multilabel_classification
 from sklearn.metrics import r2_score
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler, scale
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils import estimator_checks
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -110,19 +110,15 @@ def test_multilabel_predict_proba_is_an_n_by_d_float_matrix(forest, projection):
     That check is waived above only because exact 0 and 1 occur; its data and its shape and dtype
     assertions are repeated here so that a failure of those cannot hide behind the waiver.
     """
-    X, Y = make_multilabel_classification(
-        n_samples=100, n_features=2, n_classes=5, n_labels=3, length=50, allow_unlabeled=True,
-        random_state=0,
-    )
-    X = scale(X)
-    model = forest(n_estimators=3, projection=projection, random_state=0).fit(X[:-25], Y[:-25])
-    proba = model.predict_proba(X[-25:])
+    X_train, Y_train, X_test = multilabel_check_data()
+    model = forest(n_estimators=3, projection=projection, random_state=0).fit(X_train, Y_train)
+    proba = model.predict_proba(X_test)
     assert isinstance(proba, np.ndarray)
     assert proba.shape == (25, 5)
     assert proba.dtype.kind == "f"
     assert np.all((proba >= 0) & (proba <= 1))
     # The probabilities are label frequencies: predict thresholds them at one half.
-    np.testing.assert_array_equal(model.predict(X[-25:]), (proba > 0.5).astype(Y.dtype))
+    np.testing.assert_array_equal(model.predict(X_test), (proba > 0.5).astype(Y_train.dtype))
 
 
 def _data():

@@ -15,13 +15,12 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _multilabel_check import multilabel_check_data
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.base import clone
-from sklearn.datasets import make_multilabel_classification
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
-from sklearn.preprocessing import scale
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.estimator_checks import (
     check_classifiers_multilabel_output_format_predict_proba,
@@ -525,17 +524,13 @@ def test_multilabel_predict_proba_is_the_clipped_decision_function(reducer):
     That check is waived above only because exact 0 and 1 occur; its data and its shape and dtype
     assertions are repeated here so that a failure of those cannot hide behind the waiver.
     """
-    X, Y = make_multilabel_classification(
-        n_samples=100, n_features=2, n_classes=5, n_labels=3, length=50, allow_unlabeled=True,
-        random_state=0,
-    )
-    X = scale(X)
-    model = LabelSpaceClassifier(reducer=reducer, random_state=0).fit(X[:-25], Y[:-25])
-    proba = model.predict_proba(X[-25:])
+    X_train, Y_train, X_test = multilabel_check_data()
+    model = LabelSpaceClassifier(reducer=reducer, random_state=0).fit(X_train, Y_train)
+    proba = model.predict_proba(X_test)
     assert isinstance(proba, np.ndarray)
     assert proba.shape == (25, 5)
     assert proba.dtype.kind == "f"
-    np.testing.assert_array_equal(proba, np.clip(model.decision_function(X[-25:]), 0.0, 1.0))
+    np.testing.assert_array_equal(proba, np.clip(model.decision_function(X_test), 0.0, 1.0))
     # The waived check fails for the exact 0 and 1 only.
     with pytest.raises(AssertionError, match="should therefore contain values between 0 and 1"):
         check_classifiers_multilabel_output_format_predict_proba("LabelSpaceClassifier", clone(model))

@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _multilabel_check import multilabel_check_data
 from sklearn.base import clone
-from sklearn.datasets import make_multilabel_classification
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
-from sklearn.preprocessing import StandardScaler, scale
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import (
     check_classifiers_multilabel_output_format_predict_proba,
     parametrize_with_checks,
@@ -269,19 +269,15 @@ def test_multilabel_predict_proba_is_an_n_by_d_float_matrix(decoder):
     That check is waived above only because exact 0 and 1 occur; its data and its shape and dtype
     assertions are repeated here so that a failure of those cannot hide behind the waiver.
     """
-    X, Y = make_multilabel_classification(
-        n_samples=100, n_features=2, n_classes=5, n_labels=3, length=50, allow_unlabeled=True,
-        random_state=0,
-    )
-    X = scale(X)
+    X_train, Y_train, X_test = multilabel_check_data()
     model = RembrandtClassifier(
         decoder=decoder, feature_map="rff", n_random_features=50, random_state=0
-    ).fit(X[:-25], Y[:-25])
-    proba = model.predict_proba(X[-25:])
+    ).fit(X_train, Y_train)
+    proba = model.predict_proba(X_test)
     assert isinstance(proba, np.ndarray)
     assert proba.shape == (25, 5)
     assert proba.dtype.kind == "f"
-    scores = model.decision_function(X[-25:])
+    scores = model.decision_function(X_test)
     if decoder == "linear":
         np.testing.assert_array_equal(proba, np.clip(scores, 0.0, 1.0))
         # The waived check fails for the exact 0 and 1 only.

@@ -286,44 +286,6 @@ def check_weight_scale(weights: Any, name: str = "sample_weight") -> None:
         )
 
 
-def encode_class_labels(y: Any, xp: Any = np) -> tuple[Any, Any]:
-    """Sorted distinct class labels of a 1-D ``y`` and each sample's index among them.
-
-    ``np.unique`` with ``return_inverse``; labels that cannot be ordered
-    (numbers mixed with strings in an object array) raise a ``TypeError``
-    naming ``y`` instead of NumPy's comparison error.
-    """
-    try:
-        classes, encoded = xp.unique(y, return_inverse=True)
-    except TypeError as exc:
-        kinds = sorted({type(v).__name__ for v in np.asarray(y, dtype=object).ravel()[:1000]})
-        raise TypeError(
-            f"y's class labels must be of one orderable type (all numbers or all strings), "
-            f"got {', '.join(kinds)} ({exc})"
-        ) from exc
-    return classes, encoded.reshape(-1)
-
-
-def class_labels(y: np.ndarray, name: str, regressor: str) -> tuple[np.ndarray, np.ndarray]:
-    """Classes and each sample's class index of the 1-D host labels ``y`` of a classifier.
-
-    NaN or infinity, and continuous values (``type_of_target``), are a
-    ``ValueError`` that names ``regressor`` as the estimator for continuous
-    targets; the classes come from :func:`encode_class_labels`.
-    """
-    from sklearn.utils.multiclass import type_of_target
-
-    if y.dtype.kind == "f" and not np.isfinite(y).all():
-        raise ValueError(f"{name} contains NaN or infinity")
-    classes, encoded = encode_class_labels(y)
-    if type_of_target(y) == "continuous":
-        raise ValueError(
-            f"Unknown label type: continuous values in {name}; a classifier needs class "
-            f"labels (use {regressor} for continuous targets)"
-        )
-    return classes, encoded
-
-
 def check_finite_product(a: Any, what: str, inputs: str) -> None:
     """Raise a ``ValueError`` when a product formed from the inputs overflowed.
 

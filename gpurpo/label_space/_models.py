@@ -12,14 +12,13 @@ least-squares) decoder.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin, clone
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._class_targets import check_y_present, encode_class_targets, labels_from_scores
 from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
@@ -27,9 +26,8 @@ from gpurpo._validation import (
     check_choice,
     check_float,
     check_int,
-    encode_class_labels,
 )
-from gpurpo.backend import Backend, check_random_state, namespace_of, resolve_backend, to_host
+from gpurpo.backend import Backend, check_random_state, resolve_backend
 from gpurpo.label_space._decoders import fit_logistic_decoder, logistic_scores
 from gpurpo.label_space._feature_maps import KERNELS, RandomFourierFeatures
 from gpurpo.label_space._ridge_estimator import RidgeRegression, in_namespace_of, ridge_fit
@@ -47,14 +45,6 @@ _PREDICT_BLOCK_BYTES = 64 * 2**20
 # --------------------------------------------------------------------------
 # Validation shared by the three estimators
 # --------------------------------------------------------------------------
-
-
-def _check_y_given(y: Any, name: str) -> Any:
-    if y is None:
-        raise ValueError(f"{name} requires y to be passed, but the target y is None")
-    if not hasattr(y, "shape"):
-        y = np.asarray(y)
-    return y
 
 
 def _check_X(est: BaseEstimator, X: Any, backend: Backend, reset: bool) -> Any:
@@ -102,54 +92,16 @@ def _check_bool(value: Any, name: str) -> bool:
 
 
 def _encode_labels(y: Any, backend: Backend, name: str) -> tuple[Any, np.ndarray, bool]:
-    """Labels as a 0/1 matrix on ``backend``: one-hot CSR for 1-D class ids, else validated.
+    """Labels as a float64 0/1 matrix on ``backend``: one-hot CSR for 1-D class labels.
 
-    Returns ``(Y, classes, multilabel)``; ``classes`` lives on the host.
+    Returns ``(Y, classes, multilabel)``; ``classes`` lives on the host
+    (:func:`gpurpo._class_targets.encode_class_targets`).
     """
-    y = _check_y_given(y, name)
-    if len(y.shape) == 2 and y.shape[1] == 1 and not backend.issparse(y):
-        warnings.warn(
-            "A column-vector y was passed when a 1d array was expected; it is treated as "
-            "single-label classes (ravelled).",
-            DataConversionWarning,
-            stacklevel=3,
-        )
-        y = y.reshape(-1)
-    xp = backend.xp
-    if len(y.shape) == 1:
-        ns = namespace_of(y)
-        if y.dtype.kind == "f":
-            if not bool(ns.isfinite(y).all()):
-                raise ValueError("y contains NaN or infinity")
-            if not bool((y == ns.floor(y)).all()):
-                raise ValueError(
-                    "Unknown label type: continuous values in y; a classifier needs class "
-                    "labels (use LabelSpaceRegressor for continuous targets)"
-                )
-        if y.dtype.kind == "c":
-            raise ValueError("Complex data not supported: y has a complex dtype")
-        classes, inverse = encode_class_labels(y, ns)
-        if int(classes.shape[0]) < 2:
-            raise ValueError(
-                f"{name} needs samples of at least 2 classes in y, got 1 class ({classes[0]!r})"
-            )
-        n = int(y.shape[0])
-        indices = backend.asarray(inverse.reshape(-1), dtype=xp.int32)
-        Y = backend.sparse.csr_matrix(
-            (xp.ones(n, dtype=xp.float64), indices, xp.arange(n + 1, dtype=xp.int32)),
-            shape=(n, int(classes.shape[0])),
-        )
-        return Y, np.asarray(to_host(classes)), False
-    if len(y.shape) != 2:
-        raise ValueError(f"y must be 1-D class labels or a 2-D label matrix, got shape {tuple(y.shape)}")
-    Y = check_array(y, "y", backend, accept_sparse=True)
-    values = Y.data if backend.issparse(Y) else Y
-    if bool(((values != 0) & (values != 1)).any()):
-        raise ValueError(
-            "multi-label y must contain only 0 and 1 (a label indicator matrix); got other "
-            "values; use LabelSpaceRegressor for real-valued outputs"
-        )
-    return Y.astype(xp.float64), np.array([0, 1]), True
+    targets = encode_class_targets(
+        check_y_present(y, name), backend, regressor="LabelSpaceRegressor", dtype=np.float64,
+        sparse_one_hot=True, min_classes=2,
+    )
+    return targets.Y, targets.classes, targets.multilabel
 
 
 def _top_k_scores(est: BaseEstimator, X: Any, k: int, rows_scores: Any) -> tuple[Any, Any]:
@@ -173,10 +125,7 @@ class _LabelOutputs:
     """Turn (n, C) label scores into the classifier outputs (shared by both classifiers)."""
 
     def _scores_to_classes(self, scores: Any, backend: Backend) -> Any:
-        idx = backend.xp.argmax(scores, axis=1)
-        if self.classes_.dtype.kind in "biuf":
-            return backend.asarray(self.classes_)[idx]
-        return self.classes_[to_host(idx)]
+        return labels_from_scores(scores, self.classes_, backend)
 
     def _threshold(self) -> float:
         return check_float(self.threshold, "threshold")
@@ -379,7 +328,7 @@ class LabelSpaceRegressor(MultiOutputMixin, RegressorMixin, _BaseLabelSpace):
 
     def fit(self, X: Any, y: Any) -> LabelSpaceRegressor:
         """Fit on ``X`` (n, p) and targets ``y`` (n,) or (n, d), dense or sparse."""
-        y = _check_y_given(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         Xv = _check_X(self, X, backend, reset=True)
         Y = check_array(y, "y", backend, accept_sparse=True, ensure_2d=False)
@@ -463,7 +412,7 @@ class LabelSpaceClassifier(_LabelOutputs, ClassifierMixin, _BaseLabelSpace):
     def fit(self, X: Any, y: Any) -> LabelSpaceClassifier:
         """Fit on ``X`` (n, p) and a 0/1 label matrix (n, d) or class ids (n,)."""
         self._threshold()
-        y = _check_y_given(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         Xv = _check_X(self, X, backend, reset=True)
         Y, self.classes_, self.multilabel_ = _encode_labels(y, backend, type(self).__name__)
@@ -658,7 +607,7 @@ class RembrandtClassifier(_LabelOutputs, ClassifierMixin, BaseEstimator):
     def fit(self, X: Any, y: Any) -> RembrandtClassifier:
         """Fit on ``X`` (n, p) and a 0/1 label matrix (n, d) or class ids (n,)."""
         params = self._check_params()
-        y = _check_y_given(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         xp = backend.xp
         Xv = _check_X(self, X, backend, reset=True)

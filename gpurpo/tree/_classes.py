@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._class_targets import check_y_present, encode_class_targets, labels_from_scores
 from gpurpo._input_features import check_feature_names, check_n_features
 from gpurpo._top_k import PREDICT_TOP_K_DOC, suggests_top_k, top_k_of_row_blocks
 from gpurpo._validation import (
@@ -29,7 +28,6 @@ from gpurpo._validation import (
     check_has_outputs,
     check_int,
     check_weight_scale,
-    class_labels,
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
@@ -426,7 +424,7 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         -------
         self
         """
-        y = _check_y_present(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         Y = _as_2d_outputs(y, backend)
         self._y_1d = _is_1d(y)
@@ -508,36 +506,12 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
             If single-label ``y`` is continuous or holds NaN/infinity, or if
             multi-label ``y`` holds values other than 0 and 1.
         """
-        y = _check_y_present(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
-        xp = backend.xp
-        if len(y.shape) == 2 and y.shape[1] == 1 and not backend.issparse(y):
-            warnings.warn(
-                "A column-vector y was passed when a 1d array was expected; it is treated "
-                "as single-label classes (ravelled).",
-                DataConversionWarning,
-                stacklevel=2,
-            )
-            y = y.reshape(-1)
-        if _is_1d(y):
-            y_host = np.asarray(backend.to_host(y))
-            classes, encoded = class_labels(y_host, "y", "DecisionTreeRegressor")
-            self.classes_ = classes
-            self._multilabel = False
-            onehot = np.zeros((y_host.shape[0], classes.shape[0]), dtype=np.float32)
-            onehot[np.arange(y_host.shape[0]), encoded] = 1.0
-            Y = backend.asarray(onehot)
-        else:
-            Y = check_array(y, "y", backend, accept_sparse=True)
-            values = Y.data if backend.issparse(Y) else Y
-            if bool(((values != 0) & (values != 1)).any()):
-                raise ValueError(
-                    "multi-label y must contain only 0 and 1 (label indicator matrix); "
-                    "use DecisionTreeRegressor for real-valued outputs"
-                )
-            self.classes_ = np.array([0, 1])
-            self._multilabel = True
-            Y = Y.astype(xp.float32)
+        targets = encode_class_targets(y, backend, regressor="DecisionTreeRegressor")
+        self.classes_ = targets.classes
+        self._multilabel = targets.multilabel
+        Y = targets.Y
         self.n_outputs_ = int(Y.shape[1])
         return self._fit(X, Y, sample_weight)
 
@@ -588,19 +562,8 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
                 out.eliminate_zeros()
                 return _in_namespace_of(X, out.astype(xp.int64))
             return _in_namespace_of(X, (proba > 0.5).astype(xp.int64))
-        idx = xp.argmax(proba, axis=1)
-        if self.classes_.dtype.kind in "biuf":
-            return _in_namespace_of(X, backend.asarray(self.classes_)[idx])
-        return self.classes_[backend.to_host(idx)]
-
-
-def _check_y_present(y: Any, name: str) -> Any:
-    """Raise the scikit-learn message for a missing y; turn array-likes into arrays."""
-    if y is None:
-        raise ValueError(f"{name} requires y to be passed, but the target y is None")
-    if not hasattr(y, "ndim") and not hasattr(y, "nnz"):
-        y = np.asarray(y)
-    return y
+        labels = labels_from_scores(proba, self.classes_, backend)
+        return _in_namespace_of(X, labels) if self.classes_.dtype.kind in "biuf" else labels
 
 
 def _is_1d(y: Any) -> bool:

@@ -18,22 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo._validation import class_labels
-from gpurpo.backend import Backend, is_gpu_array, to_host
+from gpurpo._class_targets import class_indices, class_labels, host_labels, one_hot
+from gpurpo._class_targets import labels_from_scores as _argmax_labels
+from gpurpo.backend import Backend
 
 __all__ = ["BINARY", "MULTICLASS", "MULTILABEL", "class_columns", "labels_from_scores"]
 
 BINARY = "binary"
 MULTICLASS = "multiclass"
 MULTILABEL = "multilabel"
-
-
-def _host_labels(y: Any, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A 1-D ``y`` as a NumPy array, its classes and class indices (:func:`class_labels`)."""
-    labels = np.asarray(to_host(y)) if is_gpu_array(y) else np.asarray(y)
-    if labels.dtype.kind == "c":
-        raise ValueError(f"Complex data not supported: {name} has dtype {labels.dtype}")
-    return (labels, *class_labels(labels, name, "GradientBoostingRegressor"))
 
 
 def class_columns(
@@ -58,7 +51,8 @@ def class_columns(
     classes : ndarray
     kind : ``BINARY`` or ``MULTICLASS``
     """
-    labels, found, encoded = _host_labels(y, name)
+    labels = host_labels(y)
+    found, encoded = class_labels(labels, name, "GradientBoostingRegressor")
     if classes is None:
         classes = found
         if classes.shape[0] < 2:
@@ -67,34 +61,11 @@ def class_columns(
                 "least two classes"
             )
     else:
-        encoded = _index_among(labels, classes, name)
-    n = labels.shape[0]
+        encoded = class_indices(labels, classes, name)
+    columns = one_hot(encoded, int(classes.shape[0]), on=1.0, off=-1.0, dtype=np.float64)
     if classes.shape[0] == 2:
-        columns = np.where(encoded == 1, 1.0, -1.0)[:, None]
-        kind = BINARY
-    else:
-        columns = np.full((n, classes.shape[0]), -1.0)
-        columns[np.arange(n), encoded] = 1.0
-        kind = MULTICLASS
-    return backend.asarray(columns), classes, kind
-
-
-def _index_among(labels: np.ndarray, classes: np.ndarray, name: str) -> np.ndarray:
-    """Each label's index in the sorted ``classes``; a ``ValueError`` for labels not there."""
-    try:
-        pos = np.searchsorted(classes, labels)
-    except TypeError as exc:
-        raise TypeError(
-            f"{name}'s labels cannot be compared with the classes of fit {classes[:5]!r}: {exc}"
-        ) from exc
-    pos = np.minimum(pos, classes.shape[0] - 1)
-    unseen = classes[pos] != labels
-    if bool(np.any(unseen)):
-        raise ValueError(
-            f"{name} holds labels not seen in fit: {np.unique(labels[unseen])[:5].tolist()} "
-            f"(the classes are {classes[:10].tolist()})"
-        )
-    return pos
+        return backend.asarray(columns[:, 1:]), classes, BINARY
+    return backend.asarray(columns), classes, MULTICLASS
 
 
 def labels_from_scores(F: Any, classes: np.ndarray, kind: str, backend: Backend) -> Any:
@@ -104,8 +75,6 @@ def labels_from_scores(F: Any, classes: np.ndarray, kind: str, backend: Backend)
     0.5), else the column of largest score (first on ties). Numeric classes
     stay on ``backend``; other labels come back as a NumPy array.
     """
-    xp = backend.xp
-    index = (F[:, 0] > 0).astype(xp.int64) if kind == BINARY else xp.argmax(F, axis=1)
-    if classes.dtype.kind in "biuf":
-        return backend.asarray(classes)[index]
-    return classes[to_host(index)]
+    if kind == BINARY:
+        F = backend.xp.concatenate([backend.xp.zeros_like(F), F], axis=1)
+    return _argmax_labels(F, classes, backend)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.exceptions import DataConversionWarning
 
+from gpurpo._class_targets import ravel_column_vector
 from gpurpo._top_k import suggests_top_k
 from gpurpo._validation import (
     check_array,
@@ -387,15 +386,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         name = "y" if fitting else "eval_set[1]"
         if Y is not None and not hasattr(Y, "shape"):
             Y = np.asarray(Y)
-        if (Y is not None and not backend.issparse(Y) and len(Y.shape) == 2
-                and Y.shape[1] == 1):
-            warnings.warn(
-                f"A column-vector {name} was passed when a 1d array was expected; it is "
-                "treated as class labels (ravelled).",
-                DataConversionWarning,
-                stacklevel=3,
-            )
-            Y = Y.reshape(-1) if hasattr(Y, "reshape") else np.asarray(Y).reshape(-1)
+        if Y is not None:
+            Y = ravel_column_vector(Y, backend, name, stacklevel=4)
         if Y is not None and not backend.issparse(Y) and len(Y.shape) == 1:
             return self._encode_classes(Y, backend, fitting, name)
         if not fitting and self._kind != MULTILABEL:

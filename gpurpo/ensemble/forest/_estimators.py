@@ -4,16 +4,15 @@ The method and its references: :mod:`gpurpo.ensemble.forest`.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
+from gpurpo._class_targets import ClassTargets, check_y_present, encode_class_targets, labels_from_scores
 from gpurpo._top_k import suggests_top_k
-from gpurpo._validation import check_array, class_labels
+from gpurpo._validation import check_array
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
 from gpurpo.ensemble.forest._base import BaseForest
 from gpurpo.metrics import label_ranking_average_precision, macro_r2
@@ -25,14 +24,6 @@ __all__ = [
     "ExtraTreesRegressor",
     "ExtraTreesClassifier",
 ]
-
-
-def _check_y_present(y: Any, name: str) -> Any:
-    if y is None:
-        raise ValueError(f"{name} requires y to be passed, but the target y is None")
-    if not hasattr(y, "ndim") and not hasattr(y, "nnz"):
-        y = np.asarray(y)
-    return y
 
 
 class _ForestRegressorMixin(RegressorMixin):
@@ -58,7 +49,7 @@ class _ForestRegressorMixin(RegressorMixin):
         -------
         self
         """
-        y = _check_y_present(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
         one_d = len(y.shape) == 1
         if one_d:
@@ -138,52 +129,20 @@ class _ForestClassifierMixin(ClassifierMixin):
         -------
         self
         """
-        y = _check_y_present(y, type(self).__name__)
+        y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
-        xp = backend.xp
-        if len(y.shape) == 2 and y.shape[1] == 1 and not backend.issparse(y):
-            warnings.warn(
-                "A column-vector y was passed when a 1d array was expected; it is treated "
-                "as single-label classes (ravelled).",
-                DataConversionWarning,
-                stacklevel=2,
-            )
-            y = y.reshape(-1)
-        warm = self._warm()
-        if len(y.shape) == 1:
-            y_host = np.asarray(to_host(y))
-            classes, encoded = class_labels(y_host, "y", "a forest regressor")
-            if warm and (self._multilabel or not np.array_equal(classes, self.classes_)):
-                raise ValueError(
-                    f"warm_start: y must hold the classes of the first fit, "
-                    f"{'multi-label indicators' if self._multilabel else self.classes_}, "
-                    f"got the classes {classes}"
-                )
-            self.classes_ = classes
-            self.n_classes_ = int(classes.shape[0])
-            self._multilabel = False
-            self._sparse_output = False
-            self._encoded = encoded
-            onehot = np.zeros((y_host.shape[0], classes.shape[0]), dtype=np.float32)
-            onehot[np.arange(y_host.shape[0]), encoded] = 1.0
-            Y = backend.asarray(onehot)
+        targets = encode_class_targets(y, backend, regressor="a forest regressor")
+        if self._warm():
+            self._check_warm_classes(targets)
+        self.classes_ = targets.classes
+        self._multilabel = targets.multilabel
+        if targets.multilabel:
+            self._sparse_output = backend.issparse(targets.Y)
         else:
-            Y = check_array(y, "y", backend, accept_sparse=True)
-            values = Y.data if backend.issparse(Y) else Y
-            if bool(((values != 0) & (values != 1)).any()):
-                raise ValueError(
-                    "multi-label y must contain only 0 and 1 (a label indicator matrix); "
-                    "use a forest regressor for real-valued outputs"
-                )
-            if warm and not self._multilabel:
-                raise ValueError(
-                    f"warm_start: the first fit had single-label y (classes {self.classes_}), "
-                    "got a 2-D y of multi-label indicators"
-                )
-            self.classes_ = np.array([0, 1])
-            self._multilabel = True
-            self._sparse_output = backend.issparse(Y)
-            Y = Y.astype(xp.float32)
+            self.n_classes_ = int(targets.classes.shape[0])
+            self._sparse_output = False
+            self._encoded = targets.encoded
+        Y = targets.Y
         self._fit_forest(X, Y, sample_weight, backend)
         self._drop_oob("oob_score_", "oob_decision_function_")
         if self._oob_raw is not None:
@@ -220,10 +179,23 @@ class _ForestClassifierMixin(ClassifierMixin):
             if self._sparse_output:
                 return backend.sparse.csr_matrix(labels)
             return labels
-        idx = xp.argmax(proba, axis=1)
-        if self.classes_.dtype.kind in "biuf":
-            return backend.asarray(self.classes_)[idx]
-        return self.classes_[to_host(idx)]
+        return labels_from_scores(proba, self.classes_, backend)
+
+    def _check_warm_classes(self, targets: ClassTargets) -> None:
+        """A warm start keeps the kind of target and the classes of the first fit."""
+        if targets.multilabel and not self._multilabel:
+            raise ValueError(
+                f"warm_start: the first fit had single-label y (classes {self.classes_}), "
+                "got a 2-D y of multi-label indicators"
+            )
+        if not targets.multilabel and (
+            self._multilabel or not np.array_equal(targets.classes, self.classes_)
+        ):
+            raise ValueError(
+                f"warm_start: y must hold the classes of the first fit, "
+                f"{'multi-label indicators' if self._multilabel else self.classes_}, "
+                f"got the classes {targets.classes}"
+            )
 
     @suggests_top_k
     def predict_proba(self, X: Any) -> Any:

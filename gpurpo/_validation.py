@@ -70,6 +70,15 @@ def _nullable_frame_as_float(a: Any) -> Any:
     return a
 
 
+def check_numeric_dtype(dtype: Any, name: str) -> None:
+    """Refuse complex values (scikit-learn's message) and non-numeric dtypes, naming ``name``."""
+    kind = np.dtype(dtype).kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {dtype}")
+    if kind in "USVOMm":
+        raise ValueError(f"{name} must hold numbers, got dtype {dtype}")
+
+
 def check_array(
     a: Any,
     name: str,
@@ -123,6 +132,7 @@ def check_array(
                 f"{name} must be a dense array, got a sparse matrix of shape {a.shape}; "
                 "convert it with .toarray()"
             )
+        check_numeric_dtype(a.dtype, name)
         arr = backend.asarray(a)
         if arr.format != "csr":
             arr = arr.tocsr()
@@ -143,10 +153,7 @@ def check_array(
                     f"{name} must hold numbers, got an object array that does not convert "
                     f"to float: {exc}"
                 ) from exc
-        if a.dtype.kind in "USV":
-            raise ValueError(f"{name} must hold numbers, got dtype {a.dtype}")
-        if a.dtype.kind == "c":
-            raise ValueError(f"Complex data not supported: {name} has dtype {a.dtype}")
+        check_numeric_dtype(a.dtype, name)
         arr = backend.asarray(a, dtype=dtype)
         if arr.dtype.kind not in "fiub":
             raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")

@@ -103,7 +103,8 @@ def check_array(
     backend : Backend
         Target backend (the array is moved there).
     dtype : dtype, optional
-        Cast to this dtype (floating inputs are kept otherwise).
+        Cast to this dtype. Otherwise float32 and float64 inputs are kept, and
+        integers, booleans and float16 become float64.
     accept_sparse : bool
         Sparse matrices are accepted (converted to CSR) if True, else an error.
     allow_nan : bool
@@ -138,6 +139,8 @@ def check_array(
             arr = arr.tocsr()
         if dtype is not None and arr.dtype != dtype:
             arr = arr.astype(dtype)
+        elif dtype is None and (arr.dtype.kind in "iub" or arr.dtype.itemsize < 4):
+            arr = arr.astype(backend.xp.float64)
     else:
         a = _nullable_frame_as_float(a)
         if isinstance(a, (list, tuple)) or not hasattr(a, "dtype"):
@@ -157,7 +160,8 @@ def check_array(
         arr = backend.asarray(a, dtype=dtype)
         if arr.dtype.kind not in "fiub":
             raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype}")
-        if dtype is None and arr.dtype.kind in "iub":
+        if dtype is None and (arr.dtype.kind in "iub" or arr.dtype.itemsize < 4):
+            # integers, booleans and float16 (which no kernel takes) compute in float64
             arr = arr.astype(backend.xp.float64)
     if ensure_2d:
         check_2d(arr, name)

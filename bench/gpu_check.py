@@ -801,8 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y-%m-%d")
-    path = out_dir / f"{stamp}-{slug}{'-quick' if args.quick else ''}.md"
+    path = out_dir / f"gpu-check-{slug}{'-quick' if args.quick else ''}.md"
     header = (
         f"# gpurpo GPU check: {device}\n\n"
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
@@ -817,9 +816,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _git_rev() -> str:
+    """The commit this run verified (``.ci/gpu_verification.py`` reads it), flagged when the tree has changes."""
     with contextlib.suppress(Exception):
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "unknown"
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        if rev:
+            return f"{rev} (with uncommitted changes)" if dirty else rev
     return "unknown"
 
 

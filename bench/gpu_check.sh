@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: runs the GPU tests (pytest -m gpu) and the
-# GPU benchmarks from this source tree, and writes bench/results/<date>-<device>.md.
+# GPU benchmarks from this source tree, and writes bench/results/gpu-check-<device>.md, whose
+# header names the commit it verified (read by .ci/gpu_verification.py).
 #
 #   bash bench/gpu_check.sh            # full run (about 10 minutes)
 #   bash bench/gpu_check.sh --quick    # small sizes (about 2 minutes)

@@ -9,6 +9,7 @@ re-drawn in the test, scikit-learn's r2_score / LRAP, dense/sparse twins.
 from __future__ import annotations
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -48,6 +49,12 @@ def _tree_mean(forest, X):
     """Mean over the forest's trees of each tree's own prediction (tree by tree)."""
     preds = [np.asarray(t.predict(X, NUMPY)) for t in forest.estimators_]
     return np.mean(preds, axis=0)
+
+
+def _same_partition(a, b):
+    """Whether two leaf assignments of the same rows group the rows alike."""
+    pairs = set(zip(np.asarray(a).tolist(), np.asarray(b).tolist()))
+    return len(pairs) == len(set(np.asarray(a).tolist())) == len(set(np.asarray(b).tolist()))
 
 
 # --------------------------------------------------------------------------
@@ -197,7 +204,21 @@ def test_n_components_specifications(n_components, expected):
         random_state=0,
     ).fit(X, Y)
     assert forest.n_projected_outputs_ == expected
-    assert forest.get_projection(1).shape == (expected, 20)
+    Phi = forest.get_projection(1)
+    assert Phi.shape == (expected, 20)
+    # "gaussian" entries are i.i.d. N(0, 1/m): m * Phi**2 are chi2(1) draws of mean 1
+    assert abs(np.mean(expected * Phi**2) - 1.0) < 6 * np.sqrt(2.0 / Phi.size)
+    assert abs(np.mean(Phi) * np.sqrt(expected)) < 6 / np.sqrt(Phi.size)
+    # tree 1 was grown on Y Phi^T: scikit-learn's exact tree on those targets, the
+    # bootstrap counts as weights, partitions the in-bag rows alike (40 continuous
+    # values per feature: each gets its own bin, so binning is exact)
+    counts = np.bincount(forest.estimators_samples_[1], minlength=X.shape[0])
+    inbag = counts > 0
+    ref = SkTree(max_depth=2, random_state=0).fit(
+        X[inbag], (Y @ Phi.T)[inbag], sample_weight=counts[inbag]
+    )
+    ours = forest.estimators_[1].apply(X[inbag], NUMPY)
+    assert _same_partition(ours, ref.apply(X[inbag]))
 
 
 # --------------------------------------------------------------------------
@@ -311,10 +332,20 @@ def test_per_tree_projections_differ_and_are_redrawn_from_their_seeds():
     ).fit(X, Y)
     assert forest.projection_ is None
     mats = [forest.get_projection(i) for i in range(4)]
-    assert all(m.shape == (5, Y.shape[1]) for m in mats)
+    d = Y.shape[1]
+    assert all(m.shape == (5, d) for m in mats)
+    # "sparse": each entry is nonzero with probability 1/s, s = sqrt(d), and then
+    # +-sqrt(s/m) with equal probability
+    s = np.sqrt(d)
+    for mat in mats:
+        np.testing.assert_allclose(np.abs(mat.data), np.sqrt(s / 5), rtol=1e-6)
+    signs = np.concatenate([np.sign(m.data) for m in mats])
+    cells, nnz = 4 * 5 * d, signs.size
+    assert abs(nnz - cells / s) < 5 * np.sqrt(cells / s * (1 - 1 / s))
+    assert abs(signs.sum()) < 5 * np.sqrt(nnz)
     assert (mats[0] != mats[1]).nnz > 0
     assert (forest.get_projection(2) != mats[2]).nnz == 0
-    with pytest.raises(ValueError, match="n_estimators"):
+    with pytest.raises(ValueError, match=re.escape("i must be in [0, n_estimators=4), got 4")):
         forest.get_projection(4)
 
 
@@ -338,8 +369,13 @@ def test_output_projection_instance_per_tree_uses_its_parameters():
     forest = RandomForestRegressor(n_estimators=3, projection=proj, random_state=0).fit(X, Y)
     assert forest.n_projected_outputs_ == 4
     mats = [forest.get_projection(i) for i in range(3)]
+    d = Y.shape[1]
     for m in mats:
-        assert m.shape == (4, Y.shape[1]) and m.nnz == 4  # 4 rows of a scaled identity
+        # 4 distinct rows of the d x d identity (drawn without replacement), times sqrt(d/4)
+        assert m.shape == (4, d) and m.nnz == 4
+        np.testing.assert_array_equal(np.diff(m.indptr), [1, 1, 1, 1])
+        assert len(set(m.indices.tolist())) == 4
+        np.testing.assert_allclose(m.data, np.sqrt(d / 4), rtol=1e-6)
     assert any((mats[0] != m).nnz for m in mats[1:])
 
 
@@ -382,6 +418,17 @@ def test_oob_regression_matches_per_tree_reference():
         n_estimators=12, oob_score=lambda t, p: -np.mean((t - p) ** 2), random_state=0
     ).fit(X, Y[:, 0])
     assert forest1.oob_prediction_.shape == (n,)
+    total1 = np.zeros(n)
+    count1 = np.zeros(n)
+    for s, tree in zip(forest1.estimators_samples_, forest1.estimators_):
+        oob = np.bincount(s, minlength=n) == 0
+        total1[oob] += np.asarray(tree.predict(X, NUMPY)).reshape(n)[oob]
+        count1[oob] += 1
+    valid1 = count1 > 0
+    np.testing.assert_allclose(
+        forest1.oob_prediction_[valid1], total1[valid1] / count1[valid1], atol=1e-12
+    )
+    assert np.isnan(forest1.oob_prediction_[~valid1]).all()
     ok = ~np.isnan(forest1.oob_prediction_)
     mse = np.mean((Y[ok, 0] - forest1.oob_prediction_[ok]) ** 2)
     assert forest1.oob_score_ == pytest.approx(-mse)
@@ -447,6 +494,10 @@ def test_stopping_rules_hold_in_every_tree():
     assert applied.shape == (300, 3)
     for j, t in enumerate(f.estimators_):
         assert (t.feature[applied[:, j]] == -1).all()
+        np.testing.assert_array_equal(applied[:, j], t.apply(X, NUMPY))
+    # the prediction is the mean over the trees of the values of the leaves reached
+    leaf_values = [np.asarray(t.value)[t.leaf_index[applied[:, j]]] for j, t in enumerate(f.estimators_)]
+    np.testing.assert_allclose(f.predict(X), np.mean(leaf_values, axis=0), rtol=1e-12, atol=1e-12)
 
 
 def test_verbose_reports_progress_per_batch(capsys):
@@ -504,7 +555,9 @@ def test_demo_usage_dense_scores_from_sparse_labels():
         ).fit(X, Y)
         scores = forest.predict(X)
         assert isinstance(scores, np.ndarray) and scores.shape == Y.shape
-        assert np.isfinite(scores).all()
+        # each tree's leaves hold label frequencies in [0, 1]; the forest averages them
+        np.testing.assert_allclose(scores, _tree_mean(forest, X), rtol=1e-12, atol=1e-12)
+        assert scores.min() >= 0.0 and scores.max() <= 1.0
 
 
 def test_n_jobs_restores_the_thread_count():
@@ -599,17 +652,27 @@ def test_bad_data_raises():
         forest.fit(Xi, Y)
     with pytest.raises(ValueError, match="inconsistent numbers of rows"):
         forest.fit(X[:30], Y)
-    with pytest.raises(ValueError, match="sample_weight"):
+    with pytest.raises(ValueError, match=re.escape(
+        "sample_weight must have shape (n_samples,) = (40,), got (10,)"
+    )):
         forest.fit(X, Y, sample_weight=np.ones(10))
-    with pytest.raises(ValueError, match="sample_weight"):
+    with pytest.raises(ValueError, match="^sample_weight must be finite and non-negative$"):
         forest.fit(X, Y, sample_weight=-np.ones(40))
     forest.fit(X, Y)
-    with pytest.raises(ValueError, match="expecting 6 features"):
+    with pytest.raises(ValueError, match=re.escape(
+        "X has 5 features, but RandomForestRegressor is expecting 6 features as input"
+    )):
         forest.predict(X[:, :5])
     clf = RandomForestClassifier(n_estimators=2)
-    with pytest.raises(ValueError, match="only 0 and 1"):
+    with pytest.raises(ValueError, match=re.escape(
+        "multi-label y must contain only 0 and 1 (a label indicator matrix); use a forest "
+        "regressor for real-valued outputs"
+    )):
         clf.fit(X, (Y > 0).astype(float) * 2)
-    with pytest.raises(ValueError, match="continuous"):
+    with pytest.raises(ValueError, match=re.escape(
+        "Unknown label type: continuous values in y; a classifier needs class labels (use a "
+        "forest regressor for continuous targets)"
+    )):
         clf.fit(X, Y[:, 0])
 
 

@@ -233,11 +233,29 @@ def test_scores_too_large_for_memory_raise_the_hint_and_top_k_still_works(tmp_pa
         Y = sp.csr_matrix((np.ones(3 * n), (np.repeat(np.arange(n), 3), cols)), shape=(n, d))
         forest = RandomForestClassifier(n_estimators=2, projection="subsample",
                                         n_components=5, random_state=0).fit(X, Y)
+        from gpurpo.backend import NUMPY
         labels, scores = forest.predict_top_k(X, 2)
         assert labels.shape == scores.shape == (n, 2)
+        # reference from the trees' own sparse leaves: the probabilities are the mean
+        # over the trees of the label frequencies of the leaves reached
+        proba = sum(t.value[t.leaf_index[np.asarray(t.apply(X, NUMPY))]]
+                    for t in forest.estimators_).tocsr() / 2
+        for i in range(n):
+            cols = proba.indices[proba.indptr[i]:proba.indptr[i + 1]]
+            vals = proba.data[proba.indptr[i]:proba.indptr[i + 1]]
+            cols, vals = cols[vals > 0], vals[vals > 0]
+            order = np.lexsort((cols, -vals))  # decreasing score, then increasing column
+            want, want_scores = list(cols[order][:2]), list(vals[order][:2])
+            zeros = (c for c in range(d) if c not in set(cols.tolist()))
+            while len(want) < 2:  # the first columns of score 0
+                want.append(next(zeros))
+                want_scores.append(0.0)
+            assert labels[i].tolist() == want, (i, labels[i], want)
+            np.testing.assert_allclose(scores[i], want_scores, rtol=1e-12, atol=0)
         # the 0/1 labels come from the sparse sums: no dense matrix either
         predicted = forest.predict(X)
         assert sp.issparse(predicted) and predicted.shape == (n, d)
+        assert (predicted != (proba > 0.5)).nnz == 0
         try:
             forest.predict_proba(X)
         except MemoryError as exc:

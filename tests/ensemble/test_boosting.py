@@ -470,36 +470,63 @@ def test_emulated_cuda_backend_gives_the_same_model(cls, strategy, leaf_step, cr
 
 
 @pytest.mark.parametrize(
-    "params, match",
+    "params, error, match",
     [
-        ({"strategy": "chain"}, "strategy must be one of"),
-        ({"loss": "log_loss"}, "loss must be one of .* got 'log_loss'"),
-        ({"projection": "orthogonal"}, "projection must be one of"),
-        ({"strategy": "rpo", "projection": None}, "needs a projection kind"),
-        ({"strategy": "relabel_rpo", "n_components": 10}, "more than the 3 outputs"),
-        ({"learning_rate": 0.0}, "learning_rate must be > 0.0"),
-        ({"n_estimators": 0}, "n_estimators must be >= 1"),
-        ({"max_leaf_nodes": 1}, "max_leaf_nodes must be >= 2"),
-        ({"max_leaf_nodes": None, "max_depth": None}, "set at least one of them"),
-        ({"subsample": 0.0}, "subsample must be > 0.0"),
-        ({"subsample": 1.5}, "subsample must be <= 1.0"),
-        ({"max_bins": 300}, r"max_bins must be in \[2, 255\]"),
-        ({"max_features": 7}, "max_features"),
-        ({"n_iter_no_change": 0}, "n_iter_no_change must be >= 1"),
-        ({"validation_fraction": 1.0}, "validation_fraction must be < 1.0"),
-        ({"device": "tpu"}, "device must be one of"),
-        ({"split_criterion": "hessian"}, "split_criterion must be one of"),
-        ({"split_criterion": "newton", "reg_lambda": -1.0}, "reg_lambda must be >= 0.0"),
-        ({"split_criterion": "newton", "loss": "absolute_error"},
-         "needs the second derivative of the loss; loss='absolute_error'"),
-        ({"split_criterion": "newton", "min_child_weight": -1.0},
-         "min_child_weight must be >= 0.0"),
+        # a value of the right type out of its range or set of choices
+        ({"strategy": "chain"}, ValueError,
+         r"strategy must be one of \('multi_output', 'rpo', 'relabel_rpo', 'single_target'\), "
+         "got 'chain'"),
+        ({"loss": "log_loss"}, ValueError,
+         r"loss must be one of \('squared_error', 'absolute_error'\), got 'log_loss'"),
+        ({"projection": "orthogonal"}, ValueError,
+         r"projection must be one of \('gaussian', .*\) or None, got 'orthogonal'"),
+        ({"strategy": "rpo", "projection": None}, ValueError,
+         "strategy='rpo' .* needs a projection kind .* got projection=None"),
+        ({"strategy": "relabel_rpo", "n_components": 10}, ValueError,
+         "n_components=10 gives 10 components, more than the 3 outputs"),
+        ({"strategy": "relabel_rpo", "n_components": "lots"}, ValueError,
+         "n_components must be an int >= 1, .* got 'lots'"),
+        ({"learning_rate": 0.0}, ValueError, r"learning_rate must be > 0\.0, got 0\.0"),
+        ({"n_estimators": 0}, ValueError, "n_estimators must be >= 1, got 0"),
+        ({"max_leaf_nodes": 1}, ValueError, "max_leaf_nodes must be >= 2, got 1"),
+        ({"max_leaf_nodes": None, "max_depth": None}, ValueError,
+         "max_leaf_nodes and max_depth are both None: boosting needs small trees, set at least "
+         "one of them"),
+        ({"subsample": 0.0}, ValueError, r"subsample must be > 0\.0, got 0\.0"),
+        ({"subsample": 1.5}, ValueError, r"subsample must be <= 1\.0, got 1\.5"),
+        ({"max_bins": 300}, ValueError, r"max_bins must be in \[2, 255\], got 300"),
+        ({"max_features": 7}, ValueError,
+         r"max_features given as an int must be in \[1, n_features=5\], got 7"),
+        ({"max_features": "all"}, ValueError, "max_features must be None, .* got 'all'"),
+        ({"n_iter_no_change": 0}, ValueError, "n_iter_no_change must be >= 1, got 0"),
+        ({"validation_fraction": 1.0}, ValueError,
+         r"validation_fraction must be < 1\.0, got 1\.0"),
+        ({"device": "tpu"}, ValueError, r"device must be one of \(.*\), got 'tpu'"),
+        ({"split_criterion": "hessian"}, ValueError,
+         r"split_criterion must be one of \('gradient', 'newton'\), got 'hessian'"),
+        ({"split_criterion": "newton", "reg_lambda": -1.0}, ValueError,
+         r"reg_lambda must be >= 0\.0, got -1\.0"),
+        ({"split_criterion": "newton", "loss": "absolute_error"}, ValueError,
+         "split_criterion='newton' needs the second derivative of the loss; "
+         "loss='absolute_error' has none"),
+        ({"split_criterion": "newton", "min_child_weight": -1.0}, ValueError,
+         r"min_child_weight must be >= 0\.0, got -1\.0"),
+        # a value of the wrong type
+        ({"n_estimators": 2.5}, TypeError, r"n_estimators must be an int, got float 2\.5"),
+        ({"max_leaf_nodes": 4.0}, TypeError, r"max_leaf_nodes must be an int, got float 4\.0"),
+        ({"max_bins": "many"}, TypeError, "max_bins must be an int, got str 'many'"),
+        ({"verbose": 0.5}, TypeError, r"verbose must be an int, got float 0\.5"),
+        ({"learning_rate": "0.1"}, TypeError,
+         r"learning_rate must be a real number, got str '0\.1'"),
+        ({"subsample": None}, TypeError, "subsample must be a real number, got NoneType None"),
+        ({"warm_start": "yes"}, TypeError, "warm_start must be a bool, got 'yes'"),
     ],
 )
-def test_bad_parameters(params, match):
+def test_bad_parameters(params, error, match):
     X, Y = make_friedman1_multioutput("group", n_samples=40, n_outputs=3, random_state=0)
-    with pytest.raises((ValueError, TypeError), match=match):
+    with pytest.raises(error, match=match) as info:
         GradientBoostingRegressor(**{"n_estimators": 2, **params}).fit(X, Y)
+    assert type(info.value) is error  # not a subclass standing in for it
 
 
 def test_bad_data():

@@ -275,17 +275,6 @@ def test_early_stopping_on_eval_set():
     np.testing.assert_allclose(model.validation_loss_[1 : len(staged) + 1], staged, rtol=1e-9)
 
 
-def test_verbose_reports_progress(capsys):
-    X, Y = make_friedman1_multioutput("group", n_samples=120, n_outputs=3, random_state=0)
-    Xv, Yv = make_friedman1_multioutput("group", n_samples=60, n_outputs=3, random_state=1)
-    GradientBoostingRegressor(n_estimators=12, max_leaf_nodes=4, verbose=1,
-                              random_state=0).fit(X, Y, eval_set=(Xv, Yv))
-    out = capsys.readouterr().out.splitlines()
-    assert "Train loss" in out[0] and "Val R2" in out[0]
-    iterations = [int(line.split()[0]) for line in out[1:]]
-    assert iterations == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
-
-
 # --------------------------------------------------------------------------
 # Multi-label classification
 # --------------------------------------------------------------------------

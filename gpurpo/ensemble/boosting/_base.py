@@ -5,7 +5,6 @@ The method and its references: :mod:`gpurpo.ensemble.boosting`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +37,7 @@ from gpurpo.ensemble.boosting._iteration_trees import (
     draw_projection,
     leaves_of,
 )
+from gpurpo.ensemble.boosting._progress import BoostingProgress
 from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
 from gpurpo.ensemble.boosting.losses import Loss, get_loss, weighted_mean
 from gpurpo.projections import KINDS, resolve_n_components
@@ -45,14 +45,6 @@ from gpurpo.tree import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import BinMapper, check_max_bins
 
 __all__ = ["LEAF_STEPS", "SPLIT_CRITERIA"]
-
-
-def _print_schedule(iteration: int, verbose: int) -> bool:
-    """Iterations reported at ``verbose=1``: 1..10, then 20..100, 200..1000, ..."""
-    if verbose >= 2:
-        return True
-    scale = 10 ** max(0, len(str(iteration)) - 1)
-    return iteration <= 10 or iteration % scale == 0
 
 
 #: ``leaf_step`` values: one step per output (the paper) or per (leaf, output).
@@ -332,33 +324,42 @@ class _BaseGradientBoosting(BaseEstimator):
             stopper.start(len(model), float(loss.loss(backend, Y_val, F_val)))
         train_losses = []
         rng = self._rng
-        start_time = time.perf_counter()
-        if self.verbose:
-            self._print_header(F_val is not None)
+        n_rounds = int(self.n_estimators)
+        progress = BoostingProgress(
+            type(self).__name__, self.verbose, n_rounds, len(model), F_val is not None,
+            self._score_name,
+        )
+
+        def score() -> float:
+            return self._validation_score(Y_val, F_val)
 
         G = loss.negative_gradient(backend, Yb, F)
-        for m in range(len(model), int(self.n_estimators)):
-            stage, rho, projection = self._boost_one(
-                m, loss, cfg, fitter, backend, Yb, F, G, w, unit, rng
-            )
-            model.append(stage)
-            self._steps.append(rho)
-            self._outputs.append(stage.output)
-            if projection is not None:
-                self.projections_.append(projection)
-            # the training loss of this iteration and the gradient of the next, in one pass
-            G, rows = loss.gradient_and_row_loss(backend, Yb, F)
-            train_losses.append(weighted_mean(backend, rows, w))
+        with progress:
+            for m in range(len(model), n_rounds):
+                stage, rho, projection = self._boost_one(
+                    m, loss, cfg, fitter, backend, Yb, F, G, w, unit, rng
+                )
+                model.append(stage)
+                self._steps.append(rho)
+                self._outputs.append(stage.output)
+                if projection is not None:
+                    self.projections_.append(projection)
+                # the training loss of this iteration and the gradient of the next, in one pass
+                G, rows = loss.gradient_and_row_loss(backend, Yb, F)
+                train_losses.append(weighted_mean(backend, rows, w))
 
-            stop = False
-            if F_val is not None:
-                val_leaf = leaves_of(stage.structure, X_val, backend)
-                F_val += stage.values[val_leaf] * stage.scale[None, :]
-                stop = stopper.update(len(model), float(loss.loss(backend, Y_val, F_val)))
-            if self.verbose and (_print_schedule(m + 1, self.verbose) or stop):
-                self._print_progress(m + 1, train_losses[-1], stopper, Y_val, F_val, start_time)
-            if stop:
-                break
+                stop = False
+                if F_val is not None:
+                    val_leaf = leaves_of(stage.structure, X_val, backend)
+                    F_val += stage.values[val_leaf] * stage.scale[None, :]
+                    stop = stopper.update(len(model), float(loss.loss(backend, Y_val, F_val)))
+                progress.update(
+                    m + 1, train_losses[-1], stopper.history[-1] if F_val is not None else None,
+                    score if F_val is not None else None, last=stop or m + 1 == n_rounds,
+                )
+                if stop:
+                    progress.stopped(m + 1, stopper.best_iteration, int(self.n_iter_no_change))
+                    break
 
         if self.n_iter_no_change is not None and F_val is not None:
             best = stopper.best_iteration
@@ -527,23 +528,6 @@ class _BaseGradientBoosting(BaseEstimator):
                 f"warm_start: X and Y must have {self.n_features_in_} features and "
                 f"{self.n_outputs_} outputs as in the first fit, got {p} and {d}"
             )
-
-    # -- progress -----------------------------------------------------------
-
-    def _print_header(self, with_validation: bool) -> None:
-        cols = f"{'Iter':>6} {'Train loss':>12}"
-        if with_validation:
-            cols += f" {'Val loss':>12} {'Val ' + self._score_name:>12}"
-        print(cols + f" {'Elapsed':>9}")
-
-    def _print_progress(
-        self, iteration: int, train_loss: Any, stopper: EarlyStopping, Y_val: Any, F_val: Any,
-        start: float,
-    ) -> None:
-        line = f"{iteration:>6d} {float(train_loss):>12.6g}"
-        if F_val is not None:
-            line += f" {stopper.history[-1]:>12.6g} {self._validation_score(Y_val, F_val):>12.4f}"
-        print(line + f" {time.perf_counter() - start:>8.2f}s", flush=True)
 
     # -- prediction -----------------------------------------------------------
 

@@ -132,8 +132,12 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         global setting (:func:`gpurpo.set_backend`). Other values are for testing
         (:mod:`gpurpo.testing`).
     verbose : int, default=0
-        1: report iterations 1-10, 20, 30, ..., 100, 200, ... (iteration,
-        train loss, validation loss and macro-R2); 2: every iteration.
+        ``verbose >= 1`` shows a progress bar over the boosting iterations
+        (tqdm: in a terminal or a notebook, on stderr) with the latest
+        training loss, and validation loss when there is a validation set
+        (``eval_set`` or early stopping); ``verbose >= 2`` also prints a line
+        per iteration (iteration, train loss, validation loss and macro-R2,
+        elapsed time).
 
     Attributes
     ----------
@@ -300,8 +304,8 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
     max_leaf_nodes, max_depth, max_features, min_samples_leaf, subsample,
     max_bins, validation_fraction, n_iter_no_change, tol, warm_start,
     random_state, device, verbose
-        As in :class:`GradientBoostingRegressor` (verbose reports the
-        validation label ranking average precision).
+        As in :class:`GradientBoostingRegressor` (the lines of ``verbose >= 2``
+        report the validation label ranking average precision).
     loss : {"log_loss"}, default="log_loss"
 
     Attributes

@@ -28,7 +28,8 @@ for scikit-learn). Fit times are single runs after a warm-up fit that
 compiles gpurpo's numba kernels (all of them: its trees have large nodes).
 
 Run ``python bench/forest.py`` (or ``--quick`` for a quarter of the rows,
-fewer trees). Results are also written as JSON (``--output``).
+fewer trees). Results are also written as JSON (``--output``, the schema of
+``bench/_results.py``).
 
 On a GPU machine (the same benchmarks at 10x the rows, GPU vs CPU
 path), ``--rows-factor 10 --devices cuda,cpu --cpu-trees 10 --skip-proj
@@ -40,7 +41,6 @@ time per tree (trees are independent, so the time is linear in their number).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import sys
@@ -53,6 +53,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_description  # noqa: E402
+from _results import gpu_name, make_record, speedup_text, times_faster, write_record  # noqa: E402
 
 from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
@@ -222,6 +223,28 @@ def run_dataset(name, X, Y, n_test, args):
     return row
 
 
+def summarize(rows):
+    """Rows of the docs table from the figures: gpurpo against each anchor that ran."""
+    summary = []
+    for row in rows:
+        where = "" if row.get("gpurpo_device", "cpu") == "cpu" else f", on {row['gpurpo_device']}"
+        data = (f"forest, {row['trees']} trees, {row['dataset']} (n = {row['n_train']:,}, d = {row['d']:,})"
+                f"{where}")
+        if "sk_proj_fit_s" in row:
+            summary.append({"data": data, "anchor": "scikit-learn trees on the same projections",
+                            "gpurpo": f"{times_faster(row['sk_proj_fit_s'], row['gpurpo_fit_s'])}, "
+                                      f"LRAP {row['lrap_gap_vs_sk_proj']:+.4f}"})
+        if "sk_full_fit_s_scaled" in row:
+            summary.append({"data": data, "anchor": "scikit-learn's forest on the full labels",
+                            "gpurpo": times_faster(row["sk_full_fit_s_scaled"], row["gpurpo_fit_s"])})
+        for key, ratio in row.items():
+            if key.startswith("per_tree_speedup_vs_"):
+                other = key.rsplit("_", 1)[1]
+                summary.append({"data": data, "anchor": f"gpurpo on {other}",
+                                "gpurpo": f"{speedup_text(ratio)} per tree"})
+    return summary
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -268,8 +291,8 @@ def main(argv=None):
         X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
         rows.append(run_dataset("mediamill-like", X, Y, n_te, args))
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(rows, indent=2))
+        gpu = gpu_name() if "cuda" in args.devices else None
+        write_record(args.output, make_record("forest", rows, summarize(rows), gpu=gpu))
     return rows
 
 

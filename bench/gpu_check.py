@@ -630,7 +630,7 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
         if failure is not None:
             return failure
     rows = []
-    for res in results:
+    for res in results["figures"]:  # a record of bench/_results.py
         gpu_tree = res["gpurpo_fit_s"] / res["gpurpo_trees"]
         cpu_tree = res["gpurpo_1_cpu_fit_s"] / res["gpurpo_1_cpu_trees"]
         rows.append({
@@ -659,9 +659,10 @@ def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") ->
         cmd = [sys.executable, str(ROOT / "bench" / "sparse_forest.py"), "--device", device,
                "--rows", "2000" if quick else "5000", "--n-jobs", str(threads),
                "--output", str(path)]
-        res, failure = _run_bench_script(cmd, path, timeout)
+        record, failure = _run_bench_script(cmd, path, timeout)
         if failure is not None:
             return failure
+    res = record["figures"][0]  # a record of bench/_results.py
     row = {"n train": res["rows"], "p": res["features"], "density": res["density"],
            "trees": res["trees"], f"gpurpo ({device}) s": res["gpurpo_s"],
            "scikit-learn s": res["sk_proj_s"], "speed-up": res["sk_proj_s"] / res["gpurpo_s"],

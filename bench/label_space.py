@@ -38,6 +38,7 @@ Usage::
     python bench/label_space.py --quick            # small sizes, about a minute
     python bench/label_space.py --blas-threads 1   # one BLAS thread for every method
 
+``--output`` writes the results as JSON, in the schema of ``bench/_results.py``.
 ``--blas-threads`` (threadpoolctl) gives every method the same BLAS thread
 budget; on a machine shared with other jobs, oversubscribed BLAS threads make
 the many small products of the randomized range finders erratic.
@@ -46,7 +47,6 @@ the many small products of the randomized range finders erratic.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -71,7 +71,12 @@ from gpurpo.label_space import (
 )
 from gpurpo.metrics import label_ranking_average_precision, rmse
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import make_record, times_faster, write_record  # noqa: E402
+
 ENCODERS = ("plst", "rembrandt", "cssp", "random")
+# the names of the encoders in the docs table
+DISPLAY = {"plst": "PLST", "cssp": "CSSP", "rembrandt": "Rembrandt", "random": "random"}
 
 
 def problems(quick: bool):
@@ -146,6 +151,46 @@ def accuracy(X, Y, k, seed, max_test=2000, block=250):
     return out
 
 
+def figure_rows(problem: dict) -> list[dict]:
+    """One flat row per method of a problem: encoding times (best, median) and accuracy."""
+    shape = {"X_rows": problem["shape_X"][0], "X_cols": problem["shape_X"][1],
+             "Y_rows": problem["shape_Y"][0], "Y_cols": problem["shape_Y"][1]}
+    settings = {key: problem[key] for key in ("nnz_Y", "k", "n_iter", "repeats", "blas_threads")}
+    rows = []
+    for method in dict.fromkeys([*problem["encode_s"], *problem["accuracy"]]):
+        row = {"problem": problem["problem"], **shape, **settings, "method": method}
+        if method in problem["encode_s"]:
+            row.update(encode_best_s=problem["encode_s"][method]["best"],
+                       encode_median_s=problem["encode_s"][method]["median"])
+        if method in problem["accuracy"]:
+            row.update(problem["accuracy"][method])
+        rows.append(row)
+    return rows
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Rows of the docs table from the figures, one per problem: best encoding times against
+    TruncatedSVD's, and the LRAP of each encoder's classifier."""
+    summary = []
+    for name in dict.fromkeys(row["problem"] for row in rows):
+        runs = {row["method"]: row for row in rows if row["problem"] == name}
+        ref = runs["TruncatedSVD"]
+        encoders = [runs[m] for m in ("plst", "cssp", "rembrandt") if m in runs]
+        speed = ", ".join(f"{DISPLAY[row['method']]} {times_faster(ref['encode_best_s'], row['encode_best_s'])}"
+                          for row in encoders)
+        lraps = ", ".join(f"{DISPLAY[row['method']]} {row['lrap']:.4f}" for row in encoders
+                          if row.get("lrap") is not None)
+        data = (f"label-space encoding, {name}: Y {ref['Y_rows']:,} x {ref['Y_cols']:,} "
+                f"({ref['nnz_Y']:,} nonzeros), k = {ref['k']}")
+        text = f"{speed} (best of {ref['repeats']})"
+        if lraps:
+            text += f"; LRAP {lraps}"
+            if "label frequency" in runs:
+                text += f" (label frequency {runs['label frequency']['lrap']:.4f})"
+        summary.append({"data": data, "anchor": "scikit-learn's `TruncatedSVD`", "gpurpo": text})
+    return summary
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small problems (under a minute)")
@@ -192,8 +237,8 @@ def run(args):
                 enc = f"{'-':>8} {'-':>9} {'-':>10}"
             print(f"  {method:<15} {enc} {a['lrap']:>7.4f} {a['rmse']:>8.5f} {a['fit_s']:>7.2f}")
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(results, indent=2))
+        rows = [row for problem in results for row in figure_rows(problem)]
+        write_record(args.output, make_record("label_space", rows, summarize(rows)))
     return results
 
 

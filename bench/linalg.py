@@ -22,6 +22,8 @@ Usage::
     python bench/linalg.py --quick           # small matrices, a few seconds
     python bench/linalg.py --blas-threads 1  # stable timings on a shared machine
 
+``--output`` writes the rows as JSON, in the schema of ``bench/_results.py``.
+
 On an oversubscribed machine multi-threaded OpenBLAS calls on tall-skinny
 blocks can stall for seconds (threads spin while a sibling is descheduled);
 ``--blas-threads 1`` removes that noise for both libraries alike.
@@ -30,7 +32,6 @@ blocks can stall for seconds (threads spin while a sibling is descheduled);
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -45,6 +46,9 @@ try:
 except ImportError:  # run from a source checkout without installing
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from gpurpo.linalg import randomized_svd as gp_randomized_svd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import make_record, times_faster, write_record  # noqa: E402
 
 
 def dense_low_rank_plus_noise(m, n, rank, seed, dtype=np.float64):
@@ -121,7 +125,8 @@ def run_case(name, A, k, p, n_iter, sk_normalizer, repeats, seed):
     gp_t = statistics.median(gp_times)
     return {
         "case": name,
-        "shape": list(A.shape),
+        "rows": int(A.shape[0]),
+        "cols": int(A.shape[1]),
         "dtype": str(A.dtype),
         "nnz": int(A.nnz) if sp.issparse(A) else int(A.size),
         "k": k,
@@ -135,6 +140,25 @@ def run_case(name, A, k, p, n_iter, sk_normalizer, repeats, seed):
         "sklearn_rel_error": relative_error(A, *sk_out),
         "gpurpo_rel_error": relative_error(A, *gp_out),
     }
+
+
+def summarize(rows):
+    """Rows of the docs table from the figures, one per matrix: gpurpo against scikit-learn with
+    each of its normalizers, and both approximation errors."""
+    summary = []
+    for case in dict.fromkeys(row["case"] for row in rows):
+        runs = [row for row in rows if row["case"] == case]
+        first = runs[0]
+        speed = ", ".join(f"{times_faster(row['sklearn_s'], row['gpurpo_s'])} than {row['sklearn_normalizer']}"
+                          for row in runs)
+        errors = ", ".join(f"{row['sklearn_rel_error']:.6f} ({row['sklearn_normalizer']})" for row in runs)
+        summary.append({
+            "data": (f"randomized SVD, {case} {first['rows']:,} x {first['cols']:,}, k = {first['k']}, "
+                     f"{first['n_iter']} power iterations"),
+            "anchor": "scikit-learn's `randomized_svd` (QR / LU normalizer)",
+            "gpurpo": f"{speed}; relative error {first['gpurpo_rel_error']:.6f} against {errors}",
+        })
+    return summary
 
 
 def main(argv=None):
@@ -189,7 +213,7 @@ def _run(args):
     print(header)
     print("-" * len(header))
     for r in rows:
-        shape = "x".join(str(v) for v in r["shape"])
+        shape = f"{r['rows']}x{r['cols']}"
         print(
             f"{r['case']:<13} {shape:>15} {r['n_iter']:>2} {r['sklearn_normalizer']:>7} "
             f"{r['sklearn_s']:>10.3f} {r['gpurpo_s']:>9.3f} {r['ratio_sklearn_over_gpurpo']:>6.2f} "
@@ -201,8 +225,7 @@ def _run(args):
         f"BLAS threads: {threads}"
     )
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(rows, indent=2))
+        write_record(args.output, make_record("linalg", rows, summarize(rows)))
     return rows
 
 

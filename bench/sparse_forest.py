@@ -18,16 +18,15 @@ the same ``--n-jobs`` threads:
 
 Prints fit times, their ratio, both test LRAPs and the time to predict the
 test rows (gpurpo reads a sparse X at its stored entries; scikit-learn's
-``apply`` on CSR input); ``--output`` writes them as JSON.
+``apply`` on CSR input); ``--output`` writes them as JSON (the schema of
+``bench/_results.py``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import cpu_description  # noqa: E402
+from _results import gpu_name, make_record, times_faster, write_record  # noqa: E402
 from forest import _lrap, _sk_proj_fit, _sk_proj_predict, _timed  # noqa: E402
 
 from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
@@ -74,6 +74,22 @@ def make_text_like(n_rows: int, n_features: int, density: float, seed: int = 0):
     W = _random_sparse(n_features, N_LABELS, 0.002, seed + 1)
     Y = sp.csr_matrix(((X @ W).toarray() > 0.05).astype(np.float64))
     return X, Y
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Rows of the docs table from the figures: gpurpo against scikit-learn's trees."""
+    summary = []
+    for row in rows:
+        where = "" if row.get("device", "cpu") == "cpu" else f", on {row['device']}"
+        data = (f"forest, sparse X {row['rows']:,} x {row['features']:,} ({row['density'] * 100:g} % nonzero), "
+                f"d = {row.get('labels', N_LABELS):,}, {row['trees']} trees{where}")
+        text = (f"{times_faster(row['sk_proj_s'], row['gpurpo_s'])}, "
+                f"LRAP {row['gpurpo_lrap'] - row['sk_proj_lrap']:+.4f}")
+        if "gpurpo_predict_s" in row:
+            text += f"; predict {times_faster(row['sk_proj_predict_s'], row['gpurpo_predict_s'])}"
+        summary.append({"data": data, "anchor": "scikit-learn trees on the same projections",
+                        "gpurpo": text})
+    return summary
 
 
 def main(argv=None) -> int:
@@ -123,11 +139,12 @@ def main(argv=None) -> int:
     print(f"predict {N_TEST} rows (best of 3): gpurpo {gp_predict:.3f} s, sk-proj "
           f"{sk_predict:.3f} s, {sk_predict / gp_predict:.2f}x")
     if args.output is not None:
-        row = {"cpu": cpu_description(), "date": time.strftime("%Y-%m-%d"), **vars(args),
-               "output": None, "gpurpo_s": gp_time, "sk_proj_s": sk_time,
+        settings = {key: value for key, value in vars(args).items() if key != "output"}
+        row = {**settings, "labels": N_LABELS, "gpurpo_s": gp_time, "sk_proj_s": sk_time,
                "gpurpo_lrap": gp_lrap, "sk_proj_lrap": sk_lrap, "deepest_tree": depth,
                "gpurpo_predict_s": gp_predict, "sk_proj_predict_s": sk_predict}
-        args.output.write_text(json.dumps(row, indent=2) + "\n")
+        gpu = gpu_name() if args.device == "cuda" else None
+        write_record(args.output, make_record("sparse_forest", [row], summarize([row]), gpu=gpu))
     return 0
 
 

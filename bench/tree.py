@@ -25,7 +25,8 @@ trees are fitted per method (different seeds), the methods taking turns seed
 by seed; medians and ratios are printed with the test LRAP of each method.
 
 Run ``python bench/tree.py`` (or ``--quick`` for a fast smoke run at a
-quarter of the rows).
+quarter of the rows); ``--output`` also writes the medians as JSON, in the
+schema of ``bench/_results.py``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_description  # noqa: E402
+from _results import make_record, speedup_text, write_record  # noqa: E402
 
 from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
@@ -174,7 +176,38 @@ def run_dataset(name, X, Y, n_test, args):
             cpu = statistics.median(t[1] for t in results[key][0])
             print(f"  {key} / gpurpo: {cpu / base_cpu:.1f}x (fit), "
                   f"{cpu / grow_cpu:.1f}x (growth only)  [CPU-time medians]")
-    return results
+    shape = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]), p=int(Xtr.shape[1]),
+                 d=int(d), m=m, labels_per_row=Ytr.nnz / Ytr.shape[0], threads=args.threads)
+    rows = []
+    for key, (times, lraps, leaves) in results.items():
+        wall = statistics.median(t[0] for t in times)
+        cpu = statistics.median(t[1] for t in times)
+        row = dict(shape, method=key, trees=len(times), wall_s=wall, cpu_s=cpu, wall_ratio=wall / base_wall,
+                   cpu_ratio=cpu / base_cpu, test_lrap=statistics.mean(lraps),
+                   leaves=int(statistics.median(leaves)))
+        if key.startswith("sk-"):
+            row["cpu_ratio_growth"] = cpu / grow_cpu
+        rows.append(row)
+    return rows
+
+
+def summarize(rows):
+    """Rows of the docs table from the figures: scikit-learn's trees against gpurpo's, CPU-time medians."""
+    summary = []
+    for name in dict.fromkeys(row["dataset"] for row in rows):
+        runs = {row["method"]: row for row in rows if row["dataset"] == name}
+        gp = runs["gpurpo"]
+        data = f"one tree, fully grown, {name} (n = {gp['n_train']:,}, d = {gp['d']:,})"
+        anchors = {"sk-proj": "scikit-learn tree on the same projections, binning included",
+                   "sk-full": "scikit-learn tree on the full labels"}
+        for key, anchor in anchors.items():
+            if key in runs:
+                sk = runs[key]
+                summary.append({"data": data, "anchor": anchor,
+                                "gpurpo": f"{speedup_text(sk['cpu_ratio'])} (growth alone "
+                                          f"{sk['cpu_ratio_growth']:.1f}x), "
+                                          f"LRAP {gp['test_lrap'] - sk['test_lrap']:+.4f}"})
+    return summary
 
 
 def main(argv=None):
@@ -186,6 +219,7 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="numba threads for gpurpo")
     parser.add_argument("--skip-full", action="store_true", help="skip sklearn on full outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    parser.add_argument("--output", type=Path, default=None, help="also write the medians as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = min(args.repeats, 2)
@@ -196,16 +230,20 @@ def main(argv=None):
     print(f"python {platform.python_version()}, numba threads {numba.get_num_threads()}, "
           f"{cpu_description()}")
     scale = 4 if args.quick else 1
+    rows = []
     # training sizes of MULAN's delicious (12,920 + 3,185 test) and mediamill
     # (30,993 + 12,914 test)
     if args.dataset in ("delicious", "both"):
         n_tr, n_te = 12920 // scale, 3185 // scale
         X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
-        run_dataset("delicious-like", X, Y, n_te, args)
+        rows += run_dataset("delicious-like", X, Y, n_te, args)
     if args.dataset in ("mediamill", "both"):
         n_tr, n_te = 30993 // scale, 12914 // scale
         X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
-        run_dataset("mediamill-like", X, Y, n_te, args)
+        rows += run_dataset("mediamill-like", X, Y, n_te, args)
+    if args.output is not None:
+        write_record(args.output, make_record("tree", rows, summarize(rows)))
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""One JSON schema for benchmark results, and the helpers that write and check it.
+"""One JSON schema for benchmark results, and the functions that write and check it.
 
 A result file under ``bench/results/`` holds the latest run of one benchmark::
 
@@ -6,7 +6,7 @@ A result file under ``bench/results/`` holds the latest run of one benchmark::
       "benchmark": "forest",
       "command": "python bench/forest.py --skip-full --output bench/results/forest-cpu.json",
       "date": "2026-11-28",
-      "commit": "e642828",
+      "commit": "1a2b3c4",
       "machine": {"cpu": "AMD EPYC (znver4)", "cores": 2, "gpu": null},
       "versions": {"python": "3.11.7", "numpy": "2.4.6", "scipy": "1.17.1", "numba": "0.68.1",
                    "scikit-learn": "1.9.1", "gpurpo": "0.1.0"},

@@ -306,8 +306,9 @@ def summarize(rows: list[dict]) -> list[dict]:
             text += f" ({which}; {len(fitted)} configurations {ratios[0]:.1f}x-{ratios[-1]:.1f}x faster)"
         for row in fitted:
             if row.get("match_rounds"):
-                text += (f"; `{row['method']}` reaches XGBoost's {metric} in {row['match_rounds']} rounds, "
-                         f"{times_faster(xgb['fit_s'], row['match_fit_s'])}")
+                who = "" if row is pick else f" `{row['method']}`"
+                text += (f";{who} reaches XGBoost's {metric} in {row['match_rounds']} rounds "
+                         f"(that fit {times_faster(xgb['fit_s'], row['match_fit_s'])})")
         summary.append({"data": data, "anchor": anchor, "gpurpo": text})
     return summary
 

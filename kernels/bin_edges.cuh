@@ -5,7 +5,7 @@
 // the split "code <= b" is "x <= bin_edge(f, b)". From the feature's last value bin on
 // (b >= its number of edges) the edge is +inf, as in the (p, n_bins - 1) table padded
 // with +inf that the kernels read before, without its p x 255 cells. The numba twin is
-// _edge in gpurpo/tree/_kernels_cpu.py.
+// _edge in gpurpo/tree/binning/_edge_lookup.py.
 
 __device__ __forceinline__ double bin_edge(const double* edge_values, const long long* edge_ptr, int f, int b)
 {

@@ -1,5 +1,5 @@
 // Purity and Q of a batch of tree nodes (contract: ``tree_node_stats`` in
-// gpurpo/tree/kernels.py; CPU twin: ``node_stats`` in gpurpo/tree/_kernels_cpu.py).
+// gpurpo/tree/kernels.py; CPU twin: gpurpo/tree/_numba/tree_node_stats.py).
 //
 // One block per node, blocks looping over the nodes. The threads stride over
 // the node's samples: each compares its samples' targets with the node's

@@ -1,6 +1,6 @@
 // Stable partition of the samples of splitting nodes (contract:
 // ``tree_partition`` in gpurpo/tree/kernels.py; CPU twin: ``partition`` in
-// gpurpo/tree/_kernels_cpu.py).
+// gpurpo/tree/_numba/tree_partition.py).
 //
 // One block per node, blocks looping over the nodes; each node's samples are
 // partitioned stably by ``block_stable_partition`` (block_partition.cuh),

@@ -1,6 +1,6 @@
 // Best split of every (node, slot) from its histogram (contract:
 // ``tree_score_histograms`` in gpurpo/tree/kernels.py; CPU twin:
-// ``score_histograms`` in gpurpo/tree/_kernels_cpu.py; equations in
+// ``score_histograms`` in gpurpo/tree/_numba/tree_score.py; equations in
 // gpurpo/tree/splitting.py).
 //
 // One block per (node, slot), blocks looping over the slots:

@@ -1,7 +1,7 @@
 // Exact best split of small nodes from their samples, node by node
 // (``tree_split_small``) or whole subtrees grown depth first
 // (``tree_grow_subtrees``); contracts in gpurpo/tree/kernels.py, CPU twins
-// ``split_small_nodes`` and ``grow_subtrees`` in gpurpo/tree/_kernels_cpu.py.
+// in gpurpo/tree/_numba/tree_split_small.py and tree_grow_subtrees.py.
 //
 // ``split_node`` is the block-level evaluation of one node, called by every
 // thread of the block (the launchers use one warp; at most
@@ -43,8 +43,9 @@
 //      changes the rounding;
 //   4. reduces the best (gain, bin, missing side) of the feature over the
 //      block (ties: lowest bin, then missing right), and finally applies the
-//      cross-feature tie rule (gains within tie_rtol * Q of the best: the
-//      first feature in the visiting order wins).
+//      cross-feature tie rule (gains within tie_rtol * (Q - ||S||^2 / W) +
+//      SPLIT_TIE_ROUNDING * Q of the best: the first feature in the node's
+//      random visiting order wins).
 // Scratch (per block, allocated by the launchers): the node's columns sorted
 // by the current feature's code, the codes by position and in sorted order
 // (max_ns each), S (m doubles),
@@ -74,6 +75,8 @@
 // feature_at of gpurpo/tree/_random.py: SMALL_P and N_ROUNDS
 #define SPLIT_SMALL_P 32
 #define SPLIT_N_ROUNDS 8
+// equals TIE_ROUNDING of gpurpo/tree/_numba/_node_split.py
+#define SPLIT_TIE_ROUNDING 1e-12
 
 __device__ __forceinline__ unsigned long long split_hash64(unsigned long long x)
 {
@@ -307,9 +310,11 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
     // up to SPLIT_SMALL_P features, the order sorts hash64(round_key(seed, 0) ^ f):
     // each feature's rank is the number of smaller hashes (all distinct); above,
     // the Feistel network's round keys
-    const int small = n_candidates < p && p <= SPLIT_SMALL_P;
+    // (the order is random whether or not the node samples features: ties among
+    // equal gains go to the first visited, uniformly at random)
+    const int small = p <= SPLIT_SMALL_P;
     unsigned long long keys[SPLIT_N_ROUNDS];
-    if (n_candidates < p && !small)
+    if (!small)
         for (int k = 0; k < SPLIT_N_ROUNDS; ++k) keys[k] = split_round_key(seed, k);
     if (small) {
         const unsigned long long key = split_round_key(seed, 0);
@@ -332,9 +337,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
         const long long pos = base + tid;
         int f = -1, nonconst = 0;
         if (pos < p) {
-            f = n_candidates >= p ? (int)pos
-                : small              ? small_order[pos]
-                                     : split_feature_at(keys, pos, p, r.feistel_lo, r.feistel_hi);
+            f = small ? small_order[pos] : split_feature_at(keys, pos, p, r.feistel_lo, r.feistel_hi);
             const unsigned char* row = v.codes + (long long)f * v.code_stride;
             const unsigned char first = row[col[0]];
             for (long long a = 1; a < ns; ++a) {
@@ -623,7 +626,12 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             if (sc.c_g[j] > gmax) gmax = sc.c_g[j];
         int pick = -1;
         if (gmax > NEG_INF) {
-            const double floor_g = __dadd_rn(gmax, -__dmul_rn(r.tie_rtol, sh_Q));
+            // the tolerance: tie_rtol of the node's impurity Q - ||S||^2 / W, plus
+            // the rounding of sums of size Q (_tie_tolerance of the CPU kernel)
+            double impurity = __dadd_rn(sh_Q, -sh_parent);
+            if (impurity < 0.0) impurity = 0.0;
+            const double tol = __dadd_rn(__dmul_rn(r.tie_rtol, impurity), __dmul_rn(SPLIT_TIE_ROUNDING, sh_Q));
+            const double floor_g = __dadd_rn(gmax, -tol);
             for (int j = 0; j < found && pick < 0; ++j)
                 if (sc.c_g[j] >= floor_g) pick = j;
         }

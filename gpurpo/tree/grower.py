@@ -107,7 +107,7 @@ from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import children_seeds, feature_table, feistel_params, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
-from gpurpo.tree.splitting import TIE_RTOL, best_slot_per_node, score_histograms
+from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, best_slot_per_node, score_histograms
 
 __all__ = [
     "GrowResult",
@@ -452,7 +452,7 @@ class _Grower:
             impure, q = self._node_stats(ids[sel])
             sel, q = sel[impure], q[impure]
             if len(sel):
-                out = self._split_large(ids[sel], seeds[sel], TIE_RTOL * q)
+                out = self._split_large(ids[sel], seeds[sel], q)
                 feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         # min_impurity_decrease, scikit-learn's normalisation (per output, over the root weight)
         n_scored = self.m // 2 if self.newton else self.m
@@ -495,11 +495,28 @@ class _Grower:
         return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
 
     def _split_large(
-        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
+        self, ids: np.ndarray, seeds: np.ndarray, q: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         if self.all_features:
-            return self._split_large_all_features(ids, seeds, tie_tol)
-        return self._split_large_sampled(ids, seeds, tie_tol)
+            return self._split_large_all_features(ids, seeds, q)
+        return self._split_large_sampled(ids, seeds, q)
+
+    def _tie_tolerance(self, hist: Any, q: np.ndarray) -> np.ndarray:
+        """The cross-feature tie tolerance of each node of ``hist`` (N, k, B, C), on the host.
+
+        ``TIE_RTOL`` of the node's impurity ``Q - ||S||^2 / W`` (``W`` and ``S``
+        summed over the bins of the first slot, which hold all the node's
+        samples), plus ``TIE_ROUNDING * Q``: the rule of the exact kernels
+        (``tree_split_small``). Second-order (Newton) gains keep ``TIE_RTOL * Q``.
+        """
+        if self.newton:
+            return TIE_RTOL * q
+        xp = self.xp
+        totals = self.backend.to_host(hist[:, 0].sum(axis=1, dtype=xp.float64))
+        weight = totals[:, 0]
+        sums = totals[:, 1 : self.m + 1]
+        parent = (sums * sums).sum(axis=1) / np.where(weight > 0, weight, 1.0)
+        return TIE_RTOL * np.maximum(q - parent, 0.0) + TIE_ROUNDING * q
 
     def _score(
         self, hist: Any, feats: Any, seeds: np.ndarray, positions: np.ndarray
@@ -544,9 +561,13 @@ class _Grower:
         )
 
     def _split_large_all_features(
-        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
+        self, ids: np.ndarray, seeds: np.ndarray, q: np.ndarray
     ) -> tuple[np.ndarray, ...]:
-        """All p features per node: histogram subtraction between siblings."""
+        """All p features per node: histogram subtraction between siblings.
+
+        Every slot is scored; among gains that tie, the feature that comes first
+        in the node's random visiting order wins (as in ``tree_split_small``).
+        """
         xp = self.xp
         nodes = self.nodes
         p = self.p
@@ -591,7 +612,16 @@ class _Grower:
                 hists[g] = histogram.subtract(self.cache[parent], hists[sibling], in_place=True)
         for parent in seen_parent:
             self.cache.pop(parent, None)
-        positions = np.arange(p, dtype=np.int64)[None, :]
+        # each feature's position in its node's visiting order: the tie rule's
+        # order and the Extra-Trees draws' index
+        order = np.empty((len(ids), p), dtype=np.int32)
+        feature_table(
+            np.ascontiguousarray(seeds, dtype=np.uint64),
+            np.ascontiguousarray(np.broadcast_to(np.arange(p, dtype=np.int64), (len(ids), p))),
+            p, *feistel_params(p), order,
+        )
+        positions = np.empty((len(ids), p), dtype=np.int64)
+        np.put_along_axis(positions, order.astype(np.int64), np.arange(p, dtype=np.int64)[None, :], axis=1)
         if fits and len(ids) <= _UNSTACKED_NODES:
             # a few nodes (best-first growth): each cached histogram is scored where it
             # lies rather than copied into one stacked array
@@ -605,7 +635,9 @@ class _Grower:
                 h = xp.stack([hists[int(g)] for g in part])
             else:
                 h = self._hist(part, feats)
-            slots = self._score(h, feats, seeds[c0 : c0 + chunk], positions)
+            at = positions[c0 : c0 + chunk]
+            slots = self._score(h, feats, seeds[c0 : c0 + chunk], at)
+            tie_tol = self._tie_tolerance(h, q[c0 : c0 + chunk])
             if len(part) * p <= _HOST_REDUCTION_SLOTS:
                 # few slots (best-first growth): three copies, then NumPy, rather than a
                 # dozen tiny device operations
@@ -613,14 +645,14 @@ class _Grower:
                 f, b, ml, g = best_slot_per_node(
                     np, host(slots.gain), host(slots.bin), host(slots.missing_left),
                     np.broadcast_to(np.arange(p, dtype=np.int32), (len(part), p)),
-                    tie_tol[c0 : c0 + chunk],
+                    tie_tol, order=at,
                 )
             else:
-                tol = self._dev(tie_tol[c0 : c0 + chunk], xp.float64)
                 f, b, ml, g = (
                     self.backend.to_host(a)
                     for a in best_slot_per_node(
-                        xp, slots.gain, slots.bin, slots.missing_left, feats, tol
+                        xp, slots.gain, slots.bin, slots.missing_left, feats,
+                        self._dev(tie_tol, xp.float64), order=self._dev(at, xp.int64),
                     )
                 )
             out_f[c0 : c0 + chunk] = f
@@ -634,7 +666,7 @@ class _Grower:
         return out_f, out_b, out_m, out_g
 
     def _split_large_sampled(
-        self, ids: np.ndarray, seeds: np.ndarray, tie_tol: np.ndarray
+        self, ids: np.ndarray, seeds: np.ndarray, q: np.ndarray
     ) -> tuple[np.ndarray, ...]:
         """k < p: evaluate the non-constant features among the first k of each node's
         random order; a node without any visits further, up to its first non-constant
@@ -649,7 +681,9 @@ class _Grower:
         cand_f = np.full((n_nodes, k), -1, dtype=np.int32)
         cand_b = np.zeros((n_nodes, k), dtype=np.int32)
         cand_m = np.zeros((n_nodes, k), dtype=np.uint8)
+        tie_tol = np.zeros(n_nodes)
         active = np.arange(n_nodes)
+        first_round = True
         while len(active):
             # first round: positions 0..k-1; then k more at a time
             take = np.minimum(k, p - pos[active])
@@ -671,6 +705,8 @@ class _Grower:
                 feats_h[slot >= tk[:, None]] = -1
                 feats = self._dev(feats_h, xp.int32)
                 h = self._hist(ids[rows], feats)
+                if first_round:
+                    tie_tol[rows] = self._tie_tolerance(h, q[rows])
                 slots = self._score(h, feats, seeds[rows], positions)
                 nonconst = self.backend.to_host(slots.nonconstant)
                 gains = self.backend.to_host(slots.gain)
@@ -690,6 +726,7 @@ class _Grower:
                 found[rows] += nonconst.sum(axis=1)
             pos[active] += take
             active = active[(found[active] == 0) & (pos[active] < p)]
+            first_round = False
         f, b, ml, g = best_slot_per_node(np, cand_g, cand_b, cand_m, cand_f, tie_tol)
         return f, b, ml, g
 

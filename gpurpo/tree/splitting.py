@@ -40,12 +40,15 @@ from typing import Any
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels
 
-__all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL"]
+__all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL", "TIE_ROUNDING"]
 
-#: Gains of different features within ``TIE_RTOL * sum(w ||y||^2)`` of the best
-#: tie; the first feature in the node's visiting order wins (well above float32
-#: histogram rounding).
+#: Gains of different features within ``TIE_RTOL`` of the node's impurity
+#: (``sum w ||y - mean||^2``) of the best tie; the first feature in the node's random
+#: visiting order wins, so equal-gain splits are chosen uniformly at random.
 TIE_RTOL = 1e-5
+#: Gains also tie within ``TIE_ROUNDING * sum(w ||y||^2)``, the rounding of gains
+#: formed from sums of that size (the exact kernels' ``TIE_ROUNDING``).
+TIE_ROUNDING = 1e-12
 
 
 @dataclass
@@ -123,14 +126,17 @@ def score_histograms(
 
 
 def best_slot_per_node(
-    xp: Any, gain: Any, bins: Any, missing_left: Any, node_features: Any, tie_tol: Any
+    xp: Any, gain: Any, bins: Any, missing_left: Any, node_features: Any, tie_tol: Any,
+    order: Any = None,
 ) -> tuple[Any, ...]:
     """Reduce (N, K) per-slot best splits to the best split per node.
 
     The largest gain wins; slots whose gain is within ``tie_tol`` (N,) of the
-    largest tie with it and the first of them wins: slots are in the node's
-    visiting order of features (the rule of ``tree_split_small``, see
-    :mod:`gpurpo.tree.kernels`).
+    largest tie with it, and the first of them in the node's visiting order of
+    features wins (the rule of ``tree_split_small``, see
+    :mod:`gpurpo.tree.kernels`): the slot of smallest ``order`` (N, K), each
+    slot's position in that order, or the first slot when ``order`` is None
+    (slots already in visiting order).
 
     Returns
     -------
@@ -141,7 +147,10 @@ def best_slot_per_node(
     """
     gmax = gain.max(axis=1)
     eligible = (gain >= (gmax - tie_tol)[:, None]) & (gain > -xp.inf)
-    slot = xp.argmax(eligible, axis=1)
+    if order is None:
+        slot = xp.argmax(eligible, axis=1)
+    else:
+        slot = xp.argmin(xp.where(eligible, order, xp.iinfo(xp.int64).max), axis=1)
     found = gmax > -xp.inf
     pick = slot[:, None]
     feature = xp.where(found, xp.take_along_axis(node_features, pick, axis=1)[:, 0], -1)

@@ -378,8 +378,7 @@ def test_trees_on_a_sparse_x_never_build_its_dense_codes(monkeypatch, params):
     assert on_dense.tree_.node_count > 50
 
 
-@pytest.mark.parametrize("sampled", [True, False])
-def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order(sampled):
+def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order():
     # Reference: the features with a stored entry in the node's rows (np.unique), ordered
     # by their positions in NumPy's visiting order (argsort of feature_at's order).
     from gpurpo.tree import _random
@@ -392,7 +391,7 @@ def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order(sampl
     keys = np.empty(_random.N_ROUNDS, dtype=np.uint64)
     _random.round_keys_nb(seed, keys)
     lo, hi = _random.feistel_params(p)
-    order = _random.feature_at(np.full(p, seed), np.arange(p), p) if sampled else np.arange(p)
+    order = _random.feature_at(np.full(p, seed), np.arange(p), p)
     position = np.argsort(order)
     cols = rng.permutation(2 * n).astype(np.int32)  # columns of codes; rows through a map
     row_of_col = np.full(2 * n, -1, dtype=np.int32)
@@ -403,20 +402,20 @@ def test_a_node_lists_the_features_of_its_stored_entries_in_visiting_order(sampl
     features = np.unique(X[rows].indices)
     expected = features[np.argsort(position[features])]
     listing = np.empty(4 * X[rows].nnz, dtype=np.int64)
-    got = _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, sampled, keys,
+    got = _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, keys,
                               p, lo, hi, listing)
     assert got == expected.size > 20
     np.testing.assert_array_equal(listing[:got] & 0xFFFFFFFF, expected)
     np.testing.assert_array_equal(listing[:got] >> 32, position[expected])
     # more stored entries than the listing holds: -1 (the order is walked instead)
     short = np.empty(X[rows].nnz - 1, dtype=np.int64)
-    assert _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, sampled, keys,
+    assert _list_node_features(entry_ptr, entry_features, row_of_col, cols, 5, 20, keys,
                                p, lo, hi, short) == -1
     # columns that are the rows themselves (an empty map)
     direct = np.sort(rng.choice(n, 12, replace=False)).astype(np.int32)
     features = np.unique(X[direct].indices)
     got = _list_node_features(entry_ptr, entry_features, np.empty(0, dtype=np.int32), direct, 0,
-                              12, sampled, keys, p, lo, hi, listing)
+                              12, keys, p, lo, hi, listing)
     np.testing.assert_array_equal(listing[:got] & 0xFFFFFFFF,
                                   features[np.argsort(position[features])])
 

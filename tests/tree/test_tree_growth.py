@@ -33,6 +33,8 @@ from gpurpo.tree import (
     grow_trees,
     pack_trees,
 )
+from gpurpo.tree._random import children_seeds, feature_at
+from gpurpo.tree.grower import draw_root_seeds
 
 EPS = np.finfo(np.float64).eps
 
@@ -43,14 +45,16 @@ EPS = np.finfo(np.float64).eps
 
 
 TIE_RTOL = 1e-5  # documented tie tolerance between features (gpurpo.tree.splitting)
+ROUNDING = 1e-12  # the rounding allowance of gains, times sum(w ||y||^2) (TIE_ROUNDING)
 
 
-def _best_split(X, Y, w, samples, msl):
+def _best_split(X, Y, w, samples, msl, order):
     """Best (gain, feature, value, missing_left) by brute force.
 
     Per feature: the largest gain, exact ties to the lowest value then missing
-    right. Across features: gains within TIE_RTOL * sum(w ||y||^2) of the best
-    tie, and the first visited feature wins (all features: the lowest index).
+    right. Across features: gains within TIE_RTOL of the node's impurity
+    sum(w ||y - mean||^2) of the best tie, and the first feature in the node's
+    visiting ``order`` (a permutation of the features) wins.
     """
     x_node = X[samples]
     yw = w[samples, None] * Y[samples]
@@ -89,16 +93,25 @@ def _best_split(X, Y, w, samples, msl):
     if not per_feature:
         return None
     gmax = max(c[0] for c in per_feature)
-    return next(c for c in per_feature if c[0] >= gmax - TIE_RTOL * Q)
+    tied = [c for c in per_feature if c[0] >= gmax - TIE_RTOL * (Q - parent) - ROUNDING * Q]
+    rank = {int(f): i for i, f in enumerate(order)}
+    return min(tied, key=lambda c: rank[c[1]])
 
 
 def reference_tree(X, Y, w=None, max_depth=None, min_samples_split=2, min_samples_leaf=1,
-                   min_impurity_decrease=0.0):
+                   min_impurity_decrease=0.0, seed=0):
     """Exact multi-output variance-reduction tree, grown depth first.
+
+    Each node visits the features in the order ``feature_at(node seed, i, p)``,
+    the root's seed drawn from ``default_rng(seed)`` as the grower draws it and a
+    child's derived from its parent's (the documented hashes of
+    ``gpurpo.tree._random``): the tie rule's order.
 
     Returns a list of nodes: dicts with "samples" and, for internal nodes,
     "feature", "value" (go left when x <= value), "missing_left", "left", "right".
     """
+    p = X.shape[1]
+    root_seed = draw_root_seeds(np.random.default_rng(seed), 1)[0]
     n, d = Y.shape
     w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64)
     W_root = w.sum()
@@ -107,26 +120,28 @@ def reference_tree(X, Y, w=None, max_depth=None, min_samples_split=2, min_sample
     Y = Y - (w[:, None] * Y).sum(0) / W_root
     nodes = []
 
-    def build(samples, depth):
+    def build(samples, depth, node_seed):
         idx = len(nodes)
-        nodes.append({"samples": samples})
+        nodes.append({"samples": samples, "seed": node_seed})
         y = Y[samples]
         if (max_depth is not None and depth >= max_depth) or len(samples) < max(
             min_samples_split, 2 * min_samples_leaf, 2
         ) or (y == y[0]).all():
             return idx
-        best = _best_split(X, Y, w, samples, min_samples_leaf)
+        order = feature_at(np.full(p, node_seed, dtype=np.uint64), np.arange(p), p)
+        best = _best_split(X, Y, w, samples, min_samples_leaf, order)
         if best is None or best[0] / (d * W_root) + EPS < min_impurity_decrease:
             return idx
         gain, f, v, ml = best
         col = X[samples, f]
         left = np.where(np.isnan(col), ml, col <= v)
         nodes[idx].update(feature=f, value=v, missing_left=ml)
-        nodes[idx]["left"] = build(samples[left], depth + 1)
-        nodes[idx]["right"] = build(samples[~left], depth + 1)
+        left_seed, right_seed = children_seeds(np.array([node_seed], dtype=np.uint64))
+        nodes[idx]["left"] = build(samples[left], depth + 1, left_seed)
+        nodes[idx]["right"] = build(samples[~left], depth + 1, right_seed)
         return idx
 
-    build(np.arange(n), 0)
+    build(np.arange(n), 0, root_seed)
     return nodes
 
 
@@ -445,9 +460,11 @@ def test_trees_grown_in_one_batch_equal_trees_grown_alone():
     binned = BinMapper().fit(X).transform(X, NUMPY)
     params = GrowthParams(small_node_size=40, subtree_size=20, min_samples_leaf=2)
     batch = grow_trees(binned, targets, weights, params, np.random.default_rng(0), NUMPY)
+    # each tree's root seed (its visiting orders) as the batch drew it
+    seeds = draw_root_seeds(np.random.default_rng(0), T)
     for t in range(T):
         alone = grow_trees(binned, targets[:, t : t + 1], weights[t : t + 1], params,
-                           np.random.default_rng(0), NUMPY)
+                           np.random.default_rng(1), NUMPY, root_seeds=seeds[t : t + 1])
         a, b = batch.structures[t], alone.structures[0]
         assert preorder(a) == preorder(b)
         np.testing.assert_allclose(np.sort(a.weighted_n_node_samples),

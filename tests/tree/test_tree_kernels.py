@@ -369,7 +369,9 @@ def _best_split_reference(codes, samples, w, y, features, msl, missing_bin, tie_
     if not per_feature:
         return none
     gmax = max(c[0] for c in per_feature)
-    return min((c for c in per_feature if c[0] >= gmax - tie_rtol * Q), key=lambda c: c[1])
+    # ties: gains within tie_rtol of the node's impurity (plus the rounding of sums of size
+    # Q); the first feature in the visiting order (the order of ``features``) wins
+    return next(c for c in per_feature if c[0] >= gmax - tie_rtol * (Q - parent) - 1e-12 * Q)
 
 
 # --------------------------------------------------------------------------
@@ -483,7 +485,8 @@ def test_split_small_matches_brute_force(n_per_node, msl):
         samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
         t = node_tree[i]
         ref = _best_split_reference(codes, samples, weights[t, samples].astype(np.float64),
-                                    targets[samples, t].astype(np.float64), range(p), msl,
+                                    targets[samples, t].astype(np.float64),
+                                    _random.feature_at(np.full(p, seeds[i]), np.arange(p), p), msl,
                                     n_bins - 1)
         assert (f[i], b[i], ml[i]) == ref[1:], (i, f[i], b[i], ml[i], ref)
         np.testing.assert_allclose(g[i], ref[0], rtol=1e-9)

@@ -34,6 +34,9 @@ from gpurpo.tree.binning._edge_lookup import _edge
 # that order in one pass, instead of filling and scanning a per-bin table: such nodes
 # spread over most of the bins, and the table scan would cost more than the sort.
 SORT_LIMIT = 256
+# gains within TIE_ROUNDING * Q of each other are equal up to the rounding of float64
+# sums of size Q (``kernels/tree_split_small.cu`` defines the same SPLIT_TIE_ROUNDING)
+TIE_ROUNDING = 1e-12
 RANK_LIMIT = 32
 # Nodes of 3 to SUBSET_LIMIT samples bound the gain of every split by the largest
 # over all their two-sided partitions (_largest_partition_gain), so that the feature
@@ -595,6 +598,23 @@ def _largest_partition_gain(rows, d0, ns, w, wy, W, S, m, parent, min_samples_le
 
 
 @njit(inline="always", cache=True)
+def _tie_tolerance(tie_rtol, Q, parent):
+    """How far below the best gain a gain still ties with it: ``tie_rtol`` of the node's impurity.
+
+    The impurity is the node's weighted sum of squared deviations,
+    ``Q - ||S||^2 / W`` (``parent`` is ``||S||^2 / W``), so the tolerance
+    follows the node's own scale, not the scale of the targets' mean;
+    ``TIE_ROUNDING * Q`` covers the rounding of gains formed from sums of
+    size ``Q`` (a few ulps), so equal partitions still tie in a node whose
+    impurity is tiny beside its mean.
+    """
+    impurity = Q - parent
+    if impurity < 0.0:
+        impurity = 0.0
+    return tie_rtol * impurity + TIE_ROUNDING * Q
+
+
+@njit(inline="always", cache=True)
 def _tie_pick(cand_g, found, tol):
     """The candidate the tie rule picks: the first whose gain is within ``tol`` of the best.
 
@@ -649,7 +669,7 @@ def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
 
 
 @njit(cache=True)
-def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, sampled, keys, p,
+def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, keys, p,
                         lo_bits, hi_bits, listing):
     """The features of a sparse X's node that can be non-constant, in visiting order.
 
@@ -660,7 +680,7 @@ def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, s
     ``row_of_col`` is empty) hold at most ``listing.shape[0]`` entries, each
     entry's feature ``f`` is written to ``listing`` as ``(q << 32) | f``,
     ``q`` its position in the node's visiting order (``feature_position_nb``,
-    the inverse of the order's permutation; ``q = f`` without sampling),
+    the inverse of the order's permutation),
     sorted and made distinct. Returns their number, or -1 for more entries
     (the order is then walked position by position).
     """
@@ -679,7 +699,7 @@ def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, s
         r = c if identity else row_of_col[c]
         for e in range(entry_ptr[r], entry_ptr[r + 1]):
             f = np.int64(entry_features[e])
-            q = feature_position_nb(keys, f, p, lo_bits, hi_bits) if sampled else f
+            q = feature_position_nb(keys, f, p, lo_bits, hi_bits)
             listing[k] = (q << 32) | f
             k += 1
     listing[:k].sort()
@@ -793,11 +813,13 @@ def _eval_node(
     for c in range(m):
         parent += S[c] * S[c]
     parent /= W
-    sampled = n_candidates < p
+    # every node visits the features in its own random order, whether it samples
+    # n_candidates < p of them or visits all: among splits of equal gain the first
+    # visited wins, so ties are broken uniformly at random (scikit-learn's rule)
     small = p <= SMALL_P
-    if sampled and small:
+    if small:
         small_feature_order_nb(seed, p, perm)
-    elif sampled:
+    else:
         round_keys_nb(seed, keys)
     n_perm = perm.shape[0]
     use_sort = ns <= SORT_LIMIT
@@ -814,7 +836,7 @@ def _eval_node(
     # whatever the later features give (the best can only rise to U, the tie window's
     # floor to U - tol, and the candidates before it are below the floor already), so the
     # loop stops there with the same result as evaluating every candidate.
-    tol = tie_rtol * Q
+    tol = _tie_tolerance(tie_rtol, Q, parent)
     settled = np.inf
     if 3 <= ns and ns <= SUBSET_LIMIT and not random_split:
         settled = _largest_partition_gain(
@@ -822,9 +844,9 @@ def _eval_node(
     # nodes that may stop after a few features draw their candidates a few at a time
     batch_cap = n_perm if settled == np.inf else 8
     n_listed = -1
-    if entry_ptr.shape[0] > 0 and not (sampled and small):
+    if entry_ptr.shape[0] > 0 and not small:
         n_listed = _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns,
-                                       sampled, keys, p, lo_bits, hi_bits, listing)
+                                       keys, p, lo_bits, hi_bits, listing)
     found = 0
     pos = np.int64(0)  # not a literal: the calls taking it would be compiled twice
     slot = 0
@@ -846,9 +868,9 @@ def _eval_node(
             u = uniform_at_nb(seed, q) if random_split else 0.0
         elif not (pos < p and (pos < n_candidates or found == 0)):
             break
-        elif sampled and small:
+        elif small:
             f = perm[pos]
-        elif sampled:
+        else:
             # the visiting order in batches (independent hash chains overlap in the
             # CPU) of the positions still to visit
             if slot == n_batch:
@@ -868,8 +890,6 @@ def _eval_node(
             if slot + COLUMN_PREFETCH < n_batch:
                 _prefetch_column(perm[slot + COLUMN_PREFETCH], col_ptr, col_rows, col_codes)
             slot += 1
-        else:
-            f = pos
         if n_listed < 0:
             u = uniform_at_nb(seed, pos) if random_split else 0.0
             pos += 1

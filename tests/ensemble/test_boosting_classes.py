@@ -23,10 +23,15 @@ def _classes(n=600, seed=0):
     return X, y
 
 
-def test_multiclass_scores_are_the_one_vs_rest_binary_models():
-    # single_target grows iteration m's tree on label m mod K alone, deterministically
-    # here (all features, no subsampling): column k of 4 x 8 iterations is the
-    # 8-iteration binary model of class k
+def test_multiclass_scores_are_the_one_vs_rest_binary_models(monkeypatch):
+    # single_target grows iteration m's tree on label m mod K alone: column k of 4 x 8
+    # iterations is the 8-iteration binary model of class k. Every tree gets the same
+    # root seed (its nodes' visiting orders, which break ties between equal gains), so
+    # that both models grow the same trees from the same targets.
+    import gpurpo.tree.grower as grower
+
+    monkeypatch.setattr(grower, "draw_root_seeds",
+                        lambda rng, n_trees: np.full(n_trees, 12345, dtype=np.uint64))
     X, y = _classes(300)
     params = dict(strategy="single_target", n_estimators=8, max_leaf_nodes=5,
                   learning_rate=0.2, random_state=0)

@@ -665,8 +665,8 @@ def test_bad_data_raises():
         forest.predict(X[:, :5])
     clf = RandomForestClassifier(n_estimators=2)
     with pytest.raises(ValueError, match=re.escape(
-        "multi-label y must contain only 0 and 1 (a label indicator matrix); use a forest "
-        "regressor for real-valued outputs"
+        "multi-label y must contain only 0 and 1 (a label indicator matrix); got other values; "
+        "use a forest regressor for real-valued outputs"
     )):
         clf.fit(X, (Y > 0).astype(float) * 2)
     with pytest.raises(ValueError, match=re.escape(

@@ -391,7 +391,7 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         if Y is not None and not hasattr(Y, "shape"):
             Y = np.asarray(Y)
         if Y is not None:
-            Y = ravel_column_vector(Y, backend, name, stacklevel=4)
+            Y = ravel_column_vector(Y, backend, name, stacklevel=5)
         if Y is not None and not backend.issparse(Y) and len(Y.shape) == 1:
             return self._encode_classes(Y, backend, fitting, name)
         if not fitting and self._kind != MULTILABEL:

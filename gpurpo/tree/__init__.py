@@ -15,7 +15,7 @@ from gpurpo.tree._classes import DecisionTreeClassifier, DecisionTreeRegressor
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import BinMapper, BinnedMatrix
 from gpurpo.tree.grower import GrowResult, grow_tree_best_first, grow_trees
-from gpurpo.tree.leaves import LeafValues, leaf_values, stack_leaf_values
+from gpurpo.tree.leaves import LeafValues, leaf_values, relabelling_outputs, stack_leaf_values
 from gpurpo.tree.predictor import (
     PackedTrees,
     Tree,
@@ -41,6 +41,7 @@ __all__ = [
     "grow_tree_best_first",
     "grow_trees",
     "leaf_values",
+    "relabelling_outputs",
     "n_candidate_features",
     "pack_trees",
     "predict_sum",

@@ -34,7 +34,7 @@ from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr, check_max_bins
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
-from gpurpo.tree.leaves import leaf_values
+from gpurpo.tree.leaves import leaf_values, relabelling_outputs
 from gpurpo.tree.predictor import Tree, apply_trees_block
 
 __all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]
@@ -233,8 +233,11 @@ class _BaseTree(BaseEstimator):
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         result = grow(binned, targets[:, None, :], weights, params, rng, backend)
         structure = result.structures[0]
+        # the leaves' storage follows the outputs' density, not their container
+        self._sparse_y = backend.issparse(Y)
+        Y_leaves, storage = relabelling_outputs(Y, backend)
         leaves = leaf_values(
-            Y, result.leaf_of_sample[0], sample_weight, structure.n_leaves, backend
+            Y_leaves, result.leaf_of_sample[0], sample_weight, structure.n_leaves, backend, storage
         )
         self.tree_ = Tree(structure, leaves)
         self.bin_mapper_ = mapper
@@ -301,8 +304,9 @@ class _BaseTree(BaseEstimator):
         check_is_fitted(self, "tree_")
         backend = resolve_backend(X, device=self.device)
         X = self._check_X(X, backend, reset=False)
-        dense = not self.tree_.leaves.is_sparse
-        return self.tree_.predict(X, backend, dense_output=dense), backend
+        # outputs keep the container of the y of fit, whatever the leaves' storage
+        sparse = self.__dict__.get("_sparse_y", self.tree_.leaves.is_sparse)
+        return self.tree_.predict(X, backend, dense_output=not sparse), backend
 
     def predict_top_k(self, X: Any, k: int = 5) -> tuple[Any, Any]:
         check_is_fitted(self, "tree_")

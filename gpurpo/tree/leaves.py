@@ -12,6 +12,9 @@ stored dense float64 (L, d). Sparse ``Y`` (CSR): by default the values are
 stored sparse, ``diag(1/W) A^T diag(w) Y`` with ``A`` the (n x L) sample-leaf
 indicator, so memory grows with the labels present in each leaf, not with
 ``L * d`` (d = 100,000 labels fit); ``storage="dense"`` uses the CSR kernel.
+A dense ``Y`` of few nonzeros (dense 0/1 labels) is labelled through a CSR copy
+(:func:`relabelling_outputs`) and its leaves are stored by their own density:
+sparse, unless most of their values are nonzero.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
 
-__all__ = ["LeafValues", "leaf_values", "stack_leaf_values"]
+__all__ = ["LeafValues", "leaf_values", "relabelling_outputs", "stack_leaf_values", "SPARSE_OUTPUT_DENSITY"]
+
+#: A dense ``Y`` with at most this fraction of nonzeros labels the leaves through a CSR
+#: copy: the leaves of deep trees hold a few samples each, so their means are about as
+#: sparse as ``Y``'s rows (a few labels of a multi-label row), whatever ``Y``'s container.
+SPARSE_OUTPUT_DENSITY = 1 / 3
+#: Sparse leaf values denser than this are stored dense: a CSR entry costs 12 bytes
+#: (value and column), a dense one 8.
+DENSE_LEAF_DENSITY = 2 / 3
 
 
 @dataclass
@@ -88,16 +99,25 @@ def leaf_values(
         Sample weights (None: ones).
     n_leaves : int
     backend : Backend
-    storage : {"auto", "dense", "sparse"}
-        ``"auto"``: sparse when Y is sparse.
+    storage : {"auto", "dense", "sparse", "by_density"}
+        ``"auto"``: sparse when Y is sparse. ``"by_density"``: sparse, then
+        dense when more than ``DENSE_LEAF_DENSITY`` of the values are
+        nonzero (the leaves' own density decides, for a ``Y`` made sparse
+        by :func:`relabelling_outputs`).
 
     Returns
     -------
     LeafValues
     """
     xp = backend.xp
-    if storage not in ("auto", "dense", "sparse"):
-        raise ValueError(f"storage must be 'auto', 'dense' or 'sparse', got {storage!r}")
+    if storage not in ("auto", "dense", "sparse", "by_density"):
+        raise ValueError(f"storage must be 'auto', 'dense', 'sparse' or 'by_density', got {storage!r}")
+    if storage == "by_density":
+        values = leaf_values(Y, leaf_of_sample, weights, n_leaves, backend, "sparse")
+        size = int(values.values.shape[0]) * int(values.values.shape[1])
+        if int(values.values.nnz) > DENSE_LEAF_DENSITY * size:
+            return LeafValues(values.values.toarray())
+        return values
     n = Y.shape[0]
     leaf = xp.asarray(leaf_of_sample, dtype=xp.int32)
     w = xp.ones(n, dtype=xp.float64) if weights is None else xp.asarray(weights, dtype=xp.float64)
@@ -130,6 +150,23 @@ def leaf_values(
     else:
         sums = kernels.accumulate_leaves_dense(backend, leaf, w, Y, n_leaves)
     return LeafValues(sums * inv[:, None])
+
+
+def relabelling_outputs(Y: Any, backend: Backend) -> tuple[Any, str]:
+    """The outputs that label the leaves, and the ``storage`` of :func:`leaf_values` for them.
+
+    A dense ``Y`` with at most ``SPARSE_OUTPUT_DENSITY`` nonzeros (dense 0/1
+    labels, say) becomes a CSR copy, made once for all trees, labelled with
+    ``"by_density"``: the leaf sums cost its nonzeros instead of ``n x d``,
+    and the leaves are stored sparse unless they turn out dense. Other
+    outputs are returned as they are, with ``"auto"``.
+    """
+    if backend.issparse(Y) or Y.size == 0:
+        return Y, "auto"
+    nonzero = int(backend.xp.count_nonzero(Y))
+    if nonzero > SPARSE_OUTPUT_DENSITY * Y.size:
+        return Y, "auto"
+    return backend.sparse.csr_matrix(Y), "by_density"
 
 
 def stack_leaf_values(parts: list[LeafValues], backend: Backend) -> tuple[Any, np.ndarray]:

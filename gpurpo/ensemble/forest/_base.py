@@ -93,6 +93,7 @@ from gpurpo.tree import (
     grow_trees,
     leaf_values,
     n_candidate_features,
+    relabelling_outputs,
 )
 from gpurpo.tree.binning import check_max_bins
 from gpurpo.tree.leaf_sums import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
@@ -350,9 +351,11 @@ class BaseForest(BaseEstimator):
             seeds = np.concatenate([self._seeds, seeds[n_old:]])
         n_new = n_trees - n_old
         sparse_y = backend.issparse(Y)
-        Y_targets = Y.astype(xp.float32)
+        Y_targets = Y.astype(xp.float32, copy=False)
         in_bag = min(n, n_draws)
-        leaf_bytes = 12 * int(Y.nnz) if sparse_y else 8 * d * in_bag
+        # the leaves' storage follows the outputs' density, not their container
+        Y_leaves, leaf_storage = relabelling_outputs(Y, backend)
+        leaf_bytes = 12 * int(Y_leaves.nnz) if backend.issparse(Y_leaves) else 8 * d * in_bag
         threads = resolve_n_jobs(self.n_jobs)
         if threads is None:
             threads = numba_thread_count()
@@ -407,11 +410,12 @@ class BaseForest(BaseEstimator):
                 del targets
                 leaves = [
                     leaf_values(
-                        Y,
+                        Y_leaves,
                         result.leaf_of_sample[t],
                         None if leaf_weights is None else leaf_weights[t],
                         s.n_leaves,
                         backend,
+                        leaf_storage,
                     )
                     for t, s in enumerate(result.structures)
                 ]

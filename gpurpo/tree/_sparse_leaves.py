@@ -48,7 +48,8 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
     leaf_of_sample : int array (n,)
         Leaf of each sample, -1 when the sample is not in the tree.
     scale : float64 array (n,)
-        Factor of each sample's row (its weight over its leaf's weight).
+        Factor of each sample's row (its weight; the caller divides each leaf's sums
+        by the leaf's weight).
     indptr, indices, data : CSR arrays of Y (n, n_outputs)
     n_leaves, n_outputs : int
     canonical : bool

@@ -129,20 +129,24 @@ def leaf_values(
     sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
     if sparse_out and backend.name == "numpy":
         Yc = (Y if sparse_y else sp.csr_matrix(Y)).tocsr()
+        # the weighted sums first, then each leaf's division: the dense kernels' order,
+        # so that equal label frequencies stay exactly equal (ties in predict)
         indptr, indices, data = leaf_values_csr(
-            leaf, w * inv[np.where(inside, leaf, 0)], Yc.indptr, Yc.indices, Yc.data,
+            leaf, w, Yc.indptr, Yc.indices, Yc.data,
             int(n_leaves), int(Y.shape[1]), bool(Yc.has_canonical_format),
         )
+        data *= np.repeat(inv, np.diff(indptr))
         return LeafValues(sp.csr_matrix((data, indices, indptr), shape=(int(n_leaves), Y.shape[1])))
     if sparse_out:
         rows = xp.nonzero(inside)[0]
         indicator = backend.sparse.csr_matrix(
-            (w[rows] * inv[leaf[rows]], (leaf[rows], rows)), shape=(int(n_leaves), n)
+            (w[rows], (leaf[rows], rows)), shape=(int(n_leaves), n)
         )
         Ys = Y if sparse_y else backend.sparse.csr_matrix(Y)
         values = (indicator @ Ys.astype(xp.float64)).tocsr()
         values.sum_duplicates()
         values.sort_indices()
+        values.data *= xp.repeat(inv, xp.diff(values.indptr).astype(xp.int64))
         return LeafValues(values)
     if sparse_y:
         Yc = Y.tocsr()

@@ -41,17 +41,18 @@ def _problem(seed, n=300, d=50, n_leaves=40, dtype=np.float64, layout="canonical
 def test_sparse_leaf_values_equal_scipy_product(seed, dtype, n_leaves, layout):
     Y, leaf, weights, n_leaves = _problem(seed, n_leaves=n_leaves, dtype=dtype, layout=layout)
     got = leaf_values(Y, leaf, weights, n_leaves, NUMPY).values
-    # reference: diag(1/W) A^T diag(w) Y through SciPy (its product drops exact zeros)
+    # reference: diag(1/W) (A^T diag(w) Y) through SciPy (its product drops exact zeros):
+    # the weighted sums, then each leaf's division
     inside = leaf >= 0
     w = np.where(inside, weights, 0.0)
     w_leaf = np.bincount(np.where(inside, leaf, 0), weights=w, minlength=n_leaves)
     inv = np.where(w_leaf > 0, 1.0 / np.where(w_leaf > 0, w_leaf, 1.0), 0.0)
     rows = np.flatnonzero(inside)
-    indicator = sp.csr_matrix((w[rows] * inv[leaf[rows]], (leaf[rows], rows)),
-                              shape=(n_leaves, Y.shape[0]))
+    indicator = sp.csr_matrix((w[rows], (leaf[rows], rows)), shape=(n_leaves, Y.shape[0]))
     expected = (indicator @ Y.astype(np.float64)).tocsr()
     expected.sum_duplicates()
     expected.sort_indices()
+    expected.data *= np.repeat(inv, np.diff(expected.indptr))
     assert sp.isspmatrix_csr(got) and got.has_sorted_indices
     np.testing.assert_array_equal(got.indptr, expected.indptr)
     np.testing.assert_array_equal(got.indices, expected.indices)

@@ -351,10 +351,11 @@ class BaseForest(BaseEstimator):
             seeds = np.concatenate([self._seeds, seeds[n_old:]])
         n_new = n_trees - n_old
         sparse_y = backend.issparse(Y)
-        Y_targets = Y.astype(xp.float32, copy=False)
         in_bag = min(n, n_draws)
-        # the leaves' storage follows the outputs' density, not their container
+        # the leaves' storage follows the outputs' density, not their container; the
+        # projections of few-nonzero outputs are taken from the same CSR copy
         Y_leaves, leaf_storage = relabelling_outputs(Y, backend)
+        Y_targets = Y_leaves.astype(xp.float32, copy=False)
         leaf_bytes = 12 * int(Y_leaves.nnz) if backend.issparse(Y_leaves) else 8 * d * in_bag
         threads = resolve_n_jobs(self.n_jobs)
         if threads is None:

@@ -220,20 +220,7 @@ extern "C" __global__ void tree_score_histograms(
             }
         } else if (tid == 0) {
             const int row = f >= 0 ? f : 0;
-            double lo = 0.0, hi = 0.0;
-            if (bmax > bmin) {
-                lo = bin_edge(edge_values, edge_ptr, row, bmin);
-                hi = bin_edge(edge_values, edge_ptr, row, bmax - 1 > 0 ? bmax - 1 : 0);
-            }
-            const double cut_value = __dadd_rn(lo, __dmul_rn(uniforms[task], __dadd_rn(hi, -lo)));
-            if (bmax > bmin) {
-                int steps = 0;
-                for (int b = bmin + 1; b < bmax; ++b)
-                    if (bin_edge(edge_values, edge_ptr, row, b) <= cut_value) ++steps;
-                best_bin = bmin + steps;
-            } else {
-                best_bin = bmax;
-            }
+            best_bin = random_cut_bin(edge_values, edge_ptr, row, bmin, bmax, uniforms[task]);
             const double* Lb = L + (long long)best_bin * C;
             const double n_left = Lb[cnt];
             const bool below_max = best_bin < bmax;

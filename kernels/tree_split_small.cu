@@ -138,19 +138,6 @@ __device__ __forceinline__ double split_side_weight(double w)
     return w > 0 ? w : 1.0;
 }
 
-// Largest bin b in [bmin, bmax - 1] with bin_edge(f, b) <= lo + u (hi - lo).
-__device__ int split_random_cut(const double* edge_values, const long long* edge_ptr, int f, int bmin, int bmax,
-                                double u)
-{
-    if (bmin == bmax) return bmax;
-    const double lo = bin_edge(edge_values, edge_ptr, f, bmin);
-    const double hi = bin_edge(edge_values, edge_ptr, f, bmax - 1);
-    const double cut_value = __dadd_rn(lo, __dmul_rn(u, hi - lo));
-    int b = bmin;
-    while (b + 1 <= bmax - 1 && bin_edge(edge_values, edge_ptr, f, b + 1) <= cut_value) ++b;
-    return b;
-}
-
 // Is (g, key) better than (g2, key2)? Larger gain; equal gains: smaller key.
 __device__ __forceinline__ bool split_better(double g, int key, double g2, int key2)
 {
@@ -444,7 +431,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             if (tid == 0) {
                 int cut = -1, et_bin = -1;
                 if (random_split) {
-                    cut = split_random_cut(r.edge_values, r.edge_ptr, fq, bmin, bmax,
+                    cut = random_cut_bin(r.edge_values, r.edge_ptr, fq, bmin, bmax,
                                            split_uniform_at(seed, sel_pos[q]));
                     for (int b = bmin; b <= bmax && b <= cut; ++b)
                         if (cnt[b] > 0) et_bin = b;

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
 from gpurpo.ensemble import ExtraTreesRegressor, RandomForestRegressor
@@ -33,7 +34,8 @@ def _draw_counts(forest):
     counts, distinct = [], []
     for tree in forest.estimators_:
         assert tree.node_count == 1
-        value = np.asarray(tree.value)[0]
+        # the identity outputs have few nonzeros: their leaves may be stored sparse
+        value = (tree.value.toarray() if sp.issparse(tree.value) else np.asarray(tree.value))[0]
         draws = tree.weighted_n_node_samples[0]
         counts.append(np.rint(value * draws).astype(np.int64))
         distinct.append(int(tree.n_node_samples[0]))

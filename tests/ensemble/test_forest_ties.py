@@ -111,10 +111,6 @@ KNOWN_GAPS = {
     ("ExtraTreesRegressor", "max_features=1.0", "correlated_counts"): _THRESHOLD,
     ("RandomForestClassifier", "max_features=1.0", "correlated_counts"): _THRESHOLD,
     ("RandomForestClassifier", "max_features=sqrt", "correlated_counts"): _THRESHOLD,
-    ("ExtraTreesRegressor", "max_features=1.0", "few_valued_integers"): (
-        "Extra-Trees draw the cut uniformly between the node's first and last bin edges, so the last "
-        "gap of a few-valued feature is never cut; scikit-learn draws between the node's min and max"
-    ),
     ("RandomForestClassifier", "max_features=1.0", "duplicated_features"): (
         "1.1 % above scikit-learn's Brier score (copies of a feature tie exactly, so the choice among "
         "them does not change predictions)"

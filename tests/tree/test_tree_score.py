@@ -116,17 +116,24 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
         best_bin, direction = flat // 2, flat % 2
         w_left = np.take_along_axis(cum[..., 0], best_bin[:, :, None], axis=2)[:, :, 0]
     else:
+        # the cut: the candidate edge nearest to t, uniform on the candidates' span widened
+        # by half a neighbouring gap on each side (gpurpo.tree.binning._edge_lookup)
         thr = thresholds[np.where(node_features >= 0, node_features, 0)]
-        spread = bmax > bmin
-        lo = np.where(spread, np.take_along_axis(thr, bmin[:, :, None], axis=2)[:, :, 0], 0.0)
-        hi_idx = np.maximum(bmax - 1, 0)
-        hi = np.where(spread, np.take_along_axis(thr, hi_idx[:, :, None], axis=2)[:, :, 0], 0.0)
+
+        def edge(at):
+            return np.take_along_axis(thr, np.clip(at, 0, thr.shape[2] - 1)[:, :, None], axis=2)[:, :, 0]
+
+        many = bmax - bmin >= 2
         with np.errstate(invalid="ignore"):
-            cut = lo + uniforms * (hi - lo)
-            b = np.arange(nvb)[None, None, :]
-            steps = ((b > bmin[:, :, None]) & (b <= (bmax - 1)[:, :, None])
-                     & (thr <= cut[:, :, None])).sum(axis=2)
-        best_bin = np.where(spread, bmin + steps, bmax)
+            first, last = edge(bmin), edge(bmax - 1)
+            lo = first - 0.5 * (edge(bmin + 1) - first)
+            hi = last + 0.5 * (last - edge(bmax - 2))
+            t = lo + uniforms * (hi - lo)
+            j = np.arange(thr.shape[2] - 1)[None, None, :]
+            mids = 0.5 * (thr[:, :, :-1] + thr[:, :, 1:])
+            steps = ((j >= bmin[:, :, None]) & (j <= (bmax - 2)[:, :, None])
+                     & (mids <= t[:, :, None])).sum(axis=2)
+        best_bin = np.where(bmax <= bmin, bmax, np.where(many, bmin + steps, bmin))
         left = np.take_along_axis(cum, best_bin[:, :, None, None], axis=2)[:, :, 0, :]
         n_left = left[..., cnt]
         below_max = best_bin < bmax
@@ -474,3 +481,23 @@ def test_score_histograms_validates_shapes():
         kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, *ragged(thr))
     with pytest.raises(ValueError, match="^uniforms are required when random_split is true$"):
         kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, *ragged(thr))
+
+
+@pytest.mark.parametrize("n_gaps", [2, 3, 7])
+def test_extra_trees_cuts_each_gap_of_evenly_spaced_values_alike(n_gaps):
+    # scikit-learn's Extra-Trees draw the threshold uniformly between the node's smallest and
+    # largest values: each of the n_gaps gaps of evenly spaced values with probability
+    # 1 / n_gaps, the last one included
+    from gpurpo.tree.binning._edge_lookup import _random_cut
+
+    edges = np.arange(0.5, 12.0)  # values 0, 1, ..., 12 binned at the midpoints
+    edge_ptr = np.array([0, edges.size], dtype=np.int64)
+    for bmin in (0, 3):
+        bmax = bmin + n_gaps
+        grid = (np.arange(6000) + 0.5) / 6000
+        cuts = np.array([_random_cut(edges, edge_ptr, 0, bmin, bmax, u) for u in grid])
+        counts = np.bincount(cuts - bmin, minlength=n_gaps)
+        assert cuts.min() >= bmin and cuts.max() <= bmax - 1
+        np.testing.assert_allclose(counts / grid.size, 1.0 / n_gaps, atol=2.0 / grid.size)
+    assert _random_cut(edges, edge_ptr, 0, 4, 4, 0.3) == 4  # a constant feature
+    assert _random_cut(edges, edge_ptr, 0, 4, 5, 0.9) == 4  # one gap

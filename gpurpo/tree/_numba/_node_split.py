@@ -27,7 +27,7 @@ from gpurpo.tree._random import (
     small_feature_order_nb,
     uniform_at_nb,
 )
-from gpurpo.tree.binning._edge_lookup import _edge
+from gpurpo.tree.binning._edge_lookup import _random_cut
 
 # Nodes with at most SORT_LIMIT samples sort their codes (by ranks up to RANK_LIMIT
 # samples, a stable bucket sort over the occupied bins above) and scan the samples in
@@ -85,21 +85,6 @@ def _gain(WL, LS, W, S, m, parent):
         r = S[c] - LS[c]
         right += r * r
     return left / WL + right / WR - parent
-
-
-@njit(cache=True)
-def _random_cut(edge_values, edge_ptr, f, bmin, bmax, u):
-    # Largest bin b in [bmin, bmax - 1] with edge(f, b) <= lo + u (hi - lo),
-    # lo = edge(f, bmin), hi = edge(f, bmax - 1); bmax when bmin == bmax (_edge).
-    if bmin == bmax:
-        return bmax
-    lo = _edge(edge_values, edge_ptr, f, bmin)
-    hi = _edge(edge_values, edge_ptr, f, bmax - 1)
-    cut_value = lo + u * (hi - lo)
-    b = bmin
-    while b + 1 <= bmax - 1 and _edge(edge_values, edge_ptr, f, b + 1) <= cut_value:
-        b += 1
-    return b
 
 
 @njit(cache=True)

@@ -12,7 +12,7 @@ from numba import njit, prange
 
 from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._shared import N_CHUNKS, _side_weight
-from gpurpo.tree.binning._edge_lookup import _edge
+from gpurpo.tree.binning._edge_lookup import _random_cut
 
 
 @njit(inline="always", cache=True)
@@ -269,20 +269,7 @@ def _score_slot_random(h, f, m, cnt, msl, u, edge_values, edge_ptr, tot, left, l
     for c in range(n_channels):
         left[c] = 0.0
     row = f if f >= 0 else 0
-    lo = 0.0
-    hi = 0.0
-    if bmax > bmin:
-        lo = _edge(edge_values, edge_ptr, row, bmin)
-        hi = _edge(edge_values, edge_ptr, row, max(bmax - 1, 0))
-    cut_value = lo + u * (hi - lo)
-    if bmax > bmin:
-        steps = 0
-        for b in range(bmin + 1, bmax):
-            if _edge(edge_values, edge_ptr, row, b) <= cut_value:
-                steps += 1
-        best_bin = bmin + steps
-    else:
-        best_bin = bmax
+    best_bin = _random_cut(edge_values, edge_ptr, row, bmin, bmax, u)
     for b in range(best_bin + 1):
         for c in range(n_channels):
             left[c] += np.float64(h[b, c])

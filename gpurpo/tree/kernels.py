@@ -106,8 +106,8 @@ Kernel contracts
     Semantics (identical to the histogram path of gpurpo.tree.splitting):
     a node with fewer than 2 or 2 * min_samples_leaf samples, or whose
     samples all have bitwise-equal targets, gets feature -1. Features are
-    visited in the order ``feature_at(seed, 0..p-1, p)`` (identity when
-    ``n_candidates >= p``); a feature is constant when all its codes in the
+    visited in the order ``feature_at(seed, 0..p-1, p)``, also when
+    ``n_candidates >= p`` (the order breaks ties, below); a feature is constant when all its codes in the
     node are equal (missing counting as a code) and is skipped, but counts as
     visited: the non-constant features among the first ``n_candidates``
     positions are evaluated and, when there are none, the first non-constant
@@ -132,17 +132,22 @@ Kernel contracts
     sorting would cost the node's samples for a few codes of other bins. The path
     depends on the feature and the node size only, so dense and sparse X and
     both twins give the same bits. Extra-Trees: one cut
-    ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``
-    (the split "code <= cut" may land
-    in an empty bin: the stored bin is the cut). Sides need at least
+    ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``:
+    the candidate edge ``e(b)``, ``b`` in ``[bmin, bmax - 1]`` of the node's
+    codes, nearest to a uniform point on their span widened by half a gap on
+    each side (each gap of evenly spaced values alike; the split "code <= cut"
+    may land in an empty bin: the stored bin is the cut). Sides need at least
     ``min_samples_leaf`` samples. Sums in float64. The best split of a
     feature is its largest gain (exact ties: lowest bin, then missing right).
     Across features, every feature whose best gain is at least
-    ``gmax - tie_rtol * Q`` ties with the best one, ``Q = sum w ||y||^2`` over
-    the node (targets as given), and the first of them in the visiting order
-    wins (float rounding cannot then break structural ties, e.g. two features
-    inducing the same partition, differently in different code paths; and the
-    random visiting order leaves no bias towards low feature indices).
+    ``gmax - tol`` ties with the best one, ``tol = tie_rtol * (Q - ||S||^2 / W)
+    + TIE_ROUNDING * Q`` with ``Q = sum w ||y||^2`` over the node (targets as
+    given): a fraction of the node's own impurity, plus the rounding of sums of
+    size Q. The first of them in the node's random visiting order wins, so
+    equal-gain splits (features inducing the same partition, say) are chosen
+    uniformly at random, as scikit-learn's fresh feature order at every node
+    chooses them, and float rounding cannot break such ties differently in
+    different code paths.
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 

@@ -811,12 +811,13 @@ def _eval_node(
     # Visiting rule (scikit-learn's): the first n_candidates positions of the order,
     # constant features included, then further positions only until a first
     # non-constant feature is found. Two samples: every split that separates them has
-    # the same gain (up to rounding, far below the tie tolerance tie_rtol * Q), so the
+    # the same gain (up to rounding, below the tie tolerance's TIE_ROUNDING * Q), so the
     # tie rule picks the first separating feature visited and the others need not be
     # evaluated.
     need = 1 if ns == 2 else n_candidates
     # Three to SUBSET_LIMIT samples: no feature's gain exceeds U = (the largest over all
-    # partitions) + tol / 2, tol = tie_rtol * Q (rounding is some 1e-15 Q, tol 1e-5 Q).
+    # partitions) + tol / 2, tol the tie tolerance (rounding is some 1e-15 Q, tol at least
+    # TIE_ROUNDING * Q = 1e-12 Q).
     # Once the candidate the tie rule picks has a gain of at least U - tol, it is picked
     # whatever the later features give (the best can only rise to U, the tie window's
     # floor to U - tol, and the candidates before it are below the floor already), so the
@@ -1092,7 +1093,7 @@ def _eval_node(
             pick = _tie_pick(cand_g, found, tol)
             if pick >= 0 and cand_g[pick] >= settled:
                 break
-    # ties across features: gains within tie_rtol * Q of the best, the first visited wins
+    # ties across features: gains within tol of the best, the first visited wins
     pick = _tie_pick(cand_g, found, tol)
     if pick < 0:
         return -1, 0, 0, -np.inf

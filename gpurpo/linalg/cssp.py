@@ -25,7 +25,7 @@ from gpurpo.linalg._operators import as_operator, check_n_components, check_n_it
 from gpurpo.linalg._qr import NORMALIZERS
 from gpurpo.linalg.randomized import _randomized_svd
 
-__all__ = ["cssp_select", "sample_until_distinct"]
+__all__ = ["cssp_select", "sample_until_distinct", "select_columns"]
 
 METHODS = ("sample", "sample_qr")
 
@@ -160,10 +160,23 @@ def cssp_select(
         max_trials = default_max_trials(k)
     max_trials = check_int(max_trials, "max_trials", low=k)
     rng = check_random_state(random_state)
-    xp = op.xp
 
     Vt = _randomized_svd(op, k, p_over, q, rng, normalizer)[2]
-    scores = np.asarray(op.backend.to_host(xp.sum(Vt * Vt, axis=0)), dtype=np.float64)
+    Vt_host = np.asarray(op.backend.to_host(Vt), dtype=np.float64)
+    indices, n_trials = select_columns(Vt_host, k, method, rng, max_trials)
+    return op.output(op.backend.asarray(indices)), n_trials
+
+
+def select_columns(
+    Vt: np.ndarray, k: int, method: str, rng: np.random.Generator, max_trials: int
+) -> tuple[np.ndarray, int]:
+    """The ``k`` columns :func:`cssp_select` picks from the top-``k`` right singular vectors ``Vt``.
+
+    Draws by the leverage scores of ``Vt`` (host, (k, n)) with ``rng``, after the
+    draws of the SVD; shared by :func:`cssp_select` and its Dask namesake.
+    Returns the int64 indices and the number of draws.
+    """
+    scores = np.sum(Vt * Vt, axis=0)
     probabilities = scores / scores.sum()
 
     min_trials = 0
@@ -179,7 +192,7 @@ def cssp_select(
             f"distinct ones (k={k}); completing the selection with the columns of largest "
             "leverage score",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         rest = np.argsort(-scores, kind="stable")
         rest = rest[~np.isin(rest, chosen)]
@@ -188,7 +201,6 @@ def cssp_select(
         indices = chosen
     else:
         weights = np.sqrt(counts / (n_trials * probabilities[chosen]))
-        sampled = np.asarray(op.backend.to_host(Vt[:, op.backend.asarray(chosen)]), dtype=np.float64)
-        _, pivots = scipy.linalg.qr(sampled * weights[None, :], mode="r", pivoting=True)
+        _, pivots = scipy.linalg.qr(Vt[:, chosen] * weights[None, :], mode="r", pivoting=True)
         indices = chosen[pivots[:k]]
-    return op.output(op.backend.asarray(indices.astype(np.int64))), int(n_trials)
+    return indices.astype(np.int64), int(n_trials)

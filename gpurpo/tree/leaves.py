@@ -146,7 +146,9 @@ def leaf_values(
         values = (indicator @ Ys.astype(xp.float64)).tocsr()
         values.sum_duplicates()
         values.sort_indices()
-        values.data *= xp.repeat(inv, xp.diff(values.indptr).astype(xp.int64))
+        # each stored entry's row, by search (CuPy's repeat takes no array of counts)
+        entry_row = xp.searchsorted(values.indptr, xp.arange(int(values.nnz)), side="right") - 1
+        values.data *= inv[entry_row]
         return LeafValues(values)
     if sparse_y:
         Yc = Y.tocsr()

@@ -91,3 +91,21 @@ def test_stacked_sparse_leaf_values_equal_vstack():
     np.testing.assert_array_equal(indptr, expected.indptr)
     np.testing.assert_array_equal(indices, expected.indices)
     np.testing.assert_array_equal(data, expected.data)
+
+
+def test_device_path_equals_the_cpu_kernel():
+    # the namespace path (CuPy's, run here on NumPy arrays by the emulated backend): the
+    # same leaf values as the CPU kernel, sums first and each leaf's division after
+    from gpurpo.backend import EMULATED
+
+    rng = np.random.default_rng(0)
+    n = 300
+    Y = sp.random(n, 50, density=0.05, format="csr", random_state=1)
+    leaf = rng.integers(-1, 20, size=n).astype(np.int32)
+    w = rng.uniform(0.5, 2.0, size=n)
+    cpu = leaf_values(Y, leaf, w, 20, NUMPY).values
+    device = leaf_values(Y, leaf, w, 20, EMULATED).values
+    assert sp.issparse(device) and device.nnz == cpu.nnz
+    np.testing.assert_allclose(device.toarray(), cpu.toarray(), rtol=1e-15, atol=0)
+    dense_by_density = leaf_values(Y.toarray(), leaf, w, 20, EMULATED, "by_density").values
+    np.testing.assert_allclose(dense_by_density.toarray(), cpu.toarray(), rtol=1e-15, atol=0)

@@ -355,7 +355,7 @@ class BaseForest(BaseEstimator):
         # the leaves' storage follows the outputs' density, not their container; the
         # projections of few-nonzero outputs are taken from the same CSR copy
         Y_leaves, leaf_storage = relabelling_outputs(Y, backend)
-        Y_targets = Y_leaves.astype(xp.float32, copy=False)
+        Y_targets = Y_leaves if Y_leaves.dtype == xp.float32 else Y_leaves.astype(xp.float32)
         leaf_bytes = 12 * int(Y_leaves.nnz) if backend.issparse(Y_leaves) else 8 * d * in_bag
         threads = resolve_n_jobs(self.n_jobs)
         if threads is None:

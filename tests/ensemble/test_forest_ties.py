@@ -17,6 +17,7 @@ from sklearn.ensemble import RandomForestClassifier as SkRandomForestClassifier
 from sklearn.ensemble import RandomForestRegressor as SkRandomForestRegressor
 from sklearn.model_selection import KFold
 
+from gpurpo.datasets import make_correlated_counts, make_duplicated_features, make_few_valued_features
 from gpurpo.ensemble import (
     ExtraTreesRegressor,
     RandomForestClassifier,
@@ -26,31 +27,17 @@ from gpurpo.ensemble import (
 N_TREES = 30
 
 
-def correlated_counts(seed, n=240, p=120, d=8, k=5):
-    """Rounded exponentials of a few shared factors: counts of correlated, heavy-tailed features."""
-    rng = np.random.default_rng(seed)
-    Z = rng.standard_normal((n, k))
-    X = np.round(np.exp(Z @ rng.standard_normal((k, p)) * 0.8 + 5) / 5) * 5
-    Y = np.exp(Z @ rng.standard_normal((k, d)) * 0.5 + 7) + 50 * rng.standard_normal((n, d))
-    return X, Y
+def correlated_counts(seed):
+    """The reproducer's correlated counts at a smaller size."""
+    return make_correlated_counts(240, 120, 8, 5, random_state=seed)
 
 
-def duplicated_features(seed, n=240, p=15, copies=4, d=6):
-    """Continuous features, each present ``copies`` times: every split has ``copies`` equal twins."""
-    rng = np.random.default_rng(seed)
-    base = rng.standard_normal((n, p))
-    X = np.repeat(base, copies, axis=1)
-    Y = base[:, :d] ** 2 + base[:, 1 : d + 1] + 0.3 * rng.standard_normal((n, d))
-    return X, Y
+def duplicated_features(seed):
+    return make_duplicated_features(random_state=seed)
 
 
-def few_valued_integers(seed, n=240, p=40, levels=3, d=6):
-    """Integer features of ``levels`` values: many features partition a node the same way."""
-    rng = np.random.default_rng(seed)
-    X = rng.integers(0, levels, size=(n, p)).astype(np.float64)
-    W = rng.standard_normal((p, d)) * (rng.random((p, d)) < 0.2)
-    Y = X @ W + 0.5 * rng.standard_normal((n, d))
-    return X, Y
+def few_valued_integers(seed):
+    return make_few_valued_features(random_state=seed)
 
 
 GENERATORS = [correlated_counts, duplicated_features, few_valued_integers]

@@ -2,7 +2,8 @@
 
 Generators
     :func:`make_multilabel` (structured multi-label data, dense or CSR labels,
-    up to millions of labels), :func:`make_delicious_like`,
+    up to millions of labels, continuous inputs or binary word presence
+    features as text data sets have), :func:`make_delicious_like`,
     :func:`make_mediamill_like` (benchmark shapes) and
     :func:`make_friedman1_multioutput` (the friedman1-chain, -group and -ind
     regression problems of Joly et al.'s multi-output gradient boosting);

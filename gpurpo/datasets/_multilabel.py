@@ -34,6 +34,25 @@ function of the inputs:
    through the low-rank latent factors, their frequencies are skewed, and
    which labels a sample carries depends nonlinearly on ``x``.
 
+With ``features="text"`` the inputs are instead binary bag-of-words
+presence features, as text multi-label sets carry them (the labels are the
+same as with continuous inputs for the same seed): every sample is a
+document of ``Poisson`` word counts whose rates mix a background word
+distribution with the topic-word distributions of its topics,
+
+5. ``lambda_ij = L g_i ((1 - a) b_j + a sum_k theta_ik phi_kj)``, with a
+   Zipf background ``b_j ~ (rank_j + 1) ** -0.7`` over all ``p`` words, a
+   topical share ``a = 0.5``, a document length factor ``g_i ~ Gamma(2, 1/2)``
+   (mean 1) and topic-word distributions ``phi_k`` over the ``n_informative``
+   informative words only (each informative word belongs to one topic, a
+   random balanced assignment, and every topic gets at least 5 words, adding
+   random other informative words where needed; weights ``U[0.5, 1.5]``).
+   ``X_ij = 1`` when word ``j`` occurs, with probability
+   ``1 - exp(-lambda_ij)``; the scale ``L`` is solved for so that the
+   expected fraction of ones is ``feature_density``. The informative words
+   reveal the topic proportions ``theta(x)``, noisily; the other words carry
+   only the background.
+
 Draws are generated per row as label lists, all rows at once, so the cost is
 proportional to the number of labels present (plus ``O(n_labels)`` for the
 label tables): a million labels take a few tens of megabytes.
@@ -62,6 +81,14 @@ _LABELS_PER_TOPIC = 1.5
 _MAX_ROUNDS = 40
 _AUTO_DENSE_CELLS = 10**8
 _AUTO_DENSITY = 0.1
+_FEATURE_KINDS = ("continuous", "text")
+_WORD_SKEW = 0.7
+_TOPICAL_SHARE = 0.5
+_LENGTH_SHAPE = 2.0
+_MIN_TOPIC_WORDS = 5
+_TOPIC_WORD_WEIGHTS = (0.5, 1.5)
+_CALIBRATION_ROWS = 4096
+_TEXT_BLOCK_ROWS = 8192
 
 
 def _default_n_latent(n_labels: int, cardinality: float) -> int:
@@ -105,6 +132,73 @@ def _topic_proportions(
     theta = membership @ phi
     theta /= theta.sum(axis=1, keepdims=True)
     return theta
+
+
+def _word_rates(
+    theta: np.ndarray, n_features: int, informative: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Background word distribution, topic-word distributions and document lengths (step 5)."""
+    n, K = theta.shape
+    q = informative.shape[0]
+    background = (rng.permutation(n_features) + 1.0) ** (-_WORD_SKEW)
+    background /= background.sum()
+    phi = np.zeros((K, n_features))
+    topic_of_word = rng.permutation(np.arange(q) % K)
+    low, high = _TOPIC_WORD_WEIGHTS
+    phi[topic_of_word, informative] = rng.uniform(low, high, size=q)
+    need = min(_MIN_TOPIC_WORDS, q)
+    for k in range(K):
+        short = need - np.count_nonzero(phi[k])
+        if short > 0:
+            free = informative[phi[k, informative] == 0.0]
+            extra = rng.choice(free, size=short, replace=False)
+            phi[k, extra] = rng.uniform(low, high, size=short)
+    phi /= phi.sum(axis=1, keepdims=True)
+    length = rng.gamma(_LENGTH_SHAPE, 1.0 / _LENGTH_SHAPE, size=n)
+    return background, phi, length
+
+
+def _rates(theta, background, phi, length):
+    """Word rates per unit length, ``g_i ((1 - a) b_j + a (theta phi)_ij)``, for a block of rows."""
+    rates = theta @ phi
+    rates *= _TOPICAL_SHARE
+    rates += (1.0 - _TOPICAL_SHARE) * background
+    rates *= length[:, None]
+    return rates
+
+
+def _text_features(
+    theta: np.ndarray,
+    n_features: int,
+    informative: np.ndarray,
+    density: float,
+    dtype: np.dtype,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Binary word presence features whose expected density is ``density`` (step 5)."""
+    n = theta.shape[0]
+    background, phi, length = _word_rates(theta, n_features, informative, rng)
+    # the scale L solves mean(1 - exp(-L R)) = density on up to _CALIBRATION_ROWS rows (rows
+    # are independent given the model, so their mean estimates the expected density); the
+    # left side is increasing and concave in L, so Newton's method from L = 0 climbs to the
+    # root without overshooting it
+    sample = rng.choice(n, size=min(n, _CALIBRATION_ROWS), replace=False)
+    rates = _rates(theta[sample], background, phi, length[sample])
+    scale = 0.0
+    for _ in range(100):
+        decay = np.exp(-scale * rates)
+        gap = density - (1.0 - decay.mean())
+        step = gap / (rates * decay).mean()
+        scale += step
+        if step <= 1e-12 * scale:
+            break
+    X = np.empty((n, n_features), dtype=dtype)
+    for start in range(0, n, _TEXT_BLOCK_ROWS):
+        stop = min(start + _TEXT_BLOCK_ROWS, n)
+        rates = _rates(theta[start:stop], background, phi, length[start:stop])
+        absent = np.exp(-scale * rates)
+        X[start:stop] = rng.random(absent.shape) >= absent
+    return X
 
 
 class _LabelSampler:
@@ -227,6 +321,8 @@ def make_multilabel(
     label_cardinality: float = 4.0,
     popularity_skew: float = 1.0,
     noise: float = 0.1,
+    features: str = "continuous",
+    feature_density: float = 0.04,
     sparse_output: bool | str = "auto",
     dtype: Any = np.float64,
     random_state: Any = None,
@@ -242,6 +338,11 @@ def make_multilabel(
     data rank labels far better than the label-popularity baseline and than
     a linear model.
 
+    ``features="text"`` gives text-like inputs instead: binary word presence
+    features (bag of words) at about ``feature_density`` ones, whose presence
+    probabilities depend on the same latent factors as the labels; the labels
+    are the same as with continuous inputs for the same seed.
+
     Parameters
     ----------
     n_samples : int, default=1000
@@ -252,7 +353,8 @@ def make_multilabel(
         Number of labels d (up to millions with sparse output).
     n_informative : int, optional
         Number of features that carry information on the labels (8 hidden
-        inputs and noisy copies of them); default ``min(p, max(8, p // 4))``.
+        inputs and noisy copies of them; with ``features="text"``, the words
+        of the topics); default ``min(p, max(8, p // 4))``.
     n_latent : int, optional
         Number of latent factors (topics). Default: about
         ``n_labels / (1.5 * label_cardinality)``, clipped to ``[2, 50]``.
@@ -265,6 +367,14 @@ def make_multilabel(
     noise : float, default=0.1
         Fraction of label draws taken from the global popularity
         distribution, independent of ``X``.
+    features : {"continuous", "text"}, default="continuous"
+        Kind of inputs: standard normal columns (``"continuous"``) or binary
+        0/1 word presence features (``"text"``), as text multi-label data
+        sets store them.
+    feature_density : float, default=0.04
+        With ``features="text"``, the expected fraction of ones in ``X``, in
+        (0, 1); real bag-of-words multi-label sets have a few percent.
+        Ignored for continuous inputs.
     sparse_output : bool or "auto", default="auto"
         Return ``Y`` as a SciPy CSR matrix (True) or a dense array (False).
         ``"auto"``: CSR when the label density ``label_cardinality / n_labels``
@@ -277,7 +387,8 @@ def make_multilabel(
     Returns
     -------
     X : ndarray of shape (n_samples, n_features)
-        Inputs, each column standard normal.
+        Inputs: each column standard normal, or with ``features="text"``
+        0/1 values (a dense array, as text data sets are usually stored).
     Y : ndarray or scipy.sparse.csr_matrix of shape (n_samples, n_labels)
         0/1 label matrix (float64 values); CSR rows have sorted indices.
     """
@@ -297,6 +408,9 @@ def make_multilabel(
     )
     skew = check_float(popularity_skew, "popularity_skew", low=0.0)
     noise = check_float(noise, "noise", low=0.0, high=1.0)
+    check_choice(features, "features", _FEATURE_KINDS)
+    density = check_float(feature_density, "feature_density", low=0.0, high=1.0,
+                          low_inclusive=False, high_inclusive=False)
     if not isinstance(sparse_output, bool):
         check_choice(sparse_output, "sparse_output", (True, False, "auto"))
     dtype = np.dtype(dtype)
@@ -336,11 +450,18 @@ def make_multilabel(
         sparse_output = c / d < _AUTO_DENSITY or n * d > _AUTO_DENSE_CELLS
     if not sparse_output:
         Y = Y.toarray()
+    if features == "text":
+        X = _text_features(theta, p, informative, density, dtype, rng)
     return X, Y
 
 
 def make_delicious_like(
-    random_state: Any = 0, n_samples: int = 12920, **kwargs: Any
+    random_state: Any = 0,
+    n_samples: int = 12920,
+    *,
+    features: str = "continuous",
+    feature_density: float = 0.04,
+    **kwargs: Any,
 ) -> tuple[np.ndarray, Any]:
     """A problem shaped like MULAN's delicious: p = 500, d = 983, ~19 labels per row.
 
@@ -354,6 +475,11 @@ def make_delicious_like(
         Seed, as in :func:`make_multilabel`.
     n_samples : int, default=12920
         Number of samples (the size of delicious's training set).
+    features : {"continuous", "text"}, default="continuous"
+        Kind of inputs, as in :func:`make_multilabel`: standard normal
+        columns or binary word presence features.
+    feature_density : float, default=0.04
+        Expected fraction of ones in ``X`` with ``features="text"``.
     **kwargs
         Other keyword arguments of :func:`make_multilabel`; they may also
         override ``n_features``, ``n_labels`` and ``label_cardinality``.
@@ -361,17 +487,24 @@ def make_delicious_like(
     Returns
     -------
     X : ndarray of shape (n_samples, 500)
-        Inputs (float64 unless ``dtype`` is given).
+        Inputs (float64 unless ``dtype`` is given): continuous, or binary
+        word presence features with ``features="text"``.
     Y : scipy.sparse.csr_matrix or ndarray of shape (n_samples, 983)
         0/1 label matrix, as in :func:`make_multilabel`.
     """
     params = dict(n_features=500, n_labels=983, label_cardinality=19.02)
     params.update(kwargs)
-    return make_multilabel(n_samples, random_state=random_state, **params)
+    return make_multilabel(n_samples, random_state=random_state, features=features,
+                           feature_density=feature_density, **params)
 
 
 def make_mediamill_like(
-    random_state: Any = 0, n_samples: int = 30993, **kwargs: Any
+    random_state: Any = 0,
+    n_samples: int = 30993,
+    *,
+    features: str = "continuous",
+    feature_density: float = 0.04,
+    **kwargs: Any,
 ) -> tuple[np.ndarray, Any]:
     """A problem shaped like MULAN's mediamill: p = 120, d = 101, ~4.4 labels per row.
 
@@ -385,6 +518,11 @@ def make_mediamill_like(
         Seed, as in :func:`make_multilabel`.
     n_samples : int, default=30993
         Number of samples (the size of mediamill's training set).
+    features : {"continuous", "text"}, default="continuous"
+        Kind of inputs, as in :func:`make_multilabel`: standard normal
+        columns or binary word presence features.
+    feature_density : float, default=0.04
+        Expected fraction of ones in ``X`` with ``features="text"``.
     **kwargs
         Other keyword arguments of :func:`make_multilabel`; they may also
         override ``n_features``, ``n_labels`` and ``label_cardinality``.
@@ -392,11 +530,13 @@ def make_mediamill_like(
     Returns
     -------
     X : ndarray of shape (n_samples, 120)
-        Inputs (float64 unless ``dtype`` is given).
+        Inputs (float64 unless ``dtype`` is given): continuous, or binary
+        word presence features with ``features="text"``.
     Y : scipy.sparse.csr_matrix or ndarray of shape (n_samples, 101)
         0/1 label matrix, as in :func:`make_multilabel`.
     """
     params = dict(n_features=120, n_labels=101, label_cardinality=4.376)
     params.update(kwargs)
-    return make_multilabel(n_samples, random_state=random_state, **params)
+    return make_multilabel(n_samples, random_state=random_state, features=features,
+                           feature_density=feature_density, **params)
 

@@ -23,6 +23,18 @@ fully grown trees with ``max_features = sqrt(p)`` and bootstrap samples
   LRAP of those trees, printed beside gpurpo's LRAP with its first
   ``--full-trees`` trees.
 
+Each data set is run with both kinds of inputs and both label containers, one
+row each (``--features`` and ``--labels`` choose them; default all four):
+
+* inputs: ``continuous`` (standard normal columns, the generators' default) or
+  ``text`` (binary word presence features at ``--feature-density``, 4 % ones
+  by default, in a dense array, as text multi-label sets store them; the same
+  labels as the continuous inputs);
+* labels: ``dense`` (a 0/1 ndarray) or ``csr`` (a SciPy CSR matrix), the
+  container that gpurpo and ``sk-proj`` fit on. ``sk-full`` needs dense
+  labels: it is fitted once per data set and kind of inputs, and its figures
+  are repeated in the rows of both containers.
+
 Everyone runs on ``--n-jobs`` threads (numba threads for gpurpo, ``n_jobs``
 for scikit-learn). Fit times are single runs after a warm-up fit that
 compiles gpurpo's numba kernels (all of them: its trees have large nodes).
@@ -61,12 +73,22 @@ from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
 from gpurpo.metrics import label_ranking_average_precision  # noqa: E402
 from gpurpo.tree import predict_trees  # noqa: E402
 
+FEATURES = ("continuous", "text")
+LABELS = ("dense", "csr")
 
-def _split(X, Y, n_test, seed):
+
+def _split(X, Y, n_test, seed, labels="csr"):
+    """Training and test rows; the training labels in the ``labels`` container, the test labels CSR."""
     rng = np.random.default_rng(seed)
     idx = rng.permutation(X.shape[0])
     te, tr = idx[:n_test], idx[n_test:]
-    return X[tr], sp.csr_matrix(Y[tr]), X[te], sp.csr_matrix(Y[te])
+    Y = sp.csr_matrix(Y)
+    Ytr = Y[tr] if labels == "csr" else Y[tr].toarray()
+    return X[tr], Ytr, X[te], Y[te]
+
+
+def _nnz(Y):
+    return int(Y.nnz) if sp.issparse(Y) else int(np.count_nonzero(Y))
 
 
 def _timed(fn):
@@ -95,7 +117,10 @@ def _relabelled_tree(X, Y, projection, counts, seed):
         (counts[inside], (inverse, inside)), shape=(nodes.size, X.shape[0])
     )
     weight = np.asarray(indicator.sum(axis=1)).ravel()
-    values = (sp.diags(1.0 / weight) @ (indicator @ Y)).tocsr()
+    if sp.issparse(Y):
+        values = (sp.diags(1.0 / weight) @ (indicator @ Y)).tocsr()
+    else:
+        values = (indicator @ Y) / weight[:, None]
     return tree, nodes, values
 
 
@@ -143,17 +168,25 @@ def _to_cpu_model(forest):
     return pickle.loads(pickle.dumps(forest))
 
 
-def run_dataset(name, X, Y, n_test, args):
+def run_dataset(name, X, Y, n_test, args, features="continuous", labels="csr", full_cache=None):
+    """One row: gpurpo and its anchors on one data set, kind of inputs and label container.
+
+    ``full_cache`` (a dict) keeps scikit-learn's full-output forest per data set and kind of
+    inputs, so that the rows of the two label containers share one fit of it.
+    """
     from sklearn.ensemble import RandomForestRegressor as SkForest
 
-    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0)
+    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0, labels)
     d = Ytr.shape[1]
     m = max(1, int(round(math.log(d))))
     T = args.trees
-    print(f"\n== {name}: n_train={Xtr.shape[0]} n_test={Xte.shape[0]} p={Xtr.shape[1]} d={d} "
-          f"m={m} labels/row={Ytr.nnz / Ytr.shape[0]:.1f}; {T} trees, n_jobs={args.n_jobs}",
+    x_density = float(np.count_nonzero(Xtr)) / Xtr.size
+    print(f"\n== {name}, {features} X ({100 * x_density:.1f} % nonzero), {labels} labels: "
+          f"n_train={Xtr.shape[0]} n_test={Xte.shape[0]} p={Xtr.shape[1]} d={d} "
+          f"m={m} labels/row={_nnz(Ytr) / Ytr.shape[0]:.1f}; {T} trees, n_jobs={args.n_jobs}",
           flush=True)
-    row = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]),
+    row = dict(dataset=name, features=features, labels=labels, x_density=x_density,
+               n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]),
                p=int(Xtr.shape[1]), d=int(d), m=m, trees=T, n_jobs=args.n_jobs,
                cpu=cpu_description())
 
@@ -206,21 +239,33 @@ def run_dataset(name, X, Y, n_test, args):
 
     if not args.skip_full:
         k = min(args.full_trees, T)
-        sk = SkForest(n_estimators=k, max_features="sqrt", n_jobs=args.n_jobs, random_state=0)
-        Ydense = Ytr.toarray()
-        t_full, _ = _timed(lambda: sk.fit(Xtr, Ydense))
-        lrap_full = _lrap(Yte, sk.predict(Xte))
-        del sk, Ydense
+        cache = {} if full_cache is None else full_cache
+        if (name, features) not in cache:
+            sk = SkForest(n_estimators=k, max_features="sqrt", n_jobs=args.n_jobs, random_state=0)
+            Ydense = Ytr.toarray() if sp.issparse(Ytr) else Ytr
+            t_full, _ = _timed(lambda: sk.fit(Xtr, Ydense))
+            cache[name, features] = (t_full, _lrap(Yte, sk.predict(Xte)), labels)
+            del sk, Ydense
+        t_full, lrap_full, fitted_with = cache[name, features]
         scaled = t_full * T / k
         first_k = predict_trees(forest.estimators_[:k], Xte, NUMPY) / k
         lrap_gp_k = _lrap(Yte, first_k)
-        row.update(sk_full_trees=k, sk_full_fit_s=t_full, sk_full_fit_s_scaled=scaled,
+        row.update(sk_full_trees=k, sk_full_fit_row_labels=fitted_with, sk_full_fit_s=t_full,
+                   sk_full_fit_s_scaled=scaled,
                    sk_full_lrap=lrap_full, gpurpo_lrap_first_k=lrap_gp_k,
                    speedup_vs_sk_full=scaled / t_gp)
-        print(f"sk-full  fit {t_full:9.2f} s for {k} trees -> {scaled:9.2f} s for {T} trees; "
+        shared = "" if fitted_with == labels else f" (the fit of the {fitted_with}-labels row)"
+        print(f"sk-full  fit {t_full:9.2f} s for {k} trees -> {scaled:9.2f} s for {T} trees{shared}; "
               f"test LRAP with {k} trees {lrap_full:.4f} (gpurpo's first {k} trees: "
               f"{lrap_gp_k:.4f}); gpurpo is {scaled / t_gp:6.1f}x faster", flush=True)
     return row
+
+
+def _kinds_text(row):
+    """``"text-like X (4.0 % ones), CSR labels"`` for a row's kind of inputs and label container."""
+    x = ("continuous X" if row["features"] == "continuous"
+         else f"text-like X ({100 * row['x_density']:.1f} % ones)")
+    return f"{x}, {'CSR' if row['labels'] == 'csr' else 'dense'} labels"
 
 
 def summarize(rows):
@@ -228,8 +273,8 @@ def summarize(rows):
     summary = []
     for row in rows:
         where = "" if row.get("gpurpo_device", "cpu") == "cpu" else f", on {row['gpurpo_device']}"
-        data = (f"forest, {row['trees']} trees, {row['dataset']} (n = {row['n_train']:,}, d = {row['d']:,})"
-                f"{where}")
+        data = (f"forest, {row['trees']} trees, {row['dataset']} (n = {row['n_train']:,}, d = {row['d']:,}), "
+                f"{_kinds_text(row)}{where}")
         if "sk_proj_fit_s" in row:
             summary.append({"data": data, "anchor": "scikit-learn trees on the same projections",
                             "gpurpo": f"{times_faster(row['sk_proj_fit_s'], row['gpurpo_fit_s'])}, "
@@ -257,6 +302,12 @@ def main(argv=None):
     parser.add_argument("--skip-proj", action="store_true",
                         help="skip sklearn on projected outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    parser.add_argument("--features", nargs="+", choices=FEATURES, default=list(FEATURES),
+                        help="kinds of inputs: continuous columns, binary text-like word presence")
+    parser.add_argument("--labels", nargs="+", choices=LABELS, default=list(LABELS),
+                        help="label containers gpurpo and sk-proj fit on: 0/1 ndarray, CSR matrix")
+    parser.add_argument("--feature-density", type=float, default=0.04,
+                        help="fraction of ones of the text-like inputs")
     parser.add_argument("--rows-factor", type=int, default=1,
                         help="multiply the training and test rows (10: the GPU comparison's sizes)")
     parser.add_argument("--devices", default="cpu",
@@ -279,17 +330,24 @@ def main(argv=None):
           f"cores visible; n_jobs={args.n_jobs}")
     if args.rows_factor < 1 or args.cpu_trees < 1:
         parser.error("--rows-factor and --cpu-trees must be >= 1")
+    if not 0 < args.feature_density < 1:
+        parser.error("--feature-density must be in (0, 1)")
     scale = 4 if args.quick else 1
     rows = []
+    full_cache = {}
     # training/test sizes of MULAN's delicious (12,920 + 3,185) and mediamill (30,993 + 12,914)
-    if args.dataset in ("delicious", "both"):
-        n_tr, n_te = 12920 * args.rows_factor // scale, 3185 * args.rows_factor // scale
-        X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
-        rows.append(run_dataset("delicious-like", X, Y, n_te, args))
-    if args.dataset in ("mediamill", "both"):
-        n_tr, n_te = 30993 * args.rows_factor // scale, 12914 * args.rows_factor // scale
-        X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
-        rows.append(run_dataset("mediamill-like", X, Y, n_te, args))
+    shapes = [("delicious", "delicious-like", make_delicious_like, 12920, 3185),
+              ("mediamill", "mediamill-like", make_mediamill_like, 30993, 12914)]
+    for key, name, make, n_train, n_test in shapes:
+        if args.dataset not in (key, "both"):
+            continue
+        n_tr, n_te = n_train * args.rows_factor // scale, n_test * args.rows_factor // scale
+        for features in dict.fromkeys(args.features):
+            X, Y = make(random_state=0, n_samples=n_tr + n_te, features=features,
+                        feature_density=args.feature_density)
+            for labels in dict.fromkeys(args.labels):
+                rows.append(run_dataset(name, X, Y, n_te, args, features, labels, full_cache))
+            del X, Y
     if args.output is not None:
         gpu = gpu_name() if "cuda" in args.devices else None
         write_record(args.output, make_record("forest", rows, summarize(rows), gpu=gpu))

@@ -31,7 +31,9 @@ row each (``--features`` and ``--labels`` choose them; default all four):
   by default, in a dense array, as text multi-label sets store them; the same
   labels as the continuous inputs);
 * labels: ``dense`` (a 0/1 ndarray) or ``csr`` (a SciPy CSR matrix), the
-  container that gpurpo and ``sk-proj`` fit on. ``sk-full`` needs dense
+  container that gpurpo and ``sk-proj`` fit on (``sk-proj`` relabels from
+  either; leaf means of dense labels are kept as CSR, as gpurpo keeps sparse
+  leaves). ``sk-full`` needs dense
   labels: it is fitted once per data set and kind of inputs, and its figures
   are repeated in the rows of both containers.
 
@@ -119,8 +121,8 @@ def _relabelled_tree(X, Y, projection, counts, seed):
     weight = np.asarray(indicator.sum(axis=1)).ravel()
     if sp.issparse(Y):
         values = (sp.diags(1.0 / weight) @ (indicator @ Y)).tocsr()
-    else:
-        values = (indicator @ Y) / weight[:, None]
+    else:  # means of dense 0/1 labels, kept as CSR as gpurpo keeps sparse leaves
+        values = sp.csr_matrix((indicator @ Y) / weight[:, None])
     return tree, nodes, values
 
 

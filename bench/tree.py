@@ -16,6 +16,20 @@ multi-label data (:func:`gpurpo.datasets.make_delicious_like`,
 * ``gpurpo-grow``: gpurpo's growth alone (binned inputs and projected
   targets given), the part a forest repeats for every tree.
 
+Each data set is run with both kinds of inputs and both label containers, one
+set of rows each (``--features`` and ``--labels`` choose them; default all four):
+
+* inputs: ``continuous`` (standard normal columns, the generators' default) or
+  ``text`` (binary word presence features at ``--feature-density``, 4 % ones
+  by default, in a dense array, as text multi-label sets store them; the same
+  labels as the continuous inputs);
+* labels: ``dense`` (a 0/1 ndarray) or ``csr`` (a SciPy CSR matrix), the
+  container that gpurpo, ``gpurpo-grow`` and ``sk-proj`` fit on (``sk-proj``
+  relabels from either; leaf means of dense labels are kept as CSR, as gpurpo
+  keeps sparse leaves). ``sk-full``
+  needs dense labels: its trees are fitted once per data set and kind of
+  inputs, and their figures are repeated in the rows of both containers.
+
 Times are reported as wall-clock and process-CPU medians (on a shared,
 loaded machine the CPU time of single-threaded runs is the steadier figure).
 
@@ -59,12 +73,22 @@ from gpurpo.tree import (  # noqa: E402
     n_candidate_features,
 )
 
+FEATURES = ("continuous", "text")
+LABELS = ("dense", "csr")
 
-def _split(X, Y, n_test, seed):
+
+def _split(X, Y, n_test, seed, labels="csr"):
+    """Training and test rows; the training labels in the ``labels`` container, the test labels CSR."""
     rng = np.random.default_rng(seed)
     idx = rng.permutation(X.shape[0])
     te, tr = idx[:n_test], idx[n_test:]
-    return X[tr], Y[tr], X[te], Y[te]
+    Y = sp.csr_matrix(Y)
+    Ytr = Y[tr] if labels == "csr" else Y[tr].toarray()
+    return X[tr], Ytr, X[te], Y[te]
+
+
+def _nnz(Y):
+    return int(Y.nnz) if sp.issparse(Y) else int(np.count_nonzero(Y))
 
 
 def _relabel(leaf_train, Y_train, leaf_test):
@@ -73,8 +97,10 @@ def _relabel(leaf_train, Y_train, leaf_test):
     n = leaf_train.shape[0]
     ind = sp.csr_matrix((np.ones(n), (inverse, np.arange(n))), shape=(leaves.size, n))
     counts = np.asarray(ind.sum(axis=1)).ravel()
-    values = sp.diags(1.0 / counts) @ (ind @ Y_train)
     rows = np.searchsorted(leaves, leaf_test)
+    if not sp.issparse(Y_train):  # means of dense 0/1 labels, kept as CSR as gpurpo keeps sparse leaves
+        return sp.csr_matrix((ind @ Y_train) / counts[:, None])[rows]
+    values = sp.diags(1.0 / counts) @ (ind @ Y_train)
     return values.tocsr()[rows]
 
 
@@ -90,15 +116,21 @@ def _lrap(Y_test, scores):
     return label_ranking_average_precision(Y_test, np.asarray(scores))
 
 
-def run_dataset(name, X, Y, n_test, args):
+def run_dataset(name, X, Y, n_test, args, features="continuous", labels="csr", full_cache=None):
+    """The rows of one data set, kind of inputs and label container, one per method.
+
+    ``full_cache`` (a dict) keeps the figures of scikit-learn's full-output trees per data set
+    and kind of inputs, so that the rows of the two label containers share one set of fits.
+    """
     from sklearn.tree import DecisionTreeRegressor as SkTree
 
-    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0)
-    Ytr = sp.csr_matrix(Ytr)
+    Xtr, Ytr, Xte, Yte = _split(X, Y, n_test, 0, labels)
     d = Ytr.shape[1]
     m = max(1, int(round(math.log(d))))
-    print(f"\n== {name}: n_train={Xtr.shape[0]} p={Xtr.shape[1]} d={d} m={m} "
-          f"labels/row={Ytr.nnz / Ytr.shape[0]:.1f}")
+    x_density = float(np.count_nonzero(Xtr)) / Xtr.size
+    print(f"\n== {name}, {features} X ({100 * x_density:.1f} % nonzero), {labels} labels: "
+          f"n_train={Xtr.shape[0]} p={Xtr.shape[1]} d={d} m={m} "
+          f"labels/row={_nnz(Ytr) / Ytr.shape[0]:.1f}")
     results = {}
 
     # gpurpo: one warm-up fit compiles / loads the numba kernels; on all the rows, so that
@@ -150,16 +182,22 @@ def run_dataset(name, X, Y, n_test, args):
     results.update(runs)
 
     # scikit-learn on the full output space
+    full_fit_labels = None
     if not args.skip_full:
-        times, lraps, leaves = [], [], []
-        Ydense = Ytr.toarray()
-        for seed in range(args.full_repeats):
-            sk = SkTree(max_features="sqrt", random_state=seed)
-            t, _ = _timed(lambda: sk.fit(Xtr, Ydense))
-            times.append(t)
-            leaves.append(sk.get_n_leaves())
-            lraps.append(_lrap(Yte, sk.predict(Xte)))
-        results["sk-full"] = (times, lraps, leaves)
+        cache = {} if full_cache is None else full_cache
+        if (name, features) not in cache:
+            times, lraps, leaves = [], [], []
+            Ydense = Ytr.toarray() if sp.issparse(Ytr) else Ytr
+            for seed in range(args.full_repeats):
+                sk = SkTree(max_features="sqrt", random_state=seed)
+                t, _ = _timed(lambda: sk.fit(Xtr, Ydense))
+                times.append(t)
+                leaves.append(sk.get_n_leaves())
+                lraps.append(_lrap(Yte, sk.predict(Xte)))
+            cache[name, features] = ((times, lraps, leaves), labels)
+        results["sk-full"], full_fit_labels = cache[name, features]
+        if full_fit_labels != labels:
+            print(f"(sk-full: the trees of the {full_fit_labels}-labels rows)")
 
     base_wall = statistics.median(t[0] for t in results["gpurpo"][0])
     base_cpu = statistics.median(t[1] for t in results["gpurpo"][0])
@@ -176,8 +214,9 @@ def run_dataset(name, X, Y, n_test, args):
             cpu = statistics.median(t[1] for t in results[key][0])
             print(f"  {key} / gpurpo: {cpu / base_cpu:.1f}x (fit), "
                   f"{cpu / grow_cpu:.1f}x (growth only)  [CPU-time medians]")
-    shape = dict(dataset=name, n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]), p=int(Xtr.shape[1]),
-                 d=int(d), m=m, labels_per_row=Ytr.nnz / Ytr.shape[0], threads=args.threads)
+    shape = dict(dataset=name, features=features, labels=labels, x_density=x_density,
+                 n_train=int(Xtr.shape[0]), n_test=int(Xte.shape[0]), p=int(Xtr.shape[1]),
+                 d=int(d), m=m, labels_per_row=_nnz(Ytr) / Ytr.shape[0], threads=args.threads)
     rows = []
     for key, (times, lraps, leaves) in results.items():
         wall = statistics.median(t[0] for t in times)
@@ -187,17 +226,28 @@ def run_dataset(name, X, Y, n_test, args):
                    leaves=int(statistics.median(leaves)))
         if key.startswith("sk-"):
             row["cpu_ratio_growth"] = cpu / grow_cpu
+        if key == "sk-full":
+            row["fit_row_labels"] = full_fit_labels
         rows.append(row)
     return rows
+
+
+def _kinds_text(row):
+    """``"text-like X (4.0 % ones), CSR labels"`` for a row's kind of inputs and label container."""
+    x = ("continuous X" if row["features"] == "continuous"
+         else f"text-like X ({100 * row['x_density']:.1f} % ones)")
+    return f"{x}, {'CSR' if row['labels'] == 'csr' else 'dense'} labels"
 
 
 def summarize(rows):
     """Rows of the docs table from the figures: scikit-learn's trees against gpurpo's, CPU-time medians."""
     summary = []
-    for name in dict.fromkeys(row["dataset"] for row in rows):
-        runs = {row["method"]: row for row in rows if row["dataset"] == name}
+    for case in dict.fromkeys((row["dataset"], row["features"], row["labels"]) for row in rows):
+        runs = {row["method"]: row for row in rows
+                if (row["dataset"], row["features"], row["labels"]) == case}
         gp = runs["gpurpo"]
-        data = f"one tree, fully grown, {name} (n = {gp['n_train']:,}, d = {gp['d']:,})"
+        data = (f"one tree, fully grown, {case[0]} (n = {gp['n_train']:,}, d = {gp['d']:,}), "
+                f"{_kinds_text(gp)}")
         anchors = {"sk-proj": "scikit-learn tree on the same projections, binning included",
                    "sk-full": "scikit-learn tree on the full labels"}
         for key, anchor in anchors.items():
@@ -219,6 +269,12 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1, help="numba threads for gpurpo")
     parser.add_argument("--skip-full", action="store_true", help="skip sklearn on full outputs")
     parser.add_argument("--dataset", choices=["delicious", "mediamill", "both"], default="both")
+    parser.add_argument("--features", nargs="+", choices=FEATURES, default=list(FEATURES),
+                        help="kinds of inputs: continuous columns, binary text-like word presence")
+    parser.add_argument("--labels", nargs="+", choices=LABELS, default=list(LABELS),
+                        help="label containers the trees fit on: 0/1 ndarray, CSR matrix")
+    parser.add_argument("--feature-density", type=float, default=0.04,
+                        help="fraction of ones of the text-like inputs")
     parser.add_argument("--output", type=Path, default=None, help="also write the medians as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -229,18 +285,25 @@ def main(argv=None):
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     print(f"python {platform.python_version()}, numba threads {numba.get_num_threads()}, "
           f"{cpu_description()}")
+    if not 0 < args.feature_density < 1:
+        parser.error("--feature-density must be in (0, 1)")
     scale = 4 if args.quick else 1
     rows = []
+    full_cache = {}
     # training sizes of MULAN's delicious (12,920 + 3,185 test) and mediamill
     # (30,993 + 12,914 test)
-    if args.dataset in ("delicious", "both"):
-        n_tr, n_te = 12920 // scale, 3185 // scale
-        X, Y = make_delicious_like(random_state=0, n_samples=n_tr + n_te)
-        rows += run_dataset("delicious-like", X, Y, n_te, args)
-    if args.dataset in ("mediamill", "both"):
-        n_tr, n_te = 30993 // scale, 12914 // scale
-        X, Y = make_mediamill_like(random_state=0, n_samples=n_tr + n_te)
-        rows += run_dataset("mediamill-like", X, Y, n_te, args)
+    shapes = [("delicious", "delicious-like", make_delicious_like, 12920, 3185),
+              ("mediamill", "mediamill-like", make_mediamill_like, 30993, 12914)]
+    for key, name, make, n_train, n_test in shapes:
+        if args.dataset not in (key, "both"):
+            continue
+        n_tr, n_te = n_train // scale, n_test // scale
+        for features in dict.fromkeys(args.features):
+            X, Y = make(random_state=0, n_samples=n_tr + n_te, features=features,
+                        feature_density=args.feature_density)
+            for labels in dict.fromkeys(args.labels):
+                rows += run_dataset(name, X, Y, n_te, args, features, labels, full_cache)
+            del X, Y
     if args.output is not None:
         write_record(args.output, make_record("tree", rows, summarize(rows)))
     return rows

@@ -623,7 +623,8 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
         path = Path(tmp) / "forest.json"
         cmd = [sys.executable, str(ROOT / "bench" / "forest.py"), "--rows-factor", str(factor),
                "--devices", devices, "--trees", str(trees), "--cpu-trees", str(cpu_trees),
-               "--skip-proj", "--skip-full", "--n-jobs", "-1", "--output", str(path)]
+               "--skip-proj", "--skip-full", "--n-jobs", "-1", "--features", "continuous",
+               "--labels", "csr", "--output", str(path)]
         if quick:
             cmd.append("--quick")
         results, failure = _run_bench_script(cmd, path, timeout)

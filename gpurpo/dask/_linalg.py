@@ -30,6 +30,7 @@ from gpurpo.backend import check_random_state
 from gpurpo.linalg._operators import check_n_components, check_n_iter
 from gpurpo.linalg._qr import NORMALIZERS, normalize_block
 from gpurpo.linalg.cssp import METHODS, default_max_trials, select_columns
+from gpurpo.linalg.randomized import _flip_signs
 
 __all__ = [
     "cssp_select",
@@ -134,12 +135,8 @@ def _randomized_svd(
     BT = _t_times(A, Q)
     W, R = np.linalg.qr(BT)
     Ur, s, Vrt = np.linalg.svd(R)
-    Vt = (W @ Ur[:, :k]).T
-    pivots = np.argmax(np.abs(Vt), axis=1)
-    signs = np.sign(Vt[np.arange(k), pivots])
-    signs = np.where(signs == 0, 1, signs).astype(Vt.dtype)
-    U = _times(Q, Vrt[:k].T * signs[None, :])
-    return U, s[:k], np.ascontiguousarray(Vt * signs[:, None])
+    U, Vt = _flip_signs(_times(Q, Vrt[:k].T), (W @ Ur[:, :k]).T, np)
+    return U, s[:k], np.ascontiguousarray(Vt)
 
 
 def _common(A: Any, name: str, k: Any, k_name: str, n_oversamples: Any, n_iter: Any,

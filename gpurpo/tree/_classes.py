@@ -496,7 +496,8 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         y : array (n,) of class labels, or 0/1 array or sparse matrix (n, d)
             Single-label classes (one-hot encoded; a column vector (n, 1) is
             ravelled with a DataConversionWarning) or a multi-label indicator
-            matrix (sparse ``y`` gives sparse leaf values).
+            matrix. The leaf values are stored sparse when ``y`` has few
+            nonzeros, whatever its container; outputs keep ``y``'s container.
         sample_weight : array (n,), optional
             Non-negative weights; 0 removes a sample.
 

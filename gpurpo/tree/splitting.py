@@ -40,15 +40,16 @@ from typing import Any
 from gpurpo.backend import Backend
 from gpurpo.tree import kernels
 
+#: Gains also tie within ``TIE_ROUNDING * sum(w ||y||^2)``, the rounding of gains formed
+#: from sums of that size: one constant for the exact kernels and the histogram path.
+from gpurpo.tree._numba._node_split import TIE_ROUNDING
+
 __all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL", "TIE_ROUNDING"]
 
 #: Gains of different features within ``TIE_RTOL`` of the node's impurity
 #: (``sum w ||y - mean||^2``) of the best tie; the first feature in the node's random
 #: visiting order wins, so equal-gain splits are chosen uniformly at random.
 TIE_RTOL = 1e-5
-#: Gains also tie within ``TIE_ROUNDING * sum(w ||y||^2)``, the rounding of gains
-#: formed from sums of that size (the exact kernels' ``TIE_ROUNDING``).
-TIE_ROUNDING = 1e-12
 
 
 @dataclass

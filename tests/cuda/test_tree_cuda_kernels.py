@@ -1143,3 +1143,16 @@ def test_transfers_per_level_on_emulated_cuda(monkeypatch):
                                       device="cuda-emulated").fit(X, Y)
         levels = model.tree_.max_depth + 1
         assert 0 < len(calls) <= 16 * levels, (n, len(calls), levels)
+
+
+def test_cuda_tie_rounding_is_the_cpu_kernels():
+    # the tie tolerance's rounding term is a macro of the CUDA source and a constant of the
+    # numba kernels (and the histogram path): one value
+    import re
+    from pathlib import Path
+
+    from gpurpo.tree.splitting import TIE_ROUNDING
+
+    source = (Path(__file__).resolve().parents[2] / "kernels" / "tree_split_small.cu").read_text()
+    match = re.search(r"#define SPLIT_TIE_ROUNDING (\S+)", source)
+    assert match is not None and float(match.group(1)) == TIE_ROUNDING

@@ -116,8 +116,9 @@ class _ForestClassifierMixin(ClassifierMixin):
             Inputs; NaN marks missing values.
         y : array (n,) of class labels, or 0/1 array or sparse matrix (n, d)
             Single-label classes (one-hot encoded internally) or a multi-label
-            indicator matrix (sparse ``y`` gives sparse leaf values and a
-            sparse ``predict``).
+            indicator matrix (sparse ``y`` gives a sparse ``predict``). The leaf
+            values are stored sparse when ``y`` has few nonzeros, whatever its
+            container (:func:`gpurpo.tree.leaves.relabelling_outputs`).
         sample_weight : array (n,), optional
             Non-negative weights. With ``bootstrap=True`` each tree draws its rows
             with probabilities proportional to them and is grown on the draw

@@ -1,4 +1,4 @@
-"""Where the GPU time of a fit goes: host profile and per-kernel device times.
+"""Where the GPU time of a fit goes: host profile and the GPU time of each kernel.
 
 Run on a machine with an NVIDIA GPU, from the source tree::
 
@@ -16,7 +16,7 @@ fit that compiles and loads the kernels:
   waits for it (``Backend.to_host``, ``int()`` of device scalars);
 * when PyTorch is installed, a device profile through ``torch.profiler``
   (CUPTI records every kernel of the process, CuPy's included): kernels by
-  total device time, with launch counts, and the total device time against
+  total GPU time, with launch counts, and the total GPU time against
   the wall time (a small ratio means launch and host overhead dominate);
 * the histogram-kernel variants of ``bench/gpu_histogram_variants.cu``
   timed against the library kernel on large nodes (their sums checked against
@@ -76,7 +76,7 @@ def host_profile(fit: Callable[[], Any], rows: int = 30) -> tuple[float, str]:
 
 
 def device_profile(fit: Callable[[], Any], rows: int = 25) -> str:
-    """Per-kernel device times of ``fit()`` through torch.profiler, if present."""
+    """Per-kernel GPU kernel times of ``fit()`` through torch.profiler, if present."""
     try:
         import torch
         from torch.profiler import ProfilerActivity, profile
@@ -107,7 +107,7 @@ def device_profile(fit: Callable[[], Any], rows: int = 25) -> str:
             break
         except Exception:  # older/newer torch names the column differently
             continue
-    return (f"wall under the profiler {wall:.2f} s; device time of all kernels and copies "
+    return (f"wall under the profiler {wall:.2f} s; GPU time of all kernels and copies "
             f"{total_us / 1e6:.2f} s in {kernels} launches "
             f"({100 * total_us / 1e6 / wall:.0f} % of the wall time)\n\n```\n{table}\n```\n")
 

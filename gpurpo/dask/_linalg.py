@@ -30,11 +30,15 @@ from gpurpo.backend import check_random_state
 from gpurpo.linalg._operators import check_n_components, check_n_iter
 from gpurpo.linalg._qr import NORMALIZERS, normalize_block
 from gpurpo.linalg.cssp import METHODS, default_max_trials, select_columns
+from gpurpo.linalg.pca import PCAResult
 from gpurpo.linalg.randomized import _flip_signs
 
 __all__ = [
+    "column_means",
     "cssp_select",
     "leverage_scores",
+    "plst",
+    "randomized_pca",
     "randomized_range_finder",
     "randomized_svd",
 ]
@@ -75,27 +79,53 @@ def _check_tall(A: Any, name: str) -> da.Array:
     return A
 
 
-def _times(A: da.Array, M: np.ndarray) -> da.Array:
-    """``A M`` for the row-split ``A`` and a small ``n x l`` ``M``: one product per row block.
+def _times(A: da.Array, M: np.ndarray, mean: np.ndarray | None = None) -> da.Array:
+    """``C M`` for the row-split ``C = A - 1 mean^T`` and a small ``n x l`` ``M``.
 
-    Works for NumPy and SciPy-sparse blocks alike (a sparse block times a dense
-    matrix is dense).
+    One product per row block; ``C`` is never formed (``C M = A M - 1 (mean^T M)``,
+    as :func:`gpurpo.linalg.centered`). Works for NumPy and SciPy-sparse blocks
+    alike (a sparse block times a dense matrix is dense).
     """
     dtype = np.result_type(A.dtype, M.dtype)
+    shift = None if mean is None else np.asarray(mean @ M, dtype=dtype)[None, :]
+
+    def block_times(block: Any) -> np.ndarray:
+        out = np.asarray(block @ M, dtype=dtype)
+        return out if shift is None else out - shift
+
     return A.map_blocks(
-        lambda block: np.asarray(block @ M, dtype=dtype), chunks=(A.chunks[0], (M.shape[1],)), dtype=dtype,
+        block_times, chunks=(A.chunks[0], (M.shape[1],)), dtype=dtype,
         meta=np.empty((0, 0), dtype=dtype),
     )
 
 
-def _t_times(A: da.Array, Q: da.Array) -> np.ndarray:
-    """``A^T Q`` (n x l) on the client: the sum over row blocks of ``A_i^T Q_i``."""
+def _t_times(A: da.Array, Q: da.Array, mean: np.ndarray | None = None) -> np.ndarray:
+    """``C^T Q`` (n x l) on the client for ``C = A - 1 mean^T``.
+
+    The sum over row blocks of ``A_i^T Q_i``, less ``mean (1^T Q)`` when centred.
+    """
     Q = Q.rechunk((A.chunks[0], -1))
     terms = [
-        dask.delayed(lambda block, q: np.asarray(block.T @ q))(block, q)
+        dask.delayed(lambda block, q: (np.asarray(block.T @ q), q.sum(axis=0)))(block, q)
         for block, q in zip(A.to_delayed().ravel(), Q.to_delayed().ravel())
     ]
-    return np.asarray(dask.delayed(sum)(terms).compute())
+    products, column_sums = zip(*dask.compute(*terms))
+    out = np.asarray(sum(products))
+    if mean is not None:
+        out = out - np.outer(mean, sum(column_sums)).astype(out.dtype)
+    return out
+
+
+def column_means(A: da.Array) -> np.ndarray:
+    """Mean of each column of the row-split ``A`` (n,), in ``A``'s dtype, on the client.
+
+    Partial sums per row block in float64 (sparse blocks without densifying).
+    """
+    terms = [
+        dask.delayed(lambda block: np.asarray(block.sum(axis=0), dtype=np.float64).ravel())(block)
+        for block in A.to_delayed().ravel()
+    ]
+    return (sum(dask.compute(*terms)) / int(A.shape[0])).astype(A.dtype)
 
 
 def _orthonormal_rows_basis(Y: da.Array) -> da.Array:
@@ -105,34 +135,37 @@ def _orthonormal_rows_basis(Y: da.Array) -> da.Array:
     return da.linalg.tsqr(Y)[0]
 
 
-def _range_finder(A: da.Array, size: int, n_iter: int, rng: np.random.Generator, normalizer: str) -> da.Array:
-    """HMT Algorithm 4.4 on the row-split ``A``: ``Q`` (m, size) as a Dask array.
+def _range_finder(A: da.Array, size: int, n_iter: int, rng: np.random.Generator, normalizer: str,
+                  mean: np.ndarray | None = None) -> da.Array:
+    """HMT Algorithm 4.4 on the row-split ``A`` (centred by ``mean`` if given): ``Q`` (m, size).
 
     The factorisations inside the loop only need a well-conditioned basis of
     the same span: the tall ones by TSQR, the ``n x size`` ones on the client
     (:func:`gpurpo.linalg._qr.normalize_block`).
     """
     omega = rng.standard_normal((int(A.shape[1]), size), dtype=A.dtype)
-    Y = _times(A, omega)
+    Y = _times(A, omega, mean)
     for _ in range(n_iter):
         Q = Y if normalizer == "none" else _orthonormal_rows_basis(Y)
-        Z = normalize_block(_t_times(A, Q), np, normalizer)
-        Y = _times(A, Z)
+        Z = normalize_block(_t_times(A, Q, mean), np, normalizer)
+        Y = _times(A, Z, mean)
     return _orthonormal_rows_basis(Y)
 
 
 def _randomized_svd(
-    A: da.Array, k: int, n_oversamples: int, n_iter: int, rng: np.random.Generator, normalizer: str
+    A: da.Array, k: int, n_oversamples: int, n_iter: int, rng: np.random.Generator, normalizer: str,
+    mean: np.ndarray | None = None,
 ) -> tuple[da.Array, np.ndarray, np.ndarray]:
     """Stage A (:func:`_range_finder`) and HMT Algorithm 5.1 with ``l = min(k + p, n)``.
 
-    ``B^T = A^T Q`` (n x l) comes to the client, ``B^T = W R``, ``R = U_r S V_r^T``
-    and ``U = Q V_r``, ``Vt = (W U_r)^T``; signs as :func:`gpurpo.linalg.randomized_svd`
-    (the largest-magnitude entry of each row of ``Vt`` positive).
+    ``B^T = C^T Q`` (n x l, ``C = A - 1 mean^T`` or ``A``) comes to the client,
+    ``B^T = W R``, ``R = U_r S V_r^T`` and ``U = Q V_r``, ``Vt = (W U_r)^T``;
+    signs as :func:`gpurpo.linalg.randomized_svd` (the largest-magnitude entry
+    of each row of ``Vt`` positive).
     """
     size = min(k + n_oversamples, int(A.shape[1]))
-    Q = _range_finder(A, size, n_iter, rng, normalizer)
-    BT = _t_times(A, Q)
+    Q = _range_finder(A, size, n_iter, rng, normalizer, mean)
+    BT = _t_times(A, Q, mean)
     W, R = np.linalg.qr(BT)
     Ur, s, Vrt = np.linalg.svd(R)
     U, Vt = _flip_signs(_times(Q, Vrt[:k].T), (W @ Ur[:, :k]).T, np)
@@ -260,3 +293,62 @@ def cssp_select(
     rng = check_random_state(random_state)
     Vt = _randomized_svd(Y, k, p, q, rng, normalizer)[2]
     return select_columns(Vt, k, method, rng, max_trials)
+
+
+def _pca(A: Any, name: str, n_components: Any, n_oversamples: Any, n_iter: Any, random_state: Any,
+         normalizer: Any) -> PCAResult:
+    A, k, p, q, normalizer = _common(A, name, n_components, "n_components", n_oversamples, n_iter,
+                                     normalizer)
+    if int(A.shape[0]) < 2:
+        raise ValueError(f"{name} must have at least 2 rows for PCA, got shape {A.shape}")
+    mean = column_means(A)
+    _, s, Vt = _randomized_svd(A, k, p, q, check_random_state(random_state), normalizer, mean)
+    return PCAResult(Vt, s * s / (int(A.shape[0]) - 1), mean)
+
+
+def randomized_pca(
+    A: Any,
+    n_components: int,
+    n_oversamples: int = 10,
+    n_iter: int | str = "auto",
+    random_state: Any = None,
+    power_iteration_normalizer: str = "QR",
+) -> PCAResult:
+    """PCA of the tall Dask array ``A`` by randomized SVD of the implicitly centred matrix.
+
+    :func:`gpurpo.linalg.randomized_pca` with ``A`` split by rows: the column
+    means are summed over the row blocks, and ``C = A - 1 mu^T`` is never formed
+    (each block product is shifted by ``mu^T M`` and each ``C^T Q`` by
+    ``mu (1^T Q)``), so sparse blocks stay sparse.
+
+    Returns
+    -------
+    PCAResult
+        ``(components, explained_variance, mean)``, NumPy arrays of shapes
+        ``(k, n)``, ``(k,)`` and ``(n,)``.
+    """
+    return _pca(A, "A", n_components, n_oversamples, n_iter, random_state, power_iteration_normalizer)
+
+
+def plst(
+    Y: Any,
+    n_components: int,
+    n_oversamples: int = 10,
+    n_iter: int | str = "auto",
+    random_state: Any = None,
+    power_iteration_normalizer: str = "QR",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Principal label space transformation (Tai & Lin 2012) of the tall Dask label matrix ``Y``.
+
+    :func:`gpurpo.linalg.plst` with ``Y`` split by rows (:func:`randomized_pca`).
+
+    Returns
+    -------
+    components : ndarray, shape (k, d)
+        ``V_k^T``, orthonormal rows.
+    mean : ndarray, shape (d,)
+        The mean label vector.
+    """
+    result = _pca(Y, "Y", n_components, n_oversamples, n_iter, random_state,
+                  power_iteration_normalizer)
+    return result.components, result.mean

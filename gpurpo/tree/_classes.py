@@ -36,6 +36,7 @@ from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.leaves import leaf_values, relabelling_outputs
 from gpurpo.tree.predictor import Tree, apply_trees_block
+from gpurpo.tree.thresholds import refine_thresholds
 
 __all__ = ["DecisionTreeRegressor", "DecisionTreeClassifier"]
 
@@ -233,6 +234,9 @@ class _BaseTree(BaseEstimator):
         grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         result = grow(binned, targets[:, None, :], weights, params, rng, backend)
         structure = result.structures[0]
+        if params.splitter == "best":
+            # the node-local midpoint of the neighbouring values (gpurpo.tree.thresholds)
+            refine_thresholds(result.structures, X, weights, backend)
         # the leaves' storage follows the outputs' density, not their container
         self._sparse_y = backend.issparse(Y)
         Y_leaves, storage = relabelling_outputs(Y, backend)

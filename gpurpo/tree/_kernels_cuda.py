@@ -630,15 +630,15 @@ def apply_trees_csr(backend: Backend, indptr: Any, indices: Any, data: Any, *nod
 
 
 def _launch_per_row_and_tree(backend: Backend, name: str, n: int, nodes: tuple,
-                             args: tuple) -> None:
-    """Launch ``name`` of tree_predict.cu over the n x T (row, tree) work items, its
+                             args: tuple, source: str = "tree_predict.cu") -> None:
+    """Launch ``name`` of ``source`` over the n x T (row, tree) work items, its
     arguments ``args`` followed by T (``nodes[5]`` holds the T roots)."""
     n_trees = int(nodes[5].shape[0])
     if n * n_trees == 0:
         return
     attrs = backend.device_attributes()
     block = _block_size(attrs, ELEMENTWISE_BLOCK)
-    kernel = backend.load_module("tree_predict.cu").get_function(name)
+    kernel = backend.load_module(source).get_function(name)
     kernel((_grid(n * n_trees, block, attrs),), (block,), (*args, _i32(n_trees)))
 
 
@@ -675,3 +675,53 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, indptr: Any, indices: Any, 
     )
     if copied:
         out[...] = target
+
+
+# --------------------------------------------------------------------------
+# node-local thresholds
+# --------------------------------------------------------------------------
+
+_SIGN = np.uint64(1 << 63)
+
+
+def _order_keys(backend: Backend, values: Any) -> Any:
+    """uint64 keys whose unsigned order is the numeric order of the float64 ``values``."""
+    xp = backend.xp
+    bits = xp.ascontiguousarray(values, dtype=xp.float64).view(xp.uint64)
+    return xp.where(bits >= _SIGN, ~bits, bits | _SIGN)
+
+
+def _from_order_keys(backend: Backend, keys: Any, out: Any) -> None:
+    """Inverse of :func:`_order_keys`, written into the float64 ``out``."""
+    xp = backend.xp
+    out[...] = xp.where(keys >= _SIGN, keys ^ _SIGN, ~keys).view(xp.float64)
+
+
+def _neighbour_values(backend: Backend, name: str, n: int, data: tuple, weights: Any,
+                      nodes: tuple, low: Any, high: Any, extra: tuple) -> None:
+    low_keys = _order_keys(backend, low)
+    high_keys = _order_keys(backend, high)
+    _launch_per_row_and_tree(backend, name, n, nodes,
+                             (*data, weights, *nodes, low_keys, high_keys, *extra),
+                             source="tree_thresholds.cu")
+    _from_order_keys(backend, low_keys, low)
+    _from_order_keys(backend, high_keys, high)
+
+
+def neighbour_values(backend: Backend, X: Any, weights: Any, *args: Any) -> None:
+    """``tree_neighbour_values``: one thread per (row, tree), atomic max/min on order keys.
+    ``args``: feature, threshold, missing_left, left, right, roots, low, high."""
+    n, p = (int(s) for s in X.shape)
+    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(X.dtype))
+    if suffix is None:
+        raise TypeError(f"X must be float32 or float64, got {X.dtype}")
+    _neighbour_values(backend, f"tree_neighbour_values_{suffix}", n, (X,), weights, args[:6],
+                      args[6], args[7], (_i64(n), _i64(p)))
+
+
+def neighbour_values_csr(backend: Backend, indptr: Any, indices: Any, data: Any, weights: Any,
+                         *args: Any) -> None:
+    """``tree_neighbour_values_csr``: as :func:`neighbour_values` for a CSR X."""
+    n = int(indptr.shape[0]) - 1
+    _neighbour_values(backend, "tree_neighbour_values_csr", n, (indptr, indices, data), weights,
+                      args[:6], args[6], args[7], (_i64(n),))

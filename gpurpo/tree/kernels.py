@@ -284,6 +284,20 @@ Kernel contracts
     As above with values in CSR form: indptr (L + 1,) and indices int64 (the
     numba kernel also takes int32, SciPy's usual index type, without a copy),
     data float64.
+
+``tree_neighbour_values(X, weights, feature, threshold, missing_left, left, right, roots, low, high)``
+    X            float32|float64 (n, p) C order, raw training inputs, NaN = missing
+    weights      float32 (T, n)        training weight of row i in tree t; rows of
+                                       weight 0 are skipped
+    feature ... roots                  the packed trees, as in ``tree_apply``
+    low          float64 (N,)          ACCUMULATED: max of ``low[g]`` and the values of
+                                       internal node g's feature among the rows it sends left
+    high         float64 (N,)          ACCUMULATED: min of ``high[g]`` and the values among
+                                       the rows it sends right
+    One work item per (row, tree); NaN values are not recorded.
+
+``tree_neighbour_values_csr(indptr, indices, data, weights, feature, ..., roots, low, high)``
+    ``tree_neighbour_values`` of a canonical CSR X (as ``tree_apply_csr``).
 """
 
 from __future__ import annotations
@@ -305,6 +319,7 @@ from gpurpo.tree._numba import (
     tree_predict,
     tree_score,
     tree_split_small,
+    tree_thresholds,
 )
 from gpurpo.tree.binning import _code_tables, _sparse
 
@@ -321,6 +336,7 @@ __all__ = [
     "accumulate_leaves_dense",
     "accumulate_leaves_csr",
     "apply_trees",
+    "neighbour_values",
     "sum_leaves_dense",
     "sum_leaves_csr",
 ]
@@ -338,6 +354,8 @@ KERNEL_NAMES = (
     "tree_accumulate_leaves_csr",
     "tree_apply",
     "tree_apply_csr",
+    "tree_neighbour_values",
+    "tree_neighbour_values_csr",
     "tree_sum_leaves_dense",
     "tree_sum_leaves_csr",
 )
@@ -368,6 +386,9 @@ register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leave
 register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
 register_kernel("tree_apply", cpu=tree_predict.apply_trees, cuda=_cuda.apply_trees)
 register_kernel("tree_apply_csr", cpu=tree_predict.apply_trees_csr, cuda=_cuda.apply_trees_csr)
+register_kernel("tree_neighbour_values", cpu=tree_thresholds.neighbour_values, cuda=_cuda.neighbour_values)
+register_kernel("tree_neighbour_values_csr", cpu=tree_thresholds.neighbour_values_csr,
+                cuda=_cuda.neighbour_values_csr)
 register_kernel("tree_sum_leaves_dense", cpu=tree_predict.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
 register_kernel("tree_sum_leaves_csr", cpu=tree_predict.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
 
@@ -1021,6 +1042,45 @@ def apply_trees(
         X, *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
     )
     return out
+
+
+def neighbour_values(
+    backend: Backend,
+    X: Any,
+    weights: Any,
+    feature: Any,
+    threshold: Any,
+    missing_left: Any,
+    left: Any,
+    right: Any,
+    roots: Any,
+) -> tuple[Any, Any]:
+    """Largest value sent left and smallest sent right at every node: float64 (N,) each.
+
+    ``weights`` (T, n) float32 marks each tree's training rows (nonzero);
+    nodes no row reaches on a side keep ``-inf`` / ``+inf``. A sparse ``X``
+    goes through ``tree_neighbour_values_csr`` without being densified.
+    """
+    xp = backend.xp
+    n_nodes = int(feature.shape[0])
+    low = xp.full(n_nodes, -np.inf, dtype=xp.float64)
+    high = xp.full(n_nodes, np.inf, dtype=xp.float64)
+    weights = _c(backend, weights, xp.float32)
+    nodes = _traversal(backend, feature, threshold, missing_left, left, right, roots)
+    if backend.issparse(X):
+        X = _sparse.canonical_csr(X)
+        if X.shape[0]:
+            backend.kernel("tree_neighbour_values_csr")(
+                _c(backend, X.indptr, xp.int64), _c(backend, X.indices, xp.int32),
+                _c(backend, X.data, xp.float64), weights, *nodes, low, high,
+            )
+        return low, high
+    X = xp.ascontiguousarray(X)
+    if X.dtype not in (xp.float32, xp.float64):
+        X = X.astype(xp.float64)
+    if X.shape[0]:
+        backend.kernel("tree_neighbour_values")(X, weights, *nodes, low, high)
+    return low, high
 
 
 def _traversal(backend: Backend, feature: Any, threshold: Any, missing_left: Any, left: Any,

@@ -1122,7 +1122,8 @@ def test_cuda_growth_uses_the_subtree_kernel_by_default(monkeypatch):
 
 def test_transfers_per_level_on_emulated_cuda(monkeypatch):
     # the growers' explicit device->host copies (Backend.to_host) on the CUDA code path,
-    # counted without a GPU; the subtree kernel's outputs come back in one copy
+    # counted without a GPU; the subtree kernel's outputs come back in one copy, the
+    # values beside every split (gpurpo.tree.thresholds) in one more
     import gpurpo.backend as gb
     from gpurpo.tree import DecisionTreeRegressor
 
@@ -1142,7 +1143,8 @@ def test_transfers_per_level_on_emulated_cuda(monkeypatch):
         model = DecisionTreeRegressor(max_depth=depth, random_state=0,
                                       device="cuda-emulated").fit(X, Y)
         levels = model.tree_.max_depth + 1
-        assert 0 < len(calls) <= 16 * levels, (n, len(calls), levels)
+        # at most 16 per level, plus one per fit for the node-local thresholds
+        assert 0 < len(calls) <= 16 * levels + 1, (n, len(calls), levels)
 
 
 def test_cuda_tie_rounding_is_the_cpu_kernels():

@@ -98,6 +98,7 @@ from gpurpo.tree import (
 from gpurpo.tree.binning import check_max_bins
 from gpurpo.tree.leaf_sums import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
+from gpurpo.tree.thresholds import refine_thresholds
 
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
 
@@ -409,6 +410,9 @@ class BaseForest(BaseEstimator):
                 targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
                 result = grow(binned, targets, weights, params, rng, backend, root_seeds[b0:b1])
                 del targets
+                if params.splitter == "best":
+                    # node-local midpoints between the neighbouring values (scikit-learn's rule)
+                    refine_thresholds(result.structures, X, weights, backend)
                 leaves = [
                     leaf_values(
                         Y_leaves,

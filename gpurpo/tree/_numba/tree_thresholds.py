@@ -1,0 +1,71 @@
+"""numba twin of ``kernels/tree_thresholds.cu``: the values on each side of every split.
+
+For each internal node of a batch of grown trees, the largest value of its
+feature among the training rows sent left and the smallest among those sent
+right (rows of zero weight in a tree are not in its sample). The trees'
+nodes are disjoint, so trees run in parallel and each walks its rows in turn.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(inline="always", cache=True)
+def _record(x, node, threshold, missing_left, left, right, low, high):
+    """Record ``x`` on its side of internal ``node`` and return the child it goes to."""
+    if np.isnan(x):
+        return left[node] if missing_left[node] != 0 else right[node]
+    if x <= threshold[node]:
+        if x > low[node]:
+            low[node] = x
+        return left[node]
+    if x < high[node]:
+        high[node] = x
+    return right[node]
+
+
+@njit(parallel=True, cache=True)
+def neighbour_values(X, weights, feature, threshold, missing_left, left, right, roots, low, high):
+    n = X.shape[0]
+    for t in prange(roots.shape[0]):
+        for i in range(n):
+            if weights[t, i] <= 0:
+                continue
+            node = roots[t]
+            while feature[node] >= 0:
+                node = _record(np.float64(X[i, feature[node]]), node, threshold, missing_left,
+                               left, right, low, high)
+
+
+@njit(inline="always", cache=True)
+def _stored_value(indices, data, start, stop, column):
+    """``X[i, column]`` of a CSR row with increasing indices in ``[start, stop)``, 0.0 when absent."""
+    lo = start
+    hi = stop
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if indices[mid] < column:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < stop and indices[lo] == column:
+        return np.float64(data[lo])
+    return 0.0
+
+
+@njit(parallel=True, cache=True)
+def neighbour_values_csr(indptr, indices, data, weights, feature, threshold, missing_left, left,
+                         right, roots, low, high):
+    n = indptr.shape[0] - 1
+    for t in prange(roots.shape[0]):
+        for i in range(n):
+            if weights[t, i] <= 0:
+                continue
+            start = indptr[i]
+            stop = indptr[i + 1]
+            node = roots[t]
+            while feature[node] >= 0:
+                x = _stored_value(indices, data, start, stop, feature[node])
+                node = _record(x, node, threshold, missing_left, left, right, low, high)

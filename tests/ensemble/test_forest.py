@@ -738,12 +738,12 @@ def test_the_grower_refuses_a_tree_without_positive_weight():
 
 
 def test_out_of_memory_says_what_to_lower(monkeypatch):
-    import gpurpo.ensemble.forest._base as base
+    import gpurpo.ensemble.forest._growth as growth
 
     def no_memory(*args, **kwargs):
         raise MemoryError("simulated allocation failure")
 
-    monkeypatch.setattr(base, "grow_trees", no_memory)
+    monkeypatch.setattr(growth, "grow_trees", no_memory)
     X, Y = _regression(seed=24, n=50)
     with pytest.raises(MemoryError, match="lower batch_size.*batch had 3 trees") as info:
         RandomForestRegressor(n_estimators=6, batch_size=3, random_state=0).fit(X, Y)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -66,16 +65,12 @@ from gpurpo.backend import (
 )
 from gpurpo.ensemble.forest._batches import (
     bootstrap_indices,
-    grows_batches_in_parallel,
+    forest_batches,
     n_bootstrap_samples,
-    numba_thread_count,
     numba_threads,
-    out_of_memory_error,
-    resolve_batch_size,
     resolve_n_jobs,
-    tree_batches,
-    tree_bytes,
 )
+from gpurpo.ensemble.forest._growth import TreeGrowth
 from gpurpo.ensemble.forest._predict import TreeChunk, chunk_leaf_rows, sparse_oob_mean
 from gpurpo.ensemble.forest._projection import ProjectionPlan
 from gpurpo.ensemble.forest._warm_start import (
@@ -89,16 +84,12 @@ from gpurpo.ensemble.forest._warm_start import (
 from gpurpo.tree import (
     BinMapper,
     GrowthParams,
-    grow_tree_best_first,
-    grow_trees,
-    leaf_values,
     n_candidate_features,
     relabelling_outputs,
 )
 from gpurpo.tree.binning import check_max_bins
 from gpurpo.tree.leaf_sums import leaf_sums_csr, prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.predictor import Tree, apply_trees_block, row_blocks
-from gpurpo.tree.thresholds import refine_thresholds
 
 __all__ = ["BaseForest", "OOB_MAX_BYTES"]
 
@@ -358,19 +349,9 @@ class BaseForest(BaseEstimator):
         Y_leaves, leaf_storage = relabelling_outputs(Y, backend)
         Y_targets = Y_leaves if Y_leaves.dtype == xp.float32 else Y_leaves.astype(xp.float32)
         leaf_bytes = 12 * int(Y_leaves.nnz) if backend.issparse(Y_leaves) else 8 * d * in_bag
-        threads = resolve_n_jobs(self.n_jobs)
-        if threads is None:
-            threads = numba_thread_count()
-        tree_parallel = grows_batches_in_parallel(backend, max(n_new, 1), threads)
-        batch = resolve_batch_size(
-            self.batch_size, max(n_new, 1), tree_bytes(n, m, leaf_bytes), backend,
-            n_threads=threads if tree_parallel else 1,
+        batch, batches, workers = forest_batches(
+            self.batch_size, n_old, n_new, n, m, leaf_bytes, backend, self.n_jobs
         )
-        # "auto" batches are dealt evenly over the threads; an int is the size asked for
-        even_over = threads if tree_parallel and isinstance(self.batch_size, str) else 1
-        batches = [(n_old + b0, n_old + b1) for b0, b1 in tree_batches(n_new, batch, even_over)]
-        workers = min(threads, len(batches)) if tree_parallel else 1
-        grow = grow_tree_best_first if params.max_leaf_nodes is not None else grow_trees
         # Out-of-bag predictions: a dense (n, d) float64 sum, or, where that would exceed
         # OOB_MAX_BYTES for sparse outputs on the CPU, the sums of each row's leaf entries
         # over its out-of-bag trees once every tree is grown (gpurpo.tree.leaf_sums)
@@ -389,45 +370,11 @@ class BaseForest(BaseEstimator):
         oob_count = np.zeros(n, dtype=np.int64)
         in_bag = np.zeros((n_trees, n), dtype=bool) if sparse_oob else None
         sampling = Sampling(n_old, n_trees, n, n_draws, draw_p, bool(self.bootstrap))
-
-        def grow_batch(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
-            batch_start = time.perf_counter()
-            counts = draw_counts(sampling, seeds[b0:b1, 0])
-            # with bootstrap (or no sample weights) the weights are the draw counts, exact
-            # in float32; without bootstrap they are the sample weights, and the leaves
-            # average with their float64 values (as the single tree does)
-            drawn = sw is None or self.bootstrap
-            w_host = counts if drawn else counts * sw[None, :]
-            unit = sw is None and not self.bootstrap
-            weights = None if unit else backend.asarray(w_host.astype(np.float32))
-            leaf_weights = weights if drawn else backend.asarray(w_host)
-            if self.verbose > 1:
-                tqdm.write(
-                    f"[{type(self).__name__}] growing trees {b0 + 1}-{b1} of {n_trees} "
-                    f"together on m={m} outputs"
-                )
-            try:
-                targets = plan.targets(Y_targets, seeds[b0:b1, 1], backend)
-                result = grow(binned, targets, weights, params, rng, backend, root_seeds[b0:b1])
-                del targets
-                if params.splitter == "best":
-                    # node-local midpoints between the neighbouring values (scikit-learn's rule)
-                    refine_thresholds(result.structures, X, weights, backend)
-                leaves = [
-                    leaf_values(
-                        Y_leaves,
-                        result.leaf_of_sample[t],
-                        None if leaf_weights is None else leaf_weights[t],
-                        s.n_leaves,
-                        backend,
-                        leaf_storage,
-                    )
-                    for t, s in enumerate(result.structures)
-                ]
-                chunk = TreeChunk(result.structures, leaves, backend)
-            except MemoryError as exc:
-                raise out_of_memory_error(exc, backend, b1 - b0, n, m, d) from exc
-            return chunk, counts, time.perf_counter() - batch_start
+        growth = TreeGrowth(
+            binned, Y_leaves, Y_targets, leaf_storage, sw, bool(self.bootstrap), sampling,
+            seeds, root_seeds, plan, params, backend, rng, type(self).__name__, self.verbose, X,
+        )
+        grow_batch = growth.grow
 
         def grow_batch_serially(b0: int, b1: int) -> tuple[TreeChunk, np.ndarray, float]:
             with serial_cpu_kernels():
@@ -482,24 +429,38 @@ class BaseForest(BaseEstimator):
         plan.clear()
         if n_new > 0:
             samplings.append(sampling)
-        self._chunks = chunks
-        self._plan = plan
-        self._seeds = seeds
-        self._sampling_records = samplings
-        self._n_trees = n_trees
-        self._estimators_cache = None
-        self._backend_name = backend.name
-        if not warm:
-            self._warm_fixed = {name: param_key(getattr(self, name)) for name in WARM_FIXED}
-        self.bin_mapper_ = mapper
-        self.n_outputs_ = d
-        self.n_projected_outputs_ = int(m)
-        self.projection_ = plan.shared_components
-        self.batch_size_ = int(batch)
+        self._set_fitted(chunks, plan, seeds, samplings, mapper, d, int(batch), backend.name,
+                         fixed_now=not warm)
         self._oob_raw = None
         if want_oob:
             self._oob_raw = (oob_mean, oob_count, True) if sparse_oob else (oob_sum, oob_count,
                                                                              False)
+
+    def _set_fitted(
+        self, chunks: list[TreeChunk], plan: ProjectionPlan, seeds: np.ndarray,
+        samplings: list[Sampling], mapper: BinMapper, n_outputs: int, batch: int,
+        backend_name: str, fixed_now: bool,
+    ) -> None:
+        """Set the fitted attributes shared by every forest from its grown trees.
+
+        ``seeds``: every tree's (bootstrap, projection) seeds; ``samplings``: how
+        each fit call's trees drew their rows; ``fixed_now``: record the
+        parameters the trees share (a first fit, not a warm start).
+        """
+        self._chunks = chunks
+        self._plan = plan
+        self._seeds = seeds
+        self._sampling_records = samplings
+        self._n_trees = int(seeds.shape[0])
+        self._estimators_cache = None
+        self._backend_name = backend_name
+        if fixed_now:
+            self._warm_fixed = {name: param_key(getattr(self, name)) for name in WARM_FIXED}
+        self.bin_mapper_ = mapper
+        self.n_outputs_ = int(n_outputs)
+        self.n_projected_outputs_ = int(plan.n_components)
+        self.projection_ = plan.shared_components
+        self.batch_size_ = int(batch)
 
     def _samplings(self) -> list[Sampling]:
         """How each fit call's trees drew their rows, in tree order."""

@@ -42,6 +42,7 @@ __all__ = [
     "batch_budget_bytes",
     "resolve_batch_size",
     "tree_batches",
+    "forest_batches",
     "bootstrap_counts",
     "bootstrap_indices",
     "n_bootstrap_samples",
@@ -163,6 +164,37 @@ def grows_batches_in_parallel(backend: Backend, n_trees: int, threads: int) -> b
     lack of trees).
     """
     return backend.name == "numpy" and threads > 1 and 2 * int(n_trees) >= threads
+
+
+def forest_batches(
+    batch_size: Any, n_old: int, n_new: int, n_samples: int, n_components: int,
+    leaf_bytes: int, backend: Backend, n_jobs: Any,
+) -> tuple[int, list[tuple[int, int]], int]:
+    """How a fit grows its new trees ``n_old`` to ``n_old + n_new - 1``.
+
+    Returns
+    -------
+    batch : int
+        The batch size (:func:`resolve_batch_size`, on the threads of ``n_jobs``).
+    batches : list of (int, int)
+        The ranges of trees grown together (:func:`tree_batches`; ``"auto"``
+        batches are dealt evenly over the threads when batches grow in
+        parallel, an int is the size asked for).
+    workers : int
+        How many batches grow at once (:func:`grows_batches_in_parallel`).
+    """
+    threads = resolve_n_jobs(n_jobs)
+    if threads is None:
+        threads = numba_thread_count()
+    tree_parallel = grows_batches_in_parallel(backend, max(n_new, 1), threads)
+    batch = resolve_batch_size(
+        batch_size, max(n_new, 1), tree_bytes(n_samples, n_components, leaf_bytes), backend,
+        n_threads=threads if tree_parallel else 1,
+    )
+    even_over = threads if tree_parallel and isinstance(batch_size, str) else 1
+    batches = [(n_old + b0, n_old + b1) for b0, b1 in tree_batches(n_new, batch, even_over)]
+    workers = min(threads, len(batches)) if tree_parallel else 1
+    return batch, batches, workers
 
 
 def numba_thread_count() -> int:

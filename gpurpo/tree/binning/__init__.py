@@ -49,6 +49,7 @@ from gpurpo.tree.binning._mapper import (
     check_max_bins,
 )
 from gpurpo.tree.binning._sparse import canonical_csc, canonical_csr
+from gpurpo.tree.binning._stack import stack_binned
 
 __all__ = [
     "BinMapper",
@@ -58,4 +59,5 @@ __all__ = [
     "canonical_csc",
     "canonical_csr",
     "check_max_bins",
+    "stack_binned",
 ]

@@ -380,12 +380,15 @@ class BinMapper:
 
     def _binned(
         self, codes: Any, backend: Backend, X_sparse: Any = None, n_zero: Any = None,
+        stored: SparseCodes | None = None,
     ) -> BinnedMatrix:
         """The codes with this mapper's bins and edges, on ``backend``.
 
         ``X_sparse``: the sparse X the codes are of, in canonical CSC form.
         ``codes`` None (with ``X_sparse``, NumPy backend): the stored entries
         are binned from their values and the dense codes are not built.
+        ``stored``: the codes of the stored entries of a sparse X when already
+        listed (then neither ``X_sparse`` nor ``codes`` is needed).
         ``n_zero``: each feature's number of codes equal to its code of 0.0,
         when already counted (else counted here).
         """
@@ -395,7 +398,9 @@ class BinMapper:
         edge_values = backend.asarray(edge_values_host)
         edge_ptr = backend.asarray(edge_ptr_host)
         zero_code = zero_codes_ragged(edge_values, edge_ptr, xp)
-        if codes is None:
+        if stored is not None:
+            p, n = self.n_features_in_, int(stored.row_ptr.shape[0]) - 1
+        elif codes is None:
             stored = sparse_codes_of_values(X_sparse, edge_values_host, edge_ptr_host,
                                             self.missing_bin_, zero_code)
             p, n = self.n_features_in_, X_sparse.shape[0]

@@ -1,8 +1,8 @@
-"""gpurpo on Dask: the label-space linear algebra on tall arrays split by rows over workers.
+"""gpurpo on Dask: forests, boosting and label-space linear algebra on arrays split by rows.
 
 Install with ``pip install "gpurpo[dask]"``; gpurpo itself imports without Dask.
-The functions take ``dask.array`` inputs chunked by rows and run on Dask's own
-scheduler (a ``distributed.Client`` when one is active):
+The functions and estimators take ``dask.array`` inputs chunked by rows and run
+on Dask's own scheduler (a ``distributed.Client`` when one is active):
 
 * :func:`randomized_range_finder`, :func:`randomized_svd`,
   :func:`leverage_scores` and :func:`cssp_select`, with the signatures of
@@ -11,7 +11,15 @@ scheduler (a ``distributed.Client`` when one is active):
   implicit centring;
 * the label reducers :class:`PLSTReducer`, :class:`CSSPReducer` and
   :class:`RandomReducer` (:mod:`gpurpo.label_space.reducers` fitted on a tall
-  Dask ``Y``; ``encode``/``decode`` per row block, ``to_local()``).
+  Dask ``Y``; ``encode``/``decode`` per row block, ``to_local()``);
+* :class:`RandomForestRegressor`, :class:`RandomForestClassifier`,
+  :class:`ExtraTreesRegressor` and :class:`ExtraTreesClassifier`, the forests of
+  :mod:`gpurpo.ensemble` with two more parameters, ``client`` and ``data``:
+  ``data="replicate"`` copies the binned inputs to every worker and grows the
+  single-machine forest of the same ``random_state``, tree for tree;
+  ``data="local"`` grows each worker's share of the trees on the rows it holds.
+  :meth:`~RandomForestRegressor.to_local` gives the fitted
+  :mod:`gpurpo.ensemble` forest; ``predict`` runs per block of rows.
 """
 
 from __future__ import annotations
@@ -23,6 +31,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'gpurpo.dask needs Dask: pip install "gpurpo[dask]" (dask[array] and distributed)'
     ) from exc
 
+from gpurpo.dask._forest import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from gpurpo.dask._linalg import (
     cssp_select,
     leverage_scores,
@@ -35,7 +49,11 @@ from gpurpo.dask._reducers import CSSPReducer, PLSTReducer, RandomReducer, make_
 
 __all__ = [
     "CSSPReducer",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
     "PLSTReducer",
+    "RandomForestClassifier",
+    "RandomForestRegressor",
     "RandomReducer",
     "cssp_select",
     "leverage_scores",

@@ -9,19 +9,10 @@ import pytest
 import scipy.sparse as sp
 
 da = pytest.importorskip("dask.array")
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 
 from gpurpo import dask as gdask  # noqa: E402
 from gpurpo import linalg  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
 
 
 def _labels(n=3000, d=60, rank=8, seed=0):

@@ -18,8 +18,10 @@ tree adds its own seeds, drawn up front from ``random_state``
 
    * ``data="replicate"``: every block of ``X`` is binned where it lies,
      the uint8 codes and the outputs are stacked once and copied to every
-     worker, and the ranges are the single-machine batches of trees: the
-     forest is the single-machine forest, tree for tree;
+     worker, and the ranges are groups of the single-machine batches of
+     trees (smaller batches when there are fewer batches than ranges: a
+     tree does not depend on its batch): the forest is the single-machine
+     forest, tree for tree;
    * ``data="local"``: the workers' blocks stay where they are; each
      worker grows its share of the trees (their seeds still from
      ``random_state``) on its own rows, binned with the shared edges, and
@@ -326,7 +328,7 @@ def _doc(local_class: type[BaseForest]) -> str:
         f"{summary.rstrip('.')}, fitted on Dask arrays split by rows.\n"
         f"\n    The estimator of :mod:`gpurpo.ensemble` with the same name, fitted\n"
         f"    by tasks on a Dask cluster (:mod:`gpurpo.dask`).\n{head}"
-        f"\n{_DASK_PARAMETERS}{attributes}"
+        f"{_DASK_PARAMETERS}{attributes}"
     )
 
 

@@ -25,7 +25,7 @@ from gpurpo.dask import _forest_tasks as tasks
 from gpurpo.dask._cluster import Cluster
 from gpurpo.dask._inputs import row_starts
 from gpurpo.ensemble.forest._base import BaseForest
-from gpurpo.ensemble.forest._batches import forest_batches, n_bootstrap_samples
+from gpurpo.ensemble.forest._batches import forest_batches, n_bootstrap_samples, tree_batches
 from gpurpo.ensemble.forest._projection import ProjectionPlan
 from gpurpo.ensemble.forest._warm_start import Sampling
 from gpurpo.tree.binning import BinMapper
@@ -199,7 +199,7 @@ class DistributedFit:
     def _replicate(self, mapper_task: Any, outputs: Any, summary: tuple[int | None, bool],
                    spec: dict[str, Any], params: Any, n_draws: int, d: int,
                    n_trees: int) -> tuple[list[Any], list[Sampling], list[Any], int]:
-        """One growth of every row, on every worker; the single-machine batches."""
+        """One growth of every row, on every worker; ranges of the single-machine batches."""
         n, sw = self.n, self.sw
         nnz = summary[0]
         leaf_bytes = 12 * nnz if nnz is not None else 8 * d * min(n, n_draws)
@@ -216,8 +216,12 @@ class DistributedFit:
             static_task(dict(spec, sample_weight=sw, sampling=sampling, params=params)))
         (growth,) = self.cluster.persist(growth)
         self.cluster.replicate(growth)
-        ranges = [(growth, group, None)
-                  for group in _split(batches, RANGES_PER_WORKER * self.cluster.n_workers)]
+        wanted = RANGES_PER_WORKER * self.cluster.n_workers
+        if len(batches) < wanted:
+            # fewer batches than ranges (large batches on a GPU): smaller batches, one a
+            # range; a tree does not depend on its batch
+            batches = tree_batches(n_trees, -(-n_trees // wanted))
+        ranges = [(growth, group, None) for group in _split(batches, wanted)]
         return [growth], [sampling], ranges, batch
 
     def _local(self, mapper_task: Any, groups: list[tuple[str | None, list[int]]],

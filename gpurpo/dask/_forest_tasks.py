@@ -28,6 +28,7 @@ __all__ = [
     "bin_block",
     "bin_rows",
     "block_classes",
+    "checked_X",
     "fit_mapper",
     "grow_range",
     "make_growth",

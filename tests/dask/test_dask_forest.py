@@ -92,7 +92,8 @@ def test_replicate_single_label_classes_and_sample_weight(client):
     X, Y, X_test = _regression(seed=2)
     y = np.array(["a", "b", "c"])[(Y[:, 0] > 0).astype(int) + (Y[:, 1] > 0.5)]
     w = np.random.default_rng(0).integers(0, 3, size=y.shape[0]).astype(float)
-    kw = dict(n_estimators=5, random_state=11, max_depth=6)
+    # batches of one tree: more batches than ranges, grouped into ranges
+    kw = dict(n_estimators=10, random_state=11, max_depth=6, batch_size=1)
     est = gdask.ExtraTreesClassifier(**kw).fit(_rows(X), _rows(y), sample_weight=_rows(w))
     ref = ensemble.ExtraTreesClassifier(**kw).fit(X, y, sample_weight=w)
     _same_trees(est.to_local(), ref, X_test)

@@ -130,6 +130,10 @@ def test_to_local_pickles_and_predicts_without_dask(client):
     again = pickle.loads(pickle.dumps(est))  # the client is left out
     assert again.client is None
     np.testing.assert_array_equal(again.predict(X_test), local.predict(X_test))
+    # the local forest warm-starts into the single-machine forest with more trees
+    back.set_params(warm_start=True, n_estimators=7).fit(X, Y)
+    ref = ensemble.ExtraTreesRegressor(n_estimators=7, random_state=0).fit(X, Y)
+    np.testing.assert_array_equal(back.predict(X_test), ref.predict(X_test))
 
 
 def test_predictions_on_dask_arrays_are_the_local_ones(client):

@@ -213,7 +213,8 @@ class DistributedFit:
         binned = dask.delayed(tasks.stack_binned_blocks)(mapper_task, self.backend, *parts)
         growth = dask.delayed(tasks.make_growth)(
             binned, outputs,
-            static_task(dict(spec, sample_weight=sw, sampling=sampling, params=params)))
+            static_task(dict(spec, sample_weight=sw, sampling=sampling, params=params)),
+            *self.x_blocks)
         (growth,) = self.cluster.persist(growth)
         self.cluster.replicate(growth)
         wanted = RANGES_PER_WORKER * self.cluster.n_workers
@@ -261,7 +262,8 @@ class DistributedFit:
             growth = dask.delayed(tasks.make_growth)(
                 binned, outputs[g],
                 static_task(dict(spec, sample_weight=sw, sampling=sampling,
-                             params=local._growth_params(n_g, self.p))))
+                             params=local._growth_params(n_g, self.p))),
+                *[self.x_blocks[i] for i in blocks])
             (growth,) = self.cluster.persist(growth, worker=worker)
             growths.append(growth)
             samplings.append(sampling)

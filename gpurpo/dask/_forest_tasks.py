@@ -150,10 +150,20 @@ def outputs_summary(outputs: Outputs, backend: Backend) -> tuple[int | None, boo
     return (int(Y.nnz) if backend.issparse(Y) else None), outputs.sparse
 
 
-def make_growth(binned: BinnedMatrix, outputs: Outputs, spec: dict[str, Any]) -> TreeGrowth:
+def make_growth(binned: BinnedMatrix, outputs: Outputs, spec: dict[str, Any],
+                *x_blocks: Any) -> TreeGrowth:
     """The :class:`TreeGrowth` of the binned rows and their outputs; ``spec`` holds the
-    other fields (seeds, plan, parameters, sampling, ...)."""
-    return TreeGrowth(binned, outputs.Y_leaves, outputs.Y_targets, outputs.leaf_storage, **spec)
+    other fields (seeds, plan, parameters, sampling, ...).
+
+    With a best splitter the growth also keeps the raw rows (the stacked ``x_blocks``):
+    its splits move to the node-local midpoints of their neighbouring values, as on one
+    machine (:func:`gpurpo.tree.thresholds.refine_thresholds`).
+    """
+    X = None
+    if x_blocks and spec["params"].splitter == "best":
+        X = _stack_rows([checked_X(block, spec["backend"]) for block in x_blocks])
+    return TreeGrowth(binned, outputs.Y_leaves, outputs.Y_targets, outputs.leaf_storage, X=X,
+                      **spec)
 
 
 def grow_range(growth: TreeGrowth, batches: list[tuple[int, int]], n_jobs: Any) -> list[TreeChunk]:

@@ -339,11 +339,7 @@ class _Grower:
             self.targets = xp.ascontiguousarray(targets)
         else:
             # Centre the targets of every tree on its weighted mean.
-            safe = xp.where(w_sum > 0, w_sum, 1.0)
-            mean = xp.einsum(
-                "tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64)
-            )
-            mean = mean / safe[:, None]
+            mean = self._target_mean(targets, weights, w_sum)
             self.targets = xp.ascontiguousarray(
                 targets - mean[None, :, :].astype(xp.float32)
             )
@@ -378,6 +374,15 @@ class _Grower:
         )
         self.cache: dict[int, Any] = {}
         self.node_bytes = histogram.histogram_bytes(1, self.k, binned.n_bins, self.channels)
+
+    def _target_mean(self, targets: Any, weights: Any, w_sum: Any) -> Any:
+        """float64 (T, m): every tree's weighted mean of its targets, the centre of growth."""
+        xp = self.xp
+        safe = xp.where(w_sum > 0, w_sum, 1.0)
+        mean = xp.einsum(
+            "tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64)
+        )
+        return mean / safe[:, None]
 
     # ------------------------------------------------------------------ utils
 
@@ -734,25 +739,10 @@ class _Grower:
 
     def split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Partition the samples of the (splitting) nodes ``ids``; create children."""
-        xp = self.xp
         nodes = self.nodes
         ranges = self._ranges(ids)
         starts, stops = ranges[:, 0], ranges[:, 1]
-        split_at = (
-            self.sample_indices,
-            self._dev(ranges, xp.int64),
-            self._dev(nodes.feature[ids], xp.int32),
-            self._dev(nodes.bin[ids], xp.int32),
-            self._dev(nodes.missing_left[ids], xp.uint8),
-            self.binned.missing_bin,
-        )
-        if self.binned.dense_codes is None:
-            n_left_dev = kernels.partition_columns(
-                self.backend, self.binned.sparse_codes, self.binned.edge_values,
-                self.binned.edge_ptr, *split_at)
-        else:
-            n_left_dev = kernels.partition(self.backend, self.binned.codes, *split_at)
-        n_left = self.backend.to_host(n_left_dev).astype(np.int64)
+        n_left = self._partition(ids, ranges)
         mid = starts + n_left
         count = len(ids)
         tree = np.repeat(nodes.tree[ids], 2)
@@ -767,6 +757,29 @@ class _Grower:
         nodes.left[ids] = children[0::2]
         nodes.right[ids] = children[1::2]
         return children[0::2], children[1::2]
+
+    def _partition(self, ids: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+        """Stably partition the samples of the nodes ``ids`` by their splits (left first).
+
+        Returns the host int64 number of samples sent left by each node.
+        """
+        xp = self.xp
+        nodes = self.nodes
+        split_at = (
+            self.sample_indices,
+            self._dev(ranges, xp.int64),
+            self._dev(nodes.feature[ids], xp.int32),
+            self._dev(nodes.bin[ids], xp.int32),
+            self._dev(nodes.missing_left[ids], xp.uint8),
+            self.binned.missing_bin,
+        )
+        if self.binned.dense_codes is None:
+            n_left_dev = kernels.partition_columns(
+                self.backend, self.binned.sparse_codes, self.binned.edge_values,
+                self.binned.edge_ptr, *split_at)
+        else:
+            n_left_dev = kernels.partition(self.backend, self.binned.codes, *split_at)
+        return self.backend.to_host(n_left_dev).astype(np.int64)
 
     # ------------------------------------------------------------- subtrees
 
@@ -818,7 +831,6 @@ class _Grower:
     # -------------------------------------------------------------- output
 
     def finish(self) -> GrowResult:
-        xp = self.xp
         nodes = self.nodes
         size = nodes.size
         is_leaf = nodes.left[:size] < 0
@@ -835,23 +847,12 @@ class _Grower:
             nodes.left[:size], nodes.feature[:size], tree, nodes.start[:size],
             nodes.stop[:size], leaf_index,
         )
-        # Per-sample leaves.
-        leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
-        if len(leaf_ids):
-            pos, node_of = segment_positions(
-                xp, self._dev(leaf_start, xp.int64), self._dev(leaf_length, xp.int64),
-                int(leaf_length.sum()),
-            )
-            samples = self.sample_indices[pos].astype(xp.int64)
-            t_of = self._dev(leaf_tree, xp.int64)[node_of]
-            leaf_of_sample[t_of, samples] = self._dev(leaf_rank, xp.int32)[node_of]
+        leaf_of_sample, leaf_weight = self._place_samples(
+            leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank)
         # Weighted sample counts: leaves from the weights, internal nodes bottom-up.
         weighted = np.zeros(size, dtype=np.float64)
         if len(leaf_ids):
-            w_leaf = self.weights[t_of, samples].astype(xp.float64)
-            weighted[leaf_ids] = self.backend.to_host(
-                xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
-            )
+            weighted[leaf_ids] = leaf_weight
         # internal nodes bottom-up (children's ids are above their parent's)
         if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
             raise RuntimeError("node table corrupted: a child's id is not above its parent's")
@@ -872,6 +873,29 @@ class _Grower:
             part = slice(tree_first[t], tree_first[t] + tree_counts[t])
             structures.append(TreeStructure(**{k: v[part] for k, v in arrays.items()}))
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
+
+    def _place_samples(
+        self, leaf_ids: np.ndarray, leaf_start: np.ndarray, leaf_length: np.ndarray,
+        leaf_tree: np.ndarray, leaf_rank: np.ndarray,
+    ) -> tuple[Any, np.ndarray | None]:
+        """The leaf of every sample, int32 (T, n) (-1: not in the tree), and each leaf's
+        weighted sample count, host float64 (None without leaves)."""
+        xp = self.xp
+        leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
+        if not len(leaf_ids):
+            return leaf_of_sample, None
+        pos, node_of = segment_positions(
+            xp, self._dev(leaf_start, xp.int64), self._dev(leaf_length, xp.int64),
+            int(leaf_length.sum()),
+        )
+        samples = self.sample_indices[pos].astype(xp.int64)
+        t_of = self._dev(leaf_tree, xp.int64)[node_of]
+        leaf_of_sample[t_of, samples] = self._dev(leaf_rank, xp.int32)[node_of]
+        w_leaf = self.weights[t_of, samples].astype(xp.float64)
+        leaf_weight = self.backend.to_host(
+            xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
+        )
+        return leaf_of_sample, leaf_weight
 
 
 def _check_binned(binned: Any) -> None:
@@ -923,7 +947,11 @@ def grow_trees(
     GrowResult
     """
     _check_binned(binned)
-    grower = _Grower(binned, targets, weights, params, rng, backend, root_seeds)
+    return run_level_wise(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
+
+
+def run_level_wise(grower: _Grower) -> GrowResult:
+    """Level-wise growth (:func:`grow_trees`) driven on a prepared grower."""
     frontier = grower.roots
     while len(frontier):
         nodes = grower.nodes
@@ -998,9 +1026,14 @@ def grow_tree_best_first(
     _check_binned(binned)
     if params.max_leaf_nodes is None:
         raise ValueError("grow_tree_best_first needs params.max_leaf_nodes, got None")
-    grower = _Grower(binned, targets, weights, params, rng, backend, root_seeds)
+    return run_best_first(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
+
+
+def run_best_first(grower: _Grower) -> GrowResult:
+    """Best-first growth (:func:`grow_tree_best_first`) driven on a prepared grower whose
+    ``params.max_leaf_nodes`` is set."""
     nodes = grower.nodes
-    max_leaves = int(params.max_leaf_nodes)
+    max_leaves = int(grower.params.max_leaf_nodes)
     n_leaves = np.ones(grower.n_trees, dtype=np.int64)
     heap: list[tuple[float, int]] = []
 

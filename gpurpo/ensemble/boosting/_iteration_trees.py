@@ -39,8 +39,8 @@ from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
 
 __all__ = [
-    "STRATEGIES", "StageTreeFitter", "draw_projection", "project_gradient", "squared_projection",
-    "leaves_of",
+    "STRATEGIES", "StageTreeFitter", "draw_projection", "leaf_label_sums", "leaf_means",
+    "project_gradient", "squared_projection", "leaves_of",
 ]
 
 STRATEGIES = ("multi_output", "rpo", "relabel_rpo", "single_target")
@@ -88,6 +88,42 @@ def leaves_of(structure: TreeStructure, X: Any, backend: Backend) -> Any:
     packed = pack_trees([structure])
     nodes = apply_trees(packed, X, backend)[:, 0]
     return packed.on(backend)[6][nodes].astype(xp.int32)
+
+
+def leaf_label_sums(
+    backend: Backend, leaf: Any, weights: Any, label_with: Any, n_leaves: int
+) -> tuple[Any, Any]:
+    """Per leaf, the weight and the weighted sums of the labelling targets.
+
+    Rows with ``leaf < 0`` (out of the tree) count nowhere. Sums over row
+    blocks add up, so a tree whose rows are split over machines labels its
+    leaves from the summed pairs (:func:`leaf_means`).
+
+    Returns
+    -------
+    w_leaf : float64 (L,)
+    sums : float64 (L, k)
+    """
+    xp = backend.xp
+    inside = leaf >= 0
+    w_in = xp.where(inside, weights, 0.0)
+    safe_leaf = xp.where(inside, leaf, 0)
+    w_leaf = xp.bincount(safe_leaf, weights=w_in, minlength=n_leaves)
+    if label_with.shape[1] == 1:
+        sums = xp.bincount(
+            safe_leaf, weights=w_in * label_with[:, 0].astype(xp.float64), minlength=n_leaves
+        )
+        return w_leaf, sums[:, None]
+    sums = kernels.accumulate_leaves_dense(
+        backend, leaf, w_in, xp.ascontiguousarray(label_with), n_leaves
+    )
+    return w_leaf, sums
+
+
+def leaf_means(xp: Any, w_leaf: Any, sums: Any) -> Any:
+    """The leaf values ``sums / w_leaf`` of :func:`leaf_label_sums` (float64 (L, k))."""
+    inv = 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0)
+    return sums * inv[:, None]
 
 
 class StageTreeFitter:
@@ -212,22 +248,9 @@ class StageTreeFitter:
         result = grow(self.binned, targets, grower_weights, params, rng, self.backend)
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
-        n_leaves = structure.n_leaves
         inside = leaf >= 0
-        w_in = xp.where(inside, weights, 0.0)
-        safe_leaf = xp.where(inside, leaf, 0)
-        w_leaf = xp.bincount(safe_leaf, weights=w_in, minlength=n_leaves)
-        inv = 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0)
-        if label_with.shape[1] == 1:
-            sums = xp.bincount(
-                safe_leaf, weights=w_in * label_with[:, 0].astype(xp.float64), minlength=n_leaves
-            )
-            values = (sums * inv)[:, None]
-        else:
-            sums = kernels.accumulate_leaves_dense(
-                self.backend, leaf, w_in, xp.ascontiguousarray(label_with), n_leaves
-            )
-            values = sums * inv[:, None]
+        values = leaf_means(xp, *leaf_label_sums(
+            self.backend, leaf, weights, label_with, structure.n_leaves))
         if grower_weights is not None:
             outside = xp.nonzero(~inside)[0]
             if int(outside.shape[0]):

@@ -34,7 +34,10 @@ from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
 
 __all__ = [
     "MAX_LOGIT_STEP",
+    "least_squares_ratio",
     "least_squares_step",
+    "least_squares_sums",
+    "logistic_search",
     "logistic_step",
     "weighted_median_step",
 ]
@@ -65,16 +68,24 @@ def least_squares_step(xp: ModuleType, G: Any, H: Any, w: Any) -> Any:
         0 for outputs whose tree predictions are all 0 (the step does not
         matter there).
     """
+    return least_squares_ratio(xp, *least_squares_sums(xp, G, H, w))
+
+
+def least_squares_sums(xp: ModuleType, G: Any, H: Any, w: Any) -> tuple[Any, Any]:
+    """The sums over samples of :func:`least_squares_step`: ``(sum_i w_i g_ij h_ij,
+    sum_i w_i h_ij^2)``, float64 (d,) each; sums of row blocks add up."""
     w64 = w.astype(xp.float64)
     if H.shape[1] == 1:
         wh = w64 * H[:, 0].astype(xp.float64)
         num = wh @ G.astype(xp.float64)
         den = xp.sum(wh * H[:, 0])
-        den = xp.full(num.shape, den)
-    else:
-        WH = w64[:, None] * H.astype(xp.float64)
-        num = xp.sum(WH * G, axis=0)
-        den = xp.sum(WH * H, axis=0)
+        return num, xp.full(num.shape, den)
+    WH = w64[:, None] * H.astype(xp.float64)
+    return xp.sum(WH * G, axis=0), xp.sum(WH * H, axis=0)
+
+
+def least_squares_ratio(xp: ModuleType, num: Any, den: Any) -> Any:
+    """``num / den`` of :func:`least_squares_sums`, 0 where ``den`` is 0."""
     safe = den > 0
     return xp.where(safe, num / xp.where(safe, den, 1.0), 0.0)
 
@@ -159,10 +170,27 @@ def logistic_step(
     array of shape (d,), float64
     """
     xp = backend.xp
-    d = F.shape[1]
     H = xp.ascontiguousarray(H, dtype=xp.float64)
     w = xp.ascontiguousarray(w, dtype=xp.float64)
     line = LogisticLine(backend, Y, F, H, w, leaf, values)
+    return logistic_search(xp, line, int(F.shape[1]), max_logit_step, max_iter, tol)
+
+
+def logistic_search(
+    xp: ModuleType,
+    line: Any,
+    d: int,
+    max_logit_step: float = MAX_LOGIT_STEP,
+    max_iter: int = _NEWTON_MAX_ITER,
+    tol: float = _NEWTON_TOL,
+) -> Any:
+    """The search of :func:`logistic_step` along ``line``, for ``d`` outputs.
+
+    ``line`` provides ``max_abs_step_direction()`` (d,) and
+    ``derivatives(rho, columns)`` (two (d,) arrays), as
+    :class:`~gpurpo.ensemble.boosting._logistic_kernels.LogisticLine` does; a
+    line whose rows are split over machines sums its derivatives over them.
+    """
     hmax = line.max_abs_step_direction()
     active = hmax > 0
     cap = xp.where(active, max_logit_step / xp.where(active, hmax, 1.0), 0.0)

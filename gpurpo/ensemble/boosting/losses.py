@@ -82,6 +82,7 @@ __all__ = [
     "AbsoluteError",
     "LogLoss",
     "get_loss",
+    "log_odds",
     "weighted_mean",
 ]
 
@@ -94,6 +95,12 @@ _PROBA_CLIP = 1e-12
 def _weighted_column_mean(xp: ModuleType, A: Any, w: Any) -> Any:
     total = xp.sum(w, dtype=xp.float64)
     return (w.astype(xp.float64) @ A.astype(xp.float64)) / total
+
+
+def log_odds(xp: ModuleType, freq: Any) -> Any:
+    """The initial log-odds of the label frequencies ``freq`` (d,), clipped away from 0 and 1."""
+    freq = xp.clip(freq, _PROBA_CLIP, 1.0 - _PROBA_CLIP)
+    return xp.log(freq) - xp.log1p(-freq)
 
 
 def _leaf_sums(backend: Backend, leaf: Any, w: Any, A: Any, n_leaves: int) -> Any:
@@ -315,9 +322,7 @@ class LogLoss(Loss):
 
     def init_estimate(self, backend: Backend, Y: Any, w: Any) -> Any:
         xp = backend.xp
-        freq = _weighted_column_mean(xp, (Y > 0).astype(xp.float64), w)
-        freq = xp.clip(freq, _PROBA_CLIP, 1.0 - _PROBA_CLIP)
-        return xp.log(freq) - xp.log1p(-freq)
+        return log_odds(xp, _weighted_column_mean(xp, (Y > 0).astype(xp.float64), w))
 
     def pointwise(self, backend: Backend, Y: Any, F: Any) -> Any:
         return backend.xp.logaddexp(0.0, -Y * F)

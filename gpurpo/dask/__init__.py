@@ -19,7 +19,11 @@ on Dask's own scheduler (a ``distributed.Client`` when one is active):
   single-machine forest of the same ``random_state``, tree for tree;
   ``data="local"`` grows each worker's share of the trees on the rows it holds.
   :meth:`~RandomForestRegressor.to_local` gives the fitted
-  :mod:`gpurpo.ensemble` forest; ``predict`` runs per block of rows.
+  :mod:`gpurpo.ensemble` forest; ``predict`` runs per block of rows;
+* :class:`GradientBoostingRegressor` and :class:`GradientBoostingClassifier`:
+  the boosting estimators of :mod:`gpurpo.ensemble` with data-parallel
+  histograms over the workers (:mod:`gpurpo.dask._boosting`); ``to_local()``
+  gives the single-machine estimator.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         'gpurpo.dask needs Dask: pip install "gpurpo[dask]" (dask[array] and distributed)'
     ) from exc
 
+from gpurpo.dask._boosting import GradientBoostingClassifier, GradientBoostingRegressor
 from gpurpo.dask._forest import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -51,6 +56,8 @@ __all__ = [
     "CSSPReducer",
     "ExtraTreesClassifier",
     "ExtraTreesRegressor",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
     "PLSTReducer",
     "RandomForestClassifier",
     "RandomForestRegressor",

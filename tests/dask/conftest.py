@@ -1,4 +1,4 @@
-"""Shared fixtures of the Dask tests: a LocalCluster of 2 worker processes, 1 thread each."""
+"""Shared fixtures of the Dask tests: a LocalCluster (one per module) of 2 worker processes, 1 thread each."""
 
 import pytest
 

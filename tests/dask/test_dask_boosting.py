@@ -23,15 +23,6 @@ from gpurpo.tree import GrowthParams  # noqa: E402
 from gpurpo.tree.binning import BinMapper  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def _data(n=900, p=8, d=5, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, p))

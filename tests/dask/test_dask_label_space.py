@@ -20,15 +20,6 @@ from gpurpo import linalg  # noqa: E402
 from gpurpo.label_space import reducers  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def _multilabel(n=2400, d=40, seed=0):
     """0/1 labels with correlated columns (a few latent topics) and unequal means."""
     rng = np.random.default_rng(seed)

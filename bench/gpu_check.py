@@ -8,7 +8,7 @@ timeout is written into the report instead of stopping the run. Sections:
    ``memoryClockRate * busWidth * 2``, and measured with a device copy), the
    imports gpurpo needs (and that ``gpurpo`` imports without
    ``array_api_compat``);
-2. ``python -m pytest -m gpu`` (tests/cuda/test_gpu.py);
+2. ``python -m pytest -m gpu`` (tests/cuda/test_gpu.py, tests/dask/test_dask_gpu.py);
 3. histogram kernel throughput on large nodes, as a fraction of the memory
    bandwidth (compulsory bytes: sample indices, weights, targets, codes);
 4. explicit device-to-host transfers during a tree fit;
@@ -241,7 +241,7 @@ def section_environment(state: dict[str, Any]) -> str:
 
 def section_tests(timeout: float) -> str:
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
-           "tests/cuda/test_gpu.py"]
+           "tests/cuda/test_gpu.py", "tests/dask/test_dask_gpu.py"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))

@@ -665,6 +665,38 @@ def _codes_from_buckets(row, ids, nb, n_edges, edge_meta, missing_bin, picked, n
     return True
 
 
+# values of a row that _two_valued_codes checks before it reads the whole row
+_TWO_VALUED_PROBE = 64
+
+
+@njit(cache=True)
+def _two_valued_codes(row, lo, hi, missing_bin, out):
+    """Codes of a row whose non-NaN values are all ``lo < hi`` (a binary feature's): 1 for
+    ``hi``, 0 for ``lo``, ``missing_bin`` for NaN (its one edge lies between the two).
+
+    Returns the row's number of NaN, or -1 when it holds another value (``out``
+    then holds garbage); its first ``_TWO_VALUED_PROBE`` values are checked
+    first, so that a continuous row costs a few reads.
+    """
+    n = row.shape[0]
+    for i in range(min(n, _TWO_VALUED_PROBE)):
+        v = row[i]
+        if v != lo and v != hi and not np.isnan(v):
+            return -1
+    # one pass with no early exit, which vectorises
+    other = 0
+    n_nan = 0
+    nan_code = np.uint8(missing_bin)
+    for i in range(n):
+        v = row[i]
+        is_hi = v == hi
+        is_nan = v != v
+        other += np.int64(not (is_hi or v == lo or is_nan))
+        n_nan += np.int64(is_nan)
+        out[i] = nan_code if is_nan else np.uint8(is_hi)
+    return -1 if other > 0 else n_nan
+
+
 @njit(nogil=True, cache=True)
 def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_float32_ok,
                       out_has_nan, out_extreme, out_status, missing_bin, out_codes, out_coded):
@@ -680,7 +712,9 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
     status :data:`NEEDS_SORT` (at most ``2 max(max_bins, _SAMPLE)`` non-NaN values, an
     extreme value, a single value, at most ``max_bins`` non-empty buckets,
     or marked buckets holding more than a quarter of the values) are left
-    for the caller to sort.
+    for the caller to sort. A row of two distinct values (a binary feature)
+    takes their midpoint, the one edge of the sorted row, and its codes in one
+    pass, whatever its length.
 
     ``out_codes`` (q, n) uint8, or of shape (0, n) for none: the codes of the rows
     done, from their buckets (:func:`_codes_from_buckets`), where
@@ -716,15 +750,32 @@ def bucket_edges_rows(values, lo, hi, max_bins, out_edges, out_n_edges, out_floa
         np.empty((2, n_all), dtype=np.uint32),  # radix_scratch
         np.empty(_CELLS, dtype=np.int64),  # cells
     )
+    two_codes = np.empty(0 if coding else n_all, dtype=np.uint8)
     for r in range(q):
         row = values[r]
-        n_nan = _count_nan(row)
-        n = n_all - n_nan
-        out_has_nan[r] = n_nan > 0
-        out_extreme[r] = n > 0 and (abs(lo[r]) >= _FLOAT32_MAX or abs(hi[r]) >= _FLOAT32_MAX)
         out_status[r] = NEEDS_SORT
         if coding:
             out_coded[r] = False
+        extreme = abs(lo[r]) >= _FLOAT32_MAX or abs(hi[r]) >= _FLOAT32_MAX
+        if lo[r] < hi[r] and not extreme:
+            # two distinct values (binary features): one edge, their midpoint, as the
+            # sorted row gives it, and the codes in the same pass, with no sort
+            n_nan = _two_valued_codes(row, lo[r], hi[r], missing_bin,
+                                      out_codes[r] if coding else two_codes)
+            if n_nan >= 0:
+                out_has_nan[r] = n_nan > 0
+                out_extreme[r] = False
+                out_edges[r, 0] = 0.5 * (np.float64(lo[r]) + np.float64(hi[r]))
+                out_n_edges[r] = 1
+                out_float32_ok[r] = float32_codes_agree(lo[r], hi[r])
+                out_status[r] = DONE
+                if coding:
+                    out_coded[r] = True
+                continue
+        n_nan = _count_nan(row)
+        n = n_all - n_nan
+        out_has_nan[r] = n_nan > 0
+        out_extreme[r] = n > 0 and extreme
         if n <= max(2 * max_bins, 2 * _SAMPLE) or out_extreme[r] or lo[r] == hi[r]:
             continue
         n_edges, ok, nb, n_picked = _row_edges(row, lo[r], hi[r], n_nan, max_bins,

@@ -32,7 +32,7 @@
 //      one for the weights; sorted order for nodes of at most ``sort_limit``
 //      samples, O(ns) whatever the codes' range, except for a feature with
 //      a subtracted bin and fewer other codes (``listed``) than the node has
-//      samples; per-bin sums otherwise,
+//      samples, or a single edge (two value codes); per-bin sums otherwise,
 //      the sums of the feature's ``subtracted_bin`` then being the node's
 //      totals minus the other bins' sums, as the CPU kernel derives them;
 //      including the CPU's "LS += MS;
@@ -442,9 +442,11 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             __syncthreads();
             const int n_miss = cnt[missing_bin];
             // a feature with fewer codes of other bins than the node has samples is
-            // summed as a larger node's (the CPU kernel reads its column of entries)
+            // summed as a larger node's (the CPU kernel reads its column of entries),
+            // and so is a two-valued one (one edge: the CPU kernel sums its other code)
             const bool use_sort = ns <= r.sort_limit &&
-                !(r.subtracted_bin[fq] >= 0 && r.listed[fq] < ns);
+                !(r.subtracted_bin[fq] >= 0 &&
+                  (r.listed[fq] < ns || r.edge_ptr[fq + 1] - r.edge_ptr[fq] == 1));
             const int mr0 = run_start[missing_bin], mr1 = mr0 + n_miss;
             // 3c. running left sums in the CPU kernel's order, one pass over the
             // sorted samples per channel (thread c < m: sums of w y_c, with the

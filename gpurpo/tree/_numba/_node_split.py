@@ -224,6 +224,59 @@ def _scan_sorted8(order, code_buf, nn, ns, rows, d0, w, wy, MS, Wm, n_miss, bmax
     return best_gain, best_b, best_ml
 
 
+@njit(inline="always", cache=True)
+def _scan_binary8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, derive, MS, W, S, m, parent,
+                  min_samples_leaf):
+    """Best split of a two-valued feature (codes 0 and 1, one edge) of a node with 8 padded
+    channels, in one pass over the node's codes instead of a sort or a table.
+
+    Returns ``(state, gain, bin, missing_left)``: state -1 when the node holds
+    missing codes of the feature (the caller takes the generic scan), 0 when the
+    feature is constant in the node, 1 when its only split point, ``code <= 0``,
+    was scored. The left sums are those the generic paths form, with the same
+    additions in the same order, so the same bits: the samples coded 0 summed
+    in position order (the stable sort's order, and a table row's), or, with
+    ``derive`` (the table path of a feature whose subtracted bin is 0), the
+    node's totals minus the samples coded 1 summed in position order
+    (:func:`_derive_subtracted_bin`), each taken into the scan's running sums
+    from 0.0 (:func:`_take_row8`).
+    """
+    acc = np.int64(1) if derive else np.int64(0)
+    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
+    rw = 0.0
+    n_acc = 0
+    n_miss = 0
+    for a in range(ns):
+        b = np.int64(src[src_f, src_cols[src_c0 + a]])
+        if b == acc:
+            ra = rows[d0 + a]
+            rw += w[ra]
+            r0, r1, r2, r3, r4, r5, r6, r7 = _add_row8(r0, r1, r2, r3, r4, r5, r6, r7, wy, ra)
+            n_acc += 1
+        elif b > 1:
+            n_miss += 1
+    if n_miss > 0:
+        return -1, -np.inf, 0, 0
+    if n_acc == 0 or n_acc == ns:
+        return 0, -np.inf, 0, 0
+    n_left = n_acc
+    if derive:
+        n_left = ns - n_acc
+        r0 = 0.0 + (S[0] - (0.0 + r0))
+        r1 = 0.0 + (S[1] - (0.0 + r1))
+        r2 = 0.0 + (S[2] - (0.0 + r2))
+        r3 = 0.0 + (S[3] - (0.0 + r3))
+        r4 = 0.0 + (S[4] - (0.0 + r4))
+        r5 = 0.0 + (S[5] - (0.0 + r5))
+        r6 = 0.0 + (S[6] - (0.0 + r6))
+        r7 = 0.0 + (S[7] - (0.0 + r7))
+        rw = 0.0 + (W - (0.0 + rw))
+    best_gain, best_b, best_ml, r0, r1, r2, r3, r4, r5, r6, r7 = _score_point8(
+        0, False, n_left, rw, r0, r1, r2, r3, r4, r5, r6, r7, ns, MS, 0.0, 0, W, S, m, parent,
+        min_samples_leaf, -np.inf, 0, 0)
+    return 1, best_gain, best_b, best_ml
+
+
 @njit(cache=True)
 def _widen_range(b, missing_bin, bmin, bmax):
     """``(bmin, bmax)`` widened to the code ``b`` unless it is the missing bin."""
@@ -720,8 +773,10 @@ def _eval_node(
     Nodes above SORT_LIMIT samples derive the table row of each feature's
     ``subtracted_bin`` (when >= 0) from the node's totals, and so does a
     smaller node for a feature with fewer other codes in all the data
-    (``listed``) than the node has samples, instead of sorting the node's
-    codes. With ``use_columns`` (a sparse X whose node positions hold
+    (``listed``) than the node has samples, or with a single edge (two value
+    codes), instead of sorting the node's codes; without random cuts, a
+    two-valued feature of a node with 8 padded channels is scanned in one
+    pass (:func:`_scan_binary8`), with the same sums. With ``use_columns`` (a sparse X whose node positions hold
     increasing rows; ``slot_of_row``: each row's position in the node, -1
     outside it) the other rows of such a feature come from its column of
     stored entries (``listed[f]`` entries), with the same sums.
@@ -833,6 +888,9 @@ def _eval_node(
     if entry_ptr.shape[0] > 0 and not small:
         n_listed = _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns,
                                        keys, p, lo_bits, hi_bits, listing)
+    # two-valued features (one edge) of 8-channel nodes take a one-pass scan
+    # (_scan_binary8) when the best split is searched
+    two_valued = mp == 8 and not random_split
     found = 0
     pos = np.int64(0)  # not a literal: the calls taking it would be compiled twice
     slot = 0
@@ -894,7 +952,10 @@ def _eval_node(
         # (a sparse X reads them from the feature's column of stored entries)
         short = z >= 0 and listed[f] < ns
         columns = short and use_columns
-        sort_f = use_sort and not short
+        # a two-valued feature (one edge) with a subtracted bin takes the table path at
+        # every node size too: its table sums the samples of its other code only
+        two = edge_ptr[f + 1] - edge_ptr[f] == 1
+        sort_f = use_sort and not short and not (two and z >= 0)
         # where the node's codes of f are read: the codes, or a gathered copy
         src = codes
         src_f = f
@@ -907,6 +968,23 @@ def _eval_node(
             src_f = 0
             src_cols = identity
             src_c0 = 0
+        if two_valued and two and not columns:
+            state, best_gain, best_b, best_ml = _scan_binary8(
+                src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, z == 0 and not sort_f, MS,
+                W, S, m, parent, min_samples_leaf)
+            if state == 0:
+                continue
+            if state == 1:
+                found += 1
+                cand_f[found - 1] = f
+                cand_g[found - 1] = best_gain
+                cand_b[found - 1] = best_b
+                cand_ml[found - 1] = best_ml
+                if best_gain >= settled:
+                    pick = _tie_pick(cand_g, found, tol)
+                    if pick >= 0 and cand_g[pick] >= settled:
+                        break
+                continue
         if sort_f:
             # constant features (common for sparse or discrete inputs) skip the sort
             c_first = src[src_f, src_cols[src_c0]]

@@ -177,13 +177,14 @@ def test_forest_on_sparse_x_equals_forest_on_dense_x(fmt):
                                     dict(max_features=20, splitter="random")])
 def test_large_nodes_of_a_sparse_x_are_split_from_their_columns(monkeypatch, params):
     # On the CPU a sparse X takes no histogram, whatever a node's size (a mostly-zero
-    # feature costs its column's stored entries); a dense X builds histograms for nodes
-    # above 4,096 samples (and, with all features, above 512). Both grow the same trees.
+    # feature costs its column's stored entries); a dense X whose codes are not mostly
+    # zeros builds histograms for nodes above 4,096 samples (and, with all features,
+    # above 512). Both grow the same trees.
     from gpurpo.tree import DecisionTreeRegressor
 
     rng = np.random.default_rng(15)
     n, p = 6000, 60
-    dense = np.where(rng.random((n, p)) < 0.1, rng.normal(size=(n, p)), 0.0)
+    dense = np.where(rng.random((n, p)) < 0.2, rng.normal(size=(n, p)), 0.0)
     Y = dense[:, :4] @ rng.normal(size=(4, 3)) + 0.1 * rng.normal(size=(n, 3))
     calls = []
     build = kernels.build_histograms

@@ -246,10 +246,12 @@ def _scan_binary8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, derive, MS,
     rw = 0.0
     n_acc = 0
     n_miss = 0
+    codes_f = src[src_f]
     for a in range(ns):
-        b = np.int64(src[src_f, src_cols[src_c0 + a]])
+        # unsigned positions: no negative-index fix-ups in this hot loop
+        b = np.int64(codes_f[np.uint64(src_cols[np.uint64(src_c0 + a)])])
         if b == acc:
-            ra = rows[d0 + a]
+            ra = rows[np.uint64(d0 + a)]
             rw += w[ra]
             r0, r1, r2, r3, r4, r5, r6, r7 = _add_row8(r0, r1, r2, r3, r4, r5, r6, r7, wy, ra)
             n_acc += 1

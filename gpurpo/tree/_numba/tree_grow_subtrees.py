@@ -120,8 +120,10 @@ def _fill_block(block_buf, block, p, ns, gid, codes, zero_code, row_ptr, row_fea
                 block[row_features[e], a] = row_codes[e]
     else:
         for f in range(p):
-            for a in range(ns):
-                block[f, a] = codes[f, gid[a]]
+            codes_f = codes[f]
+            block_f = block[f]
+            for a in range(np.uint64(ns)):
+                block_f[a] = codes_f[np.uint64(gid[a])]
 
 
 @njit(cache=True)
@@ -180,20 +182,22 @@ def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_
     """Stable partition of the positions ``a0 .. a1 - 1`` of ``cols`` (left child first)
     by the split (f, b, ml) of the codes ``codes[f, columns[a]]``; ``cols2`` is the
     buffer. Returns the number of positions that go left."""
+    # unsigned positions: no negative-index fix-ups in these hot loops
+    codes_f = codes[f]
     nl = 0
-    for a in range(a0, a1):
-        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
+    for a in range(np.uint64(a0), np.uint64(a1)):
+        if _goes_left(codes_f[np.uint64(columns[a])], b, ml, missing_bin):
             nl += 1
-    il = a0
-    ir = a0 + nl
-    for a in range(a0, a1):
-        if _goes_left(codes[f, columns[a]], b, ml, missing_bin):
+    il = np.uint64(a0)
+    ir = np.uint64(a0 + nl)
+    for a in range(np.uint64(a0), np.uint64(a1)):
+        if _goes_left(codes_f[np.uint64(columns[a])], b, ml, missing_bin):
             cols2[il] = cols[a]
-            il += 1
+            il += np.uint64(1)
         else:
             cols2[ir] = cols[a]
-            ir += 1
-    for a in range(a0, a1):
+            ir += np.uint64(1)
+    for a in range(np.uint64(a0), np.uint64(a1)):
         cols[a] = cols2[a]
     return nl
 

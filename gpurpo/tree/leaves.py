@@ -27,6 +27,7 @@ import scipy.sparse as sp
 
 from gpurpo.backend import Backend, to_host
 from gpurpo.tree import kernels
+from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
 
 __all__ = ["LeafValues", "leaf_values", "relabelling_outputs", "stack_leaf_values", "SPARSE_OUTPUT_DENSITY"]
@@ -169,6 +170,11 @@ def relabelling_outputs(Y: Any, backend: Backend) -> tuple[Any, str]:
     """
     if backend.issparse(Y) or Y.size == 0:
         return Y, "auto"
+    if backend.name == "numpy" and isinstance(Y, np.ndarray) and Y.ndim == 2 and (
+            Y.dtype.kind in "fiub"):
+        # counted and copied in two passes over Y (see gpurpo.tree._dense_csr)
+        copy = dense_to_csr(Y, SPARSE_OUTPUT_DENSITY)
+        return (Y, "auto") if copy is None else (copy, "by_density")
     nonzero = int(backend.xp.count_nonzero(Y))
     if nonzero > SPARSE_OUTPUT_DENSITY * Y.size:
         return Y, "auto"

@@ -14,7 +14,11 @@ the same number of bins, on
 * d = 101: mediamill-shaped structured multi-label data
   (:func:`gpurpo.datasets.make_mediamill_like`), logistic loss, test LRAP;
 * d = 983: delicious-shaped structured multi-label data
-  (:func:`gpurpo.datasets.make_delicious_like`), logistic loss, test LRAP.
+  (:func:`gpurpo.datasets.make_delicious_like`), logistic loss, test LRAP;
+* d = 53: enron-shaped text data (``text``: 1,123 training and 579 test rows,
+  1,001 binary word presence features at 4 % ones, about 3.4 labels per row;
+  :func:`gpurpo.datasets.make_multilabel` with ``features="text"``), logistic
+  loss, test LRAP.
 
 Each fit runs in its own subprocess (same thread count for everyone:
 ``--threads`` numba threads for gpurpo, ``n_jobs`` for XGBoost) under an
@@ -75,7 +79,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import load_record, make_record, times_faster, write_record  # noqa: E402
 
-DATASETS = ("friedman1-chain", "friedman1-group", "friedman1-ind", "mediamill", "delicious")
+DATASETS = ("friedman1-chain", "friedman1-group", "friedman1-ind", "mediamill", "delicious",
+            "text")
 METHODS = ("rpo", "relabel_rpo", "multi_output", "single_target", "xgboost")
 DEFAULT_METHODS = ("xgboost", "rpo", "relabel_rpo", "relabel_rpo:gaussian:20",
                    "relabel_rpo:subsample:50+newton", "multi_output")
@@ -91,6 +96,7 @@ def make_data(name: str, quick: bool, seed: int = 0) -> dict:
         make_delicious_like,
         make_friedman1_multioutput,
         make_mediamill_like,
+        make_multilabel,
     )
 
     scale = 4 if quick else 1
@@ -99,6 +105,13 @@ def make_data(name: str, quick: bool, seed: int = 0) -> dict:
         n_train, n_test = 10_000 // scale, 5_000 // scale
         X, Y = make_friedman1_multioutput(kind, n_train + n_test, 16, random_state=seed)
         task = "regression"
+    elif name == "text":
+        # MULAN's enron: 1,123 + 579 rows, 1,001 binary features, 53 labels
+        n_train, n_test = 1123 // scale, 579 // scale
+        X, Y = make_multilabel(n_train + n_test, 1001, 53, label_cardinality=3.4,
+                               features="text", sparse_output=False, random_state=seed)
+        Y = np.asarray(Y)
+        task = "multilabel"
     else:
         maker = make_mediamill_like if name == "mediamill" else make_delicious_like
         n_total = (30_993 if name == "mediamill" else 12_920) // scale

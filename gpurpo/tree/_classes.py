@@ -236,7 +236,7 @@ class _BaseTree(BaseEstimator):
         structure = result.structures[0]
         if params.splitter == "best":
             # the node-local midpoint of the neighbouring values (gpurpo.tree.thresholds)
-            refine_thresholds(result.structures, X, weights, backend)
+            refine_thresholds(result.structures, X, weights, backend, np.diff(binned.edge_ptr_host))
         # the leaves' storage follows the outputs' density, not their container
         self._sparse_y = backend.issparse(Y)
         Y_leaves, storage = relabelling_outputs(Y, backend)

@@ -52,7 +52,8 @@ def _midpoints(low, high, feature, threshold):
 
 
 def refine_thresholds(
-    structures: Sequence[TreeStructure], X: Any, weights: Any, backend: Backend
+    structures: Sequence[TreeStructure], X: Any, weights: Any, backend: Backend,
+    n_edges: np.ndarray | None = None,
 ) -> None:
     """Move every split of ``structures`` to its node-local midpoint threshold, in place.
 
@@ -68,13 +69,25 @@ def refine_thresholds(
         ``backend``; rows of zero weight were not in the tree's sample and
         are not routed. None: every row in every tree.
     backend : Backend
+    n_edges : int array of shape (p,), optional
+        Each feature's number of bin edges. The edges are the midpoints of
+        consecutive distinct values, so a split on a feature with one edge
+        (two values, as bag-of-words features) is at its midpoint already:
+        trees that only split on such features are not routed.
     """
-    if not structures or all(s.node_count < 2 for s in structures):
+    trees = [t for t, s in enumerate(structures) if s.node_count > 1]
+    if n_edges is not None:
+        trees = [t for t in trees
+                 if np.any(n_edges[structures[t].feature[structures[t].feature >= 0]] > 1)]
+    if not trees:
         return
     xp = backend.xp
     n = int(X.shape[0])
     if weights is None:
-        weights = xp.ones((len(structures), n), dtype=xp.float32)
+        weights = xp.ones((len(trees), n), dtype=xp.float32)
+    elif len(trees) < len(structures):
+        weights = weights[backend.asarray(np.asarray(trees))]
+    structures = [structures[t] for t in trees]
     packed = pack_trees(structures)
     feature, threshold, missing, left, right, roots, _ = packed.on(backend)
     low, high = kernels.neighbour_values(

@@ -82,3 +82,29 @@ def test_extra_trees_keep_their_drawn_thresholds():
         # every drawn threshold is a bin edge of its feature, not a node-local midpoint
         for f, v in zip(s.feature[inner], s.threshold[inner]):
             assert np.any(np.isclose(edges.edges_[f], v)), (f, v)
+
+
+def test_trees_on_two_valued_features_skip_the_routing_with_the_same_thresholds():
+    import copy
+
+    from gpurpo.backend import NUMPY
+    from gpurpo.tree.thresholds import refine_thresholds
+
+    rng = np.random.default_rng(3)
+    X = (rng.random((300, 8)) < 0.3).astype(float)  # two values each: one edge, their midpoint
+    y = X @ rng.normal(size=(8, 2)) + 0.1 * rng.normal(size=(300, 2))
+    forest = RandomForestRegressor(n_estimators=4, max_features=0.5, random_state=0).fit(X, y)
+    n_edges = np.diff(forest.bin_mapper_.edge_ptr_)
+    counts = forest._tree_counts(forest._samplings(), 0, 4).astype(np.float32)
+    grown = [copy.deepcopy(t.structure) for t in forest.estimators_]
+    for s in grown:  # back to the bin edges of their splits
+        inner = s.feature >= 0
+        s.threshold[inner] = [forest.bin_mapper_.edges_[f][b] for f, b in zip(s.feature[inner], s.bin[inner])]
+    routed, skipped = copy.deepcopy(grown), copy.deepcopy(grown)
+    refine_thresholds(routed, X, counts, NUMPY)
+    refine_thresholds(skipped, X, counts, NUMPY, n_edges)
+    assert all(n_edges == 1)
+    for a, b, fitted in zip(routed, skipped, forest.estimators_):
+        assert (a.feature >= 0).sum() > 5
+        np.testing.assert_array_equal(a.threshold, b.threshold)
+        np.testing.assert_array_equal(a.threshold, fitted.structure.threshold)

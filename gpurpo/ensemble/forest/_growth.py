@@ -137,7 +137,8 @@ class TreeGrowth:
             del targets
             if self.X is not None and self.params.splitter == "best":
                 # node-local midpoints between the neighbouring values (scikit-learn's rule)
-                refine_thresholds(result.structures, self.X, weights, backend)
+                refine_thresholds(result.structures, self.X, weights, backend,
+                                  np.diff(self.binned.edge_ptr_host))
             leaves = [
                 leaf_values(
                     self.Y_leaves,

@@ -2,7 +2,8 @@
 
 Each function takes the backend (``"cupy"``, or ``"emulated"`` for the CPU
 emulation of CUDA) followed by EXACTLY the arguments of its numba twin in
-``gpurpo/tree/_numba/tree_<stage>.py``; the contracts are documented once, in
+``gpurpo/tree/_numba/tree_<stage>.py`` (for the exact split kernels, the
+argument records of :mod:`gpurpo.tree._records`, unpacked here at the launch); the contracts are documented once, in
 :mod:`gpurpo.tree.kernels`, which registers these functions with
 :func:`gpurpo.backend.register_kernel`. Like the numba kernels they only fill
 the output arrays they are given.
@@ -44,6 +45,7 @@ import numpy as np
 
 from gpurpo.backend import Backend
 from gpurpo.tree._numba._node_split import SORT_LIMIT
+from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 
 __all__ = [
     "histograms",
@@ -365,24 +367,12 @@ def _split_launch(
 def split_small_nodes(
     backend: Backend,
     codes: Any,
-    subtracted_bin: Any,
-    listed: Any,
-    col_ptr: Any,
-    col_rows: Any,
-    col_codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_tree: Any,
-    node_seed: Any,
+    batch: NodeBatch,
     weights: Any,
     targets: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    n_candidates: int,
-    min_samples_leaf: int,
-    random_split: int,
-    missing_bin: int,
-    tie_rtol: float,
+    edges: EdgeTable,
+    rules: SplitRules,
+    sparse: SparseColumns,
     out_feature: Any,
     out_bin: Any,
     out_missing_left: Any,
@@ -391,15 +381,16 @@ def split_small_nodes(
     """``tree_split_small``: one block per node, bit-compatible with the numba kernel.
 
     The block scans the node's codes in parallel, so the stored-entry columns
-    of a sparse X (``col_*``) are not read; the subtracted bins' sums are
-    derived as the numba kernel derives them.
+    of a sparse X (``sparse.sparse_codes``) are not read; the subtracted bins'
+    sums are derived as the numba kernel derives them.
     """
     xp = backend.xp
+    node_ranges = batch.node_ranges
     n_nodes = int(node_ranges.shape[0])
     if n_nodes == 0:
         return
     p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
-        backend, codes, node_ranges, targets, n_candidates, missing_bin
+        backend, codes, node_ranges, targets, rules.n_candidates, rules.missing_bin
     )
     n_blocks = _split_blocks(backend, n_nodes, _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_split_small")
@@ -407,59 +398,34 @@ def split_small_nodes(
         (n_blocks,),
         (block,),
         (
-            codes, subtracted_bin, listed, sample_indices, node_ranges, node_tree, node_seed,
-            weights,
-            targets, edge_values, edge_ptr, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
-            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf),
-            _i32(1 if random_split else 0),
-            _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
+            codes, sparse.subtracted_bin, sparse.listed, batch.sample_indices, node_ranges,
+            batch.node_tree, batch.node_seed, weights, targets, edges.edge_values,
+            edges.edge_ptr, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
+            *_rule_scalars(rules), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
             *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
             out_feature, out_bin, out_missing_left, out_gain,
         ),
     )
 
 
+def _rule_scalars(rules: SplitRules) -> tuple[Any, Any, Any, Any, Any]:
+    """``n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol`` of the
+    split kernels, as their parameter types."""
+    return (_i32(min(rules.n_candidates, 2**31 - 1)), _i32(rules.min_samples_leaf),
+            _i32(1 if rules.random_split else 0), _i32(rules.missing_bin), _f64(rules.tie_rtol))
+
+
 def grow_subtrees(
     backend: Backend,
     codes: Any,
-    subtracted_bin: Any,
-    listed: Any,
-    zero_code: Any,
-    row_ptr: Any,
-    row_features: Any,
-    row_codes: Any,
-    col_ptr: Any,
-    col_rows: Any,
-    col_codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_tree: Any,
-    node_seed: Any,
-    node_depth: Any,
+    batch: NodeBatch,
     weights: Any,
     targets: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    n_candidates: int,
-    min_samples_leaf: int,
-    min_samples_split: int,
-    max_depth: int,
-    min_impurity_decrease: float,
     root_weight: Any,
-    random_split: int,
-    missing_bin: int,
-    tie_rtol: float,
-    out_offsets: Any,
-    out_count: Any,
-    out_feature: Any,
-    out_bin: Any,
-    out_missing_left: Any,
-    out_gain: Any,
-    out_left: Any,
-    out_right: Any,
-    out_depth: Any,
-    out_start: Any,
-    out_stop: Any,
+    edges: EdgeTable,
+    rules: SplitRules,
+    sparse: SparseColumns,
+    out: Any,
 ) -> None:
     """``tree_grow_subtrees``: one block per subtree, bit-compatible with the numba kernel.
 
@@ -468,16 +434,18 @@ def grow_subtrees(
     (for a sparse X given row by row, the codes are the zero codes overwritten
     by the samples' entries);
     the number of blocks follows the device (SM count) and the scratch budget
-    ``SPLIT_SCRATCH_BYTES``. The stored-entry columns (``col_*``) serve the CPU
-    kernel's roots above its block size; every root here fits a block's
-    scratch, and they are not read.
+    ``SPLIT_SCRATCH_BYTES``. The stored-entry columns (``col_*`` of
+    ``sparse.sparse_codes``) serve the CPU kernel's roots above its block
+    size; every root here fits a block's scratch, and they are not read.
+    ``out`` is the :class:`~gpurpo.tree.kernels.Subtrees` to fill.
     """
     xp = backend.xp
+    node_ranges = batch.node_ranges
     n_roots = int(node_ranges.shape[0])
     if n_roots == 0:
         return
     p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
-        backend, codes, node_ranges, targets, n_candidates, missing_bin
+        backend, codes, node_ranges, targets, rules.n_candidates, rules.missing_bin
     )
     if max_ns >= 2**30:
         raise ValueError(f"a subtree root holds {max_ns} samples; the subtree kernel takes < 2**30")
@@ -485,17 +453,20 @@ def grow_subtrees(
     per_block = (p + 12 + 4 + 4 * m + 4 + 16) * max_ns + 8
     n_blocks = _split_blocks(backend, n_roots, per_block + _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_grow_subtrees")
+    rows = sparse.sparse_codes
+    n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol = _rule_scalars(rules)
     kernel(
         (n_blocks,),
         (block,),
         (
-            codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
-            _i64(row_ptr.shape[0]),
-            sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-            edge_values, edge_ptr, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_roots),
-            _i32(min(int(n_candidates), 2**31 - 1)), _i32(min_samples_leaf), _i32(min_samples_split),
-            _i32(max_depth), _f64(min_impurity_decrease), root_weight, _i32(1 if random_split else 0),
-            _i32(missing_bin), _f64(tie_rtol), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
+            codes, sparse.subtracted_bin, sparse.listed, rows.zero_code, rows.row_ptr,
+            rows.row_features, rows.row_codes, _i64(rows.row_ptr.shape[0]),
+            batch.sample_indices, node_ranges, batch.node_tree, batch.node_seed,
+            batch.node_depth, weights, targets, edges.edge_values, edges.edge_ptr, _i64(n),
+            _i32(p), _i32(n_trees), _i32(m), _i64(n_roots), n_candidates, min_samples_leaf,
+            _i32(rules.min_samples_split), _i32(rules.depth_limit),
+            _f64(rules.min_impurity_decrease), root_weight, random_split, missing_bin, tie_rtol,
+            _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
             xp.empty(n_blocks * p * max_ns, dtype=xp.uint8),
             xp.empty(n_blocks * max_ns, dtype=xp.int32),
             xp.empty(n_blocks * max_ns, dtype=xp.int32),
@@ -505,8 +476,8 @@ def grow_subtrees(
             xp.empty(n_blocks * (max_ns + 2), dtype=xp.int32),
             xp.empty(n_blocks * 2 * max_ns, dtype=xp.uint64),
             *_split_scratch(xp, n_blocks, max_ns, m, cand_stride),
-            out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
-            out_right, out_depth, out_start, out_stop,
+            out.offsets, out.count, out.feature, out.bin, out.missing_left, out.gain, out.left,
+            out.right, out.depth, out.start, out.stop,
         ),
     )
 

@@ -3,7 +3,8 @@
 Every hot loop of tree growth and prediction is one kernel registered with
 :func:`gpurpo.backend.register_kernel`. The CPU implementation is numba
 (the modules of :mod:`gpurpo.tree._numba`, each named after its ``kernels/tree_<stage>.cu`` twin); a CUDA twin takes EXACTLY the same arrays
-(same shapes, dtypes and C order) plus the backend as first argument. The
+(same shapes, dtypes and C order; the exact split kernels take them in the
+argument records of :mod:`gpurpo.tree._records`) plus the backend as first argument. The
 wrappers below validate dtypes and contiguity, allocate every output with the
 backend's ``xp`` (zeroed where the contract says so) and call
 ``backend.kernel(name)``: a kernel never allocates its result, it only fills
@@ -71,10 +72,17 @@ Kernel contracts
     its right-going ones, each in their previous order (a stable partition);
     entries outside the nodes' ranges are untouched.
 
-``tree_split_small(codes, subtracted_bin, listed, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature, out_bin, out_missing_left, out_gain)``
+``tree_split_small(codes, batch, weights, targets, edges, rules, sparse, out_feature, out_bin, out_missing_left, out_gain)``
     Exact best split of each node computed from its samples (used for small
-    nodes: no histogram is materialised).
-    codes, sample_indices, node_ranges, node_tree, weights, targets: as above
+    nodes: no histogram is materialised). ``batch``, ``edges``, ``rules`` and
+    ``sparse`` are the records of :mod:`gpurpo.tree._records`, their arrays
+    typed as below; the implementations unpack them where they launch the
+    compiled kernel.
+    codes, weights, targets: as above
+    batch        NodeBatch             ``sample_indices``, ``node_ranges``, ``node_tree``
+                                       as above, and:
+    sparse       SparseColumns         ``subtracted_bin``, ``listed`` and the
+                                       ``SparseCodes`` ``sparse_codes`` below:
     subtracted_bin int32 (p,)          per feature, the bin whose sums nodes of more than
                                        SORT_LIMIT samples derive from their totals, or -1
                                        (``BinnedMatrix.subtracted_bin``)
@@ -88,15 +96,17 @@ Kernel contracts
                                        with the columns, the numba kernel also takes
                                        ``codes`` of shape (p, 0) (no dense codes) and
                                        gathers a node's codes of a feature from them
-    node_seed    uint64  (N,)          per-node seed (see gpurpo.tree._random)
+    node_seed    uint64  (N,)          per-node seed of ``batch`` (see gpurpo.tree._random)
+    edges        EdgeTable             the ragged edge table:
     edge_values  float64 (E,)          the features' increasing upper bin edges, feature
     edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
                                        ``edge(f, b)``, the raw upper edge of value bin b
                                        (split "code <= b" is "x <= edge(f, b)"), is
                                        ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on
+    rules        SplitRules            the scalars below:
     n_candidates int                   k: number of NON-CONSTANT features to evaluate
     min_samples_leaf int               minimum number of samples on each side
-    random_split int (0 or 1)          Extra-Trees mode
+    random_split bool                  Extra-Trees mode
     missing_bin  int                   B - 1
     tie_rtol     float                 relative tolerance of ties between features
     out_feature  int32   (N,)          best feature, -1 when the node must not split
@@ -198,23 +208,23 @@ Kernel contracts
     ``-inf``. Without missing values, missing values go to the heavier side
     (left on ties).
 
-``tree_grow_subtrees(codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop)``
+``tree_grow_subtrees(codes, batch, weights, targets, root_weight, edges, rules, sparse, out)``
     Grows R small subtrees to completion, depth first, one per given node
     (its "root"), each from a private copy of its samples' codes (a
     cache-resident feature-major block). Every node is evaluated with the
-    rules of ``tree_split_small``; a node is a leaf when ``max_depth >= 0``
-    and its depth is ``>= max_depth``, when it has fewer than
+    rules of ``tree_split_small``; a node is a leaf when ``max_depth`` is
+    not None and its depth is ``>= max_depth``, when it has fewer than
     ``min_samples_split`` samples, when no split is valid, or when
     ``gain / (m * root_weight[tree]) + eps < min_impurity_decrease`` (eps the
     float64 machine epsilon). A split partitions the node's positions
     stably, left child first; children seeds are ``child_seed(seed, 0|1)``.
-    codes, sample_indices, node_ranges, node_tree, node_seed, weights,
-    targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, random_split,
-    missing_bin, tie_rtol, subtracted_bin: as for ``tree_split_small`` (node_* of
-    the roots)
-    zero_code, row_ptr, row_features, row_codes: the codes of a sparse X row by
-    row (the ``SparseCodes`` rows of gpurpo.tree.binning._sparse), or ``row_ptr`` of
-    length 0 when there is none (``zero_code`` is then unused):
+    codes, batch, weights, targets, edges, the rules of ``tree_split_small``
+    and sparse: as for ``tree_split_small`` (the nodes of ``batch`` are the
+    roots)
+    zero_code, row_ptr, row_features, row_codes of ``sparse.sparse_codes``: the
+    codes of a sparse X row by row (the ``SparseCodes`` rows of
+    gpurpo.tree.binning._sparse), or ``row_ptr`` of length 0 when there is none
+    (``zero_code`` is then unused):
     zero_code    uint8   (p,)          code of 0.0 of each feature
     row_ptr      int64   (n + 1,)      row i owns entries ``row_ptr[i]:row_ptr[i + 1]``
     row_features int32   (nnz,)        feature of each entry
@@ -223,16 +233,20 @@ Kernel contracts
     With the view, a root's copy is filled with the zero codes and then its
     samples' entries, instead of reading ``p`` scattered codes per sample:
     the same copy, so the same result.
-    col_ptr, col_rows, col_codes: the stored-entry columns of a sparse X, as for
-    ``tree_split_small`` (length-0 ``col_ptr`` when there are none). The CPU
+    col_ptr, col_rows, col_codes of ``sparse.sparse_codes``: the stored-entry
+    columns of a sparse X, as for ``tree_split_small`` (length-0 ``col_ptr``
+    when there are none). The CPU
     kernel grows a root of more than ``min(4096, max(64, 2**19 // p))``
     samples on the global codes (and these columns, where a node's rows
     increase) until a node fits a private copy, so that it takes roots of any
     size; the CUDA kernel copies every root into its block's scratch (roots
     of at most ``default_subtree_size`` samples) and does not read them.
-    node_depth   int32   (R,)          depth of each root
-    min_samples_split int; max_depth int (-1: none); min_impurity_decrease float
+    node_depth   int32   (R,)          depth of each root (``batch.node_depth``)
+    min_samples_split int; max_depth int or None (None: no limit; the compiled
+    kernels take -1, ``SplitRules.depth_limit``); min_impurity_decrease float:
+    the other fields of ``rules``
     root_weight  float64 (T,)          total weight of each tree (its root)
+    out          Subtrees              the outputs (:class:`Subtrees`), fields:
     out_offsets  int64   (R + 1,)      root r owns output rows
                                        ``out_offsets[r] : out_offsets[r] + 2 * ns_r - 1``
     out_count    int32   (R,)          number of nodes grown under root r
@@ -321,10 +335,15 @@ from gpurpo.tree._numba import (
     tree_split_small,
     tree_thresholds,
 )
+from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 from gpurpo.tree.binning import _code_tables, _sparse
 
 __all__ = [
     "KERNEL_NAMES",
+    "EdgeTable",
+    "NodeBatch",
+    "SparseColumns",
+    "SplitRules",
     "Subtrees",
     "bin_codes",
     "bin_codes_sparse",
@@ -379,9 +398,9 @@ register_kernel("tree_bin_codes_sparse", cpu=_sparse.sparse_bin_codes_cpu, cuda=
 register_kernel("tree_node_stats", cpu=tree_node_stats.node_stats, cuda=_cuda.node_stats)
 register_kernel("tree_partition", cpu=tree_partition.partition, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.histograms)
-register_kernel("tree_split_small", cpu=tree_split_small.split_small_nodes, cuda=_cuda.split_small_nodes)
+register_kernel("tree_split_small", cpu=tree_split_small.launch, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=tree_score.score_histograms, cuda=_cuda.score_histograms)
-register_kernel("tree_grow_subtrees", cpu=tree_grow_subtrees.grow_subtrees, cuda=_cuda.grow_subtrees)
+register_kernel("tree_grow_subtrees", cpu=tree_grow_subtrees.launch, cuda=_cuda.grow_subtrees)
 register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
 register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
 register_kernel("tree_apply", cpu=tree_predict.apply_trees, cuda=_cuda.apply_trees)
@@ -686,35 +705,77 @@ def build_histograms_columns(
     return out
 
 
+def _typed_batch(backend: Backend, batch: NodeBatch, *, depth: bool = False) -> NodeBatch:
+    """``batch`` with its arrays in the dtypes of the contract, C-contiguous (``node_depth``
+    required when ``depth``)."""
+    xp = backend.xp
+    if not isinstance(batch, NodeBatch):
+        raise TypeError(f"batch must be a NodeBatch, got {type(batch).__name__}")
+    if depth and batch.node_depth is None:
+        raise ValueError("batch.node_depth is required by tree_grow_subtrees")
+    return NodeBatch(
+        sample_indices=_c(backend, batch.sample_indices, xp.int32),
+        node_ranges=_c(backend, batch.node_ranges, xp.int64),
+        node_tree=_c(backend, batch.node_tree, xp.int32),
+        node_seed=_c(backend, batch.node_seed, xp.uint64),
+        node_depth=None if batch.node_depth is None else _c(backend, batch.node_depth, xp.int32),
+    )
+
+
+def _typed_edges(backend: Backend, edges: EdgeTable, p: int | None = None) -> EdgeTable:
+    """``edges`` typed and checked (see :func:`_edge_table`)."""
+    if not isinstance(edges, EdgeTable):
+        raise TypeError(f"edges must be an EdgeTable, got {type(edges).__name__}")
+    return EdgeTable(*_edge_table(backend, edges.edge_values, edges.edge_ptr, p))
+
+
+def _typed_sparse(backend: Backend, sparse: SparseColumns | None,
+                  shape: tuple[int, int]) -> SparseColumns:
+    """``sparse`` as the split kernels take it: every field an array of the contract
+    (``sparse_codes`` a ``SparseCodes`` with length-0 ``row_ptr`` and ``col_ptr`` when
+    there are none); None is ``SparseColumns()``."""
+    if sparse is None:
+        sparse = SparseColumns()
+    if not isinstance(sparse, SparseColumns):
+        raise TypeError(f"sparse must be a SparseColumns or None, got {type(sparse).__name__}")
+    p = int(shape[0])
+    zero_code, row_ptr, row_features, row_codes = _rows(backend, sparse.sparse_codes, p)
+    col_ptr, col_rows, col_codes = _columns(backend, sparse.sparse_codes)
+    return SparseColumns(
+        subtracted_bin=_subtracted(backend, sparse.subtracted_bin, p),
+        sparse_codes=_sparse.SparseCodes(
+            zero_code=zero_code, row_ptr=row_ptr, row_features=row_features,
+            row_codes=row_codes, col_ptr=col_ptr, col_rows=col_rows, col_codes=col_codes,
+        ),
+        listed=_listed(backend, sparse.listed, shape),
+    )
+
+
+def _checked_rules(rules: SplitRules) -> SplitRules:
+    if not isinstance(rules, SplitRules):
+        raise TypeError(f"rules must be a SplitRules, got {type(rules).__name__}")
+    return rules
+
+
 def split_small(
     backend: Backend,
     codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_tree: Any,
-    node_seed: Any,
+    batch: NodeBatch,
     weights: Any,
     targets: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    n_candidates: int,
-    min_samples_leaf: int,
-    random_split: bool,
-    missing_bin: int,
-    tie_rtol: float,
-    subtracted_bin: Any = None,
-    sparse_codes: Any = None,
-    listed: Any = None,
+    edges: EdgeTable,
+    rules: SplitRules,
+    sparse: SparseColumns | None = None,
 ) -> tuple[Any, Any, Any, Any]:
     """Exact best split per node; returns (feature, bin, missing_left, gain).
 
-    See ``tree_split_small`` in the module docstring. ``subtracted_bin``
-    (None: -1 for every feature), ``sparse_codes`` (the ``SparseCodes`` of
-    a sparse X, or None) and ``listed`` (None: n for every feature) come from
-    the ``BinnedMatrix``.
+    See ``tree_split_small`` in the module docstring. ``sparse`` (None: no
+    subtracted bin, no stored-entry columns, ``n`` listed codes for every
+    feature) comes from the ``BinnedMatrix``.
     """
     xp = backend.xp
-    n_nodes = node_ranges.shape[0]
+    rules = _checked_rules(rules)
+    n_nodes = batch.node_ranges.shape[0]
     out_feature = xp.empty(n_nodes, dtype=xp.int32)
     out_bin = xp.empty(n_nodes, dtype=xp.int32)
     out_missing_left = xp.empty(n_nodes, dtype=xp.uint8)
@@ -723,21 +784,12 @@ def split_small(
         return out_feature, out_bin, out_missing_left, out_gain
     backend.kernel("tree_split_small")(
         _c(backend, codes, xp.uint8),
-        _subtracted(backend, subtracted_bin, codes.shape[0]),
-        _listed(backend, listed, codes.shape),
-        *_columns(backend, sparse_codes),
-        _c(backend, sample_indices, xp.int32),
-        _c(backend, node_ranges, xp.int64),
-        _c(backend, node_tree, xp.int32),
-        _c(backend, node_seed, xp.uint64),
+        _typed_batch(backend, batch),
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
-        *_edge_table(backend, edge_values, edge_ptr, codes.shape[0]),
-        int(n_candidates),
-        int(min_samples_leaf),
-        int(bool(random_split)),
-        int(missing_bin),
-        float(tie_rtol),
+        _typed_edges(backend, edges, codes.shape[0]),
+        rules,
+        _typed_sparse(backend, sparse, codes.shape),
         out_feature,
         out_bin,
         out_missing_left,
@@ -891,36 +943,25 @@ def _subtree_layout(n_roots: int, n_nodes: int) -> tuple[list[tuple[str, str, in
 def grow_subtrees(
     backend: Backend,
     codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_tree: Any,
-    node_seed: Any,
-    node_depth: Any,
+    batch: NodeBatch,
     weights: Any,
     targets: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    n_candidates: int,
-    min_samples_leaf: int,
-    min_samples_split: int,
-    max_depth: int | None,
-    min_impurity_decrease: float,
     root_weight: Any,
-    random_split: bool,
-    missing_bin: int,
-    tie_rtol: float,
-    subtracted_bin: Any = None,
-    sparse_codes: Any = None,
-    listed: Any = None,
+    edges: EdgeTable,
+    rules: SplitRules,
+    sparse: SparseColumns | None = None,
 ) -> Subtrees:
-    """Grow the subtrees under the given nodes; ``sample_indices`` is updated in place.
+    """Grow the subtrees under the nodes of ``batch``; ``batch.sample_indices`` is
+    updated in place.
 
-    See ``tree_grow_subtrees`` in the module docstring; ``subtracted_bin``,
-    ``sparse_codes`` (None: the copies read ``codes``) and ``listed`` as for
-    :func:`split_small`.
+    See ``tree_grow_subtrees`` in the module docstring; ``root_weight``
+    float64 (T,) is the total weight of each tree, ``sparse`` as for
+    :func:`split_small` (without stored entries, the root copies read
+    ``codes``).
     """
     xp = backend.xp
-    ranges = _c(backend, node_ranges, xp.int64)
+    rules = _checked_rules(rules)
+    ranges = _c(backend, batch.node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
     sizes = ranges[:, 1] - ranges[:, 0]
     offsets = xp.cumsum(2 * sizes - 1)
@@ -931,42 +972,19 @@ def grow_subtrees(
     out.count[:] = 0
     if n_roots == 0:
         return out
+    sample_indices = batch.sample_indices
     if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
         raise ValueError("sample_indices must be a C-contiguous int32 array (updated in place)")
     backend.kernel("tree_grow_subtrees")(
         _c(backend, codes, xp.uint8),
-        _subtracted(backend, subtracted_bin, codes.shape[0]),
-        _listed(backend, listed, codes.shape),
-        *_rows(backend, sparse_codes, codes.shape[0]),
-        *_columns(backend, sparse_codes),
-        sample_indices,
-        ranges,
-        _c(backend, node_tree, xp.int32),
-        _c(backend, node_seed, xp.uint64),
-        _c(backend, node_depth, xp.int32),
+        _typed_batch(backend, batch, depth=True),
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
-        *_edge_table(backend, edge_values, edge_ptr, codes.shape[0]),
-        int(n_candidates),
-        int(min_samples_leaf),
-        int(min_samples_split),
-        -1 if max_depth is None else int(max_depth),
-        float(min_impurity_decrease),
         _c(backend, root_weight, xp.float64),
-        int(bool(random_split)),
-        int(missing_bin),
-        float(tie_rtol),
-        out.offsets,
-        out.count,
-        out.feature,
-        out.bin,
-        out.missing_left,
-        out.gain,
-        out.left,
-        out.right,
-        out.depth,
-        out.start,
-        out.stop,
+        _typed_edges(backend, edges, codes.shape[0]),
+        rules,
+        _typed_sparse(backend, sparse, codes.shape),
+        out,
     )
     return out
 

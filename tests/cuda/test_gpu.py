@@ -88,6 +88,7 @@ def test_histogram_variants_on_device_match_numba(cp, gpu):
 
 
 def test_split_small_on_device_matches_numba(cp, gpu):
+    from _split_records import split_records
     from test_tree_cuda_kernels import SIZES, _split_problem
 
     from gpurpo.tree import kernels
@@ -97,8 +98,8 @@ def test_split_small_on_device_matches_numba(cp, gpu):
         rng = np.random.default_rng(msl + 10 * k)
         problem = _split_problem(rng, SIZES, integer=integer)
         args = (k, msl, random_split, 11, 1e-5)
-        cpu = kernels.split_small(NUMPY, *problem, *args)
-        dev = kernels.split_small(gpu, *[cp.asarray(a) for a in problem], *args)
+        cpu = kernels.split_small(NUMPY, *split_records(*problem, *args))
+        dev = kernels.split_small(gpu, *split_records(*[cp.asarray(a) for a in problem], *args))
         for name, a, b in zip(("feature", "bin", "missing_left"), dev[:3], cpu[:3]):
             np.testing.assert_array_equal(a.get(), b, err_msg=name)
         np.testing.assert_allclose(dev[3].get(), cpu[3], rtol=1e-12, atol=0)
@@ -118,8 +119,9 @@ def test_grow_subtrees_on_device_matches_numba(cp, gpu):
         for backend, conv in ((NUMPY, np.asarray), (gpu, cp.asarray)):
             arrays = [conv(a.copy()) for a in problem]  # sample_indices is updated in place
             out = kernels.grow_subtrees(
-                backend, *arrays[:5], conv(depth), *arrays[5:], k, msl, 2, max_depth, 0.0,
-                conv(root_weight), random_split, 11, 1e-5,
+                backend, arrays[0], kernels.NodeBatch(*arrays[1:5], conv(depth)), *arrays[5:7],
+                conv(root_weight), kernels.EdgeTable(*arrays[7:]),
+                kernels.SplitRules(k, msl, random_split, 11, 1e-5, max_depth=max_depth),
             )
             host = {f: _host(getattr(out, f)) for f in ("count", "offsets", "feature",
                                                               "bin", "gain", "left", "start")}

@@ -19,6 +19,7 @@ import pytest
 import scipy.sparse as sp
 from _edge_table import ragged
 from _sparse_codes import code_rows
+from _split_records import split_records
 from _visiting import visited_features
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
@@ -273,8 +274,8 @@ def test_split_small_matches_numba(msl, random_split, k, integer):
     problem = _split_problem(rng, SIZES, integer=integer)
     n_bins = 12
     args = problem + (k, msl, random_split, n_bins - 1, 1e-5)
-    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
-    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *split_records(*args))
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *split_records(*args))
     np.testing.assert_array_equal(f_gpu, f_cpu)
     np.testing.assert_array_equal(b_gpu, b_cpu)
     np.testing.assert_array_equal(ml_gpu, ml_cpu)
@@ -297,8 +298,8 @@ def test_three_sample_nodes_stop_early_with_the_result_of_every_candidate(intege
     rng = np.random.default_rng(31 + 7 * integer + m)
     problem = _split_problem(rng, (3,) * 120, p=40, m=m, integer=integer)
     args = problem + (12, 1, False, 11, 1e-5)
-    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
-    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *split_records(*args))
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *split_records(*args))
     assert (f_cpu >= 0).sum() > 100
     np.testing.assert_array_equal(f_gpu, f_cpu)
     np.testing.assert_array_equal(b_gpu, b_cpu)
@@ -319,8 +320,8 @@ def test_small_nodes_stop_at_the_partition_bound_with_the_result_of_every_candid
     sizes = tuple(range(4, SUBSET_LIMIT + 2)) * 40
     problem = _split_problem(rng, sizes, p=40, m=m, integer=integer)
     args = problem + (12, msl, False, 11, 1e-5)
-    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *args)
-    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *args)
+    f_gpu, b_gpu, ml_gpu, g_gpu = kernels.split_small(EMULATED, *split_records(*args))
+    f_cpu, b_cpu, ml_cpu, g_cpu = kernels.split_small(NUMPY, *split_records(*args))
     assert (f_cpu >= 0).sum() > 0.9 * len(sizes)
     np.testing.assert_array_equal(f_gpu, f_cpu)
     np.testing.assert_array_equal(b_gpu, b_cpu)
@@ -400,8 +401,8 @@ def test_split_small_matches_numba_on_sparse_like_features(first, random_split):
         else:
             codes[:, s0] = (dominant + 1) % (n_bins - 1)
     args = tuple(problem) + (5, 1, random_split, n_bins - 1, 1e-5)
-    got = kernels.split_small(EMULATED, *args)
-    want = kernels.split_small(NUMPY, *args)
+    got = kernels.split_small(EMULATED, *split_records(*args))
+    want = kernels.split_small(NUMPY, *split_records(*args))
     for g, w in zip(got[:3], want[:3]):
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(got[3], want[3])  # same bits
@@ -427,17 +428,17 @@ def test_split_small_with_subtracted_bins_matches_numba_and_the_reference(random
         sample_indices[start:stop] = np.sort(sample_indices[start:stop])
     stored = code_rows(codes, dominant)
     args = tuple(problem) + (5, 1, random_split, n_bins - 1, 1e-5)
-    want = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
+    want = kernels.split_small(NUMPY, *split_records(*args), sparse=kernels.SparseColumns(subtracted))
     for backend, columns in ((NUMPY, stored), (EMULATED, None), (EMULATED, stored)):
-        got = kernels.split_small(backend, *args, subtracted_bin=subtracted,
-                                  sparse_codes=columns)
+        got = kernels.split_small(backend, *split_records(*args),
+                                  sparse=kernels.SparseColumns(subtracted, columns))
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)  # same bits
     assert (want[0][:3] >= 0).all() and want[0][3] == -1  # the large nodes split; pure last
     if not random_split:
         # the same split as without subtraction, up to rounding (brute force over the
         # visited features)
-        plain = kernels.split_small(NUMPY, *args)
+        plain = kernels.split_small(NUMPY, *split_records(*args))
         np.testing.assert_array_equal(want[0], plain[0])
         np.testing.assert_array_equal(want[1], plain[1])
         np.testing.assert_allclose(want[3], plain[3], rtol=1e-9)
@@ -446,8 +447,10 @@ def test_split_small_with_subtracted_bins_matches_numba_and_the_reference(random
     shuffled[1][node_ranges[1, 0]:node_ranges[1, 1]] = rng.permutation(
         sample_indices[node_ranges[1, 0]:node_ranges[1, 1]])
     args = tuple(shuffled) + (5, 1, random_split, n_bins - 1, 1e-5)
-    got = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted, sparse_codes=stored)
-    emulated = kernels.split_small(EMULATED, *args, subtracted_bin=subtracted)
+    got = kernels.split_small(NUMPY, *split_records(*args),
+                              sparse=kernels.SparseColumns(subtracted, stored))
+    emulated = kernels.split_small(EMULATED, *split_records(*args),
+                                   sparse=kernels.SparseColumns(subtracted))
     for g, e in zip(got, emulated):
         np.testing.assert_array_equal(g, e)
 
@@ -497,8 +500,8 @@ def test_split_small_matches_numba_with_wide_targets(m, random_split):
 def _assert_split_small_matches_numba(problem, random_split, missing_bin):
     # k = 5 candidates, min_samples_leaf 1; most nodes of SIZES split
     args = problem + (5, 1, random_split, missing_bin, 1e-5)
-    got = kernels.split_small(EMULATED, *args)
-    want = kernels.split_small(NUMPY, *args)
+    got = kernels.split_small(EMULATED, *split_records(*args))
+    want = kernels.split_small(NUMPY, *split_records(*args))
     for g, w in zip(got[:3], want[:3]):
         np.testing.assert_array_equal(g, w)
     np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
@@ -511,7 +514,7 @@ def test_split_small_matches_brute_force(msl):
     problem = _split_problem(rng, SIZES, p=6, m=2)
     (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, edge_values,
      edge_ptr) = problem
-    f, b, ml, g = kernels.split_small(EMULATED, *problem, 6, msl, False, 11, 1e-5)
+    f, b, ml, g = kernels.split_small(EMULATED, *split_records(*problem, 6, msl, False, 11, 1e-5))
     for i in range(len(SIZES)):
         s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
         t = node_tree[i]
@@ -531,8 +534,8 @@ def test_split_small_without_missing_values_matches_numba_and_brute_force(msl, m
     (codes, sample_indices, node_ranges, node_tree, seeds, weights, targets, edge_values,
      edge_ptr) = problem
     args = tuple(problem) + (6, msl, False, 11, 1e-5)
-    got = kernels.split_small(EMULATED, *args)
-    want = kernels.split_small(NUMPY, *args)
+    got = kernels.split_small(EMULATED, *split_records(*args))
+    want = kernels.split_small(NUMPY, *split_records(*args))
     for g, w in zip(got[:3], want[:3]):
         np.testing.assert_array_equal(g, w)
     np.testing.assert_allclose(got[3], want[3], rtol=1e-12, atol=0)
@@ -558,8 +561,9 @@ def test_split_small_visits_features_in_the_seed_order(p, n_constant):
     problem = list(_split_problem(rng, (40, 40, 40, 5), p=p, n_bins=n_bins, missing=0.0))
     codes = problem[0]
     codes[rng.choice(p, size=n_constant, replace=False)] = 1
-    f, b, ml, g = kernels.split_small(EMULATED, *problem, 2, 1, False, n_bins - 1, 1e-5)
-    cpu = kernels.split_small(NUMPY, *problem, 2, 1, False, n_bins - 1, 1e-5)
+    records = split_records(*problem, 2, 1, False, n_bins - 1, 1e-5)
+    f, b, ml, g = kernels.split_small(EMULATED, *records)
+    cpu = kernels.split_small(NUMPY, *records)
     for got, want in zip((f, b, ml, g), cpu):
         np.testing.assert_array_equal(got, want)
     codes, sample_indices, node_ranges, node_tree, seeds, weights, targets = problem[:7]
@@ -947,9 +951,11 @@ def _subtrees_both(problem, depth, root_weight, k, msl, mss, max_depth, mid, ran
     for backend in (EMULATED, NUMPY):
         si = sample_indices.copy()
         out = kernels.grow_subtrees(
-            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            edge_values, edge_ptr, k, msl, mss, max_depth, mid, root_weight, random_split,
-            missing_bin, 1e-5, sparse_codes=sparse_codes,
+            backend, codes, kernels.NodeBatch(si, node_ranges, node_tree, seeds, depth), weights,
+            targets, root_weight, kernels.EdgeTable(edge_values, edge_ptr),
+            kernels.SplitRules(k, msl, random_split, missing_bin, 1e-5, min_samples_split=mss,
+                               max_depth=max_depth, min_impurity_decrease=mid),
+            kernels.SparseColumns(sparse_codes=sparse_codes),
         )
         count = np.asarray(out.count)
         rows = np.concatenate([np.arange(o, o + c) for o, c in zip(np.asarray(out.offsets), count)])

@@ -14,6 +14,8 @@ import re
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _edge_table import ragged
+from _split_records import split_records
 from sklearn.metrics import label_ranking_average_precision_score, r2_score
 from sklearn.tree import DecisionTreeRegressor as SkTree
 
@@ -26,7 +28,7 @@ from gpurpo.ensemble import (
     RandomForestRegressor,
 )
 from gpurpo.projections import OutputProjection, make_projection
-from gpurpo.tree import BinMapper, GrowthParams, grow_trees
+from gpurpo.tree import BinMapper, GrowthParams, grow_trees, kernels
 from gpurpo.tree.leaves import SPARSE_OUTPUT_DENSITY
 
 FORESTS = [
@@ -307,14 +309,49 @@ def test_batches_grown_on_threads_give_the_same_forest(Forest, shared, monkeypat
 def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
     from gpurpo import backend as B
 
-    parallel = NUMPY.kernel("tree_grow_subtrees")
+    parallel = NUMPY.kernel("tree_partition")
     with B.serial_cpu_kernels():
-        twin = NUMPY.kernel("tree_grow_subtrees")
-        assert NUMPY.kernel("tree_grow_subtrees") is twin  # made once
-    assert NUMPY.kernel("tree_grow_subtrees") is parallel  # only inside the block
+        twin = NUMPY.kernel("tree_partition")
+        assert NUMPY.kernel("tree_partition") is twin  # made once
+    assert NUMPY.kernel("tree_partition") is parallel  # only inside the block
     assert parallel.targetoptions.get("parallel")
     assert twin.targetoptions.get("nogil") and not twin.targetoptions.get("parallel")
     assert twin.py_func.__code__ is parallel.py_func.__code__
+
+
+def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
+    # the registered split kernels are Python launches unpacking argument records; inside
+    # serial_cpu_kernels they must call the single-threaded twins of the compiled kernels
+    from gpurpo import backend as B
+    from gpurpo.tree._numba import tree_grow_subtrees, tree_split_small
+
+    called = []
+    original = B.cpu_helper
+
+    def spy(fn):
+        got = original(fn)
+        called.append((fn, got))
+        return got
+
+    monkeypatch.setattr(tree_grow_subtrees, "cpu_helper", spy)
+    monkeypatch.setattr(tree_split_small, "cpu_helper", spy)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + X[:, 1] ** 2
+    n, n_bins = 40, 5
+    codes = rng.integers(0, n_bins, size=(3, n)).astype(np.uint8)
+    problem = (codes, np.arange(n, dtype=np.int32), np.array([[0, n]], dtype=np.int64),
+               np.zeros(1, np.int32), np.ones(1, np.uint64), np.ones((1, n), np.float32),
+               rng.normal(size=(n, 1, 2)).astype(np.float32),
+               *ragged(np.tile(np.arange(1.0, n_bins), (3, 1))), 3, 1, False, n_bins - 1, 1e-5)
+    with B.serial_cpu_kernels():
+        RandomForestRegressor(n_estimators=2, random_state=0).fit(X, y)  # grows subtrees
+        kernels.split_small(NUMPY, *split_records(*problem))
+    assert {fn for fn, _ in called} == {tree_grow_subtrees.grow_subtrees,
+                                        tree_split_small.split_small_nodes}
+    for fn, got in called:
+        assert fn.targetoptions.get("parallel")
+        assert got.targetoptions.get("nogil") and not got.targetoptions.get("parallel")
 
 
 def test_grower_host_helpers_follow_serial_mode():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _split_records import split_records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -251,16 +252,16 @@ def test_small_nodes_take_a_sparse_feature_from_its_column(random_split):
             weights, targets, on_dense.edge_values, on_dense.edge_ptr, p, 1, random_split,
             on_dense.missing_bin, 1e-5)
     subtracted = on_dense.subtracted_bin
+    records = split_records(*args)
     got = {
-        "sparse": kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
-                                      sparse_codes=on_sparse.sparse_codes,
-                                      listed=on_sparse.listed),
-        "dense": kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
-                                     listed=on_dense.listed),
-        "emulated": kernels.split_small(EMULATED, *args, subtracted_bin=subtracted,
-                                        listed=on_dense.listed),
+        "sparse": kernels.split_small(NUMPY, *records, sparse=kernels.SparseColumns(
+            subtracted, on_sparse.sparse_codes, on_sparse.listed)),
+        "dense": kernels.split_small(NUMPY, *records, sparse=kernels.SparseColumns(
+            subtracted, listed=on_dense.listed)),
+        "emulated": kernels.split_small(EMULATED, *records, sparse=kernels.SparseColumns(
+            subtracted, listed=on_dense.listed)),
     }
-    ref = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
+    ref = kernels.split_small(NUMPY, *records, sparse=kernels.SparseColumns(subtracted))
     assert (ref[0] >= 0).all()
     for name, out in got.items():
         for g, r in zip(out[:3], ref[:3]):
@@ -333,10 +334,13 @@ def test_split_kernels_without_dense_codes_read_the_columns(random_split, order)
     rest = (rows.astype(np.int32), ranges, np.zeros(len(sizes), dtype=np.int32),
             np.arange(len(sizes), dtype=np.uint64), weights, targets, on_dense.edge_values,
             on_dense.edge_ptr, 15, 1, random_split, on_dense.missing_bin, 1e-5)
-    kw = dict(subtracted_bin=on_dense.subtracted_bin, listed=on_dense.listed)
-    ref = kernels.split_small(NUMPY, on_dense.codes, *rest, **kw)
-    got = kernels.split_small(NUMPY, on_sparse.kernel_codes, *rest, **kw,
-                              sparse_codes=on_sparse.sparse_codes)
+    ref = kernels.split_small(
+        NUMPY, *split_records(on_dense.codes, *rest),
+        sparse=kernels.SparseColumns(on_dense.subtracted_bin, listed=on_dense.listed))
+    got = kernels.split_small(
+        NUMPY, *split_records(on_sparse.kernel_codes, *rest),
+        sparse=kernels.SparseColumns(on_dense.subtracted_bin, on_sparse.sparse_codes,
+                                     on_dense.listed))
     assert (ref[0] >= 0).sum() >= len(sizes) - 1
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)

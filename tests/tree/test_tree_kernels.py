@@ -16,6 +16,7 @@ import pytest
 import scipy.sparse as sp
 from _edge_table import ragged
 from _sparse_codes import code_rows
+from _split_records import split_records
 from _visiting import visited_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -477,10 +478,10 @@ def test_split_small_matches_brute_force(n_per_node, msl):
     node_tree = RNG.integers(0, n_trees, size=n_nodes).astype(np.int32)
     seeds = RNG.integers(0, 2**63, size=n_nodes, dtype=np.uint64)
     thresholds = np.cumsum(RNG.uniform(0.1, 1, size=(p, n_bins - 1)), axis=1)
-    f, b, ml, g = kernels.split_small(
-        NUMPY, codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
+    f, b, ml, g = kernels.split_small(NUMPY, *split_records(
+        codes, sample_indices, node_ranges, node_tree, seeds, weights, targets,
         *ragged(thresholds), p, msl, False, n_bins - 1, 1e-5,
-    )
+    ))
     for i in range(n_nodes):
         samples = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
         t = node_tree[i]
@@ -506,10 +507,10 @@ def test_split_small_visits_k_features_in_seed_order(n_constant):
     seeds = RNG.integers(0, 2**63, size=5, dtype=np.uint64)
     ranges = np.array([[0, 40], [40, 80], [80, 120], [120, 160], [160, 200]], dtype=np.int64)
     k = 4
-    f, b, ml, g = kernels.split_small(
-        NUMPY, codes, sample_indices, ranges, np.zeros(5, np.int32), seeds, weights, targets,
+    f, b, ml, g = kernels.split_small(NUMPY, *split_records(
+        codes, sample_indices, ranges, np.zeros(5, np.int32), seeds, weights, targets,
         *ragged(np.zeros((p, n_bins - 1))), k, 1, False, n_bins - 1, 1e-5,
-    )
+    ))
     for i in range(5):
         samples = sample_indices[ranges[i, 0]:ranges[i, 1]]
         order = _random.feature_at(np.full(p, seeds[i]), np.arange(p), p)
@@ -540,9 +541,9 @@ def test_columns_find_a_split_isolating_one_stored_entry(below_zero):
     args = (codes, np.arange(ns, dtype=np.int32), np.array([[0, ns]], dtype=np.int64),
             np.zeros(1, np.int32), np.array([42], dtype=np.uint64), weights, targets, *ragged(thresholds),
             p, 1, False, n_bins - 1, 1e-5)
-    plain = kernels.split_small(NUMPY, *args)
-    by_columns = kernels.split_small(NUMPY, *args, subtracted_bin=zero.astype(np.int32),
-                                     sparse_codes=code_rows(codes, zero))
+    plain = kernels.split_small(NUMPY, *split_records(*args))
+    by_columns = kernels.split_small(NUMPY, *split_records(*args), sparse=kernels.SparseColumns(
+        zero.astype(np.int32), code_rows(codes, zero)))
     expected_bin = 2 if below_zero else 5
     for got in (plain, by_columns):
         assert (got[0][0], got[1][0]) == (0, expected_bin)
@@ -573,10 +574,11 @@ def test_subtracted_bins_and_columns_give_the_plain_split(seed, share, ns, missi
     args = (codes, samples, np.array([[0, ns]], dtype=np.int64), np.zeros(1, np.int32),
             rng.integers(0, 2**63, size=1, dtype=np.uint64), weights, targets, *ragged(thresholds), k, 1,
             random_split, n_bins - 1, 1e-5)
-    plain = kernels.split_small(NUMPY, *args)
-    derived = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted)
-    by_columns = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted,
-                                     sparse_codes=code_rows(codes, zero))
+    plain = kernels.split_small(NUMPY, *split_records(*args))
+    derived = kernels.split_small(NUMPY, *split_records(*args),
+                                  sparse=kernels.SparseColumns(subtracted))
+    by_columns = kernels.split_small(NUMPY, *split_records(*args),
+                                     sparse=kernels.SparseColumns(subtracted, code_rows(codes, zero)))
     for a, b in zip(derived, by_columns):
         np.testing.assert_array_equal(a, b)
     assert (derived[0][0], derived[1][0], derived[2][0]) == (plain[0][0], plain[1][0],
@@ -596,10 +598,10 @@ def test_split_small_random_cut_within_node_range():
     sample_indices = RNG.permutation(n)[: sum(sizes)].astype(np.int32)
     for trial in range(5):
         seeds = RNG.integers(0, 2**63, size=len(sizes), dtype=np.uint64)
-        f, b, ml, g = kernels.split_small(
-            NUMPY, codes, sample_indices, ranges, np.zeros(len(sizes), np.int32), seeds,
+        f, b, ml, g = kernels.split_small(NUMPY, *split_records(
+            codes, sample_indices, ranges, np.zeros(len(sizes), np.int32), seeds,
             np.ones((1, n), np.float32), targets, *ragged(thresholds), 1, 1, True, n_bins - 1, 1e-5,
-        )
+        ))
         for i in range(len(sizes)):
             if f[i] < 0:
                 continue
@@ -704,3 +706,20 @@ def test_feature_table_equals_the_vectorised_visiting_order():
         out = np.empty(positions.shape, dtype=np.int32)
         _random.feature_table(seeds, positions, p, *_random.feistel_params(p), out)
         np.testing.assert_array_equal(out, _random.feature_at(seeds[:, None], positions, p))
+
+
+def test_split_records_reject_bad_arguments():
+    with pytest.raises(TypeError, match="n_candidates"):
+        kernels.SplitRules(2.5, 1, False, 11, 1e-5)
+    with pytest.raises(TypeError, match="max_depth"):
+        kernels.SplitRules(2, 1, False, 11, 1e-5, max_depth="deep")
+    codes = np.zeros((2, 4), dtype=np.uint8)
+    batch = kernels.NodeBatch(np.arange(4, dtype=np.int32), np.array([[0, 4]]),
+                              np.zeros(1, np.int32), np.ones(1, np.uint64))
+    problem = (codes, batch, np.ones((1, 4), np.float32), np.zeros((4, 1, 1), np.float32),
+               kernels.EdgeTable(*ragged(np.ones((2, 1)))))
+    with pytest.raises(TypeError, match="rules"):
+        kernels.split_small(NUMPY, *problem, (2, 1, False, 1, 1e-5))
+    with pytest.raises(ValueError, match="node_depth"):
+        kernels.grow_subtrees(NUMPY, *problem[:4], np.ones(1), problem[4],
+                              kernels.SplitRules(2, 1, False, 1, 1e-5))

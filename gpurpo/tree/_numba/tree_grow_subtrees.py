@@ -2,7 +2,9 @@
 
 Grows whole subtrees below nodes of at most a given size in one call: each root is
 split with the exact node search of :mod:`._node_split`, its samples partitioned in
-place, and its children grown depth-first until they are leaves.
+place, and its children grown depth-first until they are leaves. :func:`launch` is
+the registered implementation: it unpacks the argument records of
+:mod:`gpurpo.tree._records` into the compiled kernel :func:`grow_subtrees`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.backend import cpu_helper
 from gpurpo.tree._borrow import borrow, borrow_all
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._node_split import LISTING_LIMIT, _eval_node
@@ -476,3 +479,25 @@ def grow_subtrees(
             random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin,
             out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
         )
+
+
+def launch(codes, batch, weights, targets, root_weight, edges, rules, sparse, out):
+    """``tree_grow_subtrees`` on the CPU: :func:`grow_subtrees` on the records' arrays.
+
+    ``batch``, ``edges``, ``rules`` and ``sparse`` are the typed
+    :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
+    ``SparseColumns`` of the contract (:mod:`gpurpo.tree.kernels`), ``out`` the
+    :class:`~gpurpo.tree.kernels.Subtrees` to fill. Inside
+    :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs.
+    """
+    codes_by = sparse.sparse_codes
+    cpu_helper(grow_subtrees)(
+        codes, sparse.subtracted_bin, sparse.listed, codes_by.zero_code, codes_by.row_ptr,
+        codes_by.row_features, codes_by.row_codes, codes_by.col_ptr, codes_by.col_rows,
+        codes_by.col_codes, batch.sample_indices, batch.node_ranges, batch.node_tree,
+        batch.node_seed, batch.node_depth, weights, targets, edges.edge_values, edges.edge_ptr,
+        rules.n_candidates, rules.min_samples_leaf, rules.min_samples_split, rules.depth_limit,
+        rules.min_impurity_decrease, root_weight, int(rules.random_split), rules.missing_bin,
+        rules.tie_rtol, out.offsets, out.count, out.feature, out.bin, out.missing_left, out.gain,
+        out.left, out.right, out.depth, out.start, out.stop,
+    )

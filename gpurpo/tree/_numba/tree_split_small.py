@@ -1,7 +1,9 @@
 """numba twin of the ``tree_split_small`` kernel of ``kernels/tree_split_small.cu``.
 
 Splits every small node of a batch exactly on its samples (:mod:`._node_split`),
-with per-chunk scratch.
+with per-chunk scratch. :func:`launch` is the registered implementation: it
+unpacks the argument records of :mod:`gpurpo.tree._records` into the compiled
+kernel :func:`split_small_nodes`.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.backend import cpu_helper
 from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._node_split import SORT_LIMIT, _eval_node
 from gpurpo.tree._numba._shared import N_CHUNKS
@@ -207,3 +210,22 @@ def split_small_nodes(
             n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, out_feature,
             out_bin, out_missing_left, out_gain,
         )
+
+
+def launch(codes, batch, weights, targets, edges, rules, sparse, out_feature, out_bin,
+           out_missing_left, out_gain):
+    """``tree_split_small`` on the CPU: :func:`split_small_nodes` on the records' arrays.
+
+    ``batch``, ``edges``, ``rules`` and ``sparse`` are the typed
+    :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
+    ``SparseColumns`` of the contract (:mod:`gpurpo.tree.kernels`). Inside
+    :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs.
+    """
+    columns = sparse.sparse_codes
+    cpu_helper(split_small_nodes)(
+        codes, sparse.subtracted_bin, sparse.listed, columns.col_ptr, columns.col_rows,
+        columns.col_codes, batch.sample_indices, batch.node_ranges, batch.node_tree,
+        batch.node_seed, weights, targets, edges.edge_values, edges.edge_ptr,
+        rules.n_candidates, rules.min_samples_leaf, int(rules.random_split), rules.missing_bin,
+        rules.tie_rtol, out_feature, out_bin, out_missing_left, out_gain,
+    )

@@ -1,0 +1,160 @@
+"""Argument records of the exact split kernels ``tree_split_small`` and ``tree_grow_subtrees``.
+
+The kernels take a batch of nodes, the ragged edge table of the binned
+features, the split rules and the sparse-codes views of the binned matrix;
+each is one frozen record here, as scikit-learn's ``HistogramBuilder`` and
+``Splitter`` hold their state, so that the wrappers of
+:mod:`gpurpo.tree.kernels`, the numba launch wrappers and the CUDA launchers
+pass four records instead of twenty to forty positional arguments. Array
+fields hold arrays of the backend (NumPy or CuPy); the wrappers of
+:mod:`gpurpo.tree.kernels` hand the implementations records whose arrays are
+C-contiguous and of the dtypes given below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EdgeTable", "NodeBatch", "SparseColumns", "SplitRules"]
+
+
+@dataclass(frozen=True)
+class NodeBatch:
+    """The nodes of one kernel call and the samples they own.
+
+    Attributes
+    ----------
+    sample_indices : int32 array (total,)
+        Samples of the nodes: node ``i`` owns
+        ``sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]``.
+        ``tree_grow_subtrees`` reorders it in place.
+    node_ranges : int64 array (N, 2)
+        ``[start, stop)`` of each node in ``sample_indices``.
+    node_tree : int32 array (N,)
+        Tree of each node (its row of the weights and targets).
+    node_seed : uint64 array (N,)
+        Seed of each node (:mod:`gpurpo.tree._random`).
+    node_depth : int32 array (N,) or None
+        Depth of each node; required by ``tree_grow_subtrees`` only.
+    """
+
+    sample_indices: Any
+    node_ranges: Any
+    node_tree: Any
+    node_seed: Any
+    node_depth: Any = None
+
+
+@dataclass(frozen=True)
+class EdgeTable:
+    """The ragged table of the binned features' upper bin edges.
+
+    Attributes
+    ----------
+    edge_values : float64 array (E,)
+        The features' increasing upper bin edges, feature ``f``'s at
+        ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``
+        (:attr:`gpurpo.tree.binning.BinMapper.edge_ptr_`).
+    edge_ptr : int64 array (p + 1,)
+        Start of each feature's edges; ``edge(f, b)``, the raw upper edge of
+        value bin ``b`` (split "code <= b" is "x <= edge(f, b)"), is ``+inf``
+        from ``b = edge_ptr[f + 1] - edge_ptr[f]`` on.
+    """
+
+    edge_values: Any
+    edge_ptr: Any
+
+
+@dataclass(frozen=True)
+class SplitRules:
+    """The rules of the exact node split search (Breiman 2001; Geurts et al. 2006).
+
+    Attributes
+    ----------
+    n_candidates : int
+        Number of non-constant features to evaluate at each node (``k``).
+    min_samples_leaf : int
+        Minimum number of samples on each side of a split.
+    random_split : bool
+        Extra-Trees mode: one random cut per feature.
+    missing_bin : int
+        The bin of missing values, ``n_bins - 1``.
+    tie_rtol : float
+        Relative tolerance of ties between features.
+    min_samples_split : int
+        A node of fewer samples is a leaf (``tree_grow_subtrees`` only).
+    max_depth : int or None
+        A node at this depth is a leaf; None: no limit
+        (``tree_grow_subtrees`` only).
+    min_impurity_decrease : float
+        A split must decrease the impurity by at least this much, per output
+        and relative to the tree's root weight (``tree_grow_subtrees`` only).
+    """
+
+    n_candidates: int
+    min_samples_leaf: int
+    random_split: bool
+    missing_bin: int
+    tie_rtol: float
+    min_samples_split: int = 2
+    max_depth: int | None = None
+    min_impurity_decrease: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("n_candidates", "min_samples_leaf", "missing_bin", "min_samples_split"):
+            object.__setattr__(self, name, _integer(getattr(self, name), name))
+        for name in ("tie_rtol", "min_impurity_decrease"):
+            object.__setattr__(self, name, _real(getattr(self, name), name))
+        object.__setattr__(self, "random_split", bool(self.random_split))
+        if self.max_depth is not None:
+            object.__setattr__(self, "max_depth", _integer(self.max_depth, "max_depth"))
+
+    @property
+    def depth_limit(self) -> int:
+        """``max_depth`` as the kernels take it: -1 for no limit."""
+        return -1 if self.max_depth is None else self.max_depth
+
+
+@dataclass(frozen=True)
+class SparseColumns:
+    """The views of a binned matrix that spare the split kernels a dense scan.
+
+    Attributes
+    ----------
+    subtracted_bin : int32 array (p,) or None
+        Per feature, the bin whose sums nodes derive from their totals, or -1
+        (:attr:`BinnedMatrix.subtracted_bin`); None: -1 for every feature.
+    sparse_codes : SparseCodes or None
+        The codes of a sparse X row by row and column by column
+        (:class:`gpurpo.tree.binning._sparse.SparseCodes`); None: there are
+        none and the kernels read the dense codes. In the records that the
+        implementations receive it is always a ``SparseCodes``, whose
+        ``row_ptr`` and ``col_ptr`` have length 0 when there are none.
+    listed : int64 array (p,) or None
+        Per feature, its number of codes other than ``subtracted_bin`` in all
+        the data (:attr:`BinnedMatrix.listed`); None: ``n`` for every feature.
+    """
+
+    subtracted_bin: Any = None
+    sparse_codes: Any = None
+    listed: Any = None
+
+
+def _integer(value: Any, name: str) -> int:
+    """``value`` as an int; TypeError naming ``name`` when it is not integral."""
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be an integer, got {value!r}") from None
+    if as_int != value:
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return as_int
+
+
+def _real(value: Any, name: str) -> float:
+    """``value`` as a float; TypeError naming ``name`` when it is not a real number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None

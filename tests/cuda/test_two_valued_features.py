@@ -17,6 +17,7 @@ import shutil
 import numpy as np
 import pytest
 from _edge_table import ragged
+from _split_records import split_records
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import kernels
@@ -70,9 +71,10 @@ def _binary_problem(rng, m, missing):
 def test_split_small_on_two_valued_features_matches_emulated_cuda(m, random_split, missing):
     rng = np.random.default_rng(1000 + m + 10 * random_split + 100 * missing)
     problem, subtracted, listed = _binary_problem(rng, m, missing)
-    args = problem + (6, 1, random_split, MISSING_BIN, 1e-5)
-    want = kernels.split_small(NUMPY, *args, subtracted_bin=subtracted, listed=listed)
-    got = kernels.split_small(EMULATED, *args, subtracted_bin=subtracted, listed=listed)
+    args = split_records(*problem, 6, 1, random_split, MISSING_BIN, 1e-5)
+    sparse = kernels.SparseColumns(subtracted, listed=listed)
+    want = kernels.split_small(NUMPY, *args, sparse=sparse)
+    got = kernels.split_small(EMULATED, *args, sparse=sparse)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)  # same bits
     assert (want[0] >= 2).sum() >= len(SIZES) - 3  # most nodes split on a binary feature
@@ -102,8 +104,8 @@ def test_split_small_on_two_valued_features_scores_the_brute_force_gain():
     problem, subtracted, listed = _binary_problem(rng, 7, False)
     codes, sample_indices, node_ranges, node_tree = problem[:4]
     weights, targets = problem[5], problem[6]
-    got = kernels.split_small(NUMPY, *problem, 6, 1, False, MISSING_BIN, 1e-5,
-                              subtracted_bin=subtracted, listed=listed)
+    got = kernels.split_small(NUMPY, *split_records(*problem, 6, 1, False, MISSING_BIN, 1e-5),
+                              sparse=kernels.SparseColumns(subtracted, listed=listed))
     for r, (start, stop) in enumerate(node_ranges):
         f = got[0][r]
         if f < 0:
@@ -129,9 +131,10 @@ def test_grow_subtrees_on_two_valued_features_matches_emulated_cuda(m, random_sp
     for backend in (EMULATED, NUMPY):
         si = sample_indices.copy()
         out = kernels.grow_subtrees(
-            backend, codes, si, node_ranges, node_tree, seeds, depth, weights, targets,
-            edge_values, edge_ptr, 6, 1, 2, None, 0.0, root_weight, random_split, MISSING_BIN,
-            1e-5, subtracted_bin=subtracted, listed=listed,
+            backend, codes, kernels.NodeBatch(si, node_ranges, node_tree, seeds, depth), weights,
+            targets, root_weight, kernels.EdgeTable(edge_values, edge_ptr),
+            kernels.SplitRules(6, 1, random_split, MISSING_BIN, 1e-5, min_samples_split=2),
+            kernels.SparseColumns(subtracted, listed=listed),
         )
         count = np.asarray(out.count)
         rows = np.concatenate([np.arange(o, o + c)

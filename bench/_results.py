@@ -332,6 +332,13 @@ def load_record(path: str | os.PathLike) -> dict[str, Any]:
     return validate_record(record, str(path))
 
 
+def inputs_text(row: Mapping[str, Any]) -> str:
+    """``"text-like X (4.0 % ones), CSR labels"``: a figure row's kind of inputs and label container."""
+    x = ("continuous X" if row["features"] == "continuous"
+         else f"text-like X ({100 * row['x_density']:.1f} % ones)")
+    return f"{x}, {'CSR' if row['labels'] == 'csr' else 'dense'} labels"
+
+
 def times_faster(anchor_s: float, gpurpo_s: float) -> str:
     """``"3.7x faster"`` (or ``"2.8x slower"``) for the anchor's and gpurpo's times.
 

@@ -67,7 +67,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_description  # noqa: E402
-from _results import gpu_name, make_record, speedup_text, times_faster, write_record  # noqa: E402
+from _results import gpu_name, inputs_text, make_record, speedup_text, times_faster, write_record  # noqa: E402
 
 from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
@@ -263,20 +263,13 @@ def run_dataset(name, X, Y, n_test, args, features="continuous", labels="csr", f
     return row
 
 
-def _kinds_text(row):
-    """``"text-like X (4.0 % ones), CSR labels"`` for a row's kind of inputs and label container."""
-    x = ("continuous X" if row["features"] == "continuous"
-         else f"text-like X ({100 * row['x_density']:.1f} % ones)")
-    return f"{x}, {'CSR' if row['labels'] == 'csr' else 'dense'} labels"
-
-
 def summarize(rows):
     """Rows of the docs table from the figures: gpurpo against each anchor that ran."""
     summary = []
     for row in rows:
         where = "" if row.get("gpurpo_device", "cpu") == "cpu" else f", on {row['gpurpo_device']}"
         data = (f"forest, {row['trees']} trees, {row['dataset']} (n = {row['n_train']:,}, d = {row['d']:,}), "
-                f"{_kinds_text(row)}{where}")
+                f"{inputs_text(row)}{where}")
         if "sk_proj_fit_s" in row:
             summary.append({"data": data, "anchor": "scikit-learn trees on the same projections",
                             "gpurpo": f"{times_faster(row['sk_proj_fit_s'], row['gpurpo_fit_s'])}, "

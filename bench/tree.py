@@ -59,7 +59,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_description  # noqa: E402
-from _results import make_record, speedup_text, write_record  # noqa: E402
+from _results import inputs_text, make_record, speedup_text, write_record  # noqa: E402
 
 from gpurpo.backend import NUMPY  # noqa: E402
 from gpurpo.datasets import make_delicious_like, make_mediamill_like  # noqa: E402
@@ -232,13 +232,6 @@ def run_dataset(name, X, Y, n_test, args, features="continuous", labels="csr", f
     return rows
 
 
-def _kinds_text(row):
-    """``"text-like X (4.0 % ones), CSR labels"`` for a row's kind of inputs and label container."""
-    x = ("continuous X" if row["features"] == "continuous"
-         else f"text-like X ({100 * row['x_density']:.1f} % ones)")
-    return f"{x}, {'CSR' if row['labels'] == 'csr' else 'dense'} labels"
-
-
 def summarize(rows):
     """Rows of the docs table from the figures: scikit-learn's trees against gpurpo's, CPU-time medians."""
     summary = []
@@ -247,7 +240,7 @@ def summarize(rows):
                 if (row["dataset"], row["features"], row["labels"]) == case}
         gp = runs["gpurpo"]
         data = (f"one tree, fully grown, {case[0]} (n = {gp['n_train']:,}, d = {gp['d']:,}), "
-                f"{_kinds_text(gp)}")
+                f"{inputs_text(gp)}")
         anchors = {"sk-proj": "scikit-learn tree on the same projections, binning included",
                    "sk-full": "scikit-learn tree on the full labels"}
         for key, anchor in anchors.items():

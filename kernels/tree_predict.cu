@@ -17,6 +17,8 @@
 // entries of the leaf and add them to the row with double atomics (the trees
 // of a row may hit the same outputs).
 
+#include "csr_rows.cuh"
+
 template <typename T>
 __device__ void apply_impl(const T* __restrict__ X, const int* __restrict__ feature,
                            const double* __restrict__ threshold,
@@ -76,13 +78,7 @@ extern "C" __global__ void tree_apply_csr(
         const long long a = indptr[i], b = indptr[i + 1];
         int node = roots[t];
         for (int f = feature[node]; f >= 0; f = feature[node]) {
-            long long lo = a, hi = b;
-            while (lo < hi) {
-                const long long mid = (lo + hi) >> 1;
-                if (indices[mid] < f) lo = mid + 1;
-                else hi = mid;
-            }
-            const double x = (lo < b && indices[lo] == f) ? data[lo] : 0.0;
+            const double x = csr_value(indices, data, a, b, f);
             const bool go_left = (x != x) ? missing_left[node] != 0 : x <= threshold[node];
             node = go_left ? left[node] : right[node];
         }

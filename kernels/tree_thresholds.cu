@@ -10,6 +10,8 @@
 // when x < 0: unsigned order equals numeric order); the launcher encodes the
 // initial values and decodes the result.
 
+#include "csr_rows.cuh"
+
 __device__ __forceinline__ unsigned long long order_key(double x)
 {
     const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
@@ -91,14 +93,8 @@ extern "C" __global__ void tree_neighbour_values_csr(
         if (!(weights[t * n + i] > 0.0f)) continue;
         const long long a = indptr[i], b = indptr[i + 1];
         int node = roots[t];
-        for (int f = feature[node]; f >= 0; f = feature[node]) {
-            long long lo = a, hi = b;
-            while (lo < hi) {
-                const long long mid = (lo + hi) >> 1;
-                if (indices[mid] < f) lo = mid + 1; else hi = mid;
-            }
-            const double x = (lo < b && indices[lo] == f) ? data[lo] : 0.0;
-            node = record(x, node, threshold, missing_left, left, right, low, high);
-        }
+        for (int f = feature[node]; f >= 0; f = feature[node])
+            node = record(csr_value(indices, data, a, b, f), node, threshold, missing_left, left,
+                          right, low, high);
     }
 }

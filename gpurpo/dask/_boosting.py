@@ -47,6 +47,7 @@ from sklearn.exceptions import NotFittedError
 
 from gpurpo.backend import NUMPY, check_random_state
 from gpurpo.dask._grower import BinEdges, DistributedGrower, Traffic, Workers
+from gpurpo.dask._params import CLIENT, init_with
 from gpurpo.dask._partition import BoostingPartition, stack_rows
 from gpurpo.ensemble.boosting import GradientBoostingClassifier as _LocalClassifier
 from gpurpo.ensemble.boosting import GradientBoostingRegressor as _LocalRegressor
@@ -55,7 +56,7 @@ from gpurpo.ensemble.boosting._iteration_trees import draw_projection, leaf_mean
 from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
 from gpurpo.ensemble.boosting._step_sizes import least_squares_ratio, logistic_search
 from gpurpo.ensemble.boosting.losses import log_odds
-from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, BinMapper
+from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.binning._sparse import canonical_csc
 from gpurpo.tree.grower import run_best_first, run_level_wise
 
@@ -450,60 +451,7 @@ class GradientBoostingRegressor(RegressorMixin, _DaskGradientBoosting):
     """
 
     _local_class = _LocalRegressor
-
-    def __init__(
-        self,
-        strategy: str = "rpo",
-        loss: str = "squared_error",
-        projection: str | None = "subsample",
-        n_components: int | float | str = "log",
-        leaf_step: str = "global",
-        split_criterion: str = "gradient",
-        reg_lambda: float = 1.0,
-        min_child_weight: float = 1.0,
-        learning_rate: float = 0.1,
-        n_estimators: int = 100,
-        max_leaf_nodes: int | None = 31,
-        max_depth: int | None = None,
-        max_features: Any = None,
-        min_samples_leaf: int = 1,
-        subsample: float = 1.0,
-        max_bins: int = 255,
-        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
-        validation_fraction: float = 0.1,
-        n_iter_no_change: int | None = None,
-        tol: float = 1e-4,
-        warm_start: bool = False,
-        random_state: Any = None,
-        device: str = "auto",
-        verbose: int = 0,
-        client: Any = None,
-    ) -> None:
-        self.strategy = strategy
-        self.loss = loss
-        self.projection = projection
-        self.n_components = n_components
-        self.leaf_step = leaf_step
-        self.split_criterion = split_criterion
-        self.reg_lambda = reg_lambda
-        self.min_child_weight = min_child_weight
-        self.learning_rate = learning_rate
-        self.n_estimators = n_estimators
-        self.max_leaf_nodes = max_leaf_nodes
-        self.max_depth = max_depth
-        self.max_features = max_features
-        self.min_samples_leaf = min_samples_leaf
-        self.subsample = subsample
-        self.max_bins = max_bins
-        self.max_binned_bytes = max_binned_bytes
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.device = device
-        self.verbose = verbose
-        self.client = client
+    __init__ = init_with(_LocalRegressor, CLIENT)
 
     def predict(self, X: Any) -> da.Array:
         """Predicted outputs of every row block: (n, d), or (n,) when fitted on a 1-D ``y``.
@@ -550,60 +498,7 @@ class GradientBoostingClassifier(ClassifierMixin, _DaskGradientBoosting):
     """
 
     _local_class = _LocalClassifier
-
-    def __init__(
-        self,
-        strategy: str = "rpo",
-        loss: str = "log_loss",
-        projection: str | None = "subsample",
-        n_components: int | float | str = "log",
-        leaf_step: str = "global",
-        split_criterion: str = "gradient",
-        reg_lambda: float = 1.0,
-        min_child_weight: float = 1.0,
-        learning_rate: float = 0.1,
-        n_estimators: int = 100,
-        max_leaf_nodes: int | None = 31,
-        max_depth: int | None = None,
-        max_features: Any = None,
-        min_samples_leaf: int = 1,
-        subsample: float = 1.0,
-        max_bins: int = 255,
-        max_binned_bytes: int = DEFAULT_MAX_BINNED_BYTES,
-        validation_fraction: float = 0.1,
-        n_iter_no_change: int | None = None,
-        tol: float = 1e-4,
-        warm_start: bool = False,
-        random_state: Any = None,
-        device: str = "auto",
-        verbose: int = 0,
-        client: Any = None,
-    ) -> None:
-        self.strategy = strategy
-        self.loss = loss
-        self.projection = projection
-        self.n_components = n_components
-        self.leaf_step = leaf_step
-        self.split_criterion = split_criterion
-        self.reg_lambda = reg_lambda
-        self.min_child_weight = min_child_weight
-        self.learning_rate = learning_rate
-        self.n_estimators = n_estimators
-        self.max_leaf_nodes = max_leaf_nodes
-        self.max_depth = max_depth
-        self.max_features = max_features
-        self.min_samples_leaf = min_samples_leaf
-        self.subsample = subsample
-        self.max_bins = max_bins
-        self.max_binned_bytes = max_binned_bytes
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.device = device
-        self.verbose = verbose
-        self.client = client
+    __init__ = init_with(_LocalClassifier, CLIENT)
 
     def _prepare_targets(self, template: Any, y: da.Array, client: Any,
                          y_futures: list[Any]) -> int:

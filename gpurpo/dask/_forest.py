@@ -52,6 +52,7 @@ from gpurpo.dask import _forest_tasks as tasks
 from gpurpo.dask._cluster import Cluster
 from gpurpo.dask._forest_fit import DistributedFit, static_task
 from gpurpo.dask._inputs import check_rows_chunked, check_same_row_chunks
+from gpurpo.dask._params import CLIENT, init_with
 from gpurpo.ensemble import forest
 from gpurpo.ensemble.forest._base import BaseForest
 
@@ -275,29 +276,9 @@ def _is_sparse_meta(a: da.Array) -> bool:
     return meta is not None and hasattr(meta, "tocsr")
 
 
-def _make_init(local_class: type[BaseForest]) -> Any:
-    """An ``__init__`` taking the parameters of ``local_class`` plus ``client`` and ``data``.
-
-    Its signature (read by scikit-learn's ``get_params``) lists every
-    parameter by name; the values are stored untouched.
-    """
-    base = inspect.signature(local_class.__init__)
-    extra = [
-        inspect.Parameter("client", inspect.Parameter.KEYWORD_ONLY, default=None,
-                          annotation="Any"),
-        inspect.Parameter("data", inspect.Parameter.KEYWORD_ONLY, default="replicate",
-                          annotation="str"),
-    ]
-    signature = base.replace(parameters=[*base.parameters.values(), *extra])
-
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        for name, value in list(bound.arguments.items())[1:]:
-            setattr(self, name, value)
-
-    __init__.__signature__ = signature  # type: ignore[attr-defined]
-    return __init__
+#: ``data``: how the rows reach the trees
+DATA = inspect.Parameter("data", inspect.Parameter.KEYWORD_ONLY, default="replicate",
+                         annotation="str")
 
 
 _DASK_PARAMETERS = """    client : distributed.Client or None, default=None
@@ -334,12 +315,12 @@ def _doc(local_class: type[BaseForest]) -> str:
 
 class RandomForestRegressor(RegressorMixin, _DaskForest):
     _local_class = forest.RandomForestRegressor
-    __init__ = _make_init(forest.RandomForestRegressor)
+    __init__ = init_with(forest.RandomForestRegressor, CLIENT, DATA)
 
 
 class ExtraTreesRegressor(RegressorMixin, _DaskForest):
     _local_class = forest.ExtraTreesRegressor
-    __init__ = _make_init(forest.ExtraTreesRegressor)
+    __init__ = init_with(forest.ExtraTreesRegressor, CLIENT, DATA)
 
 
 class _DaskClassifier(ClassifierMixin, _DaskForest):
@@ -362,12 +343,12 @@ class _DaskClassifier(ClassifierMixin, _DaskForest):
 
 class RandomForestClassifier(_DaskClassifier):
     _local_class = forest.RandomForestClassifier
-    __init__ = _make_init(forest.RandomForestClassifier)
+    __init__ = init_with(forest.RandomForestClassifier, CLIENT, DATA)
 
 
 class ExtraTreesClassifier(_DaskClassifier):
     _local_class = forest.ExtraTreesClassifier
-    __init__ = _make_init(forest.ExtraTreesClassifier)
+    __init__ = init_with(forest.ExtraTreesClassifier, CLIENT, DATA)
 
 
 for _cls in (RandomForestRegressor, ExtraTreesRegressor, RandomForestClassifier,

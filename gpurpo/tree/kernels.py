@@ -1037,29 +1037,28 @@ def apply_trees(
     being densified.
     """
     xp = backend.xp
+    sparse, rows = _raw_rows(backend, X)
+    out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
+    if X.shape[0]:
+        backend.kernel("tree_apply_csr" if sparse else "tree_apply")(
+            *rows, *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
+        )
+    return out
+
+
+def _raw_rows(backend: Backend, X: Any) -> tuple[bool, tuple]:
+    """``X`` as the traversal kernels read it: ``(True, (indptr int64, indices int32, data
+    float64))`` of its canonical CSR form, or ``(False, (X,))`` C-ordered in float32 or
+    float64 (other dtypes become float64)."""
+    xp = backend.xp
     if backend.issparse(X):
         X = _sparse.canonical_csr(X)
-        out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
-        if X.shape[0] == 0:
-            return out
-        backend.kernel("tree_apply_csr")(
-            _c(backend, X.indptr, xp.int64),
-            _c(backend, X.indices, xp.int32),
-            _c(backend, X.data, xp.float64),
-            *_traversal(backend, feature, threshold, missing_left, left, right, roots),
-            out,
-        )
-        return out
+        return True, (_c(backend, X.indptr, xp.int64), _c(backend, X.indices, xp.int32),
+                      _c(backend, X.data, xp.float64))
     X = xp.ascontiguousarray(X)
     if X.dtype not in (xp.float32, xp.float64):
         X = X.astype(xp.float64)
-    out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
-    if X.shape[0] == 0:
-        return out
-    backend.kernel("tree_apply")(
-        X, *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
-    )
-    return out
+    return False, (X,)
 
 
 def neighbour_values(
@@ -1083,21 +1082,12 @@ def neighbour_values(
     n_nodes = int(feature.shape[0])
     low = xp.full(n_nodes, -np.inf, dtype=xp.float64)
     high = xp.full(n_nodes, np.inf, dtype=xp.float64)
-    weights = _c(backend, weights, xp.float32)
     nodes = _traversal(backend, feature, threshold, missing_left, left, right, roots)
-    if backend.issparse(X):
-        X = _sparse.canonical_csr(X)
-        if X.shape[0]:
-            backend.kernel("tree_neighbour_values_csr")(
-                _c(backend, X.indptr, xp.int64), _c(backend, X.indices, xp.int32),
-                _c(backend, X.data, xp.float64), weights, *nodes, low, high,
-            )
-        return low, high
-    X = xp.ascontiguousarray(X)
-    if X.dtype not in (xp.float32, xp.float64):
-        X = X.astype(xp.float64)
+    sparse, rows = _raw_rows(backend, X)
     if X.shape[0]:
-        backend.kernel("tree_neighbour_values")(X, weights, *nodes, low, high)
+        backend.kernel("tree_neighbour_values_csr" if sparse else "tree_neighbour_values")(
+            *rows, _c(backend, weights, xp.float32), *nodes, low, high
+        )
     return low, high
 
 

@@ -148,7 +148,7 @@ def test_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
 
 
 def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
-    from test_tree_cuda_kernels import _random_trees
+    from _packed_trees import random_packed_trees
 
     from gpurpo.tree import kernels
 
@@ -166,7 +166,7 @@ def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
         Yc = csp.csr_matrix(sp.csr_matrix(Y))
         got = kernels.accumulate_leaves_csr(gpu, cp.asarray(leaf), cp.asarray(w), Yc, n_leaves)
         np.testing.assert_allclose(got.get(), ref, rtol=1e-10, atol=1e-10)
-    trees = _random_trees(rng)
+    trees = random_packed_trees(rng)
     X = rng.normal(size=(2000, 5))
     X[rng.random(X.shape) < 0.2] = np.nan
     for dtype in (np.float32, np.float64):

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _edge_table import ragged
+from _packed_trees import random_packed_trees
 from _sparse_codes import code_rows
 from _split_records import split_records
 from _visiting import visited_features
@@ -609,35 +610,10 @@ def test_accumulate_leaves(dtype, n, d, n_leaves):
         np.testing.assert_allclose(got, cpu, rtol=1e-12, atol=1e-12)
 
 
-def _random_trees(rng, n_trees=5, p=5):
-    feature, threshold, missing, left, right, roots = [], [], [], [], [], []
-    for t in range(n_trees):
-        offset = len(feature)
-        nodes = [None]
-        leaves = [0]
-        for _ in range(0 if t == 0 else int(rng.integers(1, 9))):  # tree 0: a single leaf
-            g = leaves.pop(int(rng.integers(len(leaves))))
-            nodes[g] = (int(rng.integers(p)), float(rng.normal()), int(rng.integers(2)),
-                        len(nodes), len(nodes) + 1)
-            nodes += [None, None]
-            leaves += [len(nodes) - 2, len(nodes) - 1]
-        roots.append(offset)
-        for nd in nodes:
-            f, thr, ml, lc, rc = nd if nd is not None else (-1, 0.0, 0, -1 - offset, -1 - offset)
-            feature.append(f)
-            threshold.append(thr)
-            missing.append(ml)
-            left.append(lc + offset)
-            right.append(rc + offset)
-    a = np.asarray
-    return (a(feature, np.int32), a(threshold), a(missing, np.uint8), a(left, np.int32),
-            a(right, np.int32), a(roots, np.int32))
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_apply_matches_python_traversal(dtype):
     rng = np.random.default_rng(3)
-    trees = _random_trees(rng)
+    trees = random_packed_trees(rng)
     feature, threshold, missing, left, right, roots = trees
     X = rng.normal(size=(90, 5)).astype(dtype)
     X[rng.random(X.shape) < 0.2] = np.nan
@@ -681,7 +657,7 @@ def test_apply_on_sparse_rows_matches_the_densified_rows(dtype):
     # tree_apply_csr finds each node's value among the row's stored entries (0.0 when
     # absent): the leaves of tree_apply on the densified X, on both kernels
     rng = np.random.default_rng(13)
-    trees = _random_trees(rng, n_trees=6, p=7)
+    trees = random_packed_trees(rng, n_trees=6, p=7)
     X, dense = _sparse_rows(rng, 83, 7, dtype)  # a last group of 3 rows (APPLY_LANES)
     want = kernels.apply_trees(NUMPY, dense, *trees)
     for backend in (NUMPY, EMULATED):

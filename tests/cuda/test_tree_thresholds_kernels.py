@@ -10,35 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _packed_trees import random_packed_trees
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import kernels
-
-
-def _random_trees(rng, n_trees, p):
-    """Packed random trees (tree 0 a single leaf), global node ids."""
-    feature, threshold, missing, left, right, roots = [], [], [], [], [], []
-    for t in range(n_trees):
-        offset = len(feature)
-        nodes = [None]
-        leaves = [0]
-        for _ in range(0 if t == 0 else int(rng.integers(1, 12))):
-            g = leaves.pop(int(rng.integers(len(leaves))))
-            nodes[g] = (int(rng.integers(p)), float(np.round(rng.normal(), 1)),
-                        int(rng.integers(2)), len(nodes), len(nodes) + 1)
-            nodes += [None, None]
-            leaves += [len(nodes) - 2, len(nodes) - 1]
-        roots.append(offset)
-        for nd in nodes:
-            f, thr, ml, lc, rc = nd if nd is not None else (-1, np.nan, 0, -1 - offset, -1 - offset)
-            feature.append(f)
-            threshold.append(thr)
-            missing.append(ml)
-            left.append(lc + offset)
-            right.append(rc + offset)
-    a = np.asarray
-    return (a(feature, np.int32), a(threshold), a(missing, np.uint8), a(left, np.int32),
-            a(right, np.int32), a(roots, np.int32))
 
 
 def _reference(dense, weights, trees):
@@ -63,7 +38,7 @@ def _reference(dense, weights, trees):
 
 def _problem(seed, dtype, n=120, p=6, n_trees=5):
     rng = np.random.default_rng(seed)
-    trees = _random_trees(rng, n_trees, p)
+    trees = random_packed_trees(rng, n_trees, p, max_splits=11, decimals=1)
     dense = np.round(rng.normal(size=(n, p)), 1).astype(dtype)
     dense[rng.random(dense.shape) < 0.1] = np.nan
     dense[rng.random(dense.shape) < 0.05] = -0.0

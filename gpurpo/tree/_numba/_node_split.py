@@ -673,6 +673,20 @@ def _tie_pick(cand_g, found, tol):
     return -1
 
 
+@njit(inline="always", cache=True)
+def _settled_with(cand_f, cand_g, cand_b, cand_ml, found, f, gain, b, ml, settled, tol):
+    """Store feature ``f``'s best split as candidate ``found - 1``; True when the search
+    can stop: the tie rule's pick among the candidates so far reaches ``settled``."""
+    cand_f[found - 1] = f
+    cand_g[found - 1] = gain
+    cand_b[found - 1] = b
+    cand_ml[found - 1] = ml
+    if not gain >= settled:
+        return False
+    pick = _tie_pick(cand_g, found, tol)
+    return pick >= 0 and cand_g[pick] >= settled
+
+
 @njit(cache=True)
 def _sum_and_square(total, squares, wy, y):
     """One sample's channel added to a node's sum (``w y``) and sum of ``w y^2``."""
@@ -978,14 +992,9 @@ def _eval_node(
                 continue
             if state == 1:
                 found += 1
-                cand_f[found - 1] = f
-                cand_g[found - 1] = best_gain
-                cand_b[found - 1] = best_b
-                cand_ml[found - 1] = best_ml
-                if best_gain >= settled:
-                    pick = _tie_pick(cand_g, found, tol)
-                    if pick >= 0 and cand_g[pick] >= settled:
-                        break
+                if _settled_with(cand_f, cand_g, cand_b, cand_ml, found, f, best_gain, best_b,
+                                 best_ml, settled, tol):
+                    break
                 continue
         if sort_f:
             # constant features (common for sparse or discrete inputs) skip the sort
@@ -1165,14 +1174,9 @@ def _eval_node(
                             LS[c] -= MS[c]
                         best_gain, best_b, best_ml = _keep_better(
                             g, b, 1, best_gain, best_b, best_ml)
-        cand_f[found - 1] = f
-        cand_g[found - 1] = best_gain
-        cand_b[found - 1] = best_b
-        cand_ml[found - 1] = best_ml
-        if best_gain >= settled:
-            pick = _tie_pick(cand_g, found, tol)
-            if pick >= 0 and cand_g[pick] >= settled:
-                break
+        if _settled_with(cand_f, cand_g, cand_b, cand_ml, found, f, best_gain, best_b, best_ml,
+                         settled, tol):
+            break
     # ties across features: gains within tol of the best, the first visited wins
     pick = _tie_pick(cand_g, found, tol)
     if pick < 0:

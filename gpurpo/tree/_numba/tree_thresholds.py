@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.tree.binning._edge_lookup import _count_below
+
 # rows that walk a tree together
 LANES = 8
 
@@ -60,22 +62,6 @@ def neighbour_values(X, weights, feature, threshold, missing_left, left, right, 
                                           threshold, missing_left, left, right, low, high)
 
 
-@njit(inline="always", cache=True)
-def _stored_value(indices, data, start, stop, column):
-    """``X[i, column]`` of a CSR row with increasing indices in ``[start, stop)``, 0.0 when absent."""
-    lo = start
-    hi = stop
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if indices[mid] < column:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < stop and indices[lo] == column:
-        return np.float64(data[lo])
-    return 0.0
-
-
 @njit(parallel=True, cache=True)
 def neighbour_values_csr(indptr, indices, data, weights, feature, threshold, missing_left, left,
                          right, roots, low, high):
@@ -88,5 +74,7 @@ def neighbour_values_csr(indptr, indices, data, weights, feature, threshold, mis
             stop = indptr[i + 1]
             node = roots[t]
             while feature[node] >= 0:
-                x = _stored_value(indices, data, start, stop, feature[node])
+                f = feature[node]
+                at = start + _count_below(indices[start:], stop - start, f)
+                x = np.float64(data[at]) if at < stop and indices[at] == f else 0.0
                 node = _record(x, node, threshold, missing_left, left, right, low, high)

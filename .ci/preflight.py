@@ -9,6 +9,8 @@ suite runs, that
   uses ``std::barrier`` and ``std::atomic_ref<float>`` (what the emulator
   header needs);
 * ``cuda.bindings.nvrtc`` imports and NVRTC compiles a trivial kernel to PTX;
+* ptxas (the ``nvidia-cuda-nvcc-cu12`` wheel) assembles that PTX and reports
+  the kernel's registers (the register and spill tests need it);
 * the CUDA emulator builds and runs a trivial kernel with the right result.
 
 It prints one line per check and exits with status 1 naming every check that
@@ -90,6 +92,16 @@ def check_nvrtc() -> str:
     return f"NVRTC {major}.{minor} through {nvrtc_check.__name__}"
 
 
+def check_ptxas() -> str:
+    ptxas = _first_module("gpurpo.testing.ptxas")
+    nvrtc_check = _first_module("gpurpo.testing.nvrtc")
+    ptx = nvrtc_check.compile_ptx(KERNEL, arch="compute_90", name="preflight.cu")
+    report = ptxas.kernel_resources(ptx, "sm_90")
+    if "add_one" not in report:
+        raise RuntimeError("ptxas assembled the trivial kernel but reported no add_one")
+    return f"ptxas at {ptxas.ptxas_path()} ({report['add_one'].registers} registers for add_one)"
+
+
 def check_emulator() -> str:
     import numpy as np
 
@@ -106,7 +118,8 @@ def check_emulator() -> str:
 
 def main() -> int:
     failed = []
-    for name, check in (("g++", check_gxx), ("NVRTC", check_nvrtc), ("emulator", check_emulator)):
+    for name, check in (("g++", check_gxx), ("NVRTC", check_nvrtc), ("ptxas", check_ptxas),
+                        ("emulator", check_emulator)):
         try:
             print(f"preflight {name}: ok ({check()})", flush=True)
         except Exception as exc:

@@ -59,6 +59,7 @@ __all__ = [
     "apply_trees",
     "sum_leaves_dense",
     "sum_leaves_csr",
+    "segment_sums",
     "histogram_launch_plan",
     "MIN_SAMPLES_PER_BLOCK",
 ]
@@ -557,6 +558,15 @@ def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any,
     else:
         kernel = module.get_function(f"tree_accumulate_leaves_dense_{suffix}")
         kernel((_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
+
+
+def segment_sums(backend: Backend, values: Any, bounds: Any, out: Any) -> None:
+    """``tree_segment_sums``: one thread per segment, summing it in order."""
+    n_segments = int(out.shape[0])
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_segment_sums.cu").get_function("tree_segment_sums")
+    kernel((_grid(n_segments, block, attrs),), (block,), (values, bounds, _i64(n_segments), out))
 
 
 def accumulate_leaves_csr(

@@ -312,6 +312,13 @@ Kernel contracts
 
 ``tree_neighbour_values_csr(indptr, indices, data, weights, feature, ..., roots, low, high)``
     ``tree_neighbour_values`` of a canonical CSR X (as ``tree_apply_csr``).
+
+``tree_segment_sums(values, bounds, out)``
+    values       float64 (E,)          entries laid out segment after segment
+    bounds       int64   (S + 1,)      segment s is ``values[bounds[s]:bounds[s + 1]]``
+    out          float64 (S,)          ``0.0 + values[bounds[s]] + ...``, summed in
+                                       increasing position (the order of the CPU's
+                                       sums, so the result is the same bit for bit)
 """
 
 from __future__ import annotations
@@ -332,6 +339,7 @@ from gpurpo.tree._numba import (
     tree_partition,
     tree_predict,
     tree_score,
+    tree_segment_sums,
     tree_split_small,
     tree_thresholds,
 )
@@ -410,6 +418,7 @@ register_kernel("tree_neighbour_values_csr", cpu=tree_thresholds.neighbour_value
                 cuda=_cuda.neighbour_values_csr)
 register_kernel("tree_sum_leaves_dense", cpu=tree_predict.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
 register_kernel("tree_sum_leaves_csr", cpu=tree_predict.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
+register_kernel("tree_segment_sums", cpu=tree_segment_sums.segment_sums, cuda=_cuda.segment_sums)
 
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
@@ -1129,6 +1138,16 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> A
         _c(backend, leaf_rows, xp.int32), indptr, indices, _c(backend, values.data, xp.float64),
         out,
     )
+    return out
+
+
+def segment_sums(backend: Backend, values: Any, bounds: Any) -> Any:
+    """Ordered sum of every segment ``values[bounds[s]:bounds[s + 1]]``: float64 (S,)."""
+    xp = backend.xp
+    bounds = _c(backend, bounds, xp.int64)
+    out = xp.empty(max(int(bounds.shape[0]) - 1, 0), dtype=xp.float64)
+    if out.shape[0]:
+        backend.kernel("tree_segment_sums")(_c(backend, values, xp.float64), bounds, out)
     return out
 
 

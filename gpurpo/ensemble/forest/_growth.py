@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from gpurpo.backend import Backend
+from gpurpo.backend import Backend, to_host
 from gpurpo.ensemble.forest._batches import out_of_memory_error
 from gpurpo.ensemble.forest._predict import TreeChunk
 from gpurpo.ensemble.forest._projection import ProjectionPlan
 from gpurpo.ensemble.forest._warm_start import Sampling, draw_counts
 from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees, leaf_values
+from gpurpo.tree.batch_leaves import stacked_leaf_values_csr
 from gpurpo.tree.binning import BinnedMatrix
+from gpurpo.tree.leaves import DENSE_LEAF_DENSITY
 from gpurpo.tree.thresholds import refine_thresholds
 
 __all__ = ["TreeGrowth"]
@@ -139,19 +141,46 @@ class TreeGrowth:
                 # node-local midpoints between the neighbouring values (scikit-learn's rule)
                 refine_thresholds(result.structures, self.X, weights, backend,
                                   np.diff(self.binned.edge_ptr_host))
-            leaves = [
-                leaf_values(
-                    self.Y_leaves,
-                    result.leaf_of_sample[t],
-                    None if leaf_weights is None else leaf_weights[t],
-                    s.n_leaves,
-                    backend,
-                    self.leaf_storage,
-                )
-                for t, s in enumerate(result.structures)
-            ]
-            chunk = TreeChunk(result.structures, leaves, backend)
+            chunk = self._label(result, leaf_weights)
         except MemoryError as exc:
             n, d = (int(s) for s in self.Y_leaves.shape)
             raise out_of_memory_error(exc, backend, b1 - b0, n, m, d) from exc
         return chunk, counts, time.perf_counter() - start
+
+    def _label(self, result: Any, leaf_weights: Any) -> TreeChunk:
+        """The leaf values of a grown batch, packed with its trees.
+
+        Sparse leaf values on a CUDA backend are computed for the whole batch
+        at once (:func:`~gpurpo.tree.batch_leaves.stacked_leaf_values_csr`, the
+        same values as tree by tree); otherwise tree by tree.
+        """
+        backend = self.backend
+        structures = result.structures
+        sparse_leaves = self.leaf_storage == "by_density" or backend.issparse(self.Y_leaves)
+        if backend.uses_cuda_kernels and sparse_leaves:
+            n_leaves = np.array([s.n_leaves for s in structures], dtype=np.int64)
+            values, offsets = stacked_leaf_values_csr(
+                self.Y_leaves, result.leaf_of_sample, leaf_weights, n_leaves, backend)
+            if self.leaf_storage == "by_density" and _all_dense(values, offsets, n_leaves, backend):
+                values = values.toarray()
+            return TreeChunk.from_stacked(structures, values, offsets, backend)
+        leaves = [
+            leaf_values(
+                self.Y_leaves,
+                result.leaf_of_sample[t],
+                None if leaf_weights is None else leaf_weights[t],
+                s.n_leaves,
+                backend,
+                self.leaf_storage,
+            )
+            for t, s in enumerate(structures)
+        ]
+        return TreeChunk(structures, leaves, backend)
+
+
+def _all_dense(values: Any, offsets: np.ndarray, n_leaves: np.ndarray, backend: Backend) -> bool:
+    """Whether every tree's leaf values are denser than ``DENSE_LEAF_DENSITY`` (the
+    rule by which :func:`~gpurpo.tree.leaf_values` stores a tree's leaves dense)."""
+    ends = to_host(values.indptr[backend.asarray(np.stack([offsets, offsets + n_leaves]))])
+    nnz = ends[1] - ends[0]
+    return bool((nnz > DENSE_LEAF_DENSITY * n_leaves * values.shape[1]).all())

@@ -52,6 +52,21 @@ class TreeChunk:
         self, structures: Sequence[TreeStructure], leaves: Sequence[LeafValues], backend: Backend
     ) -> None:
         values, offsets = stack_leaf_values(list(leaves), backend)
+        self._set(structures, values, offsets, backend)
+
+    @classmethod
+    def from_stacked(
+        cls, structures: Sequence[TreeStructure], values: Any, offsets: np.ndarray, backend: Backend
+    ) -> TreeChunk:
+        """A chunk from leaf values already stacked (tree ``t``'s leaf ``l`` at row
+        ``offsets[t] + l``), as :func:`gpurpo.tree.batch_leaves.stacked_leaf_values_csr`
+        returns them."""
+        chunk = cls.__new__(cls)
+        chunk._set(structures, values, offsets, backend)
+        return chunk
+
+    def _set(self, structures: Sequence[TreeStructure], values: Any, offsets: np.ndarray,
+             backend: Backend) -> None:
         self.structures = list(structures)
         self.leaf_offsets = np.asarray(offsets, dtype=np.int64)
         self.packed = pack_trees(self.structures, leaf_offsets=self.leaf_offsets)

@@ -1,0 +1,180 @@
+"""Sparse leaf values of a whole batch of trees at once, on a CUDA backend.
+
+The leaf values of a tree grown on projected outputs are the weighted means
+of the original outputs of the samples in each leaf (Joly, Geurts & Wehenkel
+2014, section 3.1): with ``A_t`` the (n x L_t) sample-leaf indicator of tree
+``t`` and ``W`` its leaf weights, ``V_t = diag(1/W) A_t^T diag(w_t) Y``.
+:func:`gpurpo.tree.leaves.leaf_values` computes one tree at a time (on the
+CPU by Gustavson's product in numba; on CUDA backends through a sparse
+indicator product of its own, a dozen launches and several synchronisations
+per tree). Here all trees of a batch are labelled together, stacked as the
+forest stores them (tree ``t``'s leaf ``l`` is row ``offsets[t] + l``), with a
+number of launches that does not depend on the number of trees:
+
+1. every stored entry ``y_ij`` of every sample ``i`` in every tree ``t`` becomes
+   one entry keyed ``(row of i's leaf in t) * d + j`` with value ``w_ti y_ij``,
+   laid out tree by tree and sample by sample;
+2. a stable sort by key groups the entries of each (leaf, label) with their
+   samples still in increasing order;
+3. ``tree_segment_sums`` adds each group from 0.0 in that order: Gustavson's
+   accumulation order, so the sums equal the CPU's bit for bit; the leaf
+   weights ``W`` are summed the same way (sample order, as ``numpy.bincount``);
+4. exact zero sums are dropped (as the CPU does) and each row is scaled by
+   ``1 / W`` of its leaf.
+
+The entries of a batch are processed in groups of trees of at most
+``max_entries`` entries (the memory of the keys, values and sort).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend, segment_positions
+from gpurpo.tree import kernels
+
+__all__ = ["stacked_leaf_values_csr", "MAX_ENTRIES"]
+
+#: Entries (stored outputs of in-tree samples) labelled in one group of trees: about
+#: 40 bytes each in keys, values and the sort's scratch.
+MAX_ENTRIES = 1 << 26
+
+
+def _check(Y: Any, leaf_of_sample: Any, weights: Any, n_leaves: Any, backend: Backend) -> np.ndarray:
+    if not backend.issparse(Y):
+        raise TypeError(f"Y must be a sparse matrix, got {type(Y).__name__}")
+    if leaf_of_sample.ndim != 2 or leaf_of_sample.shape[1] != Y.shape[0]:
+        raise ValueError(
+            f"leaf_of_sample must have shape (n_trees, n_samples={Y.shape[0]}), "
+            f"got {tuple(leaf_of_sample.shape)}"
+        )
+    if weights is not None and tuple(weights.shape) != tuple(leaf_of_sample.shape):
+        raise ValueError(
+            f"weights must have the shape of leaf_of_sample {tuple(leaf_of_sample.shape)}, "
+            f"got {tuple(weights.shape)}"
+        )
+    n_leaves = np.asarray(n_leaves, dtype=np.int64)
+    if n_leaves.shape != (leaf_of_sample.shape[0],) or (n_leaves < 0).any():
+        raise ValueError(
+            f"n_leaves must hold one non-negative count per tree ({leaf_of_sample.shape[0]}), "
+            f"got {n_leaves!r}"
+        )
+    return n_leaves
+
+
+def _tree_groups(per_tree: np.ndarray, max_entries: int) -> list[tuple[int, int]]:
+    """Consecutive tree ranges of at most ``max_entries`` entries (at least one tree)."""
+    groups = []
+    t0 = 0
+    while t0 < len(per_tree):
+        t1 = t0 + 1
+        total = int(per_tree[t0])
+        while t1 < len(per_tree) and total + int(per_tree[t1]) <= max_entries:
+            total += int(per_tree[t1])
+            t1 += 1
+        groups.append((t0, t1))
+        t0 = t1
+    return groups
+
+
+def _ordered_group_sums(backend: Backend, keys: Any, values: Any) -> tuple[Any, Any]:
+    """Distinct ``keys`` (increasing) and the ordered sums of their ``values``.
+
+    A stable sort keeps the entries of equal keys in their given order; each
+    run is then summed from 0.0 in that order by ``tree_segment_sums``.
+    """
+    xp = backend.xp
+    order = xp.argsort(keys, kind="stable")
+    keys = keys[order]
+    head = xp.empty(keys.shape[0], dtype=bool)
+    head[:1] = True
+    head[1:] = keys[1:] != keys[:-1]
+    starts = xp.flatnonzero(head)
+    bounds = xp.concatenate([starts, xp.asarray([keys.shape[0]], dtype=starts.dtype)])
+    return keys[starts], kernels.segment_sums(backend, values[order], bounds)
+
+
+def stacked_leaf_values_csr(
+    Y: Any,
+    leaf_of_sample: Any,
+    weights: Any,
+    n_leaves: Any,
+    backend: Backend,
+    max_entries: int = MAX_ENTRIES,
+) -> tuple[Any, np.ndarray]:
+    """Sparse leaf values of T trees, stacked (see the module docstring).
+
+    Parameters
+    ----------
+    Y : CSR matrix (n, d), on ``backend``
+        The original outputs.
+    leaf_of_sample : int32 array (T, n), on ``backend``
+        Leaf of every sample in every tree, -1 where the sample is not in it.
+    weights : array (T, n) or None, on ``backend``
+        Sample weights in each tree (None: ones).
+    n_leaves : int sequence (T,)
+        Number of leaves of each tree.
+    backend : Backend
+    max_entries : int
+        Most entries labelled at once.
+
+    Returns
+    -------
+    values : CSR matrix (sum of n_leaves, d), float64, on ``backend``
+        Row ``offsets[t] + l`` holds the mean outputs of leaf ``l`` of tree
+        ``t``, its exact zeros not stored, columns increasing.
+    offsets : int64 ndarray (T,)
+        Host row offset of each tree's first leaf.
+    """
+    xp = backend.xp
+    n_leaves = _check(Y, leaf_of_sample, weights, n_leaves, backend)
+    if not isinstance(max_entries, (int, np.integer)) or max_entries < 1:
+        raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+    n_trees, n = (int(s) for s in leaf_of_sample.shape)
+    d = int(Y.shape[1])
+    offsets = np.concatenate([[0], np.cumsum(n_leaves)[:-1]]).astype(np.int64)
+    n_rows = int(n_leaves.sum())
+    Yc = Y.tocsr()
+    indptr = xp.asarray(Yc.indptr, dtype=xp.int64)
+    indices = xp.asarray(Yc.indices, dtype=xp.int64)
+    data = xp.asarray(Yc.data, dtype=xp.float64)
+    row_nnz = indptr[1:] - indptr[:-1]
+    leaf = xp.asarray(leaf_of_sample, dtype=xp.int64)
+    inside = leaf >= 0
+    # the stacked row of every (tree, sample): its leaf's row, -1 outside the tree
+    rows = xp.where(inside, leaf + xp.asarray(offsets)[:, None], -1)
+    w = xp.ones((n_trees, n), dtype=xp.float64) if weights is None else xp.asarray(weights, dtype=xp.float64)
+    per_tree = backend.to_host(xp.where(inside, row_nnz[None, :], 0).sum(axis=1))
+    out_keys, out_sums = [], []
+    leaf_weight = xp.zeros(n_rows, dtype=xp.float64)
+    for t0, t1 in _tree_groups(per_tree, int(max_entries)):
+        flat = xp.flatnonzero(inside[t0:t1].ravel())
+        pair_row = rows[t0:t1].ravel()[flat]
+        pair_w = w[t0:t1].ravel()[flat]
+        sample = flat % n
+        # leaf weights, summed in sample order
+        w_rows, w_sums = _ordered_group_sums(backend, pair_row, pair_w)
+        leaf_weight[w_rows] = w_sums
+        total = int(per_tree[t0:t1].sum())
+        if total == 0:
+            continue
+        pos, pair = segment_positions(xp, indptr[sample], row_nnz[sample], total)
+        keys = pair_row[pair] * d + indices[pos]
+        keys, sums = _ordered_group_sums(backend, keys, pair_w[pair] * data[pos])
+        keep = sums != 0
+        out_keys.append(keys[keep])
+        out_sums.append(sums[keep])
+    keys = xp.concatenate(out_keys) if out_keys else xp.zeros(0, dtype=xp.int64)
+    sums = xp.concatenate(out_sums) if out_sums else xp.zeros(0, dtype=xp.float64)
+    entry_row = keys // d
+    inv = xp.where(leaf_weight > 0, 1.0 / xp.where(leaf_weight > 0, leaf_weight, 1.0), 0.0)
+    out_indptr = xp.zeros(n_rows + 1, dtype=xp.int64)
+    out_indptr[1:] = xp.cumsum(xp.bincount(entry_row, minlength=n_rows))
+    index_type = xp.int32 if max(n_rows, d, int(keys.shape[0])) < 2**31 else xp.int64
+    values = backend.sparse.csr_matrix(
+        (sums * inv[entry_row], (keys % d).astype(index_type), out_indptr.astype(index_type)),
+        shape=(n_rows, d),
+    )
+    return values, offsets

@@ -245,3 +245,74 @@ extern "C" __global__ void tree_score_histograms(
         __syncthreads();  // the scratch and the reduction arrays are reused by the next slot
     }
 }
+
+// The best slot of every node (contract: ``tree_best_slot`` in gpurpo/tree/kernels.py;
+// CPU twin: ``best_slot`` in gpurpo/tree/_numba/tree_score.py).
+//
+// One thread per node, threads striding over the nodes. The node's tie tolerance
+// comes from its own histogram (slot 0 holds all its samples): W and S summed
+// over the bins in increasing order, parent = ||S||^2 / W, tolerance
+// tie_rtol * max(Q - parent, 0) + tie_rounding * Q (tie_rtol * Q for second-order
+// gains); then the largest gain wins, slots within the tolerance of it tie, and the
+// tie of smallest visiting-order position wins (the first such slot without an
+// order). Pure nodes (impure == 0) and nodes without a valid slot get feature -1.
+extern "C" __global__ void tree_best_slot(
+    const float* __restrict__ hist, const double* __restrict__ q,
+    const unsigned char* __restrict__ impure, const double* __restrict__ gain,
+    const int* __restrict__ bins, const unsigned char* __restrict__ missing_left,
+    const int* __restrict__ node_features, const long long* __restrict__ order,
+    long long n_nodes, int k, int n_bins, int n_channels, int m, int newton, int has_order,
+    double tie_rtol, double tie_rounding, double* __restrict__ out)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const double neg_inf = -__longlong_as_double(0x7FF0000000000000LL);
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_nodes; i += stride) {
+        const double qi = q[i];
+        double tol;
+        if (newton) {
+            tol = __dmul_rn(tie_rtol, qi);
+        } else {
+            const float* h = hist + i * (long long)k * n_bins * n_channels;  // slot 0
+            double w = 0.0;
+            for (int b = 0; b < n_bins; ++b) w = __dadd_rn(w, (double)h[(long long)b * n_channels]);
+            double parent = 0.0;
+            for (int c = 1; c <= m; ++c) {
+                double s = 0.0;
+                for (int b = 0; b < n_bins; ++b) s = __dadd_rn(s, (double)h[(long long)b * n_channels + c]);
+                parent = __dadd_rn(parent, __dmul_rn(s, s));
+            }
+            parent = __ddiv_rn(parent, w > 0.0 ? w : 1.0);
+            const double spread = __dadd_rn(qi, -parent);
+            tol = __dadd_rn(__dmul_rn(tie_rtol, spread > 0.0 ? spread : 0.0), __dmul_rn(tie_rounding, qi));
+        }
+        const double* g = gain + i * (long long)k;
+        double gmax = neg_inf;
+        for (int j = 0; j < k; ++j) gmax = g[j] > gmax ? g[j] : gmax;
+        int pick = -1;
+        long long pick_order = 0;
+        if (impure[i] && gmax > neg_inf) {
+            const double bar = __dadd_rn(gmax, -tol);
+            for (int j = 0; j < k; ++j) {
+                if (!(g[j] >= bar && g[j] > neg_inf)) continue;
+                const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
+                if (pick < 0 || o < pick_order) {
+                    pick = j;
+                    pick_order = o;
+                }
+            }
+        }
+        double* o = out + 4 * i;
+        if (pick < 0) {
+            o[0] = -1.0;
+            o[1] = 0.0;
+            o[2] = 0.0;
+            o[3] = neg_inf;
+        } else {
+            const long long at = i * (long long)k + pick;
+            o[0] = (double)node_features[at];
+            o[1] = (double)bins[at];
+            o[2] = (double)missing_left[at];
+            o[3] = g[pick];
+        }
+    }
+}

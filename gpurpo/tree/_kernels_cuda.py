@@ -60,6 +60,7 @@ __all__ = [
     "sum_leaves_dense",
     "sum_leaves_csr",
     "segment_sums",
+    "best_slot",
     "histogram_launch_plan",
     "MIN_SAMPLES_PER_BLOCK",
 ]
@@ -558,6 +559,23 @@ def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any,
     else:
         kernel = module.get_function(f"tree_accumulate_leaves_dense_{suffix}")
         kernel((_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
+
+
+def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins: Any,
+              missing_left: Any, node_features: Any, order: Any, m: int, newton: int,
+              has_order: int, tie_rtol: float, tie_rounding: float, out: Any) -> None:
+    """``tree_best_slot``: one thread per node."""
+    n_nodes, k = (int(s) for s in gain.shape)
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_score.cu").get_function("tree_best_slot")
+    kernel(
+        (_grid(n_nodes, block, attrs),),
+        (block,),
+        (hist, q, impure, gain, bins, missing_left, node_features, order, _i64(n_nodes), _i32(k),
+         _i32(hist.shape[2]), _i32(hist.shape[3]), _i32(m), _i32(newton), _i32(has_order),
+         _f64(tie_rtol), _f64(tie_rounding), out),
+    )
 
 
 def segment_sums(backend: Backend, values: Any, bounds: Any, out: Any) -> None:

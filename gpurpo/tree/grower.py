@@ -119,8 +119,6 @@ __all__ = [
 
 _EPSILON = np.finfo(np.float64).eps
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
-# node x slot scores up to which the best slot per node is chosen on the host
-_HOST_REDUCTION_SLOTS = 1 << 16
 # frontiers of at most this many nodes have their cached histograms scored one by one
 _UNSTACKED_NODES = 4
 # a node size limit that every node meets (the sample lists are indexed by int32)
@@ -420,8 +418,12 @@ class _Grower:
             return np.ascontiguousarray(a, dtype=dtype)
         return self.backend.asarray(np.ascontiguousarray(a), dtype=dtype)
 
-    def _node_stats(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(impure, Q): targets not all identical; ``Q = sum w ||y||^2`` (host arrays)."""
+    def _node_stats(self, ids: np.ndarray, on_host: bool = True) -> tuple[Any, Any]:
+        """(impure, Q): targets not all identical; ``Q = sum w ||y||^2``.
+
+        Host arrays (bool, float64), or with ``on_host=False`` the kernel's
+        outputs (uint8, float64) where they lie.
+        """
         xp = self.xp
         if len(ids) == 0:
             return np.zeros(0, dtype=bool), np.zeros(0)
@@ -435,6 +437,8 @@ class _Grower:
             self.weights,
             self.targets,
         )
+        if not on_host:
+            return impure, q
         return self.backend.to_host(impure).astype(bool), self.backend.to_host(q)
 
     def drop_cached(self, ids: np.ndarray) -> None:
@@ -476,11 +480,17 @@ class _Grower:
             feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         if large.any():
             sel = np.flatnonzero(large)
-            impure, q = self._node_stats(ids[sel])
-            sel, q = sel[impure], q[impure]
-            if len(sel):
-                out = self._split_large(ids[sel], seeds[sel], q)
+            if self.all_features:
+                # purity and Q stay on the device: the best-slot kernel reads them
+                out = self._split_large_all_features(ids[sel], seeds[sel],
+                                                     *self._node_stats(ids[sel], on_host=False))
                 feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
+            else:
+                impure, q = self._node_stats(ids[sel])
+                sel, q = sel[impure], q[impure]
+                if len(sel):
+                    out = self._split_large_sampled(ids[sel], seeds[sel], q)
+                    feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
         # min_impurity_decrease, scikit-learn's normalisation (per output, over the root weight)
         n_scored = self.m // 2 if self.newton else self.m
         improvement = gain / (n_scored * self.w_root[nodes.tree[ids]])
@@ -517,13 +527,6 @@ class _Grower:
     def _chunk_size(self, k: int) -> int:
         per_node = _SCORE_BYTES_PER_CELL * k * self.binned.n_bins * self.channels
         return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
-
-    def _split_large(
-        self, ids: np.ndarray, seeds: np.ndarray, q: np.ndarray
-    ) -> tuple[np.ndarray, ...]:
-        if self.all_features:
-            return self._split_large_all_features(ids, seeds, q)
-        return self._split_large_sampled(ids, seeds, q)
 
     def _tie_tolerance(self, hist: Any, q: np.ndarray) -> np.ndarray:
         """The cross-feature tie tolerance of each node of ``hist`` (N, k, B, C), on the host.
@@ -585,12 +588,15 @@ class _Grower:
         )
 
     def _split_large_all_features(
-        self, ids: np.ndarray, seeds: np.ndarray, q: np.ndarray
+        self, ids: np.ndarray, seeds: np.ndarray, impure: Any, q: Any
     ) -> tuple[np.ndarray, ...]:
         """All p features per node: histogram subtraction between siblings.
 
         Every slot is scored; among gains that tie, the feature that comes first
         in the node's random visiting order wins (as in ``tree_split_small``).
+        ``impure`` and ``q`` (``tree_node_stats``'s outputs, on the backend) go
+        to the ``tree_best_slot`` kernel, which makes pure nodes leaves and
+        returns each chunk's choices in one array.
         """
         xp = self.xp
         nodes = self.nodes
@@ -661,28 +667,15 @@ class _Grower:
                 h = self._hist(part, feats)
             at = positions[c0 : c0 + chunk]
             slots = self._score(h, feats, seeds[c0 : c0 + chunk], at)
-            tie_tol = self._tie_tolerance(h, q[c0 : c0 + chunk])
-            if len(part) * p <= _HOST_REDUCTION_SLOTS:
-                # few slots (best-first growth): three copies, then NumPy, rather than a
-                # dozen tiny device operations
-                host = self.backend.to_host
-                f, b, ml, g = best_slot_per_node(
-                    np, host(slots.gain), host(slots.bin), host(slots.missing_left),
-                    np.broadcast_to(np.arange(p, dtype=np.int32), (len(part), p)),
-                    tie_tol, order=at,
-                )
-            else:
-                f, b, ml, g = (
-                    self.backend.to_host(a)
-                    for a in best_slot_per_node(
-                        xp, slots.gain, slots.bin, slots.missing_left, feats,
-                        self._dev(tie_tol, xp.float64), order=self._dev(at, xp.int64),
-                    )
-                )
-            out_f[c0 : c0 + chunk] = f
-            out_b[c0 : c0 + chunk] = b
-            out_m[c0 : c0 + chunk] = ml
-            out_g[c0 : c0 + chunk] = g
+            best = self.backend.to_host(kernels.best_slots(
+                self.backend, h, q[c0 : c0 + chunk], impure[c0 : c0 + chunk], slots, feats,
+                self._dev(at, xp.int64), self.m, self.newton,
+                TIE_RTOL, TIE_ROUNDING,
+            ))
+            out_f[c0 : c0 + chunk] = best[:, 0]
+            out_b[c0 : c0 + chunk] = best[:, 1]
+            out_m[c0 : c0 + chunk] = best[:, 2]
+            out_g[c0 : c0 + chunk] = best[:, 3]
         if fits:
             for r, g in enumerate(ids):
                 if out_f[r] >= 0:

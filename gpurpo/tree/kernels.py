@@ -313,6 +313,22 @@ Kernel contracts
 ``tree_neighbour_values_csr(indptr, indices, data, weights, feature, ..., roots, low, high)``
     ``tree_neighbour_values`` of a canonical CSR X (as ``tree_apply_csr``).
 
+``tree_best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m, newton, has_order, tie_rtol, tie_rounding, out)``
+    hist         float32 (N, k, B, C)  the histograms that were scored; slot 0 holds all
+                                       of node i's samples
+    q            float64 (N,)          ``Q = sum w ||y||^2`` (``tree_node_stats``)
+    impure       uint8   (N,)          0: the node's targets are all equal (a leaf)
+    gain, bins, missing_left           (N, k) ``tree_score_histograms``'s outputs
+    node_features int32  (N, k)        the slots' features
+    order        int64   (N, k)        each slot's position in the node's visiting order
+                                       (read only when ``has_order``; else slot order)
+    out          float64 (N, 4)        feature (-1: no split), bin, missing_left, gain
+                                       (-inf: no split) of the node's best slot
+    The node's tie tolerance is ``tie_rtol * max(Q - ||S||^2 / W, 0) + tie_rounding *
+    Q`` (``tie_rtol * Q`` with ``newton``), W and S summed over slot 0's bins in bin
+    order; slots within it of the largest gain tie and the smallest ``order`` wins
+    (:func:`gpurpo.tree.splitting.best_slot_per_node`).
+
 ``tree_segment_sums(values, bounds, out)``
     values       float64 (E,)          entries laid out segment after segment
     bounds       int64   (S + 1,)      segment s is ``values[bounds[s]:bounds[s + 1]]``
@@ -418,6 +434,7 @@ register_kernel("tree_neighbour_values_csr", cpu=tree_thresholds.neighbour_value
                 cuda=_cuda.neighbour_values_csr)
 register_kernel("tree_sum_leaves_dense", cpu=tree_predict.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
 register_kernel("tree_sum_leaves_csr", cpu=tree_predict.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
+register_kernel("tree_best_slot", cpu=tree_score.best_slot, cuda=_cuda.best_slot)
 register_kernel("tree_segment_sums", cpu=tree_segment_sums.segment_sums, cuda=_cuda.segment_sums)
 
 
@@ -1136,6 +1153,44 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> A
         indices = _index_array(backend, values.indices)
     backend.kernel("tree_sum_leaves_csr")(
         _c(backend, leaf_rows, xp.int32), indptr, indices, _c(backend, values.data, xp.float64),
+        out,
+    )
+    return out
+
+
+def best_slots(
+    backend: Backend,
+    hist: Any,
+    q: Any,
+    impure: Any,
+    slots: Any,
+    node_features: Any,
+    order: Any,
+    n_outputs: int,
+    newton: bool,
+    tie_rtol: float,
+    tie_rounding: float,
+) -> Any:
+    """The best slot of every node with its tie tolerance: float64 (N, 4) (``tree_best_slot``).
+
+    ``slots`` holds ``gain``, ``bin`` and ``missing_left`` (N, k) (a
+    :class:`~gpurpo.tree.splitting.SlotSplits`); ``order`` may be None (slot
+    order). One array out, so the host reads every node's choice in one copy.
+    """
+    xp = backend.xp
+    n_nodes, k = (int(s) for s in slots.gain.shape)
+    if hist.ndim != 4 or int(hist.shape[0]) != n_nodes or int(hist.shape[1]) != k:
+        raise ValueError(f"hist must have shape ({n_nodes}, {k}, B, C), got {tuple(hist.shape)}")
+    out = xp.empty((n_nodes, 4), dtype=xp.float64)
+    if n_nodes == 0:
+        return out
+    has_order = order is not None
+    order = _c(backend, order, xp.int64) if has_order else xp.zeros((1, 1), dtype=xp.int64)
+    backend.kernel("tree_best_slot")(
+        _c(backend, hist, xp.float32), _c(backend, q, xp.float64), _c(backend, impure, xp.uint8),
+        _c(backend, slots.gain, xp.float64), _c(backend, slots.bin, xp.int32),
+        _c(backend, slots.missing_left, xp.uint8), _c(backend, node_features, xp.int32), order,
+        int(n_outputs), int(bool(newton)), int(has_order), float(tie_rtol), float(tie_rounding),
         out,
     )
     return out

@@ -356,3 +356,54 @@ def _score_chunk(
         out_bin[i, j] = b
         out_missing_left[i, j] = ml
         out_nonconstant[i, j] = 1 if nc else 0
+
+
+@njit(parallel=True, cache=True)
+def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m, newton,
+              has_order, tie_rtol, tie_rounding, out):
+    """The best slot of every node, with its tie tolerance (``kernels/tree_score.cu``'s
+    ``tree_best_slot``: the same sums in the same order)."""
+    n_nodes, k = gain.shape
+    n_bins = hist.shape[2]
+    for i in prange(n_nodes):
+        qi = q[i]
+        if newton:
+            tol = tie_rtol * qi
+        else:
+            w = 0.0
+            for b in range(n_bins):
+                w += np.float64(hist[i, 0, b, 0])
+            parent = 0.0
+            for c in range(1, m + 1):
+                s = 0.0
+                for b in range(n_bins):
+                    s += np.float64(hist[i, 0, b, c])
+                parent += s * s
+            parent = parent / (w if w > 0.0 else 1.0)
+            spread = qi - parent
+            tol = tie_rtol * (spread if spread > 0.0 else 0.0) + tie_rounding * qi
+        gmax = -np.inf
+        for j in range(k):
+            if gain[i, j] > gmax:
+                gmax = gain[i, j]
+        pick = -1
+        pick_order = 0
+        if impure[i] and gmax > -np.inf:
+            bar = gmax - tol
+            for j in range(k):
+                if not (gain[i, j] >= bar and gain[i, j] > -np.inf):
+                    continue
+                o = order[i, j] if has_order else j
+                if pick < 0 or o < pick_order:
+                    pick = j
+                    pick_order = o
+        if pick < 0:
+            out[i, 0] = -1.0
+            out[i, 1] = 0.0
+            out[i, 2] = 0.0
+            out[i, 3] = -np.inf
+        else:
+            out[i, 0] = node_features[i, pick]
+            out[i, 1] = bins[i, pick]
+            out[i, 2] = missing_left[i, pick]
+            out[i, 3] = gain[i, pick]

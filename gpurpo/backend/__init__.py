@@ -16,11 +16,14 @@ knows which one is in use:
   by the ``"numpy"`` backend and a CUDA kernel (``kernels/*.cu`` through
   :meth:`Backend.load_module`) used by both ``"cupy"`` and the CPU emulation of
   CUDA (backend ``"emulated"``);
+* :func:`count_device_activity` counts the kernel launches, copies and
+  synchronisations of the device backends inside a block;
 * random numbers are drawn on the host from one seeded
   :class:`numpy.random.Generator` and moved to the device, so a seed gives the
   same projections on every backend.
 """
 
+from gpurpo.backend._activity import DeviceActivity, count_device_activity
 from gpurpo.backend._arrays import segment_ids, segment_positions, to_host
 from gpurpo.backend._backend import BACKEND_NAMES, CUPY, EMULATED, NUMPY, Backend
 from gpurpo.backend._cupy import (
@@ -61,6 +64,8 @@ __all__ = [
     "SETTING_NAMES",
     "Backend",
     "BackendUnavailableError",
+    "DeviceActivity",
+    "count_device_activity",
     "cupy_available",
     "get_backend",
     "set_backend",

@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from gpurpo.backend._activity import nbytes_of, record_d2h
 from gpurpo.backend._cupy import is_gpu_array
+from gpurpo.backend._device_arrays import DeviceArray
 
 
 def to_host(a: Any) -> Any:
@@ -21,13 +23,22 @@ def to_host(a: Any) -> Any:
     Returns
     -------
     ndarray, SciPy sparse matrix or None
-        ``a.get()`` for GPU data (a device-to-host copy), else ``a`` itself
-        (not copied); ``None`` for ``None``.
+        ``a.get()`` for GPU data (a device-to-host copy), the plain NumPy
+        view of a device array of the emulated backend (made inside
+        :func:`~gpurpo.backend.count_device_activity` blocks), else ``a``
+        itself (not copied); ``None`` for ``None``. The copies are counted
+        in open :func:`~gpurpo.backend.count_device_activity` blocks.
     """
     if a is None:
         return None
     if is_gpu_array(a):
-        return a.get()
+        out = a.get()
+        record_d2h(nbytes_of(out))
+        return out
+    if isinstance(a, DeviceArray):
+        plain = a.view(np.ndarray)
+        record_d2h(plain.nbytes)
+        return plain
     return a
 
 

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as _sp
 
-from gpurpo.backend import _registry
+from gpurpo.backend import _activity, _registry
 from gpurpo.backend._arrays import to_host
 from gpurpo.backend._cupy import BackendUnavailableError, _require_cupy, is_gpu_array
+from gpurpo.backend._device_arrays import CountingNamespace, DeviceArray, device_asarray
 from gpurpo.backend._sources import _load_cupy_module, _load_emulated_module
 
 BACKEND_NAMES = ("numpy", "cupy", "emulated")
@@ -40,9 +41,17 @@ class Backend:
 
     @property
     def xp(self) -> ModuleType:
-        """The NumPy-compatible array module (``numpy`` or ``cupy``)."""
+        """The NumPy-compatible array module (``numpy`` or ``cupy``).
+
+        Inside a :func:`~gpurpo.backend.count_device_activity` block, the
+        device backends give a counting stand-in for it
+        (:class:`~gpurpo.backend._device_arrays.CountingNamespace`).
+        """
         if self.name == "cupy":
-            return _require_cupy()
+            cupy = _require_cupy()
+            return _counting_namespace(cupy, False) if _activity.counting() else cupy
+        if self.name == "emulated" and _activity.counting():
+            return _counting_namespace(np, True)
         return np
 
     @property
@@ -95,13 +104,28 @@ class Backend:
         Host arrays go to the device on ``"cupy"``; device arrays come back to
         the host on ``"numpy"``/``"emulated"``. Sparse input stays sparse (CSR
         or CSC kept, other formats converted to CSR).
+
+        Inside a :func:`~gpurpo.backend.count_device_activity` block, a copy
+        of host data to the device is counted, and on ``"emulated"`` dense
+        results are device arrays (sparse matrices stay SciPy matrices
+        there, uncounted).
         """
+        if self.name == "emulated" and _activity.counting() and not self.issparse(a):
+            return device_asarray(a if isinstance(a, DeviceArray) else to_host(a), dtype)
         if type(a) is np.ndarray and self.name != "cupy":
             return np.asarray(a, dtype=dtype)
         if self.issparse(a):
-            return self._as_sparse(a, dtype)
+            on_host = not is_gpu_array(a)
+            a = self._as_sparse(a, dtype)
+            if self.is_gpu and on_host:
+                _activity.record_h2d(_activity.nbytes_of(a))
+            return a
         if self.name == "cupy":
             cupy = _require_cupy()
+            if not is_gpu_array(a):
+                out = cupy.asarray(a, dtype=dtype)
+                _activity.record_h2d(_activity.nbytes_of(out))
+                return out
             return cupy.asarray(a, dtype=dtype)
         return np.asarray(to_host(a), dtype=dtype)
 
@@ -134,7 +158,9 @@ class Backend:
         Returns
         -------
         ndarray, SciPy sparse matrix or None
-            ``a.get()`` for GPU data, else ``a`` itself (no copy).
+            ``a.get()`` for GPU data (and device arrays of
+            :func:`~gpurpo.backend.count_device_activity` blocks), else ``a``
+            itself (no copy).
         """
         return to_host(a)
 
@@ -211,6 +237,11 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r})"
+
+
+@functools.cache
+def _counting_namespace(module: ModuleType, device_arrays: bool) -> CountingNamespace:
+    return CountingNamespace(module, device_arrays)
 
 
 NUMPY = Backend("numpy")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gpurpo.backend._activity import record
 from gpurpo.backend._cupy import _require_cupy
 
 
@@ -88,13 +89,68 @@ CUDA_COMPILE_OPTIONS: tuple[str, ...] = ("--std=c++17",)
 def _load_cupy_module(filename: str, options: tuple[str, ...], device_id: int) -> Any:
     cupy = _require_cupy()
     with cupy.cuda.Device(device_id):
-        return cupy.RawModule(code=kernel_source(filename), options=CUDA_COMPILE_OPTIONS + options)
+        return CountedModule(
+            cupy.RawModule(code=kernel_source(filename), options=CUDA_COMPILE_OPTIONS + options)
+        )
 
 
 @functools.cache
 def _load_emulated_module(filename: str, options: tuple[str, ...]) -> Any:
     from gpurpo.testing import cuda_emulator
 
+    # its kernels count their own launches (gpurpo.testing.cuda_emulator._launch)
     return cuda_emulator.EmulatedModule(
         code=kernel_source(filename), name=filename, options=options
     )
+
+
+class CountedModule:
+    """A ``cupy.RawModule`` whose kernels count their launches.
+
+    Attributes other than :meth:`get_function` are those of the module.
+
+    Parameters
+    ----------
+    module : object
+        Anything with ``get_function(name)``.
+    """
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def get_function(self, name: str) -> CountedKernel:
+        """The kernel ``name``, counting one launch per call in open counting blocks."""
+        return CountedKernel(self._module.get_function(name))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def __repr__(self) -> str:
+        return f"<counted {self._module!r}>"
+
+
+class CountedKernel:
+    """A kernel (``cupy.RawKernel``) counting its launches.
+
+    Attributes are read and set on the kernel itself (e.g.
+    ``max_dynamic_shared_size_bytes``).
+    """
+
+    __slots__ = ("_kernel",)
+
+    def __init__(self, kernel: Any):
+        object.__setattr__(self, "_kernel", kernel)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._kernel(*args, **kwargs)
+        record(launches=1)
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kernel, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._kernel, name, value)
+
+    def __repr__(self) -> str:
+        return f"<counted {self._kernel!r}>"

@@ -26,6 +26,9 @@ With ``check_bounds`` (the default) every array is handed to the kernel as a
 copy framed by 4 KiB guard zones of known bytes; a write outside an
 argument's memory changes a guard zone and raises :class:`CudaKernelError`
 instead of silently corrupting the process.
+
+Every launch counts in the open :func:`gpurpo.backend.count_device_activity`
+blocks, as a ``cupy.RawKernel`` launch does there.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from gpurpo.backend._activity import record
 
 __all__ = ["CudaKernelError", "EmulatedKernel", "Param", "parse_signature"]
 
@@ -426,3 +431,5 @@ class EmulatedKernel:
             raise CudaKernelError(f"kernel {self.name!r} failed: {message}")
         if rc != 0:
             raise CudaKernelError(f"kernel {self.name!r} could not be launched: {message}")
+        # one launch for open gpurpo.backend.count_device_activity blocks
+        record(launches=1)

@@ -1,0 +1,136 @@
+"""Device activity of the CUDA tree growth, measured on the emulated backend.
+
+The counters of :func:`gpurpo.backend.count_device_activity` taken over a
+batch of forest trees (:func:`forest_batch_activity`) and one boosting round
+(:func:`boosting_round_activity`), and divided by the depth of the deepest
+tree: the figures by which the GPU orchestration is judged without a GPU
+(launches, copies and synchronisations per tree level).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import EMULATED, count_device_activity
+
+__all__ = ["COUNTERS", "boosting_round_activity", "forest_batch_activity", "per_level"]
+
+COUNTERS = ("launches", "d2h", "h2d", "syncs", "d2h_bytes", "h2d_bytes")
+
+
+def _data(n: int, p: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian X (n, p) and m targets, each a noisy function of a few features."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)).astype(np.float32)
+    Y = np.tanh(X[:, :m] + X[:, m : 2 * m] * X[:, :m]) + 0.3 * rng.standard_normal((n, m))
+    return X, Y.astype(np.float32)
+
+
+def per_level(activity: Any, depth: int) -> dict[str, Any]:
+    """The counters of ``activity`` in total and divided by ``depth`` (at least 1).
+
+    Parameters
+    ----------
+    activity : DeviceActivity
+        Counters of a growth.
+    depth : int
+        Depth of the deepest tree grown (root at depth 0).
+
+    Returns
+    -------
+    dict
+        ``depth``, every counter under its name, and ``<counter>_per_level``.
+    """
+    totals = activity.as_dict()
+    out: dict[str, Any] = {"depth": int(depth), **totals}
+    for name, value in totals.items():
+        out[f"{name}_per_level"] = value / max(int(depth), 1)
+    return out
+
+
+def forest_batch_activity(
+    n: int, n_trees: int, p: int = 20, m: int = 4, n_candidates: int = 5, seed: int = 0
+) -> dict[str, Any]:
+    """Counters of growing one batch of fully grown forest trees on the emulated backend.
+
+    The data (binned codes, projected targets, bootstrap weights) are
+    uploaded first; the counters cover :func:`gpurpo.tree.grow_trees` only,
+    with the CUDA defaults (small-node and subtree sizes).
+
+    Parameters
+    ----------
+    n, p, m : int
+        Samples, features and projected outputs.
+    n_trees : int
+        Trees grown together.
+    n_candidates : int
+        Features drawn per node (``max_features``), fewer than ``p``.
+    seed : int
+        Seed of the data, the weights and the growth.
+
+    Returns
+    -------
+    dict
+        :func:`per_level` of the growth, with ``n``, ``trees`` and the
+        counters of the upload under ``upload_<counter>``.
+    """
+    from gpurpo.tree import GrowthParams, grow_trees
+    from gpurpo.tree.binning import BinMapper
+    from gpurpo.tree.grower import default_small_node_size, default_subtree_size
+
+    X, Y = _data(n, p, m, seed)
+    rng = np.random.default_rng(seed)
+    weights = rng.poisson(1.0, size=(n_trees, n)).astype(np.float32)
+    targets = np.repeat(Y[:, None, :], n_trees, axis=1)
+    params = GrowthParams(
+        n_candidates=n_candidates,
+        small_node_size=default_small_node_size(EMULATED),
+        subtree_size=default_subtree_size(EMULATED, p),
+    )
+    mapper = BinMapper().fit(X)
+    with count_device_activity() as upload:
+        binned = mapper.transform(X, EMULATED)
+        targets_dev = EMULATED.asarray(targets)
+        weights_dev = EMULATED.asarray(weights)
+        with count_device_activity() as growth:
+            result = grow_trees(binned, targets_dev, weights_dev, params,
+                                np.random.default_rng(seed + 1), EMULATED)
+    depth = max(s.max_depth for s in result.structures)
+    upload_only = {k: getattr(upload, k) - getattr(growth, k) for k in COUNTERS}
+    return {"n": n, "trees": n_trees, **per_level(growth, depth),
+            **{f"upload_{k}": v for k, v in upload_only.items()}}
+
+
+def boosting_round_activity(
+    n: int, strategy: str = "relabel_rpo", p: int = 20, m: int = 4, seed: int = 0
+) -> dict[str, Any]:
+    """Counters of a whole one-round ``GradientBoostingRegressor`` fit on the emulated backend.
+
+    The fit includes the upload of the data and the binning; its h2d
+    counters therefore include the upload.
+
+    Parameters
+    ----------
+    n, p, m : int
+        Samples, features and outputs.
+    strategy : {"relabel_rpo", "multi_output"}
+        The boosting strategy (one tree per round for both).
+    seed : int
+        Seed of the data and of the estimator.
+
+    Returns
+    -------
+    dict
+        :func:`per_level` of the fit, with ``n`` and ``strategy``.
+    """
+    from gpurpo.ensemble import GradientBoostingRegressor
+
+    X, Y = _data(n, p, m, seed)
+    model = GradientBoostingRegressor(strategy=strategy, n_estimators=1, random_state=seed,
+                                      device="cuda-emulated")
+    with count_device_activity() as fit:
+        model.fit(X, Y)
+    depth = max(stage.structure.max_depth for stage in model._model.stages)
+    return {"n": n, "strategy": strategy, **per_level(fit, depth)}

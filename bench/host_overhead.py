@@ -17,6 +17,17 @@ spend on a GPU::
 Data are those of ``bench/gpu_check.py``'s forest section: random X and
 Gaussian targets, m = 7, bootstrap weights. The numba kernels are warmed up
 first, so compile time is left out.
+
+Beside the timings, the device activity of the same growth (kernel launches,
+device-to-host and host-to-device copies, synchronisations:
+:func:`gpurpo.backend.count_device_activity`) is counted on the emulated
+backend, which runs the CUDA code path on the CPU, for small data (p = 20,
+m = 4, 5 features per node, fully grown): a batch of 1 and 8 forest trees and
+one boosting round, at 1,000 and 8,000 rows, in total and per tree level
+(total / depth of the deepest tree)::
+
+    python bench/host_overhead.py --activity-rows 1000 --activity-trees 1
+    python bench/host_overhead.py --no-activity
 """
 
 from __future__ import annotations
@@ -35,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gpurpo.backend import EMULATED, NUMPY  # noqa: E402
+from gpurpo.testing.device_activity import (  # noqa: E402
+    boosting_round_activity,
+    forest_batch_activity,
+)
 from gpurpo.tree import GrowthParams, grow_trees  # noqa: E402
 from gpurpo.tree.binning import BinMapper  # noqa: E402
 from gpurpo.tree.grower import default_small_node_size, default_subtree_size  # noqa: E402
@@ -51,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subtree-size", type=int, default=None,
                         help="largest node grown by the subtree kernel (default: CUDA's for p; "
                              "0: level-wise to the leaves)")
+    parser.add_argument("--activity", action=argparse.BooleanOptionalAction, default=True,
+                        help="count the device activity on the emulated backend (default: yes)")
+    parser.add_argument("--activity-rows", type=_ints, default=(1000, 8000),
+                        help="comma-separated rows of the counted growths (default: 1000,8000)")
+    parser.add_argument("--activity-trees", type=_ints, default=(1, 8),
+                        help="comma-separated forest batch sizes counted (default: 1,8)")
     args = parser.parse_args(argv)
     if args.n < 1000 or args.p < 2 or args.trees < 1:
         parser.error("need --n >= 1000, --p >= 2 and --trees >= 1")
@@ -88,7 +109,58 @@ def main(argv: list[str] | None = None) -> int:
     stats.stream = out
     stats.sort_stats("tottime").print_stats(args.rows)
     print("\n".join(ln for ln in out.getvalue().splitlines() if KERNEL_DIR not in ln))
+    if args.activity:
+        print(activity_table(args.activity_rows, args.activity_trees))
     return 0
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+ACTIVITY_COLUMNS = ("launches", "d2h", "h2d", "syncs")
+
+
+def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
+    """Device activity of forest batches and boosting rounds on the emulated backend.
+
+    Parameters
+    ----------
+    rows : tuple of int
+        Samples of each measured growth.
+    trees : tuple of int
+        Forest batch sizes (trees grown together).
+
+    Returns
+    -------
+    str
+        A text table: per case the depth of the deepest tree, the counters in
+        total and per tree level (total / depth). Forest batches count the
+        growth after the data upload; boosting rounds the whole one-round fit.
+    """
+    results = []
+    for n in rows:
+        for t in trees:
+            results.append((f"forest batch, {t} tree{'s' if t > 1 else ''}",
+                            forest_batch_activity(n, t)))
+        for strategy in ("relabel_rpo", "multi_output"):
+            results.append((f"boosting round, {strategy}", boosting_round_activity(n, strategy)))
+    header = (f"{'case':<30} {'rows':>6} {'depth':>5} "
+              + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS) + "   per level: "
+              + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS))
+    lines = ["", "Device activity on the emulated backend (p = 20, m = 4, max_features = 5, "
+             "fully grown; forest: after the data upload; boosting: the whole fit)", header]
+    for case, r in results:
+        lines.append(f"{case:<30} {r['n']:>6} {r['depth']:>5} "
+                     + " ".join(f"{r[c]:>8}" for c in ACTIVITY_COLUMNS) + "              "
+                     + " ".join(f"{r[c + '_per_level']:>8.2f}" for c in ACTIVITY_COLUMNS))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class Report:
 def _table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "(no rows)\n"
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(c for r in rows for c in r))
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
@@ -490,6 +490,7 @@ def _make_forest_data(path: Path, n: int, p: int, d: int, labels_per_row: int) -
 _FOREST_CHILD = """
 import json, sys, time
 import numpy as np, scipy.sparse as sp
+from gpurpo.backend import count_device_activity
 from gpurpo.ensemble import RandomForestClassifier
 device, n_trees, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 data = np.load(path)
@@ -505,12 +506,13 @@ def forest(trees):
 forest(n_trees).fit(X[:10_000], Y[:10_000])
 model = forest(n_trees)
 t0 = time.perf_counter()
-model.fit(X, Y)
+with count_device_activity() as activity:
+    model.fit(X, Y)
 if device == "cuda":
     import cupy
     cupy.cuda.Device().synchronize()
 fit = time.perf_counter() - t0
-print(json.dumps({"device": device, "trees": n_trees, "fit_s": fit}))
+print(json.dumps({"device": device, "trees": n_trees, "fit_s": fit, **activity.as_dict()}))
 """
 
 
@@ -530,6 +532,20 @@ def _run_child(script: str, args: list[str], timeout: float, tag: dict[str, Any]
     if proc.returncode != 0 or not lines:
         return {**tag, "error": f"exit {proc.returncode}: {proc.stderr[-1500:]}"}
     return json.loads(lines[-1])
+
+
+ACTIVITY_NOTE = ("Device activity (gpurpo.backend.count_device_activity) of the GPU fits: "
+                 "on CuPy, launches of the kernels/*.cu kernels and calls of the array "
+                 "namespace, and the copies of Backend.asarray/to_host; CuPy's operators, "
+                 "methods, indexing and scalar conversions are not seen there (the emulated "
+                 "backend counts them: bench/host_overhead.py).")
+
+
+def _activity_columns(res: dict[str, Any], per: int, unit: str) -> dict[str, Any]:
+    """Counters of a GPU fit per tree or round (none for the CPU, which has no device)."""
+    if res.get("device") != "cuda" or "launches" not in res:
+        return {}
+    return {f"{name} per {unit}": res[name] / per for name in ("launches", "d2h", "h2d", "syncs")}
 
 
 def _cpu_forest_trees(quick: bool) -> int:
@@ -574,6 +590,7 @@ def section_forest(quick: bool, deadline: float, reserve: float) -> str:
         if "fit_s" in res:
             row["fit s"] = res["fit_s"]
             row["s per tree"] = res["fit_s"] / res["trees"]
+            row.update(_activity_columns(res, res["trees"], "tree"))
             per_tree[res["device"]] = min(per_tree.get(res["device"], 1e300), row["s per tree"])
         else:
             row["fit s"] = res["error"]
@@ -585,7 +602,7 @@ def section_forest(quick: bool, deadline: float, reserve: float) -> str:
     return (f"RandomForestClassifier(projection='gaussian', n_components=7, max_features='sqrt') "
             f"on n = {n}, p = {p}, d = {d} sparse labels ({r} per row), fully grown trees; "
             f"data generated in {gen:.1f} s. Each fit is a child process; CPU and GPU on this "
-            f"machine ({os.cpu_count()} CPU cores).\n\n" + _table(rows) + ratio)
+            f"machine ({os.cpu_count()} CPU cores). {ACTIVITY_NOTE}\n\n" + _table(rows) + ratio)
 
 
 # --------------------------------------------------------------------------
@@ -683,6 +700,7 @@ def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") ->
 _BOOST_CHILD = """
 import json, sys, time
 import numpy as np
+from gpurpo.backend import count_device_activity
 from gpurpo.datasets import make_mediamill_like
 from gpurpo.ensemble import GradientBoostingClassifier
 from gpurpo.metrics import label_ranking_average_precision
@@ -697,7 +715,8 @@ params = dict(strategy="relabel_rpo", max_leaf_nodes=31, learning_rate=0.1, rand
 GradientBoostingClassifier(**{**params, "n_estimators": 2}).fit(X[:500], Y[:500])
 model = GradientBoostingClassifier(**{**params, "n_estimators": rounds})
 t0 = time.perf_counter()
-model.fit(X, Y)
+with count_device_activity() as activity:
+    model.fit(X, Y)
 if device == "cuda":
     import cupy
     cupy.cuda.Device().synchronize()
@@ -705,7 +724,8 @@ fit = time.perf_counter() - t0
 proba = model.predict_proba(Xt)
 proba = proba.get() if hasattr(proba, "get") else np.asarray(proba)
 print(json.dumps({"device": device, "rounds": rounds, "fit_s": fit,
-                  "lrap": float(label_ranking_average_precision(Yt, proba))}))
+                  "lrap": float(label_ranking_average_precision(Yt, proba)),
+                  **activity.as_dict()}))
 """
 
 
@@ -731,6 +751,7 @@ def section_boosting(quick: bool, deadline: float) -> str:
         if "fit_s" in res:
             row.update({"fit s": res["fit_s"], "s per round": res["fit_s"] / res["rounds"],
                         "test LRAP": res["lrap"]})
+            row.update(_activity_columns(res, res["rounds"], "round"))
         else:
             row["fit s"] = res["error"]
         rows.append(row)
@@ -744,7 +765,7 @@ def section_boosting(quick: bool, deadline: float) -> str:
     return (f"GradientBoostingClassifier(strategy='relabel_rpo', max_leaf_nodes=31, log loss) "
             f"on mediamill-shaped data, n = {n} (20 % held out), p = 120, d = 101, in two "
             f"configurations; the CPU runs fewer rounds (its LRAP is not comparable to the "
-            f"GPU's), per-round times are. Each fit is a child process.\n\n"
+            f"GPU's), per-round times are. Each fit is a child process. {ACTIVITY_NOTE}\n\n"
             + _table(rows) + ("\n" + "\n\n".join(ratios) + "\n" if ratios else ""))
 
 

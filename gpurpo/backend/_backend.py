@@ -197,7 +197,10 @@ class Backend:
         The module is compiled once per (file, options, device) and cached.
         On ``"cupy"`` NVRTC targets the current device's architecture (CuPy's
         default). On ``"emulated"`` the same source is compiled as C++20 by
-        :mod:`gpurpo.testing.cuda_emulator`.
+        :mod:`gpurpo.testing.cuda_emulator`. The kernels of both count their
+        launches in :func:`~gpurpo.backend.count_device_activity` blocks (on
+        ``"cupy"`` the module comes wrapped in
+        :class:`~gpurpo.backend._sources.CountedModule`).
         """
         if self.name == "cupy":
             cupy = _require_cupy()

@@ -214,25 +214,44 @@ def _regression_data(n=160, p=8, m=3, seed=0):
     return X, Y
 
 
-@pytest.mark.parametrize("kind", ["forest", "boosting"])
+@pytest.mark.parametrize("kind", ["forest", "boosting", "sparse forest"])
 def test_a_fit_inside_a_block_is_the_fit_outside(kind):
-    from gpurpo.ensemble import GradientBoostingRegressor, RandomForestRegressor
+    # inside a block the emulated backend's xp is not numpy itself, so code written
+    # ``if xp is np`` takes its CuPy branch there (the sparse binning, segment helpers)
+    import scipy.sparse as sp
+
+    from gpurpo.ensemble import (
+        GradientBoostingRegressor,
+        RandomForestClassifier,
+        RandomForestRegressor,
+    )
 
     X, Y = _regression_data()
     if kind == "forest":
         def make():
             return RandomForestRegressor(n_estimators=2, max_features=4, random_state=0,
                                          device="cuda-emulated")
-    else:
+    elif kind == "boosting":
         def make():
             return GradientBoostingRegressor(strategy="relabel_rpo", n_estimators=2,
                                              random_state=0, device="cuda-emulated")
-    plain = make().fit(X, Y).predict(X)
+    else:
+        X = sp.random(160, 30, density=0.1, format="csr", random_state=1, dtype=np.float32)
+        Y = (Y > 0).astype(np.float64)
+
+        def make():
+            return RandomForestClassifier(n_estimators=2, max_features=6, random_state=0,
+                                          device="cuda-emulated")
+
+    def predict(model):
+        return model.predict_proba(X) if kind == "sparse forest" else model.predict(X)
+
+    plain = predict(make().fit(X, Y))
     with count_device_activity() as activity:
         counted = make().fit(X, Y)
     assert activity.launches > 0 and activity.d2h > 0 and activity.h2d > 0
     assert activity.syncs >= activity.d2h
-    predicted = counted.predict(X)
+    predicted = predict(counted)
     assert type(predicted) is np.ndarray
     np.testing.assert_array_equal(predicted, plain)
 

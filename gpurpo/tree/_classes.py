@@ -28,6 +28,7 @@ from gpurpo._validation import (
     check_has_outputs,
     check_int,
     check_weight_scale,
+    validate_values,
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
 from gpurpo.tree._params import GrowthParams, n_candidate_features
@@ -172,8 +173,14 @@ class _BaseTree(BaseEstimator):
 
     # -------------------------------------------------------------- fitting
 
-    def _targets(self, Y: Any, backend: Backend, rng: np.random.Generator) -> Any:
-        """Projected (or original) outputs as a dense float32 (n, m) array."""
+    def _targets(self, Y: Any, backend: Backend, rng: np.random.Generator,
+                 Y_sparse: Any = None) -> Any:
+        """Projected (or original) outputs as a dense float32 (n, m) array.
+
+        ``Y_sparse``: a CSR copy of a dense ``Y`` (or None); a projection drawn by
+        name multiplies it, a product over the nonzeros only, in the order of a
+        CSR ``Y`` (the same targets for either container).
+        """
         from gpurpo import projections
 
         xp = backend.xp
@@ -196,7 +203,8 @@ class _BaseTree(BaseEstimator):
             check_choice(proj, "projection", (None,) + projections.KINDS)
             components = projections.make_projection(proj, self.n_components, d, rng, n_samples=n)
             self.projection_ = components
-            return xp.asarray(projections.project(Y, components, backend), dtype=xp.float32)
+            product = projections.project(Y if Y_sparse is None else Y_sparse, components, backend)
+            return xp.asarray(product, dtype=xp.float32)
         if isinstance(proj, projections.OutputProjection):
             est = clone(proj)
             if est.random_state is None:
@@ -209,7 +217,10 @@ class _BaseTree(BaseEstimator):
             f"{projections.KINDS} or an OutputProjection, got {type(proj).__name__} {proj!r}"
         )
 
-    def _fit(self, X: Any, Y: Any, sample_weight: Any) -> _BaseTree:
+    def _fit(self, X: Any, Y: Any, sample_weight: Any, relabelling: tuple[Any, str] | None = None
+             ) -> _BaseTree:
+        """Grow the tree on outputs ``Y``; ``relabelling``: :func:`relabelling_outputs` of
+        ``Y`` when already made (the fit's CSR copy of mostly-zero dense outputs)."""
         backend = resolve_backend(X, Y, device=self.device)
         # X's values (infinity, float32 range) are checked by the binning's own pass
         X = self._check_X(X, backend, reset=True, check_values=False)
@@ -226,7 +237,10 @@ class _BaseTree(BaseEstimator):
             max_bins=int(self.max_bins), max_binned_bytes=self.max_binned_bytes, random_state=rng
         )
         binned = mapper.fit_transform(X, backend, sample_weight, check_range_of="X")
-        targets = self._targets(Y, backend, rng)
+        # the leaves' storage follows the outputs' density, not their container
+        Y_leaves, storage = relabelling_outputs(Y, backend) if relabelling is None else relabelling
+        Y_sparse = Y_leaves if storage == "by_density" else None
+        targets = self._targets(Y, backend, rng, Y_sparse)
         self.n_projected_outputs_ = int(targets.shape[1])
         weights = None
         if sample_weight is not None:
@@ -237,9 +251,7 @@ class _BaseTree(BaseEstimator):
         if params.splitter == "best":
             # the node-local midpoint of the neighbouring values (gpurpo.tree.thresholds)
             refine_thresholds(result.structures, X, weights, backend, np.diff(binned.edge_ptr_host))
-        # the leaves' storage follows the outputs' density, not their container
         self._sparse_y = backend.issparse(Y)
-        Y_leaves, storage = relabelling_outputs(Y, backend)
         leaves = leaf_values(
             Y_leaves, result.leaf_of_sample[0], sample_weight, structure.n_leaves, backend, storage
         )
@@ -437,7 +449,11 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         Y = _as_2d_outputs(y, backend)
         self._y_1d = _is_1d(y)
         self.n_outputs_ = int(Y.shape[1])
-        return self._fit(X, Y, sample_weight)
+        # a dense Y of few nonzeros is copied to CSR in one pass, and its values are
+        # checked on the copy's entries (zeros pass every check)
+        relabelling = relabelling_outputs(Y, backend)
+        validate_values(relabelling[0], "y", False, True, backend.xp)
+        return self._fit(X, Y, sample_weight, relabelling)
 
     @suggests_top_k
     def predict(self, X: Any) -> Any:
@@ -580,10 +596,11 @@ def _is_1d(y: Any) -> bool:
 
 
 def _as_2d_outputs(y: Any, backend: Backend) -> Any:
+    """``y`` as a validated (n, d) array or CSR matrix; its values are left to the caller."""
     if _is_1d(y):
-        arr = check_array(y, "y", backend, ensure_2d=False, float32_range=True)
+        arr = check_array(y, "y", backend, ensure_2d=False, check_values=False)
         return arr.reshape(-1, 1)
-    return check_array(y, "y", backend, accept_sparse=True, float32_range=True)
+    return check_array(y, "y", backend, accept_sparse=True, check_values=False)
 
 
 def _in_namespace_of(X: Any, out: Any) -> Any:

@@ -31,11 +31,12 @@ from gpurpo._validation import (
     validate_values,
 )
 from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_backend, to_host
+from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr, check_max_bins
 from gpurpo.tree.grower import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
-from gpurpo.tree.leaves import leaf_values, relabelling_outputs
+from gpurpo.tree.leaves import SPARSE_OUTPUT_DENSITY, leaf_values, relabelling_outputs
 from gpurpo.tree.predictor import Tree, apply_trees_block
 from gpurpo.tree.thresholds import refine_thresholds
 
@@ -217,10 +218,14 @@ class _BaseTree(BaseEstimator):
             f"{projections.KINDS} or an OutputProjection, got {type(proj).__name__} {proj!r}"
         )
 
-    def _fit(self, X: Any, Y: Any, sample_weight: Any, relabelling: tuple[Any, str] | None = None
-             ) -> _BaseTree:
-        """Grow the tree on outputs ``Y``; ``relabelling``: :func:`relabelling_outputs` of
-        ``Y`` when already made (the fit's CSR copy of mostly-zero dense outputs)."""
+    def _fit(self, X: Any, Y: Any, sample_weight: Any, relabelling: tuple[Any, str] | None = None,
+             sparse_y: bool | None = None) -> _BaseTree:
+        """Grow the tree on outputs ``Y``.
+
+        ``relabelling``: :func:`relabelling_outputs` of ``Y`` when already made (the
+        fit's CSR copy of mostly-zero dense outputs); ``sparse_y``: whether the
+        outputs of ``predict`` are sparse (by default: whether ``Y`` is).
+        """
         backend = resolve_backend(X, Y, device=self.device)
         # X's values (infinity, float32 range) are checked by the binning's own pass
         X = self._check_X(X, backend, reset=True, check_values=False)
@@ -251,7 +256,7 @@ class _BaseTree(BaseEstimator):
         if params.splitter == "best":
             # the node-local midpoint of the neighbouring values (gpurpo.tree.thresholds)
             refine_thresholds(result.structures, X, weights, backend, np.diff(binned.edge_ptr_host))
-        self._sparse_y = backend.issparse(Y)
+        self._sparse_y = backend.issparse(Y) if sparse_y is None else sparse_y
         leaves = leaf_values(
             Y_leaves, result.leaf_of_sample[0], sample_weight, structure.n_leaves, backend, storage
         )
@@ -533,11 +538,17 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         """
         y = check_y_present(y, type(self).__name__)
         backend = resolve_backend(X, y, device=self.device)
-        targets = encode_class_targets(y, backend, regressor="DecisionTreeRegressor")
+        # dense labels of few nonzeros are checked, cast and projected as their CSR copy
+        # (one pass over y); a fitted OutputProjection still sees y's own container
+        copy = _csr_copy_of_dense_labels(y, backend) if isinstance(self.projection, str) else None
+        targets = encode_class_targets(y if copy is None else copy, backend,
+                                       regressor="DecisionTreeRegressor")
         self.classes_ = targets.classes
         self._multilabel = targets.multilabel
         Y = targets.Y
         self.n_outputs_ = int(Y.shape[1])
+        if copy is not None:
+            return self._fit(X, Y, sample_weight, (Y, "by_density"), sparse_y=False)
         return self._fit(X, Y, sample_weight)
 
     @suggests_top_k
@@ -593,6 +604,15 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
 
 def _is_1d(y: Any) -> bool:
     return len(y.shape) == 1
+
+
+def _csr_copy_of_dense_labels(y: Any, backend: Backend) -> Any:
+    """A CSR copy of a dense host label matrix ``y`` (n, d > 1) of at most
+    ``SPARSE_OUTPUT_DENSITY`` nonzeros (:func:`gpurpo.tree._dense_csr.dense_to_csr`), else None."""
+    if (backend.name != "numpy" or not isinstance(y, np.ndarray) or y.ndim != 2 or y.shape[1] < 2
+            or not (y.dtype.kind in "iub" or y.dtype in (np.float32, np.float64))):
+        return None
+    return dense_to_csr(y, SPARSE_OUTPUT_DENSITY)
 
 
 def _as_2d_outputs(y: Any, backend: Backend) -> Any:

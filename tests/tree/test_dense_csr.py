@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from gpurpo.backend import NUMPY
-from gpurpo.tree import DecisionTreeRegressor
+from gpurpo.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from gpurpo.tree._dense_csr import FAST_DENSITY, dense_to_csr
 from gpurpo.tree.leaves import SPARSE_OUTPUT_DENSITY, relabelling_outputs
 
@@ -64,18 +64,23 @@ def _text_like(seed, n=400, p=30, d=60):
 
 
 @pytest.mark.parametrize("projection", ["gaussian", None])
-def test_dense_labels_grow_the_tree_of_csr_labels(projection):
+@pytest.mark.parametrize("Tree", [DecisionTreeRegressor, DecisionTreeClassifier])
+def test_dense_labels_grow_the_tree_of_csr_labels(Tree, projection):
     X, Y = _text_like(5)
     kw = dict(projection=projection, n_components=5, max_features="sqrt", random_state=2)
-    a = DecisionTreeRegressor(**kw).fit(X, Y)
-    b = DecisionTreeRegressor(**kw).fit(X, sp.csr_matrix(Y))
+    a = Tree(**kw).fit(X, Y)
+    b = Tree(**kw).fit(X, sp.csr_matrix(Y))
     np.testing.assert_array_equal(a.tree_.feature, b.tree_.feature)
     np.testing.assert_array_equal(a.tree_.threshold, b.tree_.threshold)
-    np.testing.assert_array_equal(a.predict(X), b.predict(X).toarray())
+    scores = (lambda est: est.predict_proba(X)) if Tree is DecisionTreeClassifier else (
+        lambda est: est.predict(X))
+    got = scores(a)
+    assert not sp.issparse(got) and sp.issparse(scores(b))
+    np.testing.assert_array_equal(got, scores(b).toarray())
     # the leaves are the means of the training labels of each leaf
     leaf = a.apply(X)
     for node in np.unique(leaf)[:20]:
-        np.testing.assert_allclose(a.predict(X[leaf == node][:1])[0], Y[leaf == node].mean(axis=0))
+        np.testing.assert_allclose(got[leaf == node][0], Y[leaf == node].mean(axis=0))
 
 
 @pytest.mark.parametrize("dense_share", [0.02, 0.6])  # copied to CSR, kept dense
@@ -92,3 +97,13 @@ def test_values_of_dense_labels_are_checked(dense_share, bad, match):
         DecisionTreeRegressor(projection="gaussian", n_components=3).fit(X, Y)
     with pytest.raises(ValueError, match=match):
         DecisionTreeRegressor().fit(X, Y[:, -1])
+
+
+def test_classifier_checks_dense_labels_copied_to_csr():
+    X, Y = _text_like(7)
+    Y[3, 4] = 2.0
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        DecisionTreeClassifier(projection="gaussian").fit(X, Y)
+    Y[3, 4] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN or infinity"):
+        DecisionTreeClassifier(projection="gaussian").fit(X, Y)

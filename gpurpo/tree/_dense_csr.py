@@ -98,8 +98,8 @@ def dense_to_csr(Y: np.ndarray, max_density: float) -> sp.csr_matrix | None:
         data = np.empty(capacity, dtype=Y.dtype)
         nnz = fill_csr_bounded(Y, indptr, indices, data)
         if nnz >= 0:
-            return sp.csr_matrix((data[:nnz].copy(), indices[:nnz].copy(), indptr.astype(np.int32)),
-                                 shape=Y.shape)
+            return _canonical(sp.csr_matrix(
+                (data[:nnz].copy(), indices[:nnz].copy(), indptr.astype(np.int32)), shape=Y.shape))
     counts = np.empty(n, dtype=np.int64)
     row_nonzeros(Y, counts)
     indptr[0] = 0
@@ -111,4 +111,11 @@ def dense_to_csr(Y: np.ndarray, max_density: float) -> sp.csr_matrix | None:
     indices = np.empty(nnz, dtype=index_dtype)
     data = np.empty(nnz, dtype=Y.dtype)
     fill_csr(Y, indptr, indices, data)
-    return sp.csr_matrix((data, indices, indptr.astype(index_dtype)), shape=Y.shape)
+    return _canonical(sp.csr_matrix((data, indices, indptr.astype(index_dtype)), shape=Y.shape))
+
+
+def _canonical(matrix: sp.csr_matrix) -> sp.csr_matrix:
+    """``matrix``, flagged canonical (its rows written in increasing columns, no
+    duplicates), so that SciPy and the leaf sums need not scan it to find out."""
+    matrix.has_canonical_format = True
+    return matrix

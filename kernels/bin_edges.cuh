@@ -13,28 +13,38 @@ __device__ __forceinline__ double bin_edge(const double* edge_values, const long
     return at < edge_ptr[f + 1] ? edge_values[at] : __longlong_as_double(0x7ff0000000000000LL);
 }
 
-// The Extra-Trees split "code <= b" of feature f in a node whose codes span [bmin, bmax],
-// from the uniform draw u: the candidate edge e(b), b in [bmin, bmax - 1], nearest to
-// t = lo + u (hi - lo), [lo, hi] extending [e(bmin), e(bmax - 1)] by half a neighbouring
-// gap on each side (evenly spaced edges are drawn with probability 1 / K each). bmax for a
-// constant feature. The numba twin is _random_cut in gpurpo/tree/binning/_edge_lookup.py.
-__device__ __forceinline__ int random_cut_bin(const double* edge_values, const long long* edge_ptr, int f, int bmin,
-                                              int bmax, double u)
+// The smallest fitted value of value bin b of feature f (of p): the bin lows follow the
+// edges in edge_values, bin b of f at edge_ptr[p] + edge_ptr[f] + f + b; +inf beyond the
+// feature's last value bin, as bin_edge. The numba twin is _bin_low in
+// gpurpo/tree/binning/_edge_lookup.py.
+__device__ __forceinline__ double bin_low(const double* edge_values, const long long* edge_ptr, int p, int f, int b)
+{
+    if (b > edge_ptr[f + 1] - edge_ptr[f]) return __longlong_as_double(0x7ff0000000000000LL);
+    return edge_values[edge_ptr[p] + edge_ptr[f] + f + b];
+}
+
+// The Extra-Trees split "code <= b" of feature f (of p) in a node whose codes span
+// [bmin, bmax], from the uniform draw u: t = lo + u (hi - lo) between the smallest fitted
+// values lo, hi of bins bmin and bmax (bin_low), and the cut is the largest
+// bin b in [bmin, bmax - 1] whose low is at most t (binary search): scikit-learn's uniform
+// threshold between the node's smallest and largest value. bmax for a constant feature.
+// The numba twin is _random_cut in gpurpo/tree/binning/_edge_lookup.py.
+__device__ __forceinline__ int random_cut_bin(const double* edge_values, const long long* edge_ptr, int p, int f,
+                                              int bmin, int bmax, double u)
 {
     if (bmax <= bmin) return bmax;
     if (bmax - bmin == 1) return bmin;
-    const double first = bin_edge(edge_values, edge_ptr, f, bmin);
-    const double last = bin_edge(edge_values, edge_ptr, f, bmax - 1);
-    const double lo = __dadd_rn(first, -__dmul_rn(0.5, __dadd_rn(bin_edge(edge_values, edge_ptr, f, bmin + 1), -first)));
-    const double hi = __dadd_rn(last, __dmul_rn(0.5, __dadd_rn(last, -bin_edge(edge_values, edge_ptr, f, bmax - 2))));
+    const double lo = bin_low(edge_values, edge_ptr, p, f, bmin);
+    const double hi = bin_low(edge_values, edge_ptr, p, f, bmax);
     const double t = __dadd_rn(lo, __dmul_rn(u, __dadd_rn(hi, -lo)));
-    int b = bmin;
-    double below = first;
-    while (b + 1 <= bmax - 1) {
-        const double above = bin_edge(edge_values, edge_ptr, f, b + 1);
-        if (!(__dmul_rn(0.5, __dadd_rn(below, above)) <= t)) break;  // NaN (edges of +inf) stops too
-        ++b;
-        below = above;
+    // the largest b in [first, last] with low(b) <= t (lows increase; NaN: first)
+    int first = bmin, last = bmax - 1;
+    while (first < last) {
+        const int mid = (first + last + 1) >> 1;
+        if (bin_low(edge_values, edge_ptr, p, f, mid) <= t)
+            first = mid;
+        else
+            last = mid - 1;
     }
-    return b;
+    return first;
 }

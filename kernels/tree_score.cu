@@ -114,7 +114,7 @@ __device__ __forceinline__ bool score_better(double g, int key, double g2, int k
 extern "C" __global__ void tree_score_histograms(
     const float* __restrict__ hist, const int* __restrict__ node_features,
     const double* __restrict__ uniforms, const double* __restrict__ edge_values,
-    const long long* __restrict__ edge_ptr,
+    const long long* __restrict__ edge_ptr, int p,
     long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
     int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
     double* __restrict__ out_gain, int* __restrict__ out_bin,
@@ -220,7 +220,7 @@ extern "C" __global__ void tree_score_histograms(
             }
         } else if (tid == 0) {
             const int row = f >= 0 ? f : 0;
-            best_bin = random_cut_bin(edge_values, edge_ptr, row, bmin, bmax, uniforms[task]);
+            best_bin = random_cut_bin(edge_values, edge_ptr, p, row, bmin, bmax, uniforms[task]);
             const double* Lb = L + (long long)best_bin * C;
             const double n_left = Lb[cnt];
             const bool below_max = best_bin < bmax;

@@ -156,7 +156,7 @@ struct SplitView {
 };
 
 struct SplitRules {
-    const double* edge_values; // the features' raw upper bin edges (bin_edges.cuh)
+    const double* edge_values; // the raw upper bin edges, then the bin lows (bin_edges.cuh)
     const long long* edge_ptr; // (p + 1,) feature f's edges start at edge_ptr[f]
     const int* subtracted_bin; // (p,) bin derived from the node's totals in tables, or -1
     const long long* listed;   // (p,) codes other than subtracted_bin in all the data
@@ -431,7 +431,7 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
             if (tid == 0) {
                 int cut = -1, et_bin = -1;
                 if (random_split) {
-                    cut = random_cut_bin(r.edge_values, r.edge_ptr, fq, bmin, bmax,
+                    cut = random_cut_bin(r.edge_values, r.edge_ptr, r.p, fq, bmin, bmax,
                                            split_uniform_at(seed, sel_pos[q]));
                     for (int b = bmin; b <= bmax && b <= cut; ++b)
                         if (cnt[b] > 0) et_bin = b;

@@ -524,7 +524,8 @@ def score_histograms(
         (n_blocks,),
         (block,),
         (
-            hist, node_features, uniforms, edge_values, edge_ptr, _i64(n_tasks), _i32(n_bins),
+            hist, node_features, uniforms, edge_values, edge_ptr,
+            _i32(int(edge_ptr.shape[0]) - 1), _i64(n_tasks), _i32(n_bins),
             _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
             _i32(1 if random_split else 0), _i32(1 if newton else 0), _f64(reg_lambda),
             _f64(min_child_weight), scratch,

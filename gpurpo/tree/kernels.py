@@ -102,7 +102,12 @@ Kernel contracts
     edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
                                        ``edge(f, b)``, the raw upper edge of value bin b
                                        (split "code <= b" is "x <= edge(f, b)"), is
-                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on
+                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on;
+                                       with ``random_split``, E = 2 edge_ptr[p] + p: the
+                                       edges are followed by each value bin's smallest
+                                       fitted value (bin b of f at edge_ptr[p] +
+                                       edge_ptr[f] + f + b; BinnedMatrix.edge_values),
+                                       the raw scale of the Extra-Trees draw
     rules        SplitRules            the scalars below:
     n_candidates int                   k: number of NON-CONSTANT features to evaluate
     min_samples_leaf int               minimum number of samples on each side
@@ -143,10 +148,11 @@ Kernel contracts
     depends on the feature and the node size only, so dense and sparse X and
     both twins give the same bits. Extra-Trees: one cut
     ``b = _random_cut`` per feature from ``u = uniform_at(seed, position)``:
-    the candidate edge ``e(b)``, ``b`` in ``[bmin, bmax - 1]`` of the node's
-    codes, nearest to a uniform point on their span widened by half a gap on
-    each side (each gap of evenly spaced values alike; the split "code <= cut"
-    may land in an empty bin: the stored bin is the cut). Sides need at least
+    the largest ``b`` in ``[bmin, bmax - 1]`` of the node's codes whose bin's
+    smallest fitted value is at most ``t``, drawn uniformly between those of
+    bins ``bmin`` and ``bmax`` (scikit-learn's threshold between the node's
+    smallest and largest values, in raw units; the split "code <= cut" may
+    land in an empty bin: the stored bin is the cut). Sides need at least
     ``min_samples_leaf`` samples. Sums in float64. The best split of a
     feature is its largest gain (exact ties: lowest bin, then missing right).
     Across features, every feature whose best gain is at least
@@ -176,7 +182,12 @@ Kernel contracts
     edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
                                        ``edge(f, b)``, the raw upper edge of value bin b
                                        (split "code <= b" is "x <= edge(f, b)"), is
-                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on
+                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on;
+                                       with ``random_split``, E = 2 edge_ptr[p] + p: the
+                                       edges are followed by each value bin's smallest
+                                       fitted value (bin b of f at edge_ptr[p] +
+                                       edge_ptr[f] + f + b; BinnedMatrix.edge_values),
+                                       the raw scale of the Extra-Trees draw
     newton       int (0 or 1)          1: second-order gain; channels 1..m/2 hold the
                                        gradient sums G_j, channels m/2+1..m the hessian
                                        sums H_j (m even)
@@ -476,10 +487,11 @@ def _rows(backend: Backend, sparse_codes: Any, p: int) -> tuple[Any, Any, Any, A
 
 
 def _edge_table(backend: Backend, edge_values: Any, edge_ptr: Any,
-                p: int | None = None) -> tuple[Any, Any]:
+                p: int | None = None, random_split: bool = False) -> tuple[Any, Any]:
     """The ``edge_values, edge_ptr`` arguments of the split kernels (the ragged edge
     table of :attr:`gpurpo.tree.binning.BinMapper.edge_ptr_`), typed and checked
-    (``edge_ptr`` of length ``p + 1`` when ``p`` is given)."""
+    (``edge_ptr`` of length ``p + 1`` when ``p`` is given; with ``random_split``,
+    the edges followed by the bins' lows, :attr:`gpurpo.tree.binning.BinnedMatrix.edge_values`)."""
     xp = backend.xp
     if (edge_values.ndim != 1 or edge_ptr.ndim != 1 or edge_ptr.shape[0] < 1
             or (p is not None and edge_ptr.shape[0] != p + 1)):
@@ -488,6 +500,15 @@ def _edge_table(backend: Backend, edge_values: Any, edge_ptr: Any,
             f"at edge_values[edge_ptr[f]:edge_ptr[f + 1]]), got shapes {edge_values.shape} "
             f"and {edge_ptr.shape}" + ("" if p is None else f", for {p} features")
         )
+    if random_split:
+        n_edges = int(edge_ptr[-1])
+        n_features = int(edge_ptr.shape[0]) - 1
+        if int(edge_values.shape[0]) != 2 * n_edges + n_features:
+            raise ValueError(
+                "random splits need the bins' lows after the edges: edge_values of length "
+                f"{2 * n_edges + n_features} (2 x {n_edges} edges + {n_features} features), "
+                f"got {int(edge_values.shape[0])}"
+            )
     return _c(backend, edge_values, xp.float64), _c(backend, edge_ptr, xp.int64)
 
 
@@ -748,11 +769,13 @@ def _typed_batch(backend: Backend, batch: NodeBatch, *, depth: bool = False) -> 
     )
 
 
-def _typed_edges(backend: Backend, edges: EdgeTable, p: int | None = None) -> EdgeTable:
+def _typed_edges(backend: Backend, edges: EdgeTable, p: int | None = None,
+                 random_split: bool = False) -> EdgeTable:
     """``edges`` typed and checked (see :func:`_edge_table`)."""
     if not isinstance(edges, EdgeTable):
         raise TypeError(f"edges must be an EdgeTable, got {type(edges).__name__}")
-    return EdgeTable(*_edge_table(backend, edges.edge_values, edges.edge_ptr, p))
+    return EdgeTable(*_edge_table(backend, edges.edge_values, edges.edge_ptr, p,
+                                   random_split))
 
 
 def _typed_sparse(backend: Backend, sparse: SparseColumns | None,
@@ -813,7 +836,7 @@ def split_small(
         _typed_batch(backend, batch),
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
-        _typed_edges(backend, edges, codes.shape[0]),
+        _typed_edges(backend, edges, codes.shape[0], rules.random_split),
         rules,
         _typed_sparse(backend, sparse, codes.shape),
         out_feature,
@@ -884,7 +907,7 @@ def score_histograms(
         int(min_samples_leaf),
         int(bool(random_split)),
         uniforms,
-        *_edge_table(backend, edge_values, edge_ptr),
+        *_edge_table(backend, edge_values, edge_ptr, random_split=bool(random_split)),
         int(bool(newton)),
         float(reg_lambda),
         float(min_child_weight),
@@ -1007,7 +1030,7 @@ def grow_subtrees(
         _c(backend, weights, xp.float32),
         _c(backend, targets, xp.float32),
         _c(backend, root_weight, xp.float64),
-        _typed_edges(backend, edges, codes.shape[0]),
+        _typed_edges(backend, edges, codes.shape[0], rules.random_split),
         rules,
         _typed_sparse(backend, sparse, codes.shape),
         out,

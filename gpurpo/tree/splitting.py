@@ -15,10 +15,11 @@ side that scores best (see ``tree_split_small`` in
 
 Extra-Trees (Geurts, Ernst & Wehenkel 2006): one cut per (node, feature),
 drawn uniformly between the node's smallest and largest value of the feature,
-taken on binned data between the upper edge of the smallest occupied bin and
-the upper edge of the bin below the largest occupied bin; the split is
-"code <= cut" for the largest bin whose upper edge is below the drawn real
-value, so every threshold lies within the node's range of values.
+taken on binned data between the smallest fitted values of the smallest and
+the largest occupied bin; the split is "code <= cut" for the largest bin
+whose smallest value is at most the drawn real value
+(:func:`gpurpo.tree.binning._edge_lookup._random_cut`), so each gap between a
+node's neighbouring values is cut with probability proportional to its width.
 
 Second-order gain (``newton=True``; boosting's ``split_criterion="newton"``):
 XGBoost's vector-leaf gain (Chen & Guestrin 2016, eq. 7, without the factor
@@ -101,9 +102,10 @@ def score_histograms(
         m.
     min_samples_leaf : int
         Minimum number of samples on each side.
-    edge_values, edge_ptr : float64 array (n_edges,), int64 array (p + 1,)
-        The ragged table of the features' raw upper bin edges
-        (:class:`~gpurpo.tree.binning.BinnedMatrix`): Extra-Trees cuts.
+    edge_values, edge_ptr : float64 array, int64 array (p + 1,)
+        The ragged table of the features' raw upper bin edges, followed by
+        the bins' smallest fitted values
+        (:attr:`~gpurpo.tree.binning.BinnedMatrix.edge_values`): Extra-Trees cuts.
     random_split : bool
         Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1).
     newton : bool

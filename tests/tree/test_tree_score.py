@@ -116,23 +116,27 @@ def reference_scores(hist, node_features, m, msl, random_split, uniforms, thresh
         best_bin, direction = flat // 2, flat % 2
         w_left = np.take_along_axis(cum[..., 0], best_bin[:, :, None], axis=2)[:, :, 0]
     else:
-        # the cut: the candidate edge nearest to t, uniform on the candidates' span widened
-        # by half a neighbouring gap on each side (gpurpo.tree.binning._edge_lookup)
-        thr = thresholds[np.where(node_features >= 0, node_features, 0)]
+        # the cut: the largest bin in [bmin, bmax - 1] whose low is at most t, uniform
+        # between the lows of bmin and bmax (gpurpo.tree.binning._edge_lookup); the lows
+        # follow the edges in the ragged table, +inf beyond a feature's last value bin
+        edge_values, edge_ptr = ragged(thresholds)
+        n_edges = np.diff(edge_ptr)
+        lows = np.full((thresholds.shape[0], thresholds.shape[1] + 1), np.inf)
+        for f, count in enumerate(n_edges):
+            at = edge_ptr[-1] + edge_ptr[f] + f
+            lows[f, : count + 1] = edge_values[at : at + count + 1]
+        low = lows[np.where(node_features >= 0, node_features, 0)]
 
-        def edge(at):
-            return np.take_along_axis(thr, np.clip(at, 0, thr.shape[2] - 1)[:, :, None], axis=2)[:, :, 0]
+        def low_at(at):
+            return np.take_along_axis(low, np.clip(at, 0, low.shape[2] - 1)[:, :, None], axis=2)[:, :, 0]
 
         many = bmax - bmin >= 2
         with np.errstate(invalid="ignore"):
-            first, last = edge(bmin), edge(bmax - 1)
-            lo = first - 0.5 * (edge(bmin + 1) - first)
-            hi = last + 0.5 * (last - edge(bmax - 2))
+            lo, hi = low_at(bmin), low_at(bmax)
             t = lo + uniforms * (hi - lo)
-            j = np.arange(thr.shape[2] - 1)[None, None, :]
-            mids = 0.5 * (thr[:, :, :-1] + thr[:, :, 1:])
-            steps = ((j >= bmin[:, :, None]) & (j <= (bmax - 2)[:, :, None])
-                     & (mids <= t[:, :, None])).sum(axis=2)
+            j = np.arange(low.shape[2])[None, None, :]
+            steps = ((j > bmin[:, :, None]) & (j <= (bmax - 1)[:, :, None])
+                     & (low <= t[:, :, None])).sum(axis=2)
         best_bin = np.where(bmax <= bmin, bmax, np.where(many, bmin + steps, bmin))
         left = np.take_along_axis(cum, best_bin[:, :, None, None], axis=2)[:, :, 0, :]
         n_left = left[..., cnt]
@@ -488,10 +492,12 @@ def test_extra_trees_cuts_each_gap_of_evenly_spaced_values_alike(n_gaps):
     # scikit-learn's Extra-Trees draw the threshold uniformly between the node's smallest and
     # largest values: each of the n_gaps gaps of evenly spaced values with probability
     # 1 / n_gaps, the last one included
+    from gpurpo.tree.binning._bin_lows import bin_lows
     from gpurpo.tree.binning._edge_lookup import _random_cut
 
-    edges = np.arange(0.5, 12.0)  # values 0, 1, ..., 12 binned at the midpoints
-    edge_ptr = np.array([0, edges.size], dtype=np.int64)
+    values = np.arange(13.0)  # values 0, 1, ..., 12 binned at the midpoints
+    edge_ptr = np.array([0, 12], dtype=np.int64)
+    edges = np.concatenate([values[:-1] + 0.5, bin_lows(values[:, None], values[:-1] + 0.5, edge_ptr)])
     for bmin in (0, 3):
         bmax = bmin + n_gaps
         grid = (np.arange(6000) + 0.5) / 6000
@@ -501,3 +507,26 @@ def test_extra_trees_cuts_each_gap_of_evenly_spaced_values_alike(n_gaps):
         np.testing.assert_allclose(counts / grid.size, 1.0 / n_gaps, atol=2.0 / grid.size)
     assert _random_cut(edges, edge_ptr, 0, 4, 4, 0.3) == 4  # a constant feature
     assert _random_cut(edges, edge_ptr, 0, 4, 5, 0.9) == 4  # one gap
+
+
+def test_extra_trees_cut_each_gap_of_a_node_with_probability_proportional_to_its_width():
+    # heavy-tailed values: scikit-learn's uniform threshold between the node's smallest and
+    # largest values cuts between neighbouring node values in proportion to their distance,
+    # through bins that the node does not occupy, and the widest gap at the end most often
+    from gpurpo.tree.binning._bin_lows import bin_lows
+    from gpurpo.tree.binning._edge_lookup import _random_cut
+
+    values = np.array([0.0, 5.0, 10.0, 20.0, 45.0, 120.0, 900.0])
+    edges = (values[:-1] + values[1:]) / 2
+    edge_ptr = np.array([0, edges.size], dtype=np.int64)
+    table = np.concatenate([edges, bin_lows(values[::-1, None], edges, edge_ptr)])
+    np.testing.assert_array_equal(table[edges.size:], values)
+    grid = (np.arange(20000) + 0.5) / 20000
+    for node in ([0, 1, 2, 3, 4, 5, 6], [1, 3, 4, 6], [0, 2, 5]):
+        codes = np.array(node)
+        cuts = np.array([_random_cut(table, edge_ptr, 0, codes[0], codes[-1], u) for u in grid])
+        # the node's gap each cut falls in: code <= cut to the left
+        gap = np.searchsorted(codes, cuts, side="right") - 1
+        share = np.bincount(gap, minlength=codes.size - 1) / grid.size
+        widths = np.diff(values[codes])
+        np.testing.assert_allclose(share, widths / widths.sum(), atol=2.0 / grid.size)

@@ -1,7 +1,7 @@
 """Edge lookups shared by the binning and by the split and prediction kernels (numba).
 
 ``#{edges < x}`` (the code of a value), the threshold of a bin, the code of 0.0 and
-the Extra-Trees cut of a node.
+the Extra-Trees cut of a node (from the bin lows that follow the edges).
 """
 
 from __future__ import annotations
@@ -43,35 +43,47 @@ def _zero_code(edge_values, edge_ptr, f):
 
 
 @njit(inline="always", cache=True)
+def _bin_low(edge_values, edge_ptr, f, b):
+    """The smallest fitted value of value bin ``b`` of feature ``f``, from the lows that
+    follow the edges in ``edge_values`` (:mod:`gpurpo.tree.binning._bin_lows`);
+    ``+inf`` beyond the feature's last value bin, as :func:`_edge`."""
+    if b > edge_ptr[f + 1] - edge_ptr[f]:
+        return np.inf
+    return edge_values[edge_ptr[edge_ptr.shape[0] - 1] + edge_ptr[f] + f + b]
+
+
+@njit(inline="always", cache=True)
 def _random_cut(edge_values, edge_ptr, f, bmin, bmax, u):
     """The Extra-Trees split "code <= b" of feature ``f`` in a node whose codes span
     ``[bmin, bmax]``, from the uniform draw ``u`` in [0, 1).
 
-    The candidates are the ``K = bmax - bmin`` edges ``e(b)``, ``b`` in
-    ``[bmin, bmax - 1]``. The cut is the candidate nearest to
-    ``t = lo + u (hi - lo)``, where ``[lo, hi]`` extends ``[e(bmin), e(bmax - 1)]``
-    by half a neighbouring gap on each side: evenly spaced edges are drawn with
-    probability ``1 / K`` each, as scikit-learn's threshold drawn uniformly
-    between the node's smallest and largest values (Geurts, Ernst & Wehenkel
-    2006) cuts each gap of evenly spaced values. ``bmax`` when ``bmax <= bmin``
-    (a constant feature). The CUDA twin is ``random_cut_bin`` of
-    ``kernels/bin_edges.cuh``, the same operations in the same order.
+    Geurts, Ernst & Wehenkel (2006), scikit-learn's ``RandomSplitter``: a
+    threshold ``t`` drawn uniformly between the node's smallest and largest
+    value, rows ``x <= t`` to the left, so each gap between the node's
+    neighbouring values is cut with probability proportional to its width.
+    Here ``t = lo + u (hi - lo)`` with ``lo``, ``hi`` the smallest fitted
+    values of bins ``bmin`` and ``bmax`` (the lows that follow the edges in
+    ``edge_values``, :mod:`gpurpo.tree.binning._bin_lows`), and the cut is
+    the largest bin ``b`` in ``[bmin, bmax - 1]`` whose low is at most ``t``
+    (binary search): scikit-learn's partition where each bin holds one value.
+    ``bmax`` when ``bmax <= bmin`` (a constant feature). The CUDA twin is
+    ``random_cut_bin`` of ``kernels/bin_edges.cuh``, the same operations in
+    the same order.
     """
     if bmax <= bmin:
         return bmax
     if bmax - bmin == 1:
         return bmin
-    first = _edge(edge_values, edge_ptr, f, bmin)
-    last = _edge(edge_values, edge_ptr, f, bmax - 1)
-    lo = first - 0.5 * (_edge(edge_values, edge_ptr, f, bmin + 1) - first)
-    hi = last + 0.5 * (last - _edge(edge_values, edge_ptr, f, bmax - 2))
+    lo = _bin_low(edge_values, edge_ptr, f, bmin)
+    hi = _bin_low(edge_values, edge_ptr, f, bmax)
     t = lo + u * (hi - lo)
-    b = bmin
-    below = first
-    while b + 1 <= bmax - 1:
-        above = _edge(edge_values, edge_ptr, f, b + 1)
-        if not 0.5 * (below + above) <= t:  # NaN (edges of +inf) stops too
-            break
-        b += 1
-        below = above
-    return b
+    # the largest b in [first, last] with low(b) <= t (lows increase; NaN: first)
+    first = bmin
+    last = bmax - 1
+    while first < last:
+        mid = (first + last + 1) >> 1
+        if _bin_low(edge_values, edge_ptr, f, mid) <= t:
+            first = mid
+        else:
+            last = mid - 1
+    return first

@@ -15,6 +15,7 @@ from gpurpo._validation import check_int, validate_values
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree.binning import _row_sort
+from gpurpo.tree.binning._bin_lows import bin_lows, edge_lows
 from gpurpo.tree.binning._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
 from gpurpo.tree.binning._code_tables import bin_codes_fitted
 from gpurpo.tree.binning._quantile_rule import quantile_edges
@@ -89,7 +90,7 @@ class BinnedMatrix:
         bin. Codes lie in ``[0, n_bins - 1]``.
     missing_bin : int
         ``n_bins - 1``.
-    edge_values : float64 array of shape (n_edges,), on the backend
+    edge_values : float64 array of shape (2 n_edges + n_features,), on the backend
         Every feature's increasing bin edges, feature after feature
         (:attr:`BinMapper.edge_values_`): edge ``b`` of feature ``f``,
         ``edge_values[edge_ptr[f] + b]``, is the largest raw value of bin
@@ -97,6 +98,10 @@ class BinnedMatrix:
         feature has no edge (``+inf``). The kernels read this ragged table, not
         a ``(n_features, n_bins - 1)`` one padded with ``+inf``, which would
         hold 2 GB at a million features (:attr:`BinMapper.thresholds_`).
+        The edges (``n_edges = edge_ptr[-1]``) are followed by each value
+        bin's smallest fitted value (:attr:`BinMapper.bin_low_`), bin ``b``
+        of feature ``f`` at ``n_edges + edge_ptr[f] + f + b``: the raw scale
+        of the Extra-Trees draw (:mod:`gpurpo.tree.binning._bin_lows`).
     edge_ptr : int64 array of shape (n_features + 1,), on the backend
         Feature ``f``'s edges are ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``.
     edge_values_host, edge_ptr_host : ndarray
@@ -215,6 +220,9 @@ class BinMapper:
     edges_ : list of float64 ndarray
         Increasing edges of each feature (``len = n_value_bins - 1``), copied
         from ``edge_values_``.
+    bin_low_ : float64 ndarray of shape (n_value_bins_.sum(),)
+        Each value bin's smallest fitted value, feature after feature
+        (:func:`gpurpo.tree.binning._bin_lows.bin_lows`).
     n_value_bins_ : int32 ndarray of shape (n_features,)
         Number of value bins of each feature (at least 1).
     n_bins_ : int
@@ -284,6 +292,7 @@ class BinMapper:
             self._set_edges(*_fit_edges_sparse(sample, max_bins))
         else:
             self._set_edges(*_fit_edges_columns(sample, weights, max_bins))
+        self.bin_low_ = bin_lows(sample, self.edge_values_, self.edge_ptr_)
         return self
 
     def _set_edges(self, edge_values: np.ndarray, n_edges: np.ndarray) -> None:
@@ -373,6 +382,7 @@ class BinMapper:
         if check_range_of is not None and extreme:
             validate_values(X, check_range_of, True, True, np)
         self._set_edges(*_table_edges(out, n_edges))
+        self.bin_low_ = bin_lows(X, self.edge_values_, self.edge_ptr_)
         if self.missing_bin_ != _NAN_CODE:
             for f in np.flatnonzero(has_nan):
                 codes[f][codes[f] == _NAN_CODE] = self.missing_bin_
@@ -393,8 +403,11 @@ class BinMapper:
         when already counted (else counted here).
         """
         xp = backend.xp
-        edge_values_host = self.edge_values_
         edge_ptr_host = self.edge_ptr_
+        low = self.__dict__.get("bin_low_")
+        if low is None:
+            low = edge_lows(self.edge_values_, edge_ptr_host)
+        edge_values_host = np.concatenate([self.edge_values_, low])
         edge_values = backend.asarray(edge_values_host)
         edge_ptr = backend.asarray(edge_ptr_host)
         zero_code = zero_codes_ragged(edge_values, edge_ptr, xp)

@@ -51,22 +51,48 @@ def _fill_empty(edge_values, edge_ptr, low):
                     low[base] = 0.0
 
 
-@njit(cache=True, parallel=True)
+# rows per block of the dense kernels: a block's rows of X (and of the codes) stay in
+# cache while every feature is visited
+_ROWS = 256
+
+
+@njit(cache=True)
 def _dense_lows(sample, edge_values, edge_ptr, low):
-    """``low[bin]`` = the smallest non-NaN value of ``sample[:, f]`` in each bin, per feature."""
+    """``low[bin]`` = the smallest non-NaN value of ``sample[:, f]`` in each bin, per feature
+    (the bin by binary search in the edges), a block of rows at a time."""
     n, p = sample.shape
-    for f in prange(p):
-        e0 = edge_ptr[f]
-        n_e = edge_ptr[f + 1] - e0
-        edges = edge_values[e0 : e0 + n_e]
-        base = e0 + f
-        for i in range(n):
-            v = np.float64(sample[i, f])
-            if np.isnan(v):
-                continue
-            at = base + _count_below(edges, n_e, v)
-            if v < low[at]:
-                low[at] = v
+    for r0 in range(0, n, _ROWS):
+        r1 = min(n, r0 + _ROWS)
+        for f in range(p):
+            e0 = edge_ptr[f]
+            n_e = edge_ptr[f + 1] - e0
+            edges = edge_values[e0 : e0 + n_e]
+            base = e0 + f
+            for i in range(r0, r1):
+                v = np.float64(sample[i, f])
+                if np.isnan(v):
+                    continue
+                at = base + _count_below(edges, n_e, v)
+                if v < low[at]:
+                    low[at] = v
+
+
+@njit(cache=True)
+def _coded_lows(sample, codes, missing_code, edge_ptr, low):
+    """As :func:`_dense_lows` from the codes of ``sample`` (feature-major, ``missing_code``
+    for NaN), without a search."""
+    n, p = sample.shape
+    for r0 in range(0, n, _ROWS):
+        r1 = min(n, r0 + _ROWS)
+        for f in range(p):
+            base = edge_ptr[f] + f
+            for i in range(r0, r1):
+                c = codes[f, i]
+                if c == missing_code:
+                    continue
+                v = np.float64(sample[i, f])
+                if v < low[base + c]:
+                    low[base + c] = v
 
 
 @njit(cache=True, parallel=True)
@@ -92,7 +118,8 @@ def _csc_lows(indptr, data, n, edge_values, edge_ptr, low):
                 low[at] = v
 
 
-def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray) -> np.ndarray:
+def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray,
+             codes: np.ndarray | None = None, missing_code: int = -1) -> np.ndarray:
     """The smallest value of ``sample`` in each value bin of the edge table (see the module).
 
     Parameters
@@ -101,6 +128,10 @@ def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray) -> np.n
         The rows the edges were fitted on.
     edge_values, edge_ptr : float64 ndarray, int64 ndarray (p + 1,)
         The ragged edge table (:attr:`gpurpo.tree.binning.BinMapper.edge_ptr_`).
+    codes : uint8 ndarray of shape (p, n), optional
+        The codes of a dense ``sample`` when already made (NaN coded
+        ``missing_code``): read instead of searching the edges.
+    missing_code : int
 
     Returns
     -------
@@ -115,6 +146,8 @@ def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray) -> np.n
         csc = canonical_csc(sample)
         _csc_lows(csc.indptr.astype(np.int64), csc.data, int(csc.shape[0]), edge_values,
                   edge_ptr, low)
+    elif p and sample.shape[0] and codes is not None:
+        _coded_lows(np.asarray(sample), codes, missing_code, edge_ptr, low)
     elif p and sample.shape[0]:
         _dense_lows(np.asarray(sample), edge_values, edge_ptr, low)
     _fill_empty(edge_values, edge_ptr, low)

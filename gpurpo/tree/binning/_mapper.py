@@ -382,7 +382,7 @@ class BinMapper:
         if check_range_of is not None and extreme:
             validate_values(X, check_range_of, True, True, np)
         self._set_edges(*_table_edges(out, n_edges))
-        self.bin_low_ = bin_lows(X, self.edge_values_, self.edge_ptr_)
+        self.bin_low_ = bin_lows(X, self.edge_values_, self.edge_ptr_, codes, _NAN_CODE)
         if self.missing_bin_ != _NAN_CODE:
             for f in np.flatnonzero(has_nan):
                 codes[f][codes[f] == _NAN_CODE] = self.missing_bin_

@@ -47,17 +47,21 @@ def borrow(typingctx, array):
 
 @intrinsic
 def borrow_all(typingctx, arrays):
-    """:func:`borrow` of every array of a tuple, as a tuple (same rules: arguments only)."""
-    if not isinstance(arrays, types.BaseTuple) or not all(
-        isinstance(t, types.Array) for t in arrays.types
-    ):
+    """:func:`borrow` of every array of a tuple, as a tuple of the same type (a namedtuple
+    stays one); its other members are passed through (same rules: arguments only)."""
+    if not isinstance(arrays, types.BaseTuple):
         return None
 
     def codegen(context, builder, signature, args):
-        views = [
-            _borrowed_view(context, builder, array_type, builder.extract_value(args[0], i))
-            for i, array_type in enumerate(signature.args[0].types)
-        ]
-        return context.make_tuple(builder, signature.return_type, views)
+        members = []
+        for i, member_type in enumerate(signature.args[0].types):
+            value = builder.extract_value(args[0], i)
+            if isinstance(member_type, types.Array):
+                value = _borrowed_view(context, builder, member_type, value)
+            elif context.enable_nrt:
+                # the result owns its other members: one reference each (none for scalars)
+                context.nrt.incref(builder, member_type, value)
+            members.append(value)
+        return context.make_tuple(builder, signature.return_type, members)
 
     return arrays(arrays), codegen

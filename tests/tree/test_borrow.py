@@ -1,5 +1,7 @@
 """The non-owning array views of the numba CPU kernels (gpurpo.tree._borrow)."""
 
+from collections import namedtuple
+
 import numpy as np
 import pytest
 from numba import njit
@@ -32,9 +34,14 @@ def _write_through_borrowed_tuple(a, b):
     return va.shape[0], vb.shape[0], vb.shape[1], vb.strides[0]
 
 
+_Record = namedtuple("_Record", ["values", "scale"])
+
+
 @njit(cache=False)
-def _borrow_all_mixed(a, x):
-    return borrow_all((a, x))
+def _borrow_all_mixed(record):
+    view = borrow_all(record)
+    view.values[0] = view.scale
+    return view.scale, view.values.shape[0]
 
 
 def test_borrowed_view_shares_data_shape_and_strides():
@@ -64,6 +71,12 @@ def test_borrow_all_views_every_array_of_a_tuple():
     assert b[1, 2] == 9 and b.sum() == 9
 
 
-def test_borrow_all_rejects_tuples_with_non_arrays():
+def test_borrow_all_keeps_a_namedtuple_and_its_scalars():
+    values = np.zeros(3)
+    assert _borrow_all_mixed(_Record(values, 2.5)) == (2.5, 3)
+    np.testing.assert_array_equal(values, [2.5, 0.0, 0.0])
+
+
+def test_borrow_all_rejects_non_tuples():
     with pytest.raises(TypingError):
-        _borrow_all_mixed(np.zeros(3), 1.0)
+        _borrow_all_mixed(np.zeros(3))

@@ -3,8 +3,9 @@
 Grows whole subtrees below nodes of at most a given size in one call: each root is
 split with the exact node search of :mod:`._node_split`, its samples partitioned in
 place, and its children grown depth-first until they are leaves. :func:`launch` is
-the registered implementation: it unpacks the argument records of
-:mod:`gpurpo.tree._records` into the compiled kernel :func:`grow_subtrees`.
+the registered implementation: it turns the argument records of
+:mod:`gpurpo.tree._records` into those of :mod:`._kernel_records` and runs the
+compiled kernel :func:`grow_subtrees`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import cpu_helper
-from gpurpo.tree._borrow import borrow, borrow_all
+from gpurpo.tree._borrow import borrow_all
+from gpurpo.tree._numba._kernel_records import NodeColumns, NodeData, SubtreeOut, kernel_records
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._node_split import LISTING_LIMIT, _eval_node
 from gpurpo.tree._numba._shared import N_CHUNKS
-from gpurpo.tree._numba.tree_split_small import _claim_slots, _eval_scratch, _release_slots
-from gpurpo.tree._random import child_seed_nb, feistel_params
+from gpurpo.tree._numba.tree_split_small import (
+    _claim_slots,
+    _eval_rules,
+    _eval_scratch,
+    _release_slots,
+    _with_use_columns,
+)
+from gpurpo.tree._random import child_seed_nb
 
 # A subtree kernel's node of at most this many samples (and at least 64) is grown from a
 # private copy of its samples' codes, ``p x size`` bytes (cache resident); larger nodes
@@ -34,21 +42,14 @@ def _block_limit(p):
 
 
 @njit(cache=True)
-def _subtree_chunk(
-    ch, n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr, row_features,
-    row_codes,
-    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth,
-    weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split,
-    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
-    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
-    out_start, out_stop,
-):
+def _subtree_chunk(ch, n_chunks, max_ns, codes, sparse, batch, weights, targets, root_weight,
+                   edges, rules, out):
     """Grow the subtrees of roots ``ch, ch + n_chunks, ...`` with scratch buffers of this chunk."""
     p = codes.shape[0]
     m = targets.shape[2]
     mp = ((m + 7) // 8) * 8
-    n_bins = missing_bin + 1
-    n_slots = max(1, min(n_candidates, p))
+    n_bins = rules.missing_bin + 1
+    n_slots = max(1, min(rules.n_candidates, p))
     max_nb = min(max_ns, _block_limit(p))
     subtree_scratch = (
         np.empty(p * max_nb, dtype=np.uint8),  # a codes block
@@ -59,34 +60,36 @@ def _subtree_chunk(
         np.empty(2 * max_ns, dtype=np.uint64),  # node seeds
     )
     big = max_ns > max_nb  # roots above the block size: nodes evaluated on the global codes
-    sparse_columns = big and col_ptr.shape[0] > 0
+    sparse_columns = big and sparse.col_ptr.shape[0] > 0
     big_scratch = (
         np.empty(max_ns if big else 1, dtype=np.int32),  # a node's samples in position order
         np.empty(max_nb + 2 if big else 1, dtype=np.int64),  # a block's depth-first stack
         np.empty(max_nb if big else 1, dtype=np.int32),  # a block's samples (global ids)
         np.empty(max_nb if big else 1, dtype=np.int32),  # its positions
-        # each row's position in the current node, -1 outside it (read with the columns)
-        np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
-        np.empty(0, dtype=np.int32),  # no row map: a large node's columns are its rows
     )
     # without dense codes (a sparse X), a large node's codes of one feature gathered from
     # its column, by position, read through the identity
     gather_size = max_ns if big and codes.shape[1] == 0 else 1
-    node_codes = np.empty((1, gather_size), dtype=np.uint8)
-    identity = np.arange(gather_size).astype(np.int32)
+    columns = NodeColumns(
+        # use_columns is set per node (a run-time flag: a literal would compile
+        # _eval_node once more)
+        sparse.subtracted_bin, sparse.listed, sparse.col_ptr.shape[0] < 0, sparse.col_ptr,
+        sparse.col_rows, sparse.col_codes,
+        # each row's position in the current node, -1 outside it (read with the columns)
+        np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
+        np.empty((1, gather_size), dtype=np.uint8),
+        np.arange(gather_size).astype(np.int32),
+        sparse.row_ptr, sparse.row_features,
+        np.empty(0, dtype=np.int32),  # no row map: a large node's columns are its rows
+    )
     # a sparse X's nodes list their rows' stored entries (at most n_listing)
-    n_listing = min(n_slots, LISTING_LIMIT) if row_ptr.shape[0] > 0 else 0
-    block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots, n_listing)
+    n_listing = min(n_slots, LISTING_LIMIT) if sparse.row_ptr.shape[0] > 0 else 0
+    data, scratch = _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing)
+    block_data, block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots,
+                                              n_listing)
     _subtree_chunk_roots(
-        ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
-        col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
-        node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
-        min_samples_split, max_depth, min_impurity_decrease, root_weight, random_split,
-        missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin, out_missing_left,
-        out_gain, out_left, out_right, out_depth, out_start, out_stop, subtree_scratch,
-        big_scratch, _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing), block_scratch,
-        node_codes,
-        identity,
+        ch, n_chunks, codes, sparse, batch, weights, targets, root_weight, edges, rules, out,
+        subtree_scratch, big_scratch, data, scratch, block_data, block_scratch, columns,
     )
 
 
@@ -139,34 +142,34 @@ def _clean_block(block, ns, gid, row_ptr, row_features, z0):
 
 
 @njit(inline="always", cache=True)
-def _clear_node(g, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right):
-    out_feature[g] = -1
-    out_bin[g] = 0
-    out_missing_left[g] = 0
-    out_gain[g] = 0.0
-    out_left[g] = -1
-    out_right[g] = -1
+def _clear_node(g, out):
+    """Mark node ``g`` of ``out`` (a ``SubtreeOut``) a leaf until it is split."""
+    out.feature[g] = -1
+    out.bin[g] = 0
+    out.missing_left[g] = 0
+    out.gain[g] = 0.0
+    out.left[g] = -1
+    out.right[g] = -1
 
 
 @njit(inline="always", cache=True)
-def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out_feature,
-                  out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
-                  out_start, out_stop):
-    """Record node ``j``'s split and its children ``count`` (left), ``count + 1``."""
+def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out):
+    """Record node ``j``'s split and its children ``count`` (left), ``count + 1`` in
+    ``out`` (a ``SubtreeOut``)."""
     left = count
     right = count + 1
-    out_feature[g_j] = f
-    out_bin[g_j] = b
-    out_missing_left[g_j] = ml
-    out_gain[g_j] = gain
-    out_left[g_j] = left
-    out_right[g_j] = right
-    out_start[base + left] = a0
-    out_stop[base + left] = a0 + nl
-    out_start[base + right] = a0 + nl
-    out_stop[base + right] = a1
-    out_depth[base + left] = depth + 1
-    out_depth[base + right] = depth + 1
+    out.feature[g_j] = f
+    out.bin[g_j] = b
+    out.missing_left[g_j] = ml
+    out.gain[g_j] = gain
+    out.left[g_j] = left
+    out.right[g_j] = right
+    out.start[base + left] = a0
+    out.stop[base + left] = a0 + nl
+    out.start[base + right] = a0 + nl
+    out.stop[base + right] = a1
+    out.depth[base + left] = depth + 1
+    out.depth[base + right] = depth + 1
     seeds[left] = child_seed_nb(seeds[j], 0)
     seeds[right] = child_seed_nb(seeds[j], 1)
 
@@ -206,60 +209,53 @@ def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_
 
 
 @njit(cache=True)
-def _grow_in_block(
-    block, cols, cols2, stack, seeds, w, wy, y, j_root, count, base, pos0, t, n_candidates,
-    min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
-    random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
-    subtracted_bin, listed,
-    row_ptr, row_features, row_codes, node_codes, identity, scratch, out_feature, out_bin,
-    out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop, row_of_col,
-):
+def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, pos0, t, m,
+                   root_weight, rules, eval_rules, edges, sparse, columns, scratch, out,
+                   row_of_col):
     """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
     at the root's positions ``pos0 ..``) to completion, depth first, in the block.
 
     ``cols`` starts as the identity and ends in the final order of the samples
-    (leaves left to right); their data are ``w[cols[a]]``, ``wy[cols[a]]``,
-    ``y[cols[a]]``. New nodes take the local ids ``count, count + 1, ...``; the
-    node ``j_root``'s start, stop, depth and seed are set by the caller.
+    (leaves left to right); their data ``data = (w, wy, y)`` are ``w[cols[a]]``,
+    ``wy[cols[a]]``, ``y[cols[a]]``. New nodes take the local ids ``count, count + 1,
+    ...``; the node ``j_root``'s start, stop, depth and seed are set by the caller.
+    ``rules``, ``edges``, ``sparse`` and ``out`` are the kernel's records,
+    ``eval_rules`` and ``scratch`` those of :func:`_eval_node`, ``columns`` the
+    ``NodeColumns`` of the large nodes (its gathered-codes buffer and identity).
     ``row_of_col``: the global row of each column of the block (a sparse X's
     nodes read their rows' stored entries, see :func:`_eval_node`).
     Returns the next free local id.
     """
-    (w_s, wy_s, y_s, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
+    w, wy, y = borrow_all(data)
     eps = np.finfo(np.float64).eps
-    # False, typed as a run-time flag like the small-node kernel's (a literal False
-    # would compile a second specialisation of _eval_node)
-    no_columns = row_ptr.shape[0] < 0
+    # the block's nodes read no stored-entry columns: use_columns False, typed as a
+    # run-time flag like the small-node kernel's (a literal False would compile a second
+    # specialisation of _eval_node), and arrays of the columns' types, never read
+    block_columns = NodeColumns(
+        sparse.subtracted_bin, sparse.listed, sparse.row_ptr.shape[0] < 0, sparse.row_ptr,
+        sparse.row_features, sparse.row_codes, cols, columns.node_codes, columns.identity,
+        sparse.row_ptr, sparse.row_features, row_of_col,
+    )
     stack[0] = j_root
     sp = 1
     while sp > 0:
         sp -= 1
         j = stack[sp]
         g_j = base + j
-        a0 = out_start[g_j] - pos0
-        a1 = out_stop[g_j] - pos0
+        a0 = out.start[g_j] - pos0
+        a1 = out.stop[g_j] - pos0
         nsj = a1 - a0
-        depth = out_depth[g_j]
-        _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right)
-        if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
+        depth = out.depth[g_j]
+        _clear_node(g_j, out)
+        if (rules.max_depth >= 0 and depth >= rules.max_depth) or nsj < rules.min_samples_split:
             continue
-        f, b, ml, g = _eval_node(
-            block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j],
-            n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol,
-            edge_values, edge_ptr, lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS,
-            keys, perm,
-            cand_f, cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, no_columns,
-            # no stored-entry columns here: arrays of the columns' types, never read
-            row_ptr, row_features, row_codes, cols, node_codes, identity,
-            row_ptr, row_features, row_of_col, listing,
-        )
-        if f < 0 or g / (m * root_weight[t]) + eps < min_impurity_decrease:
+        f, b, ml, g = _eval_node(NodeData(block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j], m),
+                                 block_columns, edges, eval_rules, scratch)
+        if f < 0 or g / (m * root_weight[t]) + eps < rules.min_impurity_decrease:
             continue
-        nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, missing_bin)
+        nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, rules.missing_bin)
         _add_children(g_j, j, count, base, f, b, ml, g, pos0 + a0, nl, pos0 + a1, depth, seeds,
-                      out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
-                      out_depth, out_start, out_stop)
+                      out)
         stack[sp] = count + 1
         stack[sp + 1] = count
         sp += 2
@@ -268,16 +264,9 @@ def _grow_in_block(
 
 
 @njit(cache=True)
-def _subtree_chunk_roots(
-    ch, n_chunks, codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes,
-    col_ptr, col_rows, col_codes, sample_indices, node_ranges, node_tree, node_seed,
-    node_depth, weights, targets, edge_values, edge_ptr, n_candidates, min_samples_leaf,
-    min_samples_split,
-    max_depth, min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol,
-    out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
-    out_right, out_depth, out_start, out_stop, subtree_scratch, big_scratch, scratch,
-    block_scratch, node_codes, identity,
-):
+def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, root_weight, edges,
+                         rules, out, subtree_scratch, big_scratch, data, scratch, block_data,
+                         block_scratch, columns):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference.
 
     A root of at most ``_block_limit(p)`` samples is grown in a codes block of
@@ -290,34 +279,34 @@ def _subtree_chunk_roots(
     codes gathered from its stored-entry column into ``node_codes`` (see
     :func:`_eval_node`), and so does its partition.
     """
-    (
-        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
-        col_rows,
-        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
-        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
-        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
-    ) = borrow_all((
-        codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr,
-        col_rows,
-        col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights,
-        targets, edge_values, edge_ptr, root_weight, out_offsets, out_count, out_feature, out_bin,
-        out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
-    ))
-    node_codes, identity = borrow_all((node_codes, identity))
+    codes, weights, targets, root_weight = borrow_all((codes, weights, targets, root_weight))
+    sparse = borrow_all(sparse)
+    _, _, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes = sparse
+    sample_indices, node_ranges, node_tree, node_seed, node_depth = borrow_all(batch)
+    edges = borrow_all(edges)
+    edge_values, edge_ptr = edges
+    out = borrow_all(out)
+    columns = borrow_all(columns)
+    slot_of_row = columns.slot_of_row
+    node_codes = columns.node_codes
+    identity = columns.identity
+    max_depth = rules.max_depth
+    min_samples_split = rules.min_samples_split
+    min_impurity_decrease = rules.min_impurity_decrease
+    missing_bin = rules.missing_bin
     gather = codes.shape[1] == 0
     sparse_rows = row_ptr.shape[0] > 0
     block_buf, gid, cols, cols2, stack, seeds = borrow_all(subtree_scratch)
-    node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch[:4])
-    slot_of_row = borrow(big_scratch[4])
-    columns_are_rows = borrow(big_scratch[5])
-    (w, wy, y, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm,
-     cand_f, cand_g, cand_b, cand_ml, link, occupied, listing) = borrow_all(scratch)
-    w_b, wy_b, y_b = borrow_all(block_scratch[:3])
+    node_rows, block_stack, block_gid, block_cols = borrow_all(big_scratch)
+    w, wy, y = borrow_all(data)
+    scratch = borrow_all(scratch)
+    w_b, wy_b, y_b = borrow_all(block_data)
+    block_scratch = borrow_all(block_scratch)
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
     limit = _block_limit(p)
-    lo_bits, hi_bits = feistel_params(p)
+    eval_rules = _eval_rules(rules, p)
     eps = np.finfo(np.float64).eps
     use_slots = slot_of_row.shape[0] == targets.shape[0]
     # one code of 0.0 for every feature (all of a nonnegative X's): a block starts as
@@ -338,7 +327,7 @@ def _subtree_chunk_roots(
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r
         t = node_tree[r]
-        base = out_offsets[r]
+        base = out.offsets[r]
         # gather the root's samples: global ids, weights, targets (data by local id)
         for a in range(ns_r):
             s = sample_indices[start_r + a]
@@ -350,9 +339,9 @@ def _subtree_chunk_roots(
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-        out_start[base] = 0
-        out_stop[base] = ns_r
-        out_depth[base] = node_depth[r]
+        out.start[base] = 0
+        out.stop[base] = ns_r
+        out.depth[base] = node_depth[r]
         seeds[0] = node_seed[r]
         if ns_r <= limit:
             # the codes block (feature-major, ns_r bytes per feature, so that a small
@@ -363,13 +352,8 @@ def _subtree_chunk_roots(
             # run-time integers, as at the call below: literal ones would compile
             # _grow_in_block (and link _eval_node into it) once more
             count = _grow_in_block(
-                block, cols, cols2, stack, seeds, w, wy, y, zero, one, base, zero, t,
-                n_candidates,
-                min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease,
-                root_weight, random_split, missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits,
-                hi_bits, m, subtracted_bin, listed, row_ptr, row_features, row_codes,
-                node_codes, identity, scratch, out_feature, out_bin, out_missing_left, out_gain,
-                out_left, out_right, out_depth, out_start, out_stop, gid,
+                block, cols, cols2, stack, seeds, (w, wy, y), zero, one, base, zero, t, m,
+                root_weight, rules, eval_rules, edges, sparse, columns, scratch, out, gid,
             )
             if one_zero_code:
                 _clean_block(block, ns_r, gid, row_ptr, row_features, zero_code[0])
@@ -381,12 +365,11 @@ def _subtree_chunk_roots(
                 sp -= 1
                 j = stack[sp]
                 g_j = base + j
-                a0 = out_start[g_j]
-                a1 = out_stop[g_j]
+                a0 = out.start[g_j]
+                a1 = out.stop[g_j]
                 nsj = a1 - a0
-                depth = out_depth[g_j]
-                _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left,
-                            out_right)
+                depth = out.depth[g_j]
+                _clear_node(g_j, out)
                 if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
                     continue
                 if nsj <= limit:
@@ -403,14 +386,9 @@ def _subtree_chunk_roots(
                     _fill_block(block_buf, block, p, nsj, block_gid, codes, zero_code,
                                 row_ptr, row_features, row_codes, one_zero_code)
                     count = _grow_in_block(
-                        block, block_cols, cols2, block_stack, seeds, w_b, wy_b, y_b, j, count,
-                        base, a0, t, n_candidates, min_samples_leaf, min_samples_split,
-                        max_depth, min_impurity_decrease, root_weight, random_split,
-                        missing_bin, tie_rtol, edge_values, edge_ptr, lo_bits, hi_bits, m,
-                        subtracted_bin, listed,
-                        row_ptr, row_features, row_codes, node_codes, identity, block_scratch,
-                        out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
-                        out_depth, out_start, out_stop, block_gid,
+                        block, block_cols, cols2, block_stack, seeds, (w_b, wy_b, y_b), j,
+                        count, base, a0, t, m, root_weight, rules, eval_rules, edges, sparse,
+                        columns, block_scratch, out, block_gid,
                     )
                     if one_zero_code:
                         _clean_block(block, nsj, block_gid, row_ptr, row_features,
@@ -425,12 +403,8 @@ def _subtree_chunk_roots(
                     node_rows[a] = gid[cols[a]]
                 use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
                 f, b, ml, g = _eval_node(
-                    codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], n_candidates,
-                    min_samples_leaf, random_split, missing_bin, tie_rtol, edge_values, edge_ptr,
-                    lo_bits, hi_bits, S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f,
-                    cand_g, cand_b, cand_ml, link, occupied, m, subtracted_bin, listed, use_columns,
-                    col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity, row_ptr,
-                    row_features, columns_are_rows, listing,
+                    NodeData(codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], m),
+                    _with_use_columns(columns, use_columns), edges, eval_rules, scratch,
                 )
                 if f >= 0 and gather:
                     # the split feature's codes of the node, at positions a0 .. a1 - 1
@@ -446,43 +420,32 @@ def _subtree_chunk_roots(
                 else:
                     nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
                                               missing_bin)
-                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
-                              out_feature, out_bin, out_missing_left, out_gain, out_left,
-                              out_right, out_depth, out_start, out_stop)
+                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds, out)
                 stack[sp] = count + 1
                 stack[sp + 1] = count
                 sp += 2
                 count += 2
-        out_count[r] = count
+        out.count[r] = count
         for a in range(ns_r):
             sample_indices[start_r + a] = gid[cols[a]]
 
 
 @njit(parallel=True, cache=True)
-def grow_subtrees(
-    codes, subtracted_bin, listed, zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows,
-    col_codes, sample_indices, node_ranges, node_tree, node_seed, node_depth, weights, targets,
-    edge_values, edge_ptr, n_candidates, min_samples_leaf, min_samples_split, max_depth,
-    min_impurity_decrease, root_weight, random_split, missing_bin, tie_rtol, out_offsets,
-    out_count, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
-    out_start, out_stop,
-):
+def grow_subtrees(codes, sparse, batch, weights, targets, root_weight, edges, rules, out):
+    """``tree_grow_subtrees`` on the records of :mod:`._kernel_records`: ``sparse`` (a
+    ``Sparse``), ``batch`` (a ``Batch``), ``edges`` (an ``Edges``), ``rules`` (a
+    ``Rules``), ``out`` (a ``SubtreeOut``)."""
+    node_ranges = batch.node_ranges
     n_roots = node_ranges.shape[0]
     max_ns = max(np.int64(1), np.int64(np.max(node_ranges[:, 1] - node_ranges[:, 0])))
     n_chunks = min(n_roots, N_CHUNKS)
     for ch in prange(n_chunks):
-        _subtree_chunk(
-            np.int64(ch), n_chunks, max_ns, codes, subtracted_bin, listed, zero_code, row_ptr,
-            row_features, row_codes, col_ptr, col_rows, col_codes, sample_indices, node_ranges,
-            node_tree, node_seed, node_depth, weights, targets, edge_values, edge_ptr, n_candidates,
-            min_samples_leaf, min_samples_split, max_depth, min_impurity_decrease, root_weight,
-            random_split, missing_bin, tie_rtol, out_offsets, out_count, out_feature, out_bin,
-            out_missing_left, out_gain, out_left, out_right, out_depth, out_start, out_stop,
-        )
+        _subtree_chunk(np.int64(ch), n_chunks, max_ns, codes, sparse, batch, weights, targets,
+                       root_weight, edges, rules, out)
 
 
 def launch(codes, batch, weights, targets, root_weight, edges, rules, sparse, out):
-    """``tree_grow_subtrees`` on the CPU: :func:`grow_subtrees` on the records' arrays.
+    """``tree_grow_subtrees`` on the CPU: :func:`grow_subtrees` on the kernel records.
 
     ``batch``, ``edges``, ``rules`` and ``sparse`` are the typed
     :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
@@ -490,14 +453,11 @@ def launch(codes, batch, weights, targets, root_weight, edges, rules, sparse, ou
     :class:`~gpurpo.tree.kernels.Subtrees` to fill. Inside
     :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs.
     """
-    codes_by = sparse.sparse_codes
+    kernel_batch, kernel_edges, kernel_rules, kernel_sparse = kernel_records(
+        batch, edges, rules, sparse)
     cpu_helper(grow_subtrees)(
-        codes, sparse.subtracted_bin, sparse.listed, codes_by.zero_code, codes_by.row_ptr,
-        codes_by.row_features, codes_by.row_codes, codes_by.col_ptr, codes_by.col_rows,
-        codes_by.col_codes, batch.sample_indices, batch.node_ranges, batch.node_tree,
-        batch.node_seed, batch.node_depth, weights, targets, edges.edge_values, edges.edge_ptr,
-        rules.n_candidates, rules.min_samples_leaf, rules.min_samples_split, rules.depth_limit,
-        rules.min_impurity_decrease, root_weight, int(rules.random_split), rules.missing_bin,
-        rules.tie_rtol, out.offsets, out.count, out.feature, out.bin, out.missing_left, out.gain,
-        out.left, out.right, out.depth, out.start, out.stop,
+        codes, kernel_sparse, kernel_batch, weights, targets, root_weight, kernel_edges,
+        kernel_rules,
+        SubtreeOut(out.offsets, out.count, out.feature, out.bin, out.missing_left, out.gain,
+                   out.left, out.right, out.depth, out.start, out.stop),
     )

@@ -306,6 +306,7 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
 
     from gpurpo.backend import CUPY
     from gpurpo.tree import _kernels_cuda as kcuda
+    from gpurpo.tree._records import NodeBatch
 
     attrs = CUPY.device_attributes()
     bw_theory = (state.get("device") or {}).get("bandwidth_theoretical_gbs")
@@ -326,8 +327,8 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
 
         def run() -> None:
             out.fill(0)
-            kcuda.histograms(CUPY, codes, sample_indices, node_ranges, node_features, node_tree,
-                             weights, targets, out)
+            kcuda.histograms(CUPY, codes, NodeBatch(sample_indices, node_ranges, node_tree),
+                             node_features, weights, targets, out)
 
         t = _time_gpu(run)
         zero_t = _time_gpu(lambda: out.fill(0))

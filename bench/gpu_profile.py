@@ -237,6 +237,7 @@ def histogram_variants() -> str:
 
     from gpurpo.backend import CUPY
     from gpurpo.tree import _kernels_cuda as kcuda
+    from gpurpo.tree._records import NodeBatch
 
     module = cupy.RawModule(code=VARIANTS.read_text(), options=("--std=c++17",))
     attrs = CUPY.device_attributes()
@@ -257,8 +258,8 @@ def histogram_variants() -> str:
 
         def library() -> None:
             ref.fill(0)
-            kcuda.histograms(CUPY, data, sample_indices, node_ranges, node_features, node_tree,
-                             weights, targets, ref)
+            kcuda.histograms(CUPY, data, NodeBatch(sample_indices, node_ranges, node_tree),
+                             node_features, weights, targets, ref)
 
         zero_t = _time_gpu(lambda: ref.fill(0), reps=7)
         t_lib = _time_gpu(library, reps=7) - zero_t

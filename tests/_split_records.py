@@ -1,4 +1,5 @@
-"""Test helper: the argument records of ``kernels.split_small`` from a flat problem."""
+"""Test helpers: the argument records of ``kernels.split_small`` and
+``kernels.build_histograms`` from a flat problem."""
 
 from __future__ import annotations
 
@@ -22,3 +23,11 @@ def split_records(codes: Any, sample_indices: Any, node_ranges: Any, node_tree: 
         EdgeTable(edge_values, edge_ptr),
         SplitRules(n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol),
     )
+
+
+def histogram_records(codes: Any, sample_indices: Any, node_ranges: Any, node_features: Any,
+                      node_tree: Any, weights: Any, targets: Any) -> tuple:
+    """``(codes, batch, node_features, weights, targets)``: the arguments of
+    ``kernels.build_histograms`` (and of the ``tree_histograms`` launchers, before
+    ``out``) after the backend, for a batch given as the tests build it."""
+    return codes, NodeBatch(sample_indices, node_ranges, node_tree), node_features, weights, targets

@@ -184,10 +184,8 @@ def histogram_launch_plan(
 def histograms(
     backend: Backend,
     codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
+    batch: NodeBatch,
     node_features: Any,
-    node_tree: Any,
     weights: Any,
     targets: Any,
     out: Any,
@@ -197,6 +195,9 @@ def histograms(
 ) -> None:
     """``tree_histograms``: shared-memory privatised histograms (global fallback).
 
+    ``batch`` is the typed :class:`~gpurpo.tree._records.NodeBatch` of the
+    contract (its ``sample_indices``, ``node_ranges`` and ``node_tree``).
+
     ``shared_mem_bytes`` and ``samples_per_block`` override the launch plan
     (see :func:`histogram_launch_plan`); the result does not depend on them
     beyond float32 summation order.
@@ -204,6 +205,7 @@ def histograms(
     n_nodes, k, n_bins, n_channels = (int(s) for s in out.shape)
     if n_nodes == 0 or k == 0:
         return
+    sample_indices, node_ranges, node_tree = batch.sample_indices, batch.node_ranges, batch.node_tree
     n = int(codes.shape[1])
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
     plan = histogram_launch_plan(
@@ -497,8 +499,7 @@ def score_histograms(
     min_samples_leaf: int,
     random_split: int,
     uniforms: Any,
-    edge_values: Any,
-    edge_ptr: Any,
+    edges: EdgeTable,
     newton: int,
     reg_lambda: float,
     min_child_weight: float,
@@ -507,7 +508,10 @@ def score_histograms(
     out_missing_left: Any,
     out_nonconstant: Any,
 ) -> None:
-    """``tree_score_histograms``: one block per (node, slot), bit-compatible with numba."""
+    """``tree_score_histograms``: one block per (node, slot), bit-compatible with numba.
+
+    ``edges`` is the typed :class:`~gpurpo.tree._records.EdgeTable` of the contract.
+    """
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
     n_tasks = n_nodes * k
@@ -524,8 +528,8 @@ def score_histograms(
         (n_blocks,),
         (block,),
         (
-            hist, node_features, uniforms, edge_values, edge_ptr,
-            _i32(int(edge_ptr.shape[0]) - 1), _i64(n_tasks), _i32(n_bins),
+            hist, node_features, uniforms, edges.edge_values, edges.edge_ptr,
+            _i32(int(edges.edge_ptr.shape[0]) - 1), _i64(n_tasks), _i32(n_bins),
             _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
             _i32(1 if random_split else 0), _i32(1 if newton else 0), _f64(reg_lambda),
             _f64(min_child_weight), scratch,

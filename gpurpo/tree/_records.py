@@ -1,11 +1,13 @@
-"""Argument records of the exact split kernels ``tree_split_small`` and ``tree_grow_subtrees``.
+"""Argument records of the tree kernels (exact splits, histograms, histogram scores).
 
-The kernels take a batch of nodes, the ragged edge table of the binned
-features, the split rules and the sparse-codes views of the binned matrix;
-each is one frozen record here, as scikit-learn's ``HistogramBuilder`` and
-``Splitter`` hold their state, so that the wrappers of
-:mod:`gpurpo.tree.kernels`, the numba launch wrappers and the CUDA launchers
-pass four records instead of twenty to forty positional arguments. Array
+The exact split kernels ``tree_split_small`` and ``tree_grow_subtrees`` take
+a batch of nodes, the ragged edge table of the binned features, the split
+rules and the sparse-codes views of the binned matrix; each is one frozen
+record here, as scikit-learn's ``HistogramBuilder`` and ``Splitter`` hold
+their state, so that the wrappers of :mod:`gpurpo.tree.kernels`, the numba
+launch wrappers and the CUDA launchers pass four records instead of twenty
+to forty positional arguments. ``tree_histograms`` takes a :class:`NodeBatch`
+and ``tree_score_histograms`` an :class:`EdgeTable` too. Array
 fields hold arrays of the backend (NumPy or CuPy); the wrappers of
 :mod:`gpurpo.tree.kernels` hand the implementations records whose arrays are
 C-contiguous and of the dtypes given below.
@@ -33,8 +35,9 @@ class NodeBatch:
         ``[start, stop)`` of each node in ``sample_indices``.
     node_tree : int32 array (N,)
         Tree of each node (its row of the weights and targets).
-    node_seed : uint64 array (N,)
-        Seed of each node (:mod:`gpurpo.tree._random`).
+    node_seed : uint64 array (N,) or None
+        Seed of each node (:mod:`gpurpo.tree._random`); required by the
+        split kernels, unused by the histogram kernel.
     node_depth : int32 array (N,) or None
         Depth of each node; required by ``tree_grow_subtrees`` only.
     """
@@ -42,7 +45,7 @@ class NodeBatch:
     sample_indices: Any
     node_ranges: Any
     node_tree: Any
-    node_seed: Any
+    node_seed: Any = None
     node_depth: Any = None
 
 

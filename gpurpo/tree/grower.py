@@ -291,6 +291,8 @@ class _Grower:
         self.xp = xp
         self.backend = backend
         self.binned = binned
+        # the ragged edge table of the binned features, as the kernels take it
+        self.edges = kernels.EdgeTable(binned.edge_values, binned.edge_ptr)
         self.params = params.validated()
         self.rng = rng
         n = binned.n_samples
@@ -516,7 +518,7 @@ class _Grower:
             ),
             self.weights,
             self.targets,
-            kernels.EdgeTable(self.binned.edge_values, self.binned.edge_ptr),
+            self.edges,
             kernels.SplitRules(self.k, self.msl, self.random_split, self.binned.missing_bin,
                                TIE_RTOL),
             kernels.SparseColumns(self.binned.subtracted_bin, self.binned.sparse_codes,
@@ -563,8 +565,7 @@ class _Grower:
             feats,
             self.m,
             self.msl,
-            self.binned.edge_values,
-            self.binned.edge_ptr,
+            self.edges,
             random_split=self.random_split,
             uniforms=uniforms,
             newton=self.newton,
@@ -578,10 +579,9 @@ class _Grower:
         ranges = self._ranges(ids)
         return histogram.node_histograms(
             self.binned,
-            self.sample_indices,
-            self._dev(ranges, xp.int64),
+            kernels.NodeBatch(self.sample_indices, self._dev(ranges, xp.int64),
+                              self._dev(nodes.tree[ids], xp.int32)),
             feats,
-            self._dev(nodes.tree[ids], xp.int32),
             self.weights,
             self.targets,
             self.channels,
@@ -814,7 +814,7 @@ class _Grower:
             self.weights,
             self.targets,
             self._dev(self.w_root, xp.float64),
-            kernels.EdgeTable(self.binned.edge_values, self.binned.edge_ptr),
+            self.edges,
             kernels.SplitRules(
                 self.k, self.msl, self.random_split, self.binned.missing_bin, TIE_RTOL,
                 min_samples_split=max(2, int(params.min_samples_split)),

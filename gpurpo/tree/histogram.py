@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpurpo.tree import kernels
+from gpurpo.tree._records import EdgeTable, NodeBatch
 from gpurpo.tree.binning import BinnedMatrix
 
 __all__ = ["n_channels", "node_histograms", "subtract", "histogram_bytes"]
@@ -51,10 +52,8 @@ def histogram_bytes(n_nodes: int, k: int, n_bins: int, channels: int) -> int:
 
 def node_histograms(
     binned: Any,
-    sample_indices: Any,
-    node_ranges: Any,
+    batch: NodeBatch,
     node_features: Any,
-    node_tree: Any,
     weights: Any,
     targets: Any,
     channels: int,
@@ -66,13 +65,12 @@ def node_histograms(
     binned : BinnedMatrix
         Binned inputs: dense codes of shape (p, n), or a sparse X's stored
         entries alone (read column by column).
-    sample_indices : int32 array (total,)
-    node_ranges : int64 array (N, 2)
-        Each node's [start, stop) in ``sample_indices``.
+    batch : NodeBatch
+        The nodes: ``sample_indices`` int32 (total,), ``node_ranges`` int64
+        (N, 2) (each node's [start, stop) in ``sample_indices``) and
+        ``node_tree`` int32 (N,) (the tree of each node).
     node_features : int32 array (N, k)
         Candidate features per node, ``-1`` for unused slots.
-    node_tree : int32 array (N,)
-        Tree of each node.
     weights : float32 array (T, n)
     targets : float32 array (n, T, m)
     channels : int
@@ -85,11 +83,11 @@ def node_histograms(
     if not isinstance(binned, BinnedMatrix):
         raise TypeError(
             f"no histogram builder for binned inputs of type {type(binned).__name__}")
-    nodes = (sample_indices, node_ranges, node_features, node_tree, weights, targets,
-             binned.n_bins, channels)
+    nodes = (batch, node_features, weights, targets, binned.n_bins, channels)
     if binned.dense_codes is None:
-        return kernels.build_histograms_columns(binned.backend, binned.sparse_codes,
-                                                binned.edge_values, binned.edge_ptr, *nodes)
+        return kernels.build_histograms_columns(
+            binned.backend, binned.sparse_codes, EdgeTable(binned.edge_values, binned.edge_ptr),
+            *nodes)
     return kernels.build_histograms(binned.backend, binned.codes, *nodes)
 
 

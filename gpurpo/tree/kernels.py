@@ -36,13 +36,15 @@ Kernel contracts
     (numba per feature; for CUDA backends an ``xp`` version comparing blocks of
     stored entries with their edge rows, :mod:`gpurpo.tree.binning._sparse`)
 
-``tree_histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out)``
+``tree_histograms(codes, batch, node_features, weights, targets, out)``
     codes        uint8   (p, n)        feature-major bin codes
+    batch        NodeBatch             the nodes (:mod:`gpurpo.tree._records`; its
+                                       ``node_seed`` and ``node_depth`` unused):
     sample_indices int32 (total,)      samples of the nodes, node ``i`` owning
                                        ``sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]``
     node_ranges  int64   (N, 2)        [start, stop) of each node
-    node_features int32  (N, k)        feature of each slot; ``-1`` = unused slot
     node_tree    int32   (N,)          tree of each node (index into weights/targets)
+    node_features int32  (N, k)        feature of each slot; ``-1`` = unused slot
     weights      float32 (T, n)        sample weight of each sample in each tree
     targets      float32 (n, T, m)     (projected) targets of each sample for each tree
     out          float32 (N, k, B, C)  ZEROED by the caller; C = m + 1 or m + 2.
@@ -76,8 +78,9 @@ Kernel contracts
     Exact best split of each node computed from its samples (used for small
     nodes: no histogram is materialised). ``batch``, ``edges``, ``rules`` and
     ``sparse`` are the records of :mod:`gpurpo.tree._records`, their arrays
-    typed as below; the implementations unpack them where they launch the
-    compiled kernel.
+    typed as below; the numba implementation turns them into the namedtuple
+    records of :mod:`gpurpo.tree._numba._kernel_records` that its compiled
+    kernel takes, the CUDA one unpacks them where it launches the kernel.
     codes, weights, targets: as above
     batch        NodeBatch             ``sample_indices``, ``node_ranges``, ``node_tree``
                                        as above, and:
@@ -167,7 +170,7 @@ Kernel contracts
     Without missing values in the node, missing values go to the side with
     the larger weight (left on ties).
 
-``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edge_values, edge_ptr, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant)``
+``tree_score_histograms(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edges, newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left, out_nonconstant)``
     Best split of every (node, slot) from its histogram (the large-node path;
     the equations are in :mod:`gpurpo.tree.splitting`).
     hist         float32 (N, k, B, C)  histograms of ``tree_histograms``; channel C - 1
@@ -178,6 +181,7 @@ Kernel contracts
     min_samples_leaf int               minimum number of samples on each side
     random_split int (0 or 1)          Extra-Trees mode
     uniforms     float64 (N, k)        Extra-Trees draw of each slot in [0, 1) (unused otherwise)
+    edges        EdgeTable             the ragged edge table:
     edge_values  float64 (E,)          the features' increasing upper bin edges, feature
     edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
                                        ``edge(f, b)``, the raw upper edge of value bin b
@@ -434,7 +438,7 @@ register_kernel("tree_node_stats", cpu=tree_node_stats.node_stats, cuda=_cuda.no
 register_kernel("tree_partition", cpu=tree_partition.partition, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=tree_split_small.launch, cuda=_cuda.split_small_nodes)
-register_kernel("tree_score_histograms", cpu=tree_score.score_histograms, cuda=_cuda.score_histograms)
+register_kernel("tree_score_histograms", cpu=tree_score.launch, cuda=_cuda.score_histograms)
 register_kernel("tree_grow_subtrees", cpu=tree_grow_subtrees.launch, cuda=_cuda.grow_subtrees)
 register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
 register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
@@ -680,22 +684,32 @@ def _histogram_out(backend: Backend, node_features: Any, targets: Any, n_bins: i
     return backend.xp.zeros((n_nodes, k, n_bins, n_channels), dtype=backend.xp.float32)
 
 
-def _histogram_nodes(backend: Backend, sample_indices: Any, node_ranges: Any,
-                     node_features: Any, node_tree: Any, weights: Any, targets: Any) -> tuple:
-    """The node arguments of the histogram kernels, in their dtypes, C-contiguous."""
+def _histogram_batch(backend: Backend, batch: NodeBatch) -> NodeBatch:
+    """The ``batch`` of the histogram kernels: its node arrays in their dtypes,
+    C-contiguous (no seeds, no depths)."""
     xp = backend.xp
-    return (_c(backend, sample_indices, xp.int32), _c(backend, node_ranges, xp.int64),
-            _c(backend, node_features, xp.int32), _c(backend, node_tree, xp.int32),
-            _c(backend, weights, xp.float32), _c(backend, targets, xp.float32))
+    if not isinstance(batch, NodeBatch):
+        raise TypeError(f"batch must be a NodeBatch, got {type(batch).__name__}")
+    return NodeBatch(
+        sample_indices=_c(backend, batch.sample_indices, xp.int32),
+        node_ranges=_c(backend, batch.node_ranges, xp.int64),
+        node_tree=_c(backend, batch.node_tree, xp.int32),
+    )
+
+
+def _histogram_data(backend: Backend, node_features: Any, weights: Any, targets: Any) -> tuple:
+    """``node_features``, ``weights`` and ``targets`` of the histogram kernels, in their
+    dtypes, C-contiguous."""
+    xp = backend.xp
+    return (_c(backend, node_features, xp.int32), _c(backend, weights, xp.float32),
+            _c(backend, targets, xp.float32))
 
 
 def build_histograms(
     backend: Backend,
     codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
+    batch: NodeBatch,
     node_features: Any,
-    node_tree: Any,
     weights: Any,
     targets: Any,
     n_bins: int,
@@ -703,17 +717,17 @@ def build_histograms(
 ) -> Any:
     """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
 
-    See ``tree_histograms`` in the module docstring.
+    See ``tree_histograms`` in the module docstring; ``batch`` (a
+    :class:`NodeBatch`) gives the nodes' samples and trees.
     """
     xp = backend.xp
+    batch = _histogram_batch(backend, batch)
     out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
     if out.size == 0:
         return out
+    features, weights, targets = _histogram_data(backend, node_features, weights, targets)
     backend.kernel("tree_histograms")(
-        _c(backend, codes, xp.uint8),
-        *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,
-                          weights, targets),
-        out,
+        _c(backend, codes, xp.uint8), batch, features, weights, targets, out,
     )
     return out
 
@@ -721,12 +735,9 @@ def build_histograms(
 def build_histograms_columns(
     backend: Backend,
     sparse_codes: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    sample_indices: Any,
-    node_ranges: Any,
+    edges: EdgeTable,
+    batch: NodeBatch,
     node_features: Any,
-    node_tree: Any,
     weights: Any,
     targets: Any,
     n_bins: int,
@@ -735,19 +746,19 @@ def build_histograms_columns(
     """:func:`build_histograms` for a sparse X binned without its dense codes (CPU only).
 
     Each (node, feature) reads the feature's codes of the node's samples from
-    the stored-entry columns of ``sparse_codes``; the same histograms as
-    ``tree_histograms`` on the dense codes.
+    the stored-entry columns of ``sparse_codes``, decoded with ``edges`` (an
+    :class:`EdgeTable`); the same histograms as ``tree_histograms`` on the
+    dense codes.
     """
     _require_numpy(backend, "build_histograms_columns")
+    batch = _histogram_batch(backend, batch)
+    edges = _typed_edges(backend, edges, sparse_codes.col_ptr.shape[0] - 1)
     out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
     if out.size == 0:
         return out
     tree_histograms.histograms_columns(
-        *_columns(backend, sparse_codes),
-        *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
-        *_histogram_nodes(backend, sample_indices, node_ranges, node_features, node_tree,
-                          weights, targets),
-        out,
+        *_columns(backend, sparse_codes), edges, batch,
+        *_histogram_data(backend, node_features, weights, targets), out,
     )
     return out
 
@@ -758,6 +769,8 @@ def _typed_batch(backend: Backend, batch: NodeBatch, *, depth: bool = False) -> 
     xp = backend.xp
     if not isinstance(batch, NodeBatch):
         raise TypeError(f"batch must be a NodeBatch, got {type(batch).__name__}")
+    if batch.node_seed is None:
+        raise ValueError("batch.node_seed is required by the exact split kernels")
     if depth and batch.node_depth is None:
         raise ValueError("batch.node_depth is required by tree_grow_subtrees")
     return NodeBatch(
@@ -855,8 +868,7 @@ def score_histograms(
     min_samples_leaf: int,
     random_split: bool,
     uniforms: Any,
-    edge_values: Any,
-    edge_ptr: Any,
+    edges: EdgeTable,
     newton: bool = False,
     reg_lambda: float = 1.0,
     min_child_weight: float = 0.0,
@@ -864,8 +876,9 @@ def score_histograms(
     """Best split of every (node, slot); returns (gain, bin, missing_left, nonconstant).
 
     See ``tree_score_histograms`` in the module docstring. ``uniforms`` may be
-    ``None`` when ``random_split`` is false; ``newton`` selects the
-    second-order gain (gradient then hessian channels).
+    ``None`` when ``random_split`` is false; ``edges`` (an :class:`EdgeTable`)
+    places the Extra-Trees cuts; ``newton`` selects the second-order gain
+    (gradient then hessian channels).
     """
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
@@ -907,7 +920,7 @@ def score_histograms(
         int(min_samples_leaf),
         int(bool(random_split)),
         uniforms,
-        *_edge_table(backend, edge_values, edge_ptr, random_split=bool(random_split)),
+        _typed_edges(backend, edges, random_split=bool(random_split)),
         int(bool(newton)),
         float(reg_lambda),
         float(min_child_weight),

@@ -44,6 +44,7 @@ from gpurpo.tree import kernels
 #: Gains also tie within ``TIE_ROUNDING * sum(w ||y||^2)``, the rounding of gains formed
 #: from sums of that size: one constant for the exact kernels and the histogram path.
 from gpurpo.tree._numba._node_split import TIE_ROUNDING
+from gpurpo.tree._records import EdgeTable
 
 __all__ = ["SlotSplits", "score_histograms", "best_slot_per_node", "TIE_RTOL", "TIE_ROUNDING"]
 
@@ -75,8 +76,7 @@ def score_histograms(
     node_features: Any,
     n_outputs: int,
     min_samples_leaf: int,
-    edge_values: Any,
-    edge_ptr: Any,
+    edges: EdgeTable,
     random_split: bool = False,
     uniforms: Any = None,
     newton: bool = False,
@@ -102,10 +102,10 @@ def score_histograms(
         m.
     min_samples_leaf : int
         Minimum number of samples on each side.
-    edge_values, edge_ptr : float64 array, int64 array (p + 1,)
-        The ragged table of the features' raw upper bin edges, followed by
-        the bins' smallest fitted values
-        (:attr:`~gpurpo.tree.binning.BinnedMatrix.edge_values`): Extra-Trees cuts.
+    edges : EdgeTable
+        The ragged table of the features' raw upper bin edges, followed by the
+        bins' smallest fitted values (:attr:`~gpurpo.tree.binning.BinnedMatrix.edge_values`):
+        Extra-Trees cuts.
     random_split : bool
         Extra-Trees mode; needs ``uniforms`` (N, k) in [0, 1).
     newton : bool
@@ -121,7 +121,7 @@ def score_histograms(
     """
     gain, best_bin, missing_left, nonconstant = kernels.score_histograms(
         backend, hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
-        edge_values, edge_ptr, newton, reg_lambda, min_child_weight,
+        edges, newton, reg_lambda, min_child_weight,
     )
     return SlotSplits(
         gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.astype(bool)

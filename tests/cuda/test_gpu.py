@@ -67,6 +67,7 @@ def _host(a):
 
 
 def test_histogram_variants_on_device_match_numba(cp, gpu):
+    from _split_records import histogram_records
     from test_tree_cuda_kernels import _batch
 
     from gpurpo.tree import _kernels_cuda as kcuda
@@ -76,12 +77,13 @@ def test_histogram_variants_on_device_match_numba(cp, gpu):
     batch = _batch(rng, n=5000, sizes=(0, 5, 40, 3000, 3, 1500))
     n_bins, k, m = 17, batch[3].shape[1], batch[-1].shape[2]
     for channels in (m + 1, m + 2):
-        ref = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+        ref = kernels.build_histograms(NUMPY, *histogram_records(*batch), n_bins, channels)
         for kwargs in ({}, {"shared_mem_bytes": 2 * (4 * n_bins * channels + 4)},
                        {"shared_mem_bytes": 4 * n_bins * 2 + 4}, {"shared_mem_bytes": 4 * n_bins},
                        {"samples_per_block": 64}):
             out = cp.zeros((len(batch[2]), k, n_bins, channels), dtype=cp.float32)
-            kcuda.histograms(gpu, *[cp.asarray(a) for a in batch], out, **kwargs)
+            kcuda.histograms(gpu, *histogram_records(*[cp.asarray(a) for a in batch]), out,
+                             **kwargs)
             got = out.get()
             np.testing.assert_array_equal(got[..., 0], ref[..., 0], err_msg=str(kwargs))
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4, err_msg=str(kwargs))

@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from _edge_table import ragged
 from _packed_trees import random_packed_trees
 from _sparse_codes import code_rows
-from _split_records import split_records
+from _split_records import histogram_records, split_records
 from _visiting import visited_features
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
@@ -132,9 +132,9 @@ def test_histograms_match_reference_and_numba(plan_name, with_count):
     )
     assert check(plan, k, channels), plan
     out = np.zeros((len(batch[2]), k, n_bins, channels), dtype=np.float32)
-    kcuda.histograms(EMULATED, *batch, out, **kwargs)
+    kcuda.histograms(EMULATED, *histogram_records(*batch), out, **kwargs)
     ref = _histogram_reference(*batch, n_bins, channels)
-    cpu = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+    cpu = kernels.build_histograms(NUMPY, *histogram_records(*batch), n_bins, channels)
     # integer weights and counts are exact in float32
     np.testing.assert_array_equal(out[..., 0], ref[..., 0])
     np.testing.assert_array_equal(out[..., 0], cpu[..., 0])
@@ -155,7 +155,7 @@ def test_histograms_with_more_channels_than_threads(monkeypatch):
                                        channels, len(batch[1]))
     assert plan["variant"] == "shared" and plan["block"] == 32 and plan["chan_tile"] > 32
     out = np.zeros((len(batch[2]), 3, 5, channels), dtype=np.float32)
-    kcuda.histograms(EMULATED, *batch, out)
+    kcuda.histograms(EMULATED, *histogram_records(*batch), out)
     ref = _histogram_reference(*batch, 5, channels)
     np.testing.assert_array_equal(out[..., 0], ref[..., 0])
     np.testing.assert_array_equal(out[..., -1], ref[..., -1])
@@ -165,7 +165,7 @@ def test_histograms_with_more_channels_than_threads(monkeypatch):
 def test_histograms_through_the_dispatch():
     rng = np.random.default_rng(2)
     batch = _batch(rng, n_bins=256, m=2, k=3)
-    got = kernels.build_histograms(EMULATED, *batch, 256, 3)
+    got = kernels.build_histograms(EMULATED, *histogram_records(*batch), 256, 3)
     ref = _histogram_reference(*batch, 256, 3)
     assert got.dtype == np.float32 and got.shape == ref.shape
     np.testing.assert_array_equal(got[..., 0], ref[..., 0])
@@ -871,8 +871,9 @@ def test_bench_histogram_variants_match_the_library_kernel():
     channels = m + 2
     kwargs = {"shared_mem_bytes": 4 * (2 * n_bins * channels + 2), "samples_per_block": 20}
     ref = np.zeros((len(node_tree), k, n_bins, channels), dtype=np.float32)
-    kcuda.histograms(EMULATED, codes, sample_indices, node_ranges, node_features, node_tree,
-                     weights, targets, ref, **kwargs)
+    kcuda.histograms(EMULATED, *histogram_records(codes, sample_indices, node_ranges,
+                                                  node_features, node_tree, weights, targets),
+                     ref, **kwargs)
     plan = kcuda.histogram_launch_plan(EMULATED.device_attributes(), len(node_tree), k, n_bins,
                                        channels, len(sample_indices), **kwargs)
     assert plan["chunks"] > 1 and plan["n_slot_tiles"] > 1

@@ -320,10 +320,10 @@ def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
 
 
 def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
-    # the registered split kernels are Python launches unpacking argument records; inside
-    # serial_cpu_kernels they must call the single-threaded twins of the compiled kernels
+    # the registered split and score kernels are Python launches unpacking argument records;
+    # inside serial_cpu_kernels they must call the single-threaded twins of the compiled kernels
     from gpurpo import backend as B
-    from gpurpo.tree._numba import tree_grow_subtrees, tree_split_small
+    from gpurpo.tree._numba import tree_grow_subtrees, tree_score, tree_split_small
 
     called = []
     original = B.cpu_helper
@@ -335,6 +335,7 @@ def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
 
     monkeypatch.setattr(tree_grow_subtrees, "cpu_helper", spy)
     monkeypatch.setattr(tree_split_small, "cpu_helper", spy)
+    monkeypatch.setattr(tree_score, "cpu_helper", spy)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 4))
     y = X[:, 0] + X[:, 1] ** 2
@@ -347,8 +348,12 @@ def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
     with B.serial_cpu_kernels():
         RandomForestRegressor(n_estimators=2, random_state=0).fit(X, y)  # grows subtrees
         kernels.split_small(NUMPY, *split_records(*problem))
+        hist = rng.random((1, 3, n_bins, 3)).astype(np.float32)
+        kernels.score_histograms(NUMPY, hist, np.array([[0, 1, 2]], np.int32), 2, 1, False,
+                                 None, kernels.EdgeTable(*problem[7:9]))
     assert {fn for fn, _ in called} == {tree_grow_subtrees.grow_subtrees,
-                                        tree_split_small.split_small_nodes}
+                                        tree_split_small.split_small_nodes,
+                                        tree_score.score_histograms}
     for fn, got in called:
         assert fn.targetoptions.get("parallel")
         assert got.targetoptions.get("nogil") and not got.targetoptions.get("parallel")

@@ -485,11 +485,12 @@ def test_histograms_of_a_sparse_x_without_dense_codes_equal_the_dense_ones(order
     weights = rng.integers(0, 3, size=(2, n)).astype(np.float32)
     targets = rng.normal(size=(n, 2, m)).astype(np.float32)
     for channels in (m + 1, m + 2):
-        args = (rows.astype(np.int32), ranges, features, tree, weights, targets,
-                on_dense.n_bins, channels)
+        args = (kernels.NodeBatch(rows.astype(np.int32), ranges, tree), features, weights,
+                targets, on_dense.n_bins, channels)
         expected = kernels.build_histograms(NUMPY, on_dense.codes, *args)
-        got = kernels.build_histograms_columns(NUMPY, on_sparse.sparse_codes,
-                                               on_sparse.edge_values, on_sparse.edge_ptr, *args)
+        got = kernels.build_histograms_columns(
+            NUMPY, on_sparse.sparse_codes,
+            kernels.EdgeTable(on_sparse.edge_values, on_sparse.edge_ptr), *args)
         np.testing.assert_array_equal(got, expected)
         assert expected[:, :, :, 0].sum() > 0
 

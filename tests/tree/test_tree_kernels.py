@@ -10,13 +10,14 @@ properties the growers rely on (bijection, numba == NumPy).
 from __future__ import annotations
 
 import shutil
+from dataclasses import astuple
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from _edge_table import ragged
 from _sparse_codes import code_rows
-from _split_records import split_records
+from _split_records import histogram_records, split_records
 from _visiting import visited_features
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -294,7 +295,7 @@ def test_histogram_kernel_matches_reference(with_count):
     n_bins = 17
     m = batch[-1].shape[2]
     channels = m + 2 if with_count else m + 1
-    got = kernels.build_histograms(NUMPY, *batch, n_bins, channels)
+    got = kernels.build_histograms(NUMPY, *histogram_records(*batch), n_bins, channels)
     ref = _histogram_reference(*batch, n_bins, channels)
     assert got.dtype == np.float32 and got.shape == ref.shape
     # weighted counts of integer weights and sample counts are exact
@@ -723,3 +724,12 @@ def test_split_records_reject_bad_arguments():
     with pytest.raises(ValueError, match="node_depth"):
         kernels.grow_subtrees(NUMPY, *problem[:4], np.ones(1), problem[4],
                               kernels.SplitRules(2, 1, False, 1, 1e-5))
+    with pytest.raises(ValueError, match="node_seed"):
+        kernels.split_small(NUMPY, codes, kernels.NodeBatch(*astuple(batch)[:3]), *problem[2:],
+                            kernels.SplitRules(2, 1, False, 1, 1e-5))
+    features = np.zeros((1, 2), np.int32)
+    with pytest.raises(TypeError, match="batch must be a NodeBatch"):
+        kernels.build_histograms(NUMPY, codes, astuple(batch)[:3], features, *problem[2:4], 2, 2)
+    with pytest.raises(TypeError, match="edges must be an EdgeTable"):
+        kernels.score_histograms(NUMPY, np.zeros((1, 2, 2, 2), np.float32), features, 1, 1,
+                                 False, None, ragged(np.ones((2, 1))))

@@ -208,7 +208,8 @@ def run_kernel(backend, hist, feats, m, msl, random_split, uniforms, thresholds,
     )
     out = kernels.score_histograms(
         backend, backend.asarray(hist), backend.asarray(feats), m, msl, random_split,
-        backend.asarray(uniforms), *(backend.asarray(a) for a in ragged(thresholds)), **extra,
+        backend.asarray(uniforms),
+        kernels.EdgeTable(*(backend.asarray(a) for a in ragged(thresholds))), **extra,
     )
     return tuple(backend.to_host(a) for a in out)
 
@@ -452,39 +453,43 @@ def test_newton_cuda_kernel_equals_numba(random_split, n_bins):
 def test_newton_score_validates_its_arguments():
     rng = np.random.default_rng(0)
     hist, feats, thr, u, _ = sample_problem(rng, m=3)
+    edges = kernels.EdgeTable(*ragged(thr))
     with pytest.raises(ValueError, match=re.escape(
         "n_outputs must be even with newton=True (gradient then hessian channels), got 3"
     )):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, *ragged(thr), newton=True)
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, edges, newton=True)
     hist, feats, thr, u, _ = sample_problem(rng, m=4, hessian=True)
+    edges = kernels.EdgeTable(*ragged(thr))
     with pytest.raises(ValueError, match=re.escape("reg_lambda must be >= 0.0, got -1.0")):
-        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, *ragged(thr), newton=True,
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, edges, newton=True,
                                  reg_lambda=-1.0)
     with pytest.raises(ValueError, match=re.escape("min_child_weight must be >= 0.0, got -0.5")):
-        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, *ragged(thr), newton=True,
+        kernels.score_histograms(NUMPY, hist, feats, 4, 1, False, None, edges, newton=True,
                                  min_child_weight=-0.5)
 
 
 def test_score_histograms_validates_shapes():
     rng = np.random.default_rng(0)
     hist, feats, thr, u, _ = sample_problem(rng, m=3)
+    edges = kernels.EdgeTable(*ragged(thr))
     n_nodes, k = feats.shape
     with pytest.raises(ValueError, match=re.escape(
         f"hist must have m + 1 or m + 2 channels for n_outputs=5, got shape {hist.shape}"
     )):
-        kernels.score_histograms(NUMPY, hist, feats, 5, 1, False, None, *ragged(thr))
+        kernels.score_histograms(NUMPY, hist, feats, 5, 1, False, None, edges)
     with pytest.raises(ValueError, match=re.escape(
         "edge_values and edge_ptr must be 1-D (a ragged edge table: feature f's edges at "
         f"edge_values[edge_ptr[f]:edge_ptr[f + 1]]), got shapes {thr.shape} and "
         f"{ragged(thr)[1].shape}"
     )):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None, thr, ragged(thr)[1])
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, False, None,
+                                 kernels.EdgeTable(thr, ragged(thr)[1]))
     with pytest.raises(ValueError, match=re.escape(
         f"node_features must have shape {(n_nodes, k)}, got {(n_nodes, k - 1)}"
     )):
-        kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, *ragged(thr))
+        kernels.score_histograms(NUMPY, hist, feats[:, :-1], 3, 1, False, None, edges)
     with pytest.raises(ValueError, match="^uniforms are required when random_split is true$"):
-        kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, *ragged(thr))
+        kernels.score_histograms(NUMPY, hist, feats, 3, 1, True, None, edges)
 
 
 @pytest.mark.parametrize("n_gaps", [2, 3, 7])

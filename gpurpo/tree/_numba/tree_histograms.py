@@ -183,18 +183,21 @@ def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node
                         node_features, node_tree, weights, targets, out, rows_bytes)
 
 
-def histograms(codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out):
+def histograms(codes, batch, node_features, weights, targets, out):
     """``tree_histograms`` on the host (see kernels.py): :func:`histograms_in_groups` with
-    groups of ``HISTOGRAM_ROWS_BYTES``."""
-    histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
-                         targets, out, HISTOGRAM_ROWS_BYTES)
+    groups of ``HISTOGRAM_ROWS_BYTES``, on the arrays of ``batch`` (a typed
+    :class:`~gpurpo.tree._records.NodeBatch`)."""
+    histograms_in_groups(codes, batch.sample_indices, batch.node_ranges, node_features,
+                         batch.node_tree, weights, targets, out, HISTOGRAM_ROWS_BYTES)
 
 
-def histograms_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices,
-                       node_ranges, node_features, node_tree, weights, targets, out):
+def histograms_columns(col_ptr, col_rows, col_codes, edges, batch, node_features, weights,
+                       targets, out):
     """:func:`histograms` of a sparse X held without its dense codes: each (node,
-    feature) reads the feature's codes from its stored-entry column. Same sums."""
+    feature) reads the feature's codes from its stored-entry column, decoded with
+    ``edges`` (a typed :class:`~gpurpo.tree._records.EdgeTable`). Same sums."""
+    edge_ptr = edges.edge_ptr
     no_codes = np.empty((edge_ptr.shape[0] - 1, 0), dtype=np.uint8)
-    _histograms_grouped(no_codes, col_ptr, col_rows, col_codes, edge_values, edge_ptr,
-                        sample_indices, node_ranges, node_features, node_tree, weights, targets,
-                        out, HISTOGRAM_ROWS_BYTES)
+    _histograms_grouped(no_codes, col_ptr, col_rows, col_codes, edges.edge_values, edge_ptr,
+                        batch.sample_indices, batch.node_ranges, node_features, batch.node_tree,
+                        weights, targets, out, HISTOGRAM_ROWS_BYTES)

@@ -3,6 +3,8 @@
 Variance reduction of the projected outputs (Joly, Geurts & Wehenkel 2014) or the
 second-order (Newton) gain of XGBoost (Chen & Guestrin 2016) from prefix sums over the
 bins; Extra-Trees draw one random cut per slot (Geurts, Ernst & Wehenkel 2006).
+:func:`launch` is the registered implementation: it unpacks the edge table record of
+:mod:`gpurpo.tree._records` into the compiled kernel :func:`score_histograms`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.backend import cpu_helper
 from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._shared import N_CHUNKS, _side_weight
 from gpurpo.tree.binning._edge_lookup import _random_cut
@@ -356,6 +359,19 @@ def _score_chunk(
         out_bin[i, j] = b
         out_missing_left[i, j] = ml
         out_nonconstant[i, j] = 1 if nc else 0
+
+
+def launch(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edges,
+           newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left,
+           out_nonconstant):
+    """``tree_score_histograms`` on the CPU: :func:`score_histograms` on the arrays of
+    ``edges`` (a typed :class:`~gpurpo.tree._records.EdgeTable`). Inside
+    :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs."""
+    cpu_helper(score_histograms)(
+        hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
+        edges.edge_values, edges.edge_ptr, newton, reg_lambda, min_child_weight, out_gain,
+        out_bin, out_missing_left, out_nonconstant,
+    )
 
 
 @njit(parallel=True, cache=True)

@@ -10,10 +10,11 @@ derive the per-node records of :func:`._node_split._eval_node`.
 
 Kernel records: :data:`Sparse` (the views of the binned matrix),
 :data:`Batch`, :data:`Edges`, :data:`Rules`, :data:`SplitOut`,
-:data:`SubtreeOut`. Per-node records: :data:`NodeData` (the node's samples
-and their data), :data:`NodeColumns` (what reading a sparse X's stored
-entries takes), :data:`EvalRules` (the split rules and the visiting
-order's parameters), :data:`EvalScratch` (the scratch buffers).
+:data:`SubtreeOut`. Records of the node split search: :data:`NodeData` (the
+samples' codes and data), :data:`NodeAt` (one node's place in them, scalars),
+:data:`NodeColumns` (what reading a sparse X's stored entries takes),
+:data:`EvalRules` (the split rules and the visiting order's parameters),
+:data:`EvalScratch` (the scratch buffers).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "Edges",
     "EvalRules",
     "EvalScratch",
+    "NodeAt",
     "NodeColumns",
     "NodeData",
     "Rules",
@@ -70,21 +72,27 @@ SubtreeOut = namedtuple("SubtreeOut", [
     "start", "stop",
 ])
 
-#: One node of :func:`._node_split._eval_node`: its samples are the columns
-#: ``cols[c0ff:c0ff + ns]`` of ``codes``; their weights ``w``, weighted targets ``wy``
-#: and targets ``y`` are at the rows ``rows[d0:d0 + ns]``; ``seed`` orders the
-#: node's features; ``m`` is the number of real target channels.
-NodeData = namedtuple("NodeData", ["codes", "cols", "c0ff", "ns", "w", "wy", "y", "rows", "d0",
-                                   "seed", "m"])
+#: The data of the nodes of :func:`._node_split._eval_node`: a node's samples are
+#: columns of ``codes`` listed in ``cols``; their weights ``w``, weighted targets
+#: ``wy`` and targets ``y`` are at rows listed in ``rows``; ``m`` is the number of
+#: real target channels. One record serves every node of a kernel's chunk or block.
+NodeData = namedtuple("NodeData", ["codes", "cols", "w", "wy", "y", "rows", "m"])
 
-#: What a node's reads of a sparse X's stored entries take: per feature its
-#: subtracted bin and number of listed codes; ``use_columns`` (the node's positions
-#: hold increasing rows, ``slot_of_row`` their positions) and the stored-entry
-#: columns; the buffer of a feature's gathered codes and the identity that reads it;
-#: the stored entries by row and the global row of each column of ``codes``.
+#: One node of :func:`._node_split._eval_node` (scalars only, so that a record per
+#: node costs no reference counting): its samples are ``cols[c0ff:c0ff + ns]``, their
+#: data at the rows ``rows[d0:d0 + ns]``; ``seed`` orders its features; with
+#: ``use_columns`` its positions hold increasing rows (``slot_of_row`` gives their
+#: positions) and it may read the stored-entry columns.
+NodeAt = namedtuple("NodeAt", ["c0ff", "ns", "d0", "seed", "use_columns"])
+
+#: What the nodes' reads of a sparse X's stored entries take: per feature its
+#: subtracted bin and number of listed codes; the stored-entry columns and each row's
+#: position in the node (``slot_of_row``); the buffer of a feature's gathered codes
+#: and the identity that reads it; the stored entries by row and the global row of
+#: each column of ``codes``.
 NodeColumns = namedtuple("NodeColumns", [
-    "subtracted_bin", "listed", "use_columns", "col_ptr", "col_rows", "col_codes",
-    "slot_of_row", "node_codes", "identity", "entry_ptr", "entry_features", "row_of_col",
+    "subtracted_bin", "listed", "col_ptr", "col_rows", "col_codes", "slot_of_row",
+    "node_codes", "identity", "entry_ptr", "entry_features", "row_of_col",
 ])
 
 #: The rules of one node's split search and the Feistel parameters ``lo_bits``,

@@ -267,12 +267,13 @@ def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, k
 
 
 @njit(cache=True)
-def _eval_node(node, columns, edges, rules, scratch):
+def _eval_node(data, at, columns, edges, rules, scratch):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
-    The arguments are the records of :mod:`._kernel_records`: ``node`` (a
-    ``NodeData``), ``columns`` (a ``NodeColumns``), ``edges`` (an ``Edges``),
-    ``rules`` (an ``EvalRules``) and ``scratch`` (an ``EvalScratch``).
+    The arguments are the records of :mod:`._kernel_records`: ``data`` (a
+    ``NodeData``), ``at`` (a ``NodeAt``), ``columns`` (a ``NodeColumns``),
+    ``edges`` (an ``Edges``), ``rules`` (an ``EvalRules``) and ``scratch`` (an
+    ``EvalScratch``).
     The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
     weights ``w[i]``, weighted targets ``wy[i]`` and targets ``y[i]`` for the rows
     ``i`` in ``rows[d0:d0 + ns]``, in the same order (the subtree kernel passes its
@@ -310,10 +311,11 @@ def _eval_node(node, columns, edges, rules, scratch):
     thousands of features. Rules: see ``tree_split_small``.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
-    codes, cols, c0ff, ns, w, wy, y, rows, d0, seed, m = borrow_all(node)
+    codes, cols, w, wy, y, rows, m = borrow_all(data)
+    c0ff, ns, d0, seed, use_columns = at
     (
-        subtracted_bin, listed, use_columns, col_ptr, col_rows, col_codes, slot_of_row,
-        node_codes, identity, entry_ptr, entry_features, row_of_col,
+        subtracted_bin, listed, col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
+        entry_ptr, entry_features, row_of_col,
     ) = borrow_all(columns)
     edge_values, edge_ptr = borrow_all(edges)
     n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, lo_bits, hi_bits = rules

@@ -15,7 +15,13 @@ from numba import njit, prange
 
 from gpurpo.backend import cpu_helper
 from gpurpo.tree._borrow import borrow_all
-from gpurpo.tree._numba._kernel_records import NodeColumns, NodeData, SubtreeOut, kernel_records
+from gpurpo.tree._numba._kernel_records import (
+    NodeAt,
+    NodeColumns,
+    NodeData,
+    SubtreeOut,
+    kernel_records,
+)
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._node_split import LISTING_LIMIT, _eval_node
 from gpurpo.tree._numba._shared import N_CHUNKS
@@ -24,7 +30,6 @@ from gpurpo.tree._numba.tree_split_small import (
     _eval_rules,
     _eval_scratch,
     _release_slots,
-    _with_use_columns,
 )
 from gpurpo.tree._random import child_seed_nb
 
@@ -71,10 +76,7 @@ def _subtree_chunk(ch, n_chunks, max_ns, codes, sparse, batch, weights, targets,
     # its column, by position, read through the identity
     gather_size = max_ns if big and codes.shape[1] == 0 else 1
     columns = NodeColumns(
-        # use_columns is set per node (a run-time flag: a literal would compile
-        # _eval_node once more)
-        sparse.subtracted_bin, sparse.listed, sparse.col_ptr.shape[0] < 0, sparse.col_ptr,
-        sparse.col_rows, sparse.col_codes,
+        sparse.subtracted_bin, sparse.listed, sparse.col_ptr, sparse.col_rows, sparse.col_codes,
         # each row's position in the current node, -1 outside it (read with the columns)
         np.full(targets.shape[0] if sparse_columns else 1, -1, dtype=np.int32),
         np.empty((1, gather_size), dtype=np.uint8),
@@ -142,34 +144,34 @@ def _clean_block(block, ns, gid, row_ptr, row_features, z0):
 
 
 @njit(inline="always", cache=True)
-def _clear_node(g, out):
-    """Mark node ``g`` of ``out`` (a ``SubtreeOut``) a leaf until it is split."""
-    out.feature[g] = -1
-    out.bin[g] = 0
-    out.missing_left[g] = 0
-    out.gain[g] = 0.0
-    out.left[g] = -1
-    out.right[g] = -1
+def _clear_node(g, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right):
+    out_feature[g] = -1
+    out_bin[g] = 0
+    out_missing_left[g] = 0
+    out_gain[g] = 0.0
+    out_left[g] = -1
+    out_right[g] = -1
 
 
 @njit(inline="always", cache=True)
-def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out):
-    """Record node ``j``'s split and its children ``count`` (left), ``count + 1`` in
-    ``out`` (a ``SubtreeOut``)."""
+def _add_children(g_j, j, count, base, f, b, ml, gain, a0, nl, a1, depth, seeds, out_feature,
+                  out_bin, out_missing_left, out_gain, out_left, out_right, out_depth,
+                  out_start, out_stop):
+    """Record node ``j``'s split and its children ``count`` (left), ``count + 1``."""
     left = count
     right = count + 1
-    out.feature[g_j] = f
-    out.bin[g_j] = b
-    out.missing_left[g_j] = ml
-    out.gain[g_j] = gain
-    out.left[g_j] = left
-    out.right[g_j] = right
-    out.start[base + left] = a0
-    out.stop[base + left] = a0 + nl
-    out.start[base + right] = a0 + nl
-    out.stop[base + right] = a1
-    out.depth[base + left] = depth + 1
-    out.depth[base + right] = depth + 1
+    out_feature[g_j] = f
+    out_bin[g_j] = b
+    out_missing_left[g_j] = ml
+    out_gain[g_j] = gain
+    out_left[g_j] = left
+    out_right[g_j] = right
+    out_start[base + left] = a0
+    out_stop[base + left] = a0 + nl
+    out_start[base + right] = a0 + nl
+    out_stop[base + right] = a1
+    out_depth[base + left] = depth + 1
+    out_depth[base + right] = depth + 1
     seeds[left] = child_seed_nb(seeds[j], 0)
     seeds[right] = child_seed_nb(seeds[j], 1)
 
@@ -227,35 +229,41 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
     Returns the next free local id.
     """
     w, wy, y = borrow_all(data)
+    (out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+     out_right, out_depth, out_start, out_stop) = out
     eps = np.finfo(np.float64).eps
-    # the block's nodes read no stored-entry columns: use_columns False, typed as a
-    # run-time flag like the small-node kernel's (a literal False would compile a second
-    # specialisation of _eval_node), and arrays of the columns' types, never read
+    # the block's nodes read no stored-entry columns (arrays of the columns' types,
+    # never read)
     block_columns = NodeColumns(
-        sparse.subtracted_bin, sparse.listed, sparse.row_ptr.shape[0] < 0, sparse.row_ptr,
-        sparse.row_features, sparse.row_codes, cols, columns.node_codes, columns.identity,
-        sparse.row_ptr, sparse.row_features, row_of_col,
+        sparse.subtracted_bin, sparse.listed, sparse.row_ptr, sparse.row_features,
+        sparse.row_codes, cols, columns.node_codes, columns.identity, sparse.row_ptr,
+        sparse.row_features, row_of_col,
     )
+    block_data = NodeData(block, cols, w, wy, y, cols, m)
+    # False, typed as a run-time flag like the small-node kernel's (a literal False
+    # would compile a second specialisation of _eval_node)
+    no_columns = sparse.row_ptr.shape[0] < 0
     stack[0] = j_root
     sp = 1
     while sp > 0:
         sp -= 1
         j = stack[sp]
         g_j = base + j
-        a0 = out.start[g_j] - pos0
-        a1 = out.stop[g_j] - pos0
+        a0 = out_start[g_j] - pos0
+        a1 = out_stop[g_j] - pos0
         nsj = a1 - a0
-        depth = out.depth[g_j]
-        _clear_node(g_j, out)
+        depth = out_depth[g_j]
+        _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right)
         if (rules.max_depth >= 0 and depth >= rules.max_depth) or nsj < rules.min_samples_split:
             continue
-        f, b, ml, g = _eval_node(NodeData(block, cols, a0, nsj, w, wy, y, cols, a0, seeds[j], m),
+        f, b, ml, g = _eval_node(block_data, NodeAt(a0, nsj, a0, seeds[j], no_columns),
                                  block_columns, edges, eval_rules, scratch)
         if f < 0 or g / (m * root_weight[t]) + eps < rules.min_impurity_decrease:
             continue
         nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, rules.missing_bin)
         _add_children(g_j, j, count, base, f, b, ml, g, pos0 + a0, nl, pos0 + a1, depth, seeds,
-                      out)
+                      out_feature, out_bin, out_missing_left, out_gain, out_left, out_right,
+                      out_depth, out_start, out_stop)
         stack[sp] = count + 1
         stack[sp + 1] = count
         sp += 2
@@ -286,6 +294,8 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
     edges = borrow_all(edges)
     edge_values, edge_ptr = edges
     out = borrow_all(out)
+    (out_offsets, out_count, out_feature, out_bin, out_missing_left, out_gain, out_left,
+     out_right, out_depth, out_start, out_stop) = out
     columns = borrow_all(columns)
     slot_of_row = columns.slot_of_row
     node_codes = columns.node_codes
@@ -307,6 +317,8 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
     m = targets.shape[2]
     limit = _block_limit(p)
     eval_rules = _eval_rules(rules, p)
+    # the large nodes' data: the global codes of their rows, by position
+    root_data = NodeData(codes, node_rows, w, wy, y, cols, m)
     eps = np.finfo(np.float64).eps
     use_slots = slot_of_row.shape[0] == targets.shape[0]
     # one code of 0.0 for every feature (all of a nonnegative X's): a block starts as
@@ -327,7 +339,7 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
         start_r = node_ranges[r, 0]
         ns_r = node_ranges[r, 1] - start_r
         t = node_tree[r]
-        base = out.offsets[r]
+        base = out_offsets[r]
         # gather the root's samples: global ids, weights, targets (data by local id)
         for a in range(ns_r):
             s = sample_indices[start_r + a]
@@ -339,9 +351,9 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                 yv = targets[s, t, c]
                 y[a, c] = yv
                 wy[a, c] = wa * yv
-        out.start[base] = 0
-        out.stop[base] = ns_r
-        out.depth[base] = node_depth[r]
+        out_start[base] = 0
+        out_stop[base] = ns_r
+        out_depth[base] = node_depth[r]
         seeds[0] = node_seed[r]
         if ns_r <= limit:
             # the codes block (feature-major, ns_r bytes per feature, so that a small
@@ -365,11 +377,12 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                 sp -= 1
                 j = stack[sp]
                 g_j = base + j
-                a0 = out.start[g_j]
-                a1 = out.stop[g_j]
+                a0 = out_start[g_j]
+                a1 = out_stop[g_j]
                 nsj = a1 - a0
-                depth = out.depth[g_j]
-                _clear_node(g_j, out)
+                depth = out_depth[g_j]
+                _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left,
+                        out_right)
                 if (max_depth >= 0 and depth >= max_depth) or nsj < min_samples_split:
                     continue
                 if nsj <= limit:
@@ -402,10 +415,8 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                 for a in range(a0, a1):
                     node_rows[a] = gid[cols[a]]
                 use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
-                f, b, ml, g = _eval_node(
-                    NodeData(codes, node_rows, a0, nsj, w, wy, y, cols, a0, seeds[j], m),
-                    _with_use_columns(columns, use_columns), edges, eval_rules, scratch,
-                )
+                f, b, ml, g = _eval_node(root_data, NodeAt(a0, nsj, a0, seeds[j], use_columns),
+                                         columns, edges, eval_rules, scratch)
                 if f >= 0 and gather:
                     # the split feature's codes of the node, at positions a0 .. a1 - 1
                     _node_codes_of(f, node_rows, a0, nsj, edge_values, edge_ptr, use_columns,
@@ -420,12 +431,14 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                 else:
                     nl = _partition_positions(codes, node_rows, cols, cols2, a0, a1, f, b, ml,
                                               missing_bin)
-                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds, out)
+                _add_children(g_j, j, count, base, f, b, ml, g, a0, nl, a1, depth, seeds,
+                              out_feature, out_bin, out_missing_left, out_gain, out_left,
+                              out_right, out_depth, out_start, out_stop)
                 stack[sp] = count + 1
                 stack[sp + 1] = count
                 sp += 2
                 count += 2
-        out.count[r] = count
+        out_count[r] = count
         for a in range(ns_r):
             sample_indices[start_r + a] = gid[cols[a]]
 

@@ -16,6 +16,7 @@ from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._kernel_records import (
     EvalRules,
     EvalScratch,
+    NodeAt,
     NodeColumns,
     NodeData,
     SplitOut,
@@ -97,16 +98,6 @@ def _claim_slots(node_rows, start, ns, allowed, slot_of_row):
 
 
 @njit(inline="always", cache=True)
-def _with_use_columns(columns, use_columns):
-    """The :data:`~._kernel_records.NodeColumns` ``columns`` with ``use_columns`` set."""
-    return NodeColumns(
-        columns.subtracted_bin, columns.listed, use_columns, columns.col_ptr, columns.col_rows,
-        columns.col_codes, columns.slot_of_row, columns.node_codes, columns.identity,
-        columns.entry_ptr, columns.entry_features, columns.row_of_col,
-    )
-
-
-@njit(inline="always", cache=True)
 def _release_slots(node_rows, start, ns, slot_of_row):
     """Reset the slots that :func:`_claim_slots` set (-1: outside the node)."""
     for a in range(start, start + ns):
@@ -134,9 +125,7 @@ def _split_chunk(ch, n_chunks, max_ns, codes, sparse, batch, weights, targets, e
         ch, n_chunks, codes, sparse, batch, weights, targets, edges, rules, out,
         data, scratch,
         NodeColumns(
-            # use_columns is set per node (a run-time flag: a literal would compile
-            # _eval_node once more)
-            sparse.subtracted_bin, sparse.listed, sparse.col_ptr.shape[0] < 0, sparse.col_ptr,
+            sparse.subtracted_bin, sparse.listed, sparse.col_ptr,
             sparse.col_rows, sparse.col_codes, slot_of_row, node_codes, identity,
             # no stored entries by row: nodes walk the visiting order
             np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int32),
@@ -152,7 +141,7 @@ def _split_chunk_nodes(ch, n_chunks, codes, sparse, batch, weights, targets, edg
 
     ``data`` holds the gathered weights, weighted targets and targets of a node,
     ``scratch`` the other buffers of :func:`_eval_node` (:func:`_eval_scratch`),
-    ``columns`` its :data:`~._kernel_records.NodeColumns` (``use_columns`` set per node).
+    ``columns`` its :data:`~._kernel_records.NodeColumns`.
     """
     codes, weights, targets = borrow_all((codes, weights, targets))
     sample_indices, node_ranges, node_tree, node_seed, _ = borrow_all(batch)
@@ -166,6 +155,7 @@ def _split_chunk_nodes(ch, n_chunks, codes, sparse, batch, weights, targets, edg
     n_nodes = node_ranges.shape[0]
     m = targets.shape[2]
     eval_rules = _eval_rules(rules, codes.shape[0])
+    node_data = NodeData(codes, sample_indices, w, wy, y, identity, m)
     zero = np.int64(0)
     for i in range(ch, n_nodes, n_chunks):
         start = node_ranges[i, 0]
@@ -181,10 +171,8 @@ def _split_chunk_nodes(ch, n_chunks, codes, sparse, batch, weights, targets, edg
                 wy[a, c] = wa * yv
         use_columns = _claim_slots(sample_indices, start, ns, columns.col_ptr.shape[0] > 0,
                                    slot_of_row)
-        f, b, ml, g = _eval_node(
-            NodeData(codes, sample_indices, start, ns, w, wy, y, identity, zero, node_seed[i], m),
-            _with_use_columns(columns, use_columns), edges, eval_rules, scratch,
-        )
+        f, b, ml, g = _eval_node(node_data, NodeAt(start, ns, zero, node_seed[i], use_columns),
+                                 columns, edges, eval_rules, scratch)
         if use_columns:
             _release_slots(sample_indices, start, ns, slot_of_row)
         out.feature[i] = f

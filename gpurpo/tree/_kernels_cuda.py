@@ -441,7 +441,7 @@ def grow_subtrees(
     ``SPLIT_SCRATCH_BYTES``. The stored-entry columns (``col_*`` of
     ``sparse.sparse_codes``) serve the CPU kernel's roots above its block
     size; every root here fits a block's scratch, and they are not read.
-    ``out`` is the :class:`~gpurpo.tree.kernels.Subtrees` to fill.
+    ``out`` is the :class:`~gpurpo.tree._records.Subtrees` to fill.
     """
     xp = backend.xp
     node_ranges = batch.node_ranges

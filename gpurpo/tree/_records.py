@@ -7,7 +7,8 @@ record here, as scikit-learn's ``HistogramBuilder`` and ``Splitter`` hold
 their state, so that the wrappers of :mod:`gpurpo.tree.kernels`, the numba
 launch wrappers and the CUDA launchers pass four records instead of twenty
 to forty positional arguments. ``tree_histograms`` takes a :class:`NodeBatch`
-and ``tree_score_histograms`` an :class:`EdgeTable` too. Array
+and ``tree_score_histograms`` an :class:`EdgeTable` too; :class:`Subtrees` holds
+``tree_grow_subtrees``'s outputs in one buffer. Array
 fields hold arrays of the backend (NumPy or CuPy); the wrappers of
 :mod:`gpurpo.tree.kernels` hand the implementations records whose arrays are
 C-contiguous and of the dtypes given below.
@@ -18,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EdgeTable", "NodeBatch", "SparseColumns", "SplitRules"]
+import numpy as np
+
+__all__ = ["EdgeTable", "NodeBatch", "SparseColumns", "SplitRules", "Subtrees"]
 
 
 @dataclass(frozen=True)
@@ -161,3 +164,73 @@ def _real(value: Any, name: str) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a real number, got {value!r}") from None
+
+
+#: Fields of :class:`Subtrees`: (name, dtype name, rows: "roots" + 1, "roots" or "nodes").
+_SUBTREE_FIELDS = (
+    ("offsets", "int64", "roots+1"),
+    ("count", "int32", "roots"),
+    ("feature", "int32", "nodes"),
+    ("bin", "int32", "nodes"),
+    ("missing_left", "uint8", "nodes"),
+    ("gain", "float64", "nodes"),
+    ("left", "int32", "nodes"),
+    ("right", "int32", "nodes"),
+    ("depth", "int32", "nodes"),
+    ("start", "int64", "nodes"),
+    ("stop", "int64", "nodes"),
+)
+_ITEMSIZE = {dtype: np.dtype(dtype).itemsize for _, dtype, _ in _SUBTREE_FIELDS}
+
+
+@dataclass
+class Subtrees:
+    """Outputs of ``tree_grow_subtrees`` (arrays on the backend).
+
+    Every field is a typed view of one byte buffer, so that the whole output
+    reaches the host in one copy (:meth:`to_host`).
+    """
+
+    buffer: Any
+    offsets: Any
+    count: Any
+    feature: Any
+    bin: Any
+    missing_left: Any
+    gain: Any
+    left: Any
+    right: Any
+    depth: Any
+    start: Any
+    stop: Any
+
+    @classmethod
+    def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> Subtrees:
+        """Uninitialised outputs for ``n_roots`` roots and ``n_nodes`` node rows."""
+        layout, n_bytes = _subtree_layout(n_roots, n_nodes)
+        return cls._views(xp.empty(n_bytes, dtype=xp.uint8), layout)
+
+    @classmethod
+    def _views(cls, buffer: Any, layout: list[tuple[str, str, int, int]]) -> Subtrees:
+        fields = {name: buffer[start : start + size].view(dtype) for name, dtype, start, size in layout}
+        return cls(buffer=buffer, **fields)
+
+    def to_host(self, backend: Any) -> Subtrees:
+        """The same outputs as NumPy arrays, from one device-to-host copy."""
+        if isinstance(self.buffer, np.ndarray):
+            return self
+        layout, _ = _subtree_layout(int(self.count.shape[0]), int(self.feature.shape[0]))
+        return Subtrees._views(np.asarray(backend.to_host(self.buffer)), layout)
+
+
+def _subtree_layout(n_roots: int, n_nodes: int) -> tuple[list[tuple[str, str, int, int]], int]:
+    """(name, dtype, byte offset, bytes) of each :class:`Subtrees` field, 8-byte aligned,
+    and the buffer's size."""
+    rows = {"roots+1": n_roots + 1, "roots": n_roots, "nodes": n_nodes}
+    layout = []
+    start = 0
+    for name, dtype, kind in _SUBTREE_FIELDS:
+        size = rows[kind] * _ITEMSIZE[dtype]
+        layout.append((name, dtype, start, size))
+        start += -(-size // 8) * 8
+    return layout, start

@@ -354,7 +354,6 @@ Kernel contracts
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -374,7 +373,7 @@ from gpurpo.tree._numba import (
     tree_split_small,
     tree_thresholds,
 )
-from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
+from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules, Subtrees
 from gpurpo.tree.binning import _code_tables, _sparse
 
 __all__ = [
@@ -930,76 +929,6 @@ def score_histograms(
         out_nonconstant,
     )
     return out_gain, out_bin, out_missing_left, out_nonconstant
-
-
-#: Fields of :class:`Subtrees`: (name, dtype name, rows: "roots" + 1, "roots" or "nodes").
-_SUBTREE_FIELDS = (
-    ("offsets", "int64", "roots+1"),
-    ("count", "int32", "roots"),
-    ("feature", "int32", "nodes"),
-    ("bin", "int32", "nodes"),
-    ("missing_left", "uint8", "nodes"),
-    ("gain", "float64", "nodes"),
-    ("left", "int32", "nodes"),
-    ("right", "int32", "nodes"),
-    ("depth", "int32", "nodes"),
-    ("start", "int64", "nodes"),
-    ("stop", "int64", "nodes"),
-)
-_ITEMSIZE = {dtype: np.dtype(dtype).itemsize for _, dtype, _ in _SUBTREE_FIELDS}
-
-
-@dataclass
-class Subtrees:
-    """Outputs of ``tree_grow_subtrees`` (arrays on the backend).
-
-    Every field is a typed view of one byte buffer, so that the whole output
-    reaches the host in one copy (:meth:`to_host`).
-    """
-
-    buffer: Any
-    offsets: Any
-    count: Any
-    feature: Any
-    bin: Any
-    missing_left: Any
-    gain: Any
-    left: Any
-    right: Any
-    depth: Any
-    start: Any
-    stop: Any
-
-    @classmethod
-    def allocate(cls, xp: Any, n_roots: int, n_nodes: int) -> Subtrees:
-        """Uninitialised outputs for ``n_roots`` roots and ``n_nodes`` node rows."""
-        layout, n_bytes = _subtree_layout(n_roots, n_nodes)
-        return cls._views(xp.empty(n_bytes, dtype=xp.uint8), layout)
-
-    @classmethod
-    def _views(cls, buffer: Any, layout: list[tuple[str, str, int, int]]) -> Subtrees:
-        fields = {name: buffer[start : start + size].view(dtype) for name, dtype, start, size in layout}
-        return cls(buffer=buffer, **fields)
-
-    def to_host(self, backend: Backend) -> Subtrees:
-        """The same outputs as NumPy arrays, from one device-to-host copy."""
-        if isinstance(self.buffer, np.ndarray):
-            return self
-        layout, _ = _subtree_layout(int(self.count.shape[0]), int(self.feature.shape[0]))
-        return Subtrees._views(np.asarray(backend.to_host(self.buffer)), layout)
-
-
-def _subtree_layout(n_roots: int, n_nodes: int) -> tuple[list[tuple[str, str, int, int]], int]:
-    """(name, dtype, byte offset, bytes) of each :class:`Subtrees` field, 8-byte aligned,
-    and the buffer's size."""
-    rows = {"roots+1": n_roots + 1, "roots": n_roots, "nodes": n_nodes}
-    layout = []
-    start = 0
-    for name, dtype, kind in _SUBTREE_FIELDS:
-        size = rows[kind] * _ITEMSIZE[dtype]
-        layout.append((name, dtype, start, size))
-        start += -(-size // 8) * 8
-    return layout, start
 
 
 def grow_subtrees(

@@ -66,7 +66,7 @@ Rules = namedtuple("Rules", [
 #: The outputs of ``tree_split_small``, one entry per node.
 SplitOut = namedtuple("SplitOut", ["feature", "bin", "missing_left", "gain"])
 
-#: The outputs of ``tree_grow_subtrees`` (the fields of :class:`gpurpo.tree.kernels.Subtrees`).
+#: The outputs of ``tree_grow_subtrees`` (the fields of :class:`gpurpo.tree._records.Subtrees`).
 SubtreeOut = namedtuple("SubtreeOut", [
     "offsets", "count", "feature", "bin", "missing_left", "gain", "left", "right", "depth",
     "start", "stop",

@@ -463,7 +463,7 @@ def launch(codes, batch, weights, targets, root_weight, edges, rules, sparse, ou
     ``batch``, ``edges``, ``rules`` and ``sparse`` are the typed
     :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
     ``SparseColumns`` of the contract (:mod:`gpurpo.tree.kernels`), ``out`` the
-    :class:`~gpurpo.tree.kernels.Subtrees` to fill. Inside
+    :class:`~gpurpo.tree._records.Subtrees` to fill. Inside
     :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs.
     """
     kernel_batch, kernel_edges, kernel_rules, kernel_sparse = kernel_records(

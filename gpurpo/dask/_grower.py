@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpurpo.backend import NUMPY, Backend
-from gpurpo.tree import histogram
+from gpurpo.tree import histogram, kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.grower import _Grower, _Nodes, draw_root_seeds
@@ -234,6 +234,7 @@ class DistributedGrower(_Grower):
         self.xp = np
         self.backend = NUMPY
         self.binned = edges
+        self.edges = kernels.EdgeTable(edges.edge_values, edges.edge_ptr)
         self.params = params.validated()
         self.rng = rng
         self.workers = workers
@@ -262,8 +263,9 @@ class DistributedGrower(_Grower):
         self.cache: dict[int, Any] = {}
         self.node_bytes = histogram.histogram_bytes(1, self.k, edges.n_bins, self.channels)
 
-    def _node_stats(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Statistics sent by the workers with the splits that created the nodes."""
+    def _node_stats(self, ids: np.ndarray, on_host: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Statistics sent by the workers with the splits that created the nodes (host
+        arrays, whatever ``on_host``: the client computes on the host)."""
         pairs = [self.stats[int(g)] for g in ids]
         return (np.array([a for a, _ in pairs], dtype=bool),
                 np.array([b for _, b in pairs], dtype=np.float64))

@@ -181,17 +181,7 @@ Kernel contracts
     min_samples_leaf int               minimum number of samples on each side
     random_split int (0 or 1)          Extra-Trees mode
     uniforms     float64 (N, k)        Extra-Trees draw of each slot in [0, 1) (unused otherwise)
-    edges        EdgeTable             the ragged edge table:
-    edge_values  float64 (E,)          the features' increasing upper bin edges, feature
-    edge_ptr     int64   (p + 1,)      f's at ``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``;
-                                       ``edge(f, b)``, the raw upper edge of value bin b
-                                       (split "code <= b" is "x <= edge(f, b)"), is
-                                       ``+inf`` from b = edge_ptr[f + 1] - edge_ptr[f] on;
-                                       with ``random_split``, E = 2 edge_ptr[p] + p: the
-                                       edges are followed by each value bin's smallest
-                                       fitted value (bin b of f at edge_ptr[p] +
-                                       edge_ptr[f] + f + b; BinnedMatrix.edge_values),
-                                       the raw scale of the Extra-Trees draw
+    edges        EdgeTable             the ragged edge table, as for ``tree_split_small``
     newton       int (0 or 1)          1: second-order gain; channels 1..m/2 hold the
                                        gradient sums G_j, channels m/2+1..m the hessian
                                        sums H_j (m even)

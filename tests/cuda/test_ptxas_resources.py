@@ -47,9 +47,13 @@ LAUNCH_BLOCK = {
 
 
 @functools.cache
+def _ptx(source: str, gpu: str) -> str:
+    return compile_ptx(backend.kernel_source(source), GPUS[gpu], backend.CUDA_COMPILE_OPTIONS, name=source)
+
+
+@functools.cache
 def _resources(source: str, gpu: str) -> dict[str, ptxas.KernelResources]:
-    ptx = compile_ptx(backend.kernel_source(source), GPUS[gpu], backend.CUDA_COMPILE_OPTIONS, name=source)
-    return ptxas.kernel_resources(ptx, gpu)
+    return ptxas.kernel_resources(_ptx(source, gpu), gpu)
 
 
 def _all(gpu: str) -> dict[str, ptxas.KernelResources]:
@@ -88,8 +92,7 @@ def test_every_kernel_is_reported(gpu):
     from gpurpo.testing.nvrtc import ptx_entries
 
     for source in SOURCES:
-        ptx = compile_ptx(backend.kernel_source(source), GPUS[gpu], backend.CUDA_COMPILE_OPTIONS, name=source)
-        assert set(_resources(source, gpu)) == ptx_entries(ptx), source
+        assert set(_resources(source, gpu)) == ptx_entries(_ptx(source, gpu)), source
 
 
 @pytest.mark.parametrize("gpu", sorted(GPUS))

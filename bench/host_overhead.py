@@ -1,14 +1,16 @@
 """Host-side cost of the GPU's level-wise growth, measured without a GPU.
 
-On CuPy, trees grow level by level: nodes of up to 256 samples go to the
-small-node kernel, larger ones to histograms, and nodes of up to
-``subtree_size`` samples (the CUDA default: 128 for p = 100) are grown to
-completion by one ``tree_grow_subtrees`` launch. Between kernels, the host
-keeps the node tables, partitions, and builds the trees (``finish``). That
-host code is the same on every backend. This script runs the same path on
-the CPU backend (``small_node_size=256`` and the CUDA ``subtree_size``) and
-reports the time outside the numba kernels, which is what the host would
-spend on a GPU::
+On CUDA backends trees grow level by level with their state on the device
+(:mod:`gpurpo.tree.device_grower`): nodes of up to ``subtree_size`` samples
+(the CUDA default: 128 for p = 100) are grown to completion by one
+``tree_grow_subtrees`` launch, nodes of up to 256 samples go to the
+small-node kernel, larger ones to histograms, and the frontier and node table
+are kept by kernels. The host code is the same on every backend, so this
+script runs it on the CPU backend (the numba twins of the kernels, with
+``small_node_size=256`` and the CUDA ``subtree_size``) and reports the time
+outside the numba kernels, which is what the host would spend on a GPU, in
+total, per level and per node; beside it the host-orchestrated grower of the
+CPU path (:mod:`gpurpo.tree.grower`) on the same trees::
 
     python bench/host_overhead.py                 # 4 trees, n = 400,000, p = 100
     python bench/host_overhead.py --n 100000 --trees 2
@@ -18,13 +20,13 @@ Data are those of ``bench/gpu_check.py``'s forest section: random X and
 Gaussian targets, m = 7, bootstrap weights. The numba kernels are warmed up
 first, so compile time is left out.
 
-Beside the timings, the device activity of the same growth (kernel launches,
+Beside the timings, the device activity of the CUDA path (kernel launches,
 device-to-host and host-to-device copies, synchronisations:
 :func:`gpurpo.backend.count_device_activity`) is counted on the emulated
-backend, which runs the CUDA code path on the CPU, for small data (p = 20,
-m = 4, 5 features per node, fully grown): a batch of 1 and 8 forest trees and
-one boosting round, at 1,000 and 8,000 rows, in total and per tree level
-(total / depth of the deepest tree)::
+backend, which runs the CUDA code on the CPU, for small data (p = 20, m = 4,
+5 features per node, fully grown): a batch of 1 and 8 forest trees and one
+boosting round, at 1,000 and 8,000 rows, in total, per tree level (total /
+depth of the deepest tree) and at the busiest level of the device grower::
 
     python bench/host_overhead.py --activity-rows 1000 --activity-trees 1
     python bench/host_overhead.py --no-activity
@@ -52,6 +54,7 @@ from gpurpo.testing.device_activity import (  # noqa: E402
 )
 from gpurpo.tree import GrowthParams, grow_trees  # noqa: E402
 from gpurpo.tree.binning import BinMapper  # noqa: E402
+from gpurpo.tree.device_grower import grow_trees_on_device  # noqa: E402
 from gpurpo.tree.grower import default_small_node_size, default_subtree_size  # noqa: E402
 
 KERNEL_DIR = "/tree/_numba/"
@@ -88,30 +91,42 @@ def main(argv: list[str] | None = None) -> int:
     params = GrowthParams(
         n_candidates=max(1, round(np.sqrt(args.p))), small_node_size=small, subtree_size=subtree
     )
-    # warm-up: kernels compiled or loaded from the numba cache
-    grow_trees(binned, targets, weights, params, np.random.default_rng(1), NUMPY)
+    for name, grow in (("device-resident", grow_trees_on_device), ("host-orchestrated", grow_trees)):
+        print(_host_time(name, grow, binned, targets, weights, params, args.rows))
+    print(f"({args.trees} trees, n = {args.n}, p = {args.p}, small_node_size = {small}, "
+          f"subtree_size = {subtree})")
+    if args.activity:
+        print(activity_table(args.activity_rows, args.activity_trees))
+    return 0
+
+
+def _host_time(name: str, grow, binned, targets, weights, params, rows: int) -> str:
+    """Profile one growth (after a warm-up); the host time outside the numba kernels in
+    total, per level and per node, and the host functions that took longest."""
+    levels: list = []
+    kwargs = {"level_activity": levels} if grow is grow_trees_on_device else {}
+    grow(binned, targets, weights, params, np.random.default_rng(1), NUMPY)
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    result = grow_trees(binned, targets, weights, params, np.random.default_rng(1), NUMPY)
+    result = grow(binned, targets, weights, params, np.random.default_rng(1), NUMPY, **kwargs)
     prof.disable()
     wall = time.perf_counter() - t0
     stats = pstats.Stats(prof)
     kernel_s = sum(
         tt for (path, _, _), (_, _, tt, _, _) in stats.stats.items() if KERNEL_DIR in path
     )
+    host = wall - kernel_s
     nodes = sum(len(s.feature) for s in result.structures)
-    print(f"{args.trees} trees, n = {args.n}, p = {args.p}, small_node_size = {small}, "
-          f"subtree_size = {subtree}: {nodes} nodes, grown in {wall:.2f} s")
-    print(f"numba kernels {kernel_s:.2f} s; host side {wall - kernel_s:.2f} s "
-          f"({1e6 * (wall - kernel_s) / max(nodes, 1):.2f} us per node)\n")
+    per_level = (f", {len(levels)} levels: {1e3 * host / len(levels):.2f} ms per level"
+                 if levels else "")
     out = io.StringIO()
     stats.stream = out
-    stats.sort_stats("tottime").print_stats(args.rows)
-    print("\n".join(ln for ln in out.getvalue().splitlines() if KERNEL_DIR not in ln))
-    if args.activity:
-        print(activity_table(args.activity_rows, args.activity_trees))
-    return 0
+    stats.sort_stats("tottime").print_stats(rows)
+    listing = "\n".join(ln for ln in out.getvalue().splitlines() if KERNEL_DIR not in ln)
+    return (f"\n== {name}: {nodes} nodes grown in {wall:.2f} s; numba kernels {kernel_s:.2f} s, "
+            f"host {host:.2f} s ({1e6 * host / max(nodes, 1):.2f} us per node{per_level})\n"
+            + listing)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -141,8 +156,9 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
     -------
     str
         A text table: per case the depth of the deepest tree, the counters in
-        total and per tree level (total / depth). Forest batches count the
-        growth after the data upload; boosting rounds the whole one-round fit.
+        total, per tree level (total / depth) and, for forest batches (the
+        device grower), at its busiest level. Forest batches count the growth
+        after the data upload; boosting rounds the whole one-round fit.
     """
     results = []
     for n in rows:
@@ -153,13 +169,16 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
             results.append((f"boosting round, {strategy}", boosting_round_activity(n, strategy)))
     header = (f"{'case':<30} {'rows':>6} {'depth':>5} "
               + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS) + "   per level: "
+              + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS) + "   busiest level: "
               + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS))
     lines = ["", "Device activity on the emulated backend (p = 20, m = 4, max_features = 5, "
              "fully grown; forest: after the data upload; boosting: the whole fit)", header]
     for case, r in results:
         lines.append(f"{case:<30} {r['n']:>6} {r['depth']:>5} "
                      + " ".join(f"{r[c]:>8}" for c in ACTIVITY_COLUMNS) + "              "
-                     + " ".join(f"{r[c + '_per_level']:>8.2f}" for c in ACTIVITY_COLUMNS))
+                     + " ".join(f"{r[c + '_per_level']:>8.2f}" for c in ACTIVITY_COLUMNS)
+                     + "                  "
+                     + " ".join(f"{r.get('level_max_' + c, '-'):>8}" for c in ACTIVITY_COLUMNS))
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 // ``tree_partition`` in gpurpo/tree/kernels.py; CPU twin: ``partition`` in
 // gpurpo/tree/_numba/tree_partition.py).
 //
-// One block per node, blocks looping over the nodes; each node's samples are
+// One block per node, blocks looping over the nodes (a node of feature < 0 is
+// skipped, n_left 0); each splitting node's samples are
 // partitioned stably by ``block_stable_partition`` (block_partition.cuh),
 // read from ``src`` (a copy made by the launcher) and written to
 // ``sample_indices``. The launcher's block size is a multiple of 32 (the
@@ -26,6 +27,10 @@ extern "C" __global__ void tree_partition(
     long long* __restrict__ out_n_left)
 {
     for (long long node = blockIdx.x; node < n_nodes; node += gridDim.x) {
+        if (node_feature[node] < 0) {  // not splitting: its samples stay
+            if (threadIdx.x == 0) out_n_left[node] = 0;
+            continue;
+        }
         const long long start = node_ranges[2 * node];
         const long long n_left = block_stable_partition(
             codes + (long long)node_feature[node] * n, src + start, sample_indices + start,

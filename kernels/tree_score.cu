@@ -256,13 +256,20 @@ extern "C" __global__ void tree_score_histograms(
 // gains); then the largest gain wins, slots within the tolerance of it tie, and the
 // tie of smallest visiting-order position wins (the first such slot without an
 // order). Pure nodes (impure == 0) and nodes without a valid slot get feature -1.
+// With has_pos (the slots hold positions node_pos .. node_pos + k - 1 of the
+// node's visiting order, for growth that samples k of n_features features): a
+// node without a non-constant slot gets feature -2 (continue at node_pos + k)
+// while positions remain, and a node past its first k positions
+// (node_pos > 0) takes its first non-constant slot whatever its gain
+// (scikit-learn's rule: constant features count as visited).
 extern "C" __global__ void tree_best_slot(
     const float* __restrict__ hist, const double* __restrict__ q,
     const unsigned char* __restrict__ impure, const double* __restrict__ gain,
     const int* __restrict__ bins, const unsigned char* __restrict__ missing_left,
     const int* __restrict__ node_features, const long long* __restrict__ order,
+    const unsigned char* __restrict__ nonconstant, const long long* __restrict__ node_pos,
     long long n_nodes, int k, int n_bins, int n_channels, int m, int newton, int has_order,
-    double tie_rtol, double tie_rounding, double* __restrict__ out)
+    int has_pos, int n_features, double tie_rtol, double tie_rounding, double* __restrict__ out)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
     const double neg_inf = -__longlong_as_double(0x7FF0000000000000LL);
@@ -290,7 +297,25 @@ extern "C" __global__ void tree_best_slot(
         for (int j = 0; j < k; ++j) gmax = g[j] > gmax ? g[j] : gmax;
         int pick = -1;
         long long pick_order = 0;
-        if (impure[i] && gmax > neg_inf) {
+        bool later = false;  // a node that continues at node_pos + k
+        bool first_only = false;
+        if (has_pos && impure[i]) {
+            bool any = false;
+            for (int j = 0; j < k; ++j) any = any || nonconstant[i * (long long)k + j] != 0;
+            later = !any && node_pos[i] + k < n_features;
+            first_only = any && node_pos[i] > 0;
+        }
+        if (first_only) {
+            for (int j = 0; j < k; ++j) {
+                if (!nonconstant[i * (long long)k + j]) continue;
+                const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
+                if (pick < 0 || o < pick_order) {
+                    pick = j;
+                    pick_order = o;
+                }
+            }
+            if (pick >= 0 && !(g[pick] > neg_inf)) pick = -1;
+        } else if (impure[i] && gmax > neg_inf) {
             const double bar = __dadd_rn(gmax, -tol);
             for (int j = 0; j < k; ++j) {
                 if (!(g[j] >= bar && g[j] > neg_inf)) continue;
@@ -302,7 +327,12 @@ extern "C" __global__ void tree_best_slot(
             }
         }
         double* o = out + 4 * i;
-        if (pick < 0) {
+        if (later) {
+            o[0] = -2.0;
+            o[1] = 0.0;
+            o[2] = 0.0;
+            o[3] = neg_inf;
+        } else if (pick < 0) {
             o[0] = -1.0;
             o[1] = 0.0;
             o[2] = 0.0;

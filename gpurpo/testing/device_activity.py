@@ -15,7 +15,8 @@ import numpy as np
 
 from gpurpo.backend import EMULATED, count_device_activity
 
-__all__ = ["COUNTERS", "boosting_round_activity", "forest_batch_activity", "per_level"]
+__all__ = ["COUNTERS", "boosting_round_activity", "by_level", "forest_batch_activity",
+           "per_level"]
 
 COUNTERS = ("launches", "d2h", "h2d", "syncs", "d2h_bytes", "h2d_bytes")
 
@@ -55,9 +56,11 @@ def forest_batch_activity(
 ) -> dict[str, Any]:
     """Counters of growing one batch of fully grown forest trees on the emulated backend.
 
-    The data (binned codes, projected targets, bootstrap weights) are
-    uploaded first; the counters cover :func:`gpurpo.tree.grow_trees` only,
-    with the CUDA defaults (small-node and subtree sizes).
+    The data (binned codes, projected targets, bootstrap weights, the trees'
+    root seeds) are uploaded first; the counters cover the growth only
+    (:func:`gpurpo.tree.device_grower.grow_trees_on_device`, the CUDA path of
+    :func:`gpurpo.tree.grow_trees`), with the CUDA defaults (small-node and
+    subtree sizes), in total and level by level.
 
     Parameters
     ----------
@@ -73,12 +76,13 @@ def forest_batch_activity(
     Returns
     -------
     dict
-        :func:`per_level` of the growth, with ``n``, ``trees`` and the
-        counters of the upload under ``upload_<counter>``.
+        :func:`per_level` and :func:`by_level` of the growth, with ``n``,
+        ``trees`` and the counters of the upload under ``upload_<counter>``.
     """
-    from gpurpo.tree import GrowthParams, grow_trees
+    from gpurpo.tree import GrowthParams
     from gpurpo.tree.binning import BinMapper
-    from gpurpo.tree.grower import default_small_node_size, default_subtree_size
+    from gpurpo.tree.device_grower import grow_trees_on_device
+    from gpurpo.tree.grower import default_small_node_size, default_subtree_size, draw_root_seeds
 
     X, Y = _data(n, p, m, seed)
     rng = np.random.default_rng(seed)
@@ -94,13 +98,39 @@ def forest_batch_activity(
         binned = mapper.transform(X, EMULATED)
         targets_dev = EMULATED.asarray(targets)
         weights_dev = EMULATED.asarray(weights)
+        seeds_dev = EMULATED.asarray(draw_root_seeds(np.random.default_rng(seed + 1), n_trees))
+        levels: list = []
         with count_device_activity() as growth:
-            result = grow_trees(binned, targets_dev, weights_dev, params,
-                                np.random.default_rng(seed + 1), EMULATED)
+            result = grow_trees_on_device(binned, targets_dev, weights_dev, params, None,
+                                          EMULATED, root_seeds=seeds_dev, level_activity=levels)
     depth = max(s.max_depth for s in result.structures)
     upload_only = {k: getattr(upload, k) - getattr(growth, k) for k in COUNTERS}
-    return {"n": n, "trees": n_trees, **per_level(growth, depth),
+    return {"n": n, "trees": n_trees, **per_level(growth, depth), **by_level(levels),
             **{f"upload_{k}": v for k, v in upload_only.items()}}
+
+
+def by_level(levels: list) -> dict[str, Any]:
+    """The growth level by level.
+
+    Parameters
+    ----------
+    levels : list of (tuple, DeviceActivity)
+        Every level's (subtree roots, small nodes, large nodes) and activity
+        (``grow_trees_on_device``'s ``level_activity``).
+
+    Returns
+    -------
+    dict
+        ``levels`` (their number), ``level_groups`` (list of their node
+        counts), ``level_<counter>`` (list of their counter) and
+        ``level_max_<counter>`` (its largest value).
+    """
+    out: dict[str, Any] = {"levels": len(levels), "level_groups": [g for g, _ in levels]}
+    for name in COUNTERS:
+        values = [getattr(a, name) for _, a in levels]
+        out[f"level_{name}"] = values
+        out[f"level_max_{name}"] = max(values, default=0)
+    return out
 
 
 def boosting_round_activity(

@@ -352,18 +352,25 @@ def _split_blocks(backend: Backend, n_items: int, scratch_per_block: int) -> int
 
 
 def _split_launch(
-    backend: Backend, codes: Any, node_ranges: Any, targets: Any, n_candidates: int,
-    missing_bin: int,
+    backend: Backend, codes: Any, node_ranges: Any, targets: Any, rules: SplitRules,
 ) -> tuple[int, int, int, int, int, int, int]:
-    """Checked sizes of a split-kernel launch: (p, n, n_trees, m, block, max_ns, cand_stride)."""
-    if not 1 <= int(missing_bin) <= 255:
-        raise ValueError(f"missing_bin must be in [1, 255] for uint8 codes, got {missing_bin}")
+    """Checked sizes of a split-kernel launch: (p, n, n_trees, m, block, max_ns, cand_stride).
+
+    ``max_ns`` is ``rules.max_node_size`` when given, else the largest node
+    (read from the ranges: one device-to-host copy).
+    """
+    if not 1 <= int(rules.missing_bin) <= 255:
+        raise ValueError(
+            f"missing_bin must be in [1, 255] for uint8 codes, got {rules.missing_bin}")
     if int(targets.shape[2]) < 1:
         raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
     p, n = (int(s) for s in codes.shape)
-    sizes = node_ranges[:, 1] - node_ranges[:, 0]
-    max_ns = max(1, int(backend.to_host(sizes.max())))
-    cand_stride = max(1, min(int(n_candidates), p))
+    if rules.max_node_size is not None:
+        max_ns = max(1, int(rules.max_node_size))
+    else:
+        sizes = node_ranges[:, 1] - node_ranges[:, 0]
+        max_ns = max(1, int(backend.to_host(sizes.max())))
+    cand_stride = max(1, min(int(rules.n_candidates), p))
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
     return p, n, n_trees, m, _split_block(backend), max_ns, cand_stride
 
@@ -394,8 +401,7 @@ def split_small_nodes(
     if n_nodes == 0:
         return
     p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
-        backend, codes, node_ranges, targets, rules.n_candidates, rules.missing_bin
-    )
+        backend, codes, node_ranges, targets, rules)
     n_blocks = _split_blocks(backend, n_nodes, _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_split_small")
     kernel(
@@ -449,8 +455,7 @@ def grow_subtrees(
     if n_roots == 0:
         return
     p, n, n_trees, m, block, max_ns, cand_stride = _split_launch(
-        backend, codes, node_ranges, targets, rules.n_candidates, rules.missing_bin
-    )
+        backend, codes, node_ranges, targets, rules)
     if max_ns >= 2**30:
         raise ValueError(f"a subtree root holds {max_ns} samples; the subtree kernel takes < 2**30")
     # codes block, columns (3 int arrays), weights, targets, stack, seeds
@@ -567,8 +572,9 @@ def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any,
 
 
 def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins: Any,
-              missing_left: Any, node_features: Any, order: Any, m: int, newton: int,
-              has_order: int, tie_rtol: float, tie_rounding: float, out: Any) -> None:
+              missing_left: Any, node_features: Any, order: Any, nonconstant: Any,
+              node_pos: Any, m: int, newton: int, has_order: int, has_pos: int,
+              n_features: int, tie_rtol: float, tie_rounding: float, out: Any) -> None:
     """``tree_best_slot``: one thread per node."""
     n_nodes, k = (int(s) for s in gain.shape)
     attrs = backend.device_attributes()
@@ -577,9 +583,10 @@ def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins:
     kernel(
         (_grid(n_nodes, block, attrs),),
         (block,),
-        (hist, q, impure, gain, bins, missing_left, node_features, order, _i64(n_nodes), _i32(k),
-         _i32(hist.shape[2]), _i32(hist.shape[3]), _i32(m), _i32(newton), _i32(has_order),
-         _f64(tie_rtol), _f64(tie_rounding), out),
+        (hist, q, impure, gain, bins, missing_left, node_features, order, nonconstant, node_pos,
+         _i64(n_nodes), _i32(k), _i32(hist.shape[2]), _i32(hist.shape[3]), _i32(m),
+         _i32(newton), _i32(has_order), _i32(has_pos), _i32(n_features), _f64(tie_rtol),
+         _f64(tie_rounding), out),
     )
 
 

@@ -96,6 +96,10 @@ class SplitRules:
     min_impurity_decrease : float
         A split must decrease the impurity by at least this much, per output
         and relative to the tree's root weight (``tree_grow_subtrees`` only).
+    max_node_size : int or None
+        An upper bound of the nodes' sample counts, which sizes the CUDA
+        kernels' scratch; None: the largest node is read from the ranges (one
+        device-to-host copy). Not read by the CPU kernels.
     """
 
     n_candidates: int
@@ -106,6 +110,7 @@ class SplitRules:
     min_samples_split: int = 2
     max_depth: int | None = None
     min_impurity_decrease: float = 0.0
+    max_node_size: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("n_candidates", "min_samples_leaf", "missing_bin", "min_samples_split"):
@@ -113,8 +118,9 @@ class SplitRules:
         for name in ("tie_rtol", "min_impurity_decrease"):
             object.__setattr__(self, name, _real(getattr(self, name), name))
         object.__setattr__(self, "random_split", bool(self.random_split))
-        if self.max_depth is not None:
-            object.__setattr__(self, "max_depth", _integer(self.max_depth, "max_depth"))
+        for name in ("max_depth", "max_node_size"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _integer(getattr(self, name), name))
 
     @property
     def depth_limit(self) -> int:

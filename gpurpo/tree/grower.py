@@ -274,6 +274,22 @@ class _Nodes:
         return first
 
 
+def target_mean(xp: Any, targets: Any, weights: Any, w_sum: Any) -> Any:
+    """float64 (T, m): every tree's weighted mean of its targets (``w_sum``: each
+    tree's total weight), the centre of growth."""
+    safe = xp.where(w_sum > 0, w_sum, 1.0)
+    mean = xp.einsum("tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64))
+    return mean / safe[:, None]
+
+
+def centre_targets(xp: Any, targets: Any, mean: Any) -> Any:
+    """float32 (n, T, m): the targets of every tree minus ``mean`` (T, m).
+
+    The gains do not change, and float32 sums of centred targets stay accurate.
+    """
+    return xp.ascontiguousarray(targets - mean[None, :, :].astype(xp.float32))
+
+
 class _Grower:
     """State shared by the level-wise and best-first drivers."""
 
@@ -360,11 +376,7 @@ class _Grower:
             # gradient and hessian sums enter the gain as they are
             self.targets = xp.ascontiguousarray(targets)
         else:
-            # Centre the targets of every tree on its weighted mean.
-            mean = self._target_mean(targets, weights, w_sum)
-            self.targets = xp.ascontiguousarray(
-                targets - mean[None, :, :].astype(xp.float32)
-            )
+            self.targets = centre_targets(xp, targets, self._target_mean(targets, weights, w_sum))
 
         # Root sample lists: samples with a positive weight, tree by tree.
         tree_idx, sample_idx = xp.nonzero(weights > 0)
@@ -398,13 +410,8 @@ class _Grower:
         self.node_bytes = histogram.histogram_bytes(1, self.k, binned.n_bins, self.channels)
 
     def _target_mean(self, targets: Any, weights: Any, w_sum: Any) -> Any:
-        """float64 (T, m): every tree's weighted mean of its targets, the centre of growth."""
-        xp = self.xp
-        safe = xp.where(w_sum > 0, w_sum, 1.0)
-        mean = xp.einsum(
-            "tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64)
-        )
-        return mean / safe[:, None]
+        """The centre of growth (:func:`target_mean`)."""
+        return target_mean(self.xp, targets, weights, w_sum)
 
     # ------------------------------------------------------------------ utils
 
@@ -957,6 +964,11 @@ def grow_trees(
     GrowResult
     """
     _check_binned(binned)
+    if backend.uses_cuda_kernels:
+        from gpurpo.tree.device_grower import device_growth_supported, grow_trees_on_device
+
+        if device_growth_supported(binned, params):
+            return grow_trees_on_device(binned, targets, weights, params, rng, backend, root_seeds)
     return run_level_wise(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
 
 

@@ -65,7 +65,8 @@ Kernel contracts
 ``tree_partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left, missing_bin, out_n_left)``
     Splits nodes: reorders each node's samples IN PLACE.
     codes, sample_indices, node_ranges: as above (ranges of the splitting nodes)
-    node_feature int32   (N,)          split feature of each node
+    node_feature int32   (N,)          split feature of each node; a node of feature < 0
+                                       keeps its samples (n_left 0)
     node_bin     int32   (N,)          samples with ``codes[f, s] <= bin`` go left
     node_missing_left uint8 (N,)       side of the samples with code ``missing_bin``
     missing_bin  int
@@ -318,7 +319,7 @@ Kernel contracts
 ``tree_neighbour_values_csr(indptr, indices, data, weights, feature, ..., roots, low, high)``
     ``tree_neighbour_values`` of a canonical CSR X (as ``tree_apply_csr``).
 
-``tree_best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m, newton, has_order, tie_rtol, tie_rounding, out)``
+``tree_best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, nonconstant, node_pos, m, newton, has_order, has_pos, n_features, tie_rtol, tie_rounding, out)``
     hist         float32 (N, k, B, C)  the histograms that were scored; slot 0 holds all
                                        of node i's samples
     q            float64 (N,)          ``Q = sum w ||y||^2`` (``tree_node_stats``)
@@ -327,12 +328,21 @@ Kernel contracts
     node_features int32  (N, k)        the slots' features
     order        int64   (N, k)        each slot's position in the node's visiting order
                                        (read only when ``has_order``; else slot order)
+    nonconstant  uint8   (N, k)        ``tree_score_histograms``'s output (read only
+    node_pos     int64   (N,)          when ``has_pos``): the slots are positions
+                                       ``node_pos .. node_pos + k - 1`` of the visiting
+                                       order of ``n_features`` features
     out          float64 (N, 4)        feature (-1: no split), bin, missing_left, gain
                                        (-inf: no split) of the node's best slot
     The node's tie tolerance is ``tie_rtol * max(Q - ||S||^2 / W, 0) + tie_rounding *
     Q`` (``tie_rtol * Q`` with ``newton``), W and S summed over slot 0's bins in bin
     order; slots within it of the largest gain tie and the smallest ``order`` wins
-    (:func:`gpurpo.tree.splitting.best_slot_per_node`).
+    (:func:`gpurpo.tree.splitting.best_slot_per_node`). With ``has_pos``
+    (scikit-learn's rule for k sampled features: constant features count as
+    visited), an impure node without a non-constant slot gets feature -2 (continue
+    at ``node_pos + k``) while ``node_pos + k < n_features``, and a node with
+    ``node_pos > 0`` takes its first non-constant slot in ``order``, or -1 when that
+    slot has no valid split.
 
 ``tree_segment_sums(values, bounds, out)``
     values       float64 (E,)          entries laid out segment after segment
@@ -344,6 +354,7 @@ Kernel contracts
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -561,8 +572,8 @@ def node_stats(
     xp = backend.xp
     ranges = _c(backend, node_ranges, xp.int64)
     n_nodes = int(ranges.shape[0])
-    out_impure = xp.zeros(n_nodes, dtype=xp.uint8)
-    out_q = xp.zeros(n_nodes, dtype=xp.float64)
+    out_impure = xp.empty(n_nodes, dtype=xp.uint8)
+    out_q = xp.empty(n_nodes, dtype=xp.float64)
     if n_nodes:
         backend.kernel("tree_node_stats")(
             _c(backend, sample_indices, xp.int32),
@@ -591,7 +602,7 @@ def _partition_outputs(backend: Backend, sample_indices: Any, node_ranges: Any) 
         raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
                         f"in place), got {sample_indices.dtype}")
     ranges = _c(backend, node_ranges, xp.int64)
-    return ranges, xp.zeros(int(ranges.shape[0]), dtype=xp.int64)
+    return ranges, xp.empty(int(ranges.shape[0]), dtype=xp.int64)
 
 
 def partition(
@@ -901,7 +912,7 @@ def score_histograms(
             raise ValueError("uniforms are required when random_split is true")
         uniforms = _c(backend, uniforms, xp.float64)
     else:
-        uniforms = xp.zeros((n_nodes, k), dtype=xp.float64)
+        uniforms = xp.empty((n_nodes, k), dtype=xp.float64)  # not read
     backend.kernel("tree_score_histograms")(
         _c(backend, hist, xp.float32),
         _c(backend, node_features, xp.int32),
@@ -931,6 +942,8 @@ def grow_subtrees(
     edges: EdgeTable,
     rules: SplitRules,
     sparse: SparseColumns | None = None,
+    offsets: Any = None,
+    total: int | None = None,
 ) -> Subtrees:
     """Grow the subtrees under the nodes of ``batch``; ``batch.sample_indices`` is
     updated in place.
@@ -938,19 +951,27 @@ def grow_subtrees(
     See ``tree_grow_subtrees`` in the module docstring; ``root_weight``
     float64 (T,) is the total weight of each tree, ``sparse`` as for
     :func:`split_small` (without stored entries, the root copies read
-    ``codes``).
+    ``codes``). ``offsets`` int64 (R + 1,) (0, then the running sum of ``2 size
+    - 1`` over the roots) and its last entry ``total`` may be given where the
+    caller knows them; else they are computed (one device-to-host copy).
     """
     xp = backend.xp
     rules = _checked_rules(rules)
     ranges = _c(backend, batch.node_ranges, xp.int64)
     n_roots = int(ranges.shape[0])
-    sizes = ranges[:, 1] - ranges[:, 0]
-    offsets = xp.cumsum(2 * sizes - 1)
-    total = int(offsets[-1]) if n_roots else 0
-    out = Subtrees.allocate(xp, n_roots, total)
-    out.offsets[0] = 0
-    out.offsets[1:] = offsets
-    out.count[:] = 0
+    if offsets is None:
+        sizes = ranges[:, 1] - ranges[:, 0]
+        running = xp.cumsum(2 * sizes - 1)
+        total = int(running[-1]) if n_roots else 0
+        out = Subtrees.allocate(xp, n_roots, total)
+        out.offsets[0] = 0
+        out.offsets[1:] = running
+    else:
+        if total is None or tuple(offsets.shape) != (n_roots + 1,):
+            raise ValueError(f"offsets must have shape ({n_roots + 1},) and come with total, "
+                             f"got shape {tuple(offsets.shape)} and total {total}")
+        # the kernels read the caller's offsets where they lie
+        out = replace(Subtrees.allocate(xp, n_roots, int(total)), offsets=offsets)
     if n_roots == 0:
         return out
     sample_indices = batch.sample_indices
@@ -1125,12 +1146,18 @@ def best_slots(
     newton: bool,
     tie_rtol: float,
     tie_rounding: float,
+    node_pos: Any = None,
+    n_features: int = 0,
 ) -> Any:
     """The best slot of every node with its tie tolerance: float64 (N, 4) (``tree_best_slot``).
 
-    ``slots`` holds ``gain``, ``bin`` and ``missing_left`` (N, k) (a
-    :class:`~gpurpo.tree.splitting.SlotSplits`); ``order`` may be None (slot
-    order). One array out, so the host reads every node's choice in one copy.
+    ``slots`` holds ``gain``, ``bin``, ``missing_left`` and ``nonconstant``
+    (N, k) (a :class:`~gpurpo.tree.splitting.SlotSplits`); ``order`` may be
+    None (slot order). With ``node_pos`` (int64 (N,)) the slots are positions
+    ``node_pos .. node_pos + k - 1`` of the nodes' visiting orders of
+    ``n_features`` features, and a node without a non-constant slot may get
+    feature -2 (see the contract). One array out, so the host reads every
+    node's choice in one copy.
     """
     xp = backend.xp
     n_nodes, k = (int(s) for s in slots.gain.shape)
@@ -1141,12 +1168,24 @@ def best_slots(
         return out
     has_order = order is not None
     order = _c(backend, order, xp.int64) if has_order else xp.zeros((1, 1), dtype=xp.int64)
+    has_pos = node_pos is not None
+    if has_pos:
+        node_pos = _c(backend, node_pos, xp.int64)
+        nonconstant = slots.nonconstant
+        # 0/1 bytes either way: a bool array is read as uint8 without a copy
+        nonconstant = _c(backend, nonconstant.view(xp.uint8) if nonconstant.dtype == bool
+                         else nonconstant, xp.uint8)
+        if tuple(node_pos.shape) != (n_nodes,):
+            raise ValueError(f"node_pos must have shape ({n_nodes},), got {tuple(node_pos.shape)}")
+    else:
+        node_pos = xp.empty(1, dtype=xp.int64)  # not read
+        nonconstant = xp.empty((1, 1), dtype=xp.uint8)
     backend.kernel("tree_best_slot")(
         _c(backend, hist, xp.float32), _c(backend, q, xp.float64), _c(backend, impure, xp.uint8),
         _c(backend, slots.gain, xp.float64), _c(backend, slots.bin, xp.int32),
         _c(backend, slots.missing_left, xp.uint8), _c(backend, node_features, xp.int32), order,
-        int(n_outputs), int(bool(newton)), int(has_order), float(tie_rtol), float(tie_rounding),
-        out,
+        nonconstant, node_pos, int(n_outputs), int(bool(newton)), int(has_order), int(has_pos),
+        int(n_features), float(tie_rtol), float(tie_rounding), out,
     )
     return out
 

@@ -124,7 +124,7 @@ def score_histograms(
         edges, newton, reg_lambda, min_child_weight,
     )
     return SlotSplits(
-        gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.astype(bool)
+        gain=gain, bin=best_bin, missing_left=missing_left, nonconstant=nonconstant.view(bool)
     )
 
 

@@ -95,3 +95,41 @@ def test_bad_histogram_shape_is_refused():
     with pytest.raises(ValueError, match="hist"):
         kernels.best_slots(NUMPY, hist[:-1], q, impure, slots, features, order, m, False,
                            TIE_RTOL, TIE_ROUNDING)
+
+
+def _continuation_reference(hist, q, impure, slots, features, order, m, node_pos, p):
+    """scikit-learn's rule for k sampled features, node by node: no non-constant slot,
+    continue (-2) while positions remain; past the first k positions, the first
+    non-constant slot in visiting order; else the tie rule of the first k."""
+    k = slots.gain.shape[1]
+    expected = _reference(hist, q, impure, slots, features, order, m, False)
+    for i in range(len(q)):
+        nonconstant = slots.nonconstant[i].astype(bool)
+        if not impure[i]:
+            continue
+        if not nonconstant.any():
+            expected[i] = [-2.0 if node_pos[i] + k < p else -1.0, 0.0, 0.0, -np.inf]
+        elif node_pos[i] > 0:
+            j = min(np.flatnonzero(nonconstant), key=lambda s: order[i, s])
+            g = slots.gain[i, j]
+            expected[i] = ([features[i, j], slots.bin[i, j], slots.missing_left[i, j], g]
+                           if g > -np.inf else [-1.0, 0.0, 0.0, -np.inf])
+    return expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_continuing_nodes_of_sampled_features(seed):
+    hist, q, impure, slots, features, order, m = _problem(seed)
+    rng = np.random.default_rng(seed + 10)
+    n_nodes, k = slots.gain.shape
+    slots.nonconstant = rng.random((n_nodes, k)) < 0.5
+    slots.nonconstant[: n_nodes // 4] = False  # nodes whose slots are all constant
+    slots.gain[~slots.nonconstant] = -np.inf
+    p = 20
+    node_pos = rng.choice([0, 0, 7, 13, 14], n_nodes).astype(np.int64)
+    expected = _continuation_reference(hist, q, impure, slots, features, order, m, node_pos, p)
+    assert (expected[:, 0] == -2).any() and (expected[:, 0] >= 0).any()
+    for backend in (NUMPY, EMULATED):
+        got = kernels.best_slots(backend, hist, q, impure, slots, features, order, m, False,
+                                 TIE_RTOL, TIE_ROUNDING, node_pos=node_pos, n_features=p)
+        np.testing.assert_array_equal(got, expected, err_msg=backend.name)

@@ -17,6 +17,9 @@ def partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_m
         start = node_ranges[i, 0]
         stop = node_ranges[i, 1]
         f = node_feature[i]
+        if f < 0:  # not splitting: its samples stay
+            out_n_left[i] = 0
+            continue
         b = node_bin[i]
         miss_left = node_missing_left[i] != 0
         right = np.empty(stop - start, dtype=sample_indices.dtype)
@@ -47,6 +50,9 @@ def partition_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sampl
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
         f = node_feature[i]
+        if f < 0:  # not splitting: its samples stay
+            out_n_left[i] = 0
+            continue
         codes = np.empty((1, ns), dtype=np.uint8)
         _node_codes_of(f, sample_indices, start, ns, edge_values, edge_ptr, False, col_ptr,
                        col_rows, col_codes, col_rows, codes[0])

@@ -375,8 +375,8 @@ def launch(hist, node_features, n_outputs, min_samples_leaf, random_split, unifo
 
 
 @njit(parallel=True, cache=True)
-def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m, newton,
-              has_order, tie_rtol, tie_rounding, out):
+def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, nonconstant,
+              node_pos, m, newton, has_order, has_pos, n_features, tie_rtol, tie_rounding, out):
     """The best slot of every node, with its tie tolerance (``kernels/tree_score.cu``'s
     ``tree_best_slot``: the same sums in the same order)."""
     n_nodes, k = gain.shape
@@ -404,7 +404,25 @@ def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m
                 gmax = gain[i, j]
         pick = -1
         pick_order = 0
-        if impure[i] and gmax > -np.inf:
+        later = False
+        first_only = False
+        if has_pos and impure[i]:
+            any_nonconstant = False
+            for j in range(k):
+                any_nonconstant = any_nonconstant or nonconstant[i, j] != 0
+            later = (not any_nonconstant) and node_pos[i] + k < n_features
+            first_only = any_nonconstant and node_pos[i] > 0
+        if first_only:
+            for j in range(k):
+                if not nonconstant[i, j]:
+                    continue
+                o = order[i, j] if has_order else j
+                if pick < 0 or o < pick_order:
+                    pick = j
+                    pick_order = o
+            if pick >= 0 and not (gain[i, pick] > -np.inf):
+                pick = -1
+        elif impure[i] and gmax > -np.inf:
             bar = gmax - tol
             for j in range(k):
                 if not (gain[i, j] >= bar and gain[i, j] > -np.inf):
@@ -413,7 +431,12 @@ def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, m
                 if pick < 0 or o < pick_order:
                     pick = j
                     pick_order = o
-        if pick < 0:
+        if later:
+            out[i, 0] = -2.0
+            out[i, 1] = 0.0
+            out[i, 2] = 0.0
+            out[i, 3] = -np.inf
+        elif pick < 0:
             out[i, 0] = -1.0
             out[i, 1] = 0.0
             out[i, 2] = 0.0

@@ -1,0 +1,105 @@
+"""CUDA launchers of ``kernels/tree_level.cu`` (the level-growth bookkeeping kernels).
+
+Each takes the backend followed by EXACTLY the arguments of its numba twin in
+:mod:`gpurpo.tree._numba.tree_level`; contracts in
+:mod:`gpurpo.tree.level_kernels`. Elementwise kernels use grid-stride loops
+(:func:`gpurpo.tree._kernels_cuda._grid`); ``children`` is one block of
+``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
+a contiguous chunk of the frontier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend
+from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
+
+__all__ = ["features", "decide", "children", "leaf_marks_table",
+           "leaf_marks_subtrees", "place", "CHILDREN_BLOCK"]
+
+CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
+
+_i32, _i64, _f64 = np.int32, np.int64, np.float64
+
+
+def _elementwise(backend: Backend, name: str, n_items: int, args: tuple) -> None:
+    if n_items == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    kernel = backend.load_module("tree_level.cu").get_function(name)
+    kernel((_grid(n_items, block, attrs),), (block,), args)
+
+
+def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int,
+             out_features: Any, out_positions: Any, out_uniforms: Any) -> None:
+    """``tree_level_features``: one thread per node."""
+    n_nodes, width = (int(s) for s in out_features.shape)
+    _elementwise(backend, "tree_level_features", n_nodes, (
+        seed, pos, _i64(n_nodes), _i32(width), _i32(p), _i32(random_split), out_features,
+        out_positions, out_uniforms))
+
+
+def decide(backend: Backend, front: Any, n_sub: int, n_small: int, small_feature: Any,
+           small_bin: Any, small_missing_left: Any, small_gain: Any, large: Any,
+           batch_tree: Any, root_weight: Any, n_scored: int, min_impurity_decrease: float,
+           width: int, node_feature: Any, node_bin: Any, node_missing_left: Any,
+           node_gain: Any, node_pos: Any, out_feature: Any, out_bin: Any,
+           out_missing_left: Any) -> None:
+    """``tree_level_decide``: one thread per evaluated frontier node."""
+    n_front = int(front.shape[0])
+    _elementwise(backend, "tree_level_decide", n_front - int(n_sub), (
+        front, _i64(n_sub), _i64(n_small), _i64(n_front), small_feature, small_bin,
+        small_missing_left, small_gain, large, batch_tree, root_weight, _i32(n_scored),
+        _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,
+        node_gain, node_pos, out_feature, out_bin, out_missing_left))
+
+
+def children(backend: Backend, front: Any, n_sub: int, ranges: Any, batch_tree: Any,
+             batch_depth: Any, batch_seed: Any, dec_feature: Any, n_left: Any,
+             subtree_size: int, small_size: int, min_split: int, max_depth: int,
+             first_new: int, node_start: Any, node_stop: Any, node_tree: Any, node_depth: Any,
+             node_seed: Any, node_pos: Any, node_parent: Any, node_left: Any,
+             node_right: Any, node_feature: Any, node_bin: Any, node_missing_left: Any,
+             node_gain: Any, next_front: Any, next_ranges: Any, next_tree: Any,
+             next_seed: Any, next_depth: Any, next_pos: Any, sub_offsets: Any,
+             counts: Any) -> None:
+    """``tree_level_children``: one block."""
+    attrs = backend.device_attributes()
+    block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
+    kernel = backend.load_module("tree_level.cu").get_function("tree_level_children")
+    kernel((1,), (block,), (
+        front, _i64(front.shape[0]), _i64(n_sub), ranges, batch_tree, batch_depth, batch_seed,
+        dec_feature, n_left, _i64(subtree_size), _i64(small_size), _i64(min_split),
+        _i32(max_depth), _i64(first_new), node_start, node_stop, node_tree, node_depth,
+        node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin,
+        node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth,
+        next_pos, sub_offsets, counts))
+
+
+def leaf_marks_table(backend: Backend, node_feature: Any, node_pos: Any, node_start: Any,
+                     mark: Any) -> None:
+    """``tree_level_leaf_marks_table``: one thread per node."""
+    n = int(node_feature.shape[0])
+    _elementwise(backend, "tree_level_leaf_marks_table", n,
+                 (_i64(n), node_feature, node_pos, node_start, mark))
+
+
+def leaf_marks_subtrees(backend: Backend, roots: Any, offsets: Any, count: Any, feature: Any,
+                        start: Any, node_start: Any, mark: Any) -> None:
+    """``tree_level_leaf_marks_subtrees``: one thread per subtree root."""
+    n = int(roots.shape[0])
+    _elementwise(backend, "tree_level_leaf_marks_subtrees", n,
+                 (_i64(n), roots, offsets, count, feature, start, node_start, mark))
+
+
+def place(backend: Backend, mark: Any, cum: Any, sample_indices: Any, root_ranges: Any,
+          weights: Any, out_leaf_of_sample: Any, out_leaf_weight: Any) -> None:
+    """``tree_level_place``: one thread per sample position."""
+    total = int(mark.shape[0])
+    _elementwise(backend, "tree_level_place", total, (
+        _i64(total), mark, cum, sample_indices, root_ranges, _i32(root_ranges.shape[0]),
+        _i64(weights.shape[1]), weights, out_leaf_of_sample, out_leaf_weight))

@@ -1,0 +1,254 @@
+"""numba twins of ``kernels/tree_level.cu``: the bookkeeping of device-resident level growth.
+
+Same arguments, same outputs as the CUDA kernels (contracts in
+:mod:`gpurpo.tree.level_kernels`); the counting pass and the writing pass of
+``children`` are one serial pass here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from gpurpo.tree._random import (
+    N_ROUNDS,
+    SMALL_P,
+    child_seed_nb,
+    feature_at_nb,
+    feistel_params,
+    round_keys_nb,
+    small_feature_order_nb,
+    uniform_at_nb,
+)
+
+#: the counters of ``children``: created nodes, subtree roots, small nodes, large nodes,
+#: rows of the subtree outputs
+N_COUNTERS = 5
+_EPSILON = np.finfo(np.float64).eps
+
+
+@njit(parallel=True, cache=True)
+def features(seed, pos, p, random_split, out_features, out_positions, out_uniforms):
+    """Positions ``pos[i] .. pos[i] + width - 1`` of each node's visiting order."""
+    n_nodes, width = out_features.shape
+    lo, hi = feistel_params(p)
+    for i in prange(n_nodes):
+        keys = np.empty(N_ROUNDS, dtype=np.uint64)
+        order = np.empty(SMALL_P, dtype=np.int64)
+        if p <= SMALL_P:
+            small_feature_order_nb(seed[i], p, order)
+        else:
+            round_keys_nb(seed[i], keys)
+        for j in range(width):
+            at = pos[i] + j
+            f = -1
+            if at < p:
+                f = order[at] if p <= SMALL_P else feature_at_nb(keys, at, p, lo, hi)
+            out_features[i, j] = f
+            out_positions[i, j] = at
+            if random_split:
+                out_uniforms[i, j] = uniform_at_nb(seed[i], at)
+
+
+@njit(cache=True)
+def decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
+           large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
+           node_feature, node_bin, node_missing_left, node_gain, node_pos,
+           out_feature, out_bin, out_missing_left):
+    """The evaluated frontier nodes' choices into the table (see ``tree_level_decide``)."""
+    n_eval = front.shape[0] - n_sub
+    for e in range(n_eval):
+        i = n_sub + e
+        g = front[i]
+        if e < n_small:
+            f = np.int64(small_feature[e])
+            b = np.int64(small_bin[e])
+            ml = np.int64(small_missing_left[e])
+            gain = small_gain[e]
+        else:
+            r = e - n_small
+            f = np.int64(large[r, 0])
+            b = np.int64(large[r, 1])
+            ml = np.int64(large[r, 2])
+            gain = large[r, 3]
+        if f == -2:
+            node_pos[g] += width
+            out_feature[e] = -2
+            out_bin[e] = 0
+            out_missing_left[e] = 0
+            continue
+        if f >= 0:
+            improvement = gain / (np.float64(n_scored) * root_weight[batch_tree[i]])
+            if not (improvement + _EPSILON >= min_impurity_decrease):
+                f = -1
+        if f < 0:
+            f = -1
+            b = 0
+            ml = 0
+            gain = -np.inf
+        node_feature[g] = f
+        node_bin[g] = b
+        node_missing_left[g] = ml
+        node_gain[g] = gain
+        out_feature[e] = f
+        out_bin[e] = b
+        out_missing_left[e] = ml
+
+
+@njit(inline="always", cache=True)
+def _child_kind(size, depth, subtree_size, small_size, min_split, max_depth):
+    """-1 a leaf, 0 a subtree root, 1 a small node, 2 a large node."""
+    if size < min_split or (max_depth >= 0 and depth >= max_depth):
+        return -1
+    if size <= subtree_size:
+        return 0
+    if size <= small_size:
+        return 1
+    return 2
+
+
+@njit(cache=True)
+def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left,
+             subtree_size, small_size, min_split, max_depth, first_new,
+             node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent,
+             node_left, node_right, node_feature, node_bin, node_missing_left, node_gain,
+             next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, sub_offsets,
+             counts):
+    """Children of the splitting nodes and the next frontier (see ``tree_level_children``)."""
+    n_front = front.shape[0]
+    totals = np.zeros(N_COUNTERS, dtype=np.int64)
+    for i in range(n_sub, n_front):
+        e = i - n_sub
+        f = dec_feature[e]
+        if f == -2:
+            totals[3] += 1
+            continue
+        if f < 0:
+            continue
+        totals[0] += 2
+        size = ranges[i, 1] - ranges[i, 0]
+        for side in range(2):
+            cs = n_left[e] if side == 0 else size - n_left[e]
+            kind = _child_kind(cs, batch_depth[i] + 1, subtree_size, small_size, min_split,
+                               max_depth)
+            if kind >= 0:
+                totals[1 + kind] += 1
+            if kind == 0:
+                totals[4] += 2 * cs - 1
+    counts[:] = totals
+    sub_offsets[0] = 0
+    base_small = totals[1]
+    base_large = totals[1] + totals[2]
+    at = np.zeros(N_COUNTERS, dtype=np.int64)
+    for i in range(n_sub, n_front):
+        e = i - n_sub
+        f = dec_feature[e]
+        g = front[i]
+        if f == -2:
+            j = base_large + at[3]
+            at[3] += 1
+            next_front[j] = g
+            next_ranges[j, 0] = ranges[i, 0]
+            next_ranges[j, 1] = ranges[i, 1]
+            next_tree[j] = batch_tree[i]
+            next_seed[j] = batch_seed[i]
+            next_depth[j] = batch_depth[i]
+            next_pos[j] = node_pos[g]
+            continue
+        if f < 0:
+            continue
+        start = ranges[i, 0]
+        stop = ranges[i, 1]
+        mid = start + n_left[e]
+        first_child = first_new + at[0]
+        at[0] += 2
+        node_left[g] = first_child
+        node_right[g] = first_child + 1
+        depth = batch_depth[i] + 1
+        for side in range(2):
+            h = first_child + side
+            cs = start if side == 0 else mid
+            ce = mid if side == 0 else stop
+            kind = _child_kind(ce - cs, depth, subtree_size, small_size, min_split, max_depth)
+            seed = child_seed_nb(batch_seed[i], side)
+            node_start[h] = cs
+            node_stop[h] = ce
+            node_tree[h] = batch_tree[i]
+            node_depth[h] = depth
+            node_seed[h] = seed
+            node_pos[h] = -1 if kind == 0 else 0
+            node_parent[h] = g
+            node_left[h] = -1
+            node_right[h] = -1
+            node_feature[h] = -1
+            node_bin[h] = 0
+            node_missing_left[h] = 0
+            node_gain[h] = -np.inf
+            j = -1
+            if kind == 0:
+                j = at[1]
+                at[4] += 2 * (ce - cs) - 1
+                sub_offsets[j + 1] = at[4]
+                at[1] += 1
+            elif kind == 1:
+                j = base_small + at[2]
+                at[2] += 1
+            elif kind == 2:
+                j = base_large + at[3]
+                at[3] += 1
+            if j >= 0:
+                next_front[j] = h
+                next_ranges[j, 0] = cs
+                next_ranges[j, 1] = ce
+                next_tree[j] = batch_tree[i]
+                next_seed[j] = seed
+                next_depth[j] = depth
+                next_pos[j] = -1 if kind == 0 else 0
+
+
+@njit(parallel=True, cache=True)
+def leaf_marks_table(node_feature, node_pos, node_start, mark):
+    """Mark the first position of every table leaf that is not a subtree root."""
+    for g in prange(node_feature.shape[0]):
+        if node_feature[g] < 0 and node_pos[g] >= 0:
+            mark[node_start[g]] = 1
+
+
+@njit(parallel=True, cache=True)
+def leaf_marks_subtrees(roots, offsets, count, feature, start, node_start, mark):
+    """Mark the first position of every leaf of the subtree outputs."""
+    for r in prange(roots.shape[0]):
+        base = node_start[roots[r]]
+        for row in range(offsets[r], offsets[r] + count[r]):
+            if feature[row] < 0:
+                mark[base + start[row]] = 1
+
+
+@njit(parallel=True, cache=True)
+def place(mark, cum, sample_indices, root_ranges, weights, out_leaf_of_sample, out_leaf_weight):
+    """Every sample's leaf (rank within its tree) and every leaf's weight, in position order."""
+    n_trees = root_ranges.shape[0]
+    for q in prange(mark.shape[0]):
+        if not mark[q]:
+            continue
+        lo = 0
+        hi = n_trees - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if root_ranges[mid, 0] <= q:
+                lo = mid
+            else:
+                hi = mid - 1
+        t = lo
+        tree_start = root_ranges[t, 0]
+        tree_stop = root_ranges[t, 1]
+        before = cum[tree_start - 1] if tree_start > 0 else 0
+        rank = cum[q] - 1 - before
+        acc = 0.0
+        a = np.int64(q)
+        while a < tree_stop and (a == q or not mark[a]):
+            s = sample_indices[a]
+            out_leaf_of_sample[t, s] = rank
+            acc += np.float64(weights[t, s])
+            a += np.int64(1)
+        out_leaf_weight[cum[q] - 1] = acc

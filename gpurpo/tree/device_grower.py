@@ -1,0 +1,524 @@
+"""Level-wise growth of a batch of trees with its state on the device.
+
+The CUDA path of :func:`gpurpo.tree.grow_trees`: the same trees as the
+host-orchestrated grower of :mod:`gpurpo.tree.grower` (the same evaluation
+kernels, node seeds and rules), with the bookkeeping done by the kernels of
+:mod:`gpurpo.tree.level_kernels`, so that the host does no work per node and
+a level costs a fixed handful of launches and ONE small device-to-host copy
+(the sizes of the next frontier) whatever the number of nodes and trees.
+
+State of a batch (all on the device):
+
+* the node table (:class:`DeviceNodeTable`), one array per field, in one
+  buffer so that the host reads it back in one copy when growth ends;
+* the samples of the nodes in one int32 buffer, every node owning a
+  contiguous range that its split partitions stably in place (left first);
+* the frontier, a list of node ids grouped by the path that evaluates them:
+  nodes of at most ``subtree_size`` samples are grown to completion by
+  ``tree_grow_subtrees`` (their outputs stay on the device until the end),
+  nodes of at most ``small_node_size`` samples are split exactly by
+  ``tree_split_small``, larger ones from histograms of their candidate
+  features (drawn on the device by ``tree_level_features``), scored by
+  ``tree_score_histograms`` and reduced by ``tree_best_slot``.
+
+With ``k < p`` candidate features a node evaluates positions ``0 .. k - 1``
+of its visiting order and, if all were constant in it, continues with the
+next ``k`` positions at the next level under its own id (scikit-learn's
+rule, the rounds of the host grower spread over levels). A node's seed
+depends only on its parent's, so the trees do not depend on when or by which
+path a node is evaluated; the node ids (and so the numbering of the
+structures' nodes) differ from the host grower's.
+
+When growth ends the host reads the node table and the subtree outputs (two
+copies), absorbs the subtrees and builds the structures; the leaves are
+numbered within each tree by position of their samples (depth first, left
+before right), which ``tree_level_place`` also writes for every sample, with
+every leaf's weight (a third copy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend, count_device_activity, cpu_helper
+from gpurpo.tree import histogram, kernels, level_kernels
+from gpurpo.tree._node_tables import absorb_subtrees, number_nodes, sum_internal_weights
+from gpurpo.tree._numba.gather_trees import gather_tree_arrays
+from gpurpo.tree._params import GrowthParams
+from gpurpo.tree._records import Subtrees, _subtree_layout
+from gpurpo.tree.binning import BinnedMatrix
+from gpurpo.tree.grower import (
+    GrowResult,
+    _Nodes,
+    centre_targets,
+    default_small_node_size,
+    default_subtree_size,
+    draw_root_seeds,
+    mostly_zero,
+    target_mean,
+)
+from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
+from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
+
+__all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
+
+_SCORE_BYTES_PER_CELL = 4 + 8 * 6
+
+
+def device_growth_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
+    """Whether :func:`grow_trees_on_device` grows these trees: level-wise growth
+    (no ``max_leaf_nodes``) of the variance criterion on dense codes."""
+    return (binned.dense_codes is not None and params.max_leaf_nodes is None
+            and params.criterion == "variance")
+
+
+class DeviceNodeTable:
+    """The nodes of a batch of trees on the device: one array per field, all views of
+    one byte buffer (read back in one copy by :meth:`to_host`).
+
+    Fields (row ``g`` = node ``g``): ``start``, ``stop`` (its samples' range),
+    ``tree``, ``depth``, ``seed``, ``pos`` (first position of its visiting order
+    still to evaluate; -1: grown by ``tree_grow_subtrees``), ``parent``,
+    ``left``, ``right`` (-1: none), ``feature`` (-1: a leaf), ``bin``,
+    ``missing_left``, ``gain``.
+    """
+
+    FIELDS = (
+        ("start", "int64"), ("stop", "int64"), ("seed", "uint64"), ("pos", "int64"),
+        ("parent", "int64"), ("left", "int64"), ("right", "int64"), ("gain", "float64"),
+        ("tree", "int32"), ("depth", "int32"), ("feature", "int32"), ("bin", "int32"),
+        ("missing_left", "uint8"),
+    )
+
+    def __init__(self, xp: Any, capacity: int) -> None:
+        self.xp = xp
+        self.capacity = int(capacity)
+        self.buffer = xp.empty(self._bytes(self.capacity), dtype=xp.uint8)
+        self._bind(self.buffer, self.capacity)
+
+    @classmethod
+    def _bytes(cls, capacity: int) -> int:
+        return sum(-(-capacity * np.dtype(d).itemsize // 8) * 8 for _, d in cls.FIELDS)
+
+    def _bind(self, buffer: Any, capacity: int) -> None:
+        at = 0
+        for name, dtype in self.FIELDS:
+            size = capacity * np.dtype(dtype).itemsize
+            setattr(self, name, buffer[at : at + size].view(dtype))
+            at += -(-size // 8) * 8
+
+    def reserve(self, rows: int, used: int) -> None:
+        """Room for ``rows`` nodes, keeping the first ``used`` (doubling the capacity)."""
+        if rows <= self.capacity:
+            return
+        old = {name: getattr(self, name) for name, _ in self.FIELDS}
+        self.capacity = max(int(rows), 2 * self.capacity)
+        self.buffer = self.xp.empty(self._bytes(self.capacity), dtype=self.xp.uint8)
+        self._bind(self.buffer, self.capacity)
+        for name, _ in self.FIELDS:
+            getattr(self, name)[:used] = old[name][:used]
+
+    def to_host(self, backend: Backend, used: int) -> dict[str, np.ndarray]:
+        """The first ``used`` rows of every field, from one device-to-host copy."""
+        host = np.asarray(backend.to_host(self.buffer))
+        at = 0
+        out = {}
+        for name, dtype in self.FIELDS:
+            size = self.capacity * np.dtype(dtype).itemsize
+            out[name] = host[at : at + size].view(dtype)[:used]
+            at += -(-size // 8) * 8
+        return out
+
+
+class _DeviceGrower:
+    """One batch of trees grown level by level on the device (module docstring)."""
+
+    def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
+                 rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
+        xp = backend.xp
+        self.xp, self.backend, self.binned = xp, backend, binned
+        self.params = params = params.validated()
+        self.edges = kernels.EdgeTable(binned.edge_values, binned.edge_ptr)
+        n, p = binned.n_samples, binned.n_features
+        targets = xp.asarray(targets)
+        if targets.ndim != 3 or targets.shape[0] != n:
+            raise ValueError(
+                f"targets must have shape (n_samples={n}, n_trees, n_outputs), got {targets.shape}")
+        n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+        unit = weights is None
+        if unit:
+            weights = xp.ones((n_trees, n), dtype=xp.float32)
+        else:
+            weights = xp.ascontiguousarray(xp.asarray(weights, dtype=xp.float32))
+            if weights.shape != (n_trees, n):
+                raise ValueError(f"weights must have shape (n_trees={n_trees}, n_samples={n}), "
+                                 f"got {weights.shape}")
+        targets = xp.asarray(targets, dtype=xp.float32)
+        tree_idx, sample_idx = xp.nonzero(weights > 0)
+        counts = xp.bincount(tree_idx, minlength=n_trees)
+        w_sum = weights.sum(axis=1, dtype=xp.float64)
+        # the checks of the inputs and the trees' sizes and weights in one copy
+        flags = xp.stack([
+            xp.isfinite(weights).all() & (weights >= 0).all(),
+            ((weights == 0) | (weights == 1)).all(),
+            xp.isfinite(targets).all(),
+        ]).astype(xp.float64)
+        facts = backend.to_host(xp.concatenate([flags, counts.astype(xp.float64), w_sum]))
+        if not facts[0]:
+            raise ValueError("weights must be finite and non-negative")
+        if not facts[2]:
+            raise ValueError(
+                "targets must be finite in float32: the outputs (or their projections) "
+                "overflow float32's range; rescale y")
+        counts_h = facts[3 : 3 + n_trees].astype(np.int64)
+        if not counts_h.all():
+            raise ValueError(
+                "weights must give every tree at least one sample of positive weight; "
+                f"tree {int(np.argmin(counts_h))} has none")
+        self.n, self.p, self.m, self.n_trees = n, p, m, n_trees
+        self.weights = weights
+        self.w_root = w_sum
+        self.channels = histogram.n_channels(m, bool(unit or facts[1]))
+        self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
+        self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
+        self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
+        self.width = self.k
+        self.random_split = params.splitter == "random"
+        small = (default_small_node_size(backend, self.k >= p, mostly_zero(binned))
+                 if params.small_node_size is None else int(params.small_node_size))
+        subtree = (default_subtree_size(backend, p, small) if params.subtree_size is None
+                   else int(params.subtree_size))
+        self.small = min(small, n)
+        self.subtree = min(subtree, n)
+        self.msl = int(params.min_samples_leaf)
+        self.min_split = max(2, int(params.min_samples_split), 2 * self.msl)
+        self.max_depth = -1 if params.max_depth is None else int(params.max_depth)
+        self._init_roots(counts, counts_h, root_seeds, rng)
+        self.subtrees: list[tuple[Any, Subtrees]] = []
+        self._typed_sparse = kernels._typed_sparse(
+            backend, kernels.SparseColumns(binned.subtracted_bin, binned.sparse_codes,
+                                           binned.listed),
+            binned.kernel_codes.shape)
+
+    def _kind(self, size: Any, depth: int) -> Any:
+        """The frontier group of nodes of these sizes at ``depth`` (``xp`` or NumPy):
+        0 subtree root, 1 small, 2 large, 3 a leaf."""
+        lib = np if isinstance(size, np.ndarray) else self.xp
+        leaf = (size < self.min_split) | (self.max_depth >= 0 and depth >= self.max_depth)
+        return lib.where(leaf, 3, lib.where(size <= self.subtree, 0,
+                                            lib.where(size <= self.small, 1, 2)))
+
+    def _init_roots(self, counts: Any, counts_h: np.ndarray, root_seeds: Any,
+                    rng: np.random.Generator) -> None:
+        xp, T = self.xp, self.n_trees
+        if root_seeds is None:
+            root_seeds = draw_root_seeds(rng, T)
+        root_seeds = xp.asarray(root_seeds, dtype=xp.uint64)
+        if root_seeds.shape != (T,):
+            raise ValueError(f"root_seeds must have shape (n_trees={T},), got {root_seeds.shape}")
+        # nodes above the subtrees: about 4 per subtree root of a balanced tree; the
+        # table grows when a level needs more
+        total = int(counts_h.sum())
+        self.table = t = DeviceNodeTable(
+            xp, min(2 * total, max(64, 4 * T + 8 * total // max(self.subtree, 1))))
+        stops = xp.cumsum(counts)
+        kind = self._kind(counts, 0)
+        t.start[:T] = stops - counts
+        t.stop[:T] = stops
+        t.tree[:T] = xp.arange(T, dtype=xp.int32)
+        t.depth[:T] = 0
+        t.seed[:T] = root_seeds
+        t.pos[:T] = xp.where(kind == 0, -1, 0)
+        for name, fill in (("parent", -1), ("left", -1), ("right", -1), ("feature", -1),
+                           ("bin", 0), ("missing_left", 0), ("gain", -np.inf)):
+            getattr(t, name)[:T] = fill
+        kind_h = self._kind(counts_h, 0)
+        self.groups = tuple(int((kind_h == g).sum()) for g in range(3))
+        front = xp.argsort(kind, kind="stable")[: sum(self.groups)].astype(xp.int64)
+        self.front = front
+        self.batch = (xp.stack([t.start[front], t.stop[front]], axis=1), t.tree[front],
+                      t.seed[front], t.depth[front], t.pos[front])
+        sizes = counts[front[: self.groups[0]]]
+        self.sub_offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(2 * sizes - 1)])
+        self.sub_rows = int((2 * counts_h[kind_h == 0] - 1).sum())
+        self.used = T
+
+    # ------------------------------------------------------------------ levels
+
+    def run(self, level_activity: list | None = None) -> GrowResult:
+        while sum(self.groups):
+            if level_activity is None:
+                self._level()
+                continue
+            groups = self.groups
+            with count_device_activity() as activity:
+                self._level()
+            level_activity.append((groups, activity))
+        return self._finish()
+
+    def _rules(self, max_node_size: int, **kw: Any) -> kernels.SplitRules:
+        return kernels.SplitRules(self.k, self.msl, self.random_split, self.binned.missing_bin,
+                                  TIE_RTOL, max_node_size=max(1, max_node_size), **kw)
+
+    def _sparse(self) -> kernels.SparseColumns:
+        """The split kernels' views of the binned matrix, typed once for all levels."""
+        return self._typed_sparse
+
+    def _level(self) -> None:
+        xp, t = self.xp, self.table
+        n_sub, n_small, n_large = self.groups
+        n_front = n_sub + n_small + n_large
+        t.reserve(self.used + 2 * (n_small + n_large), self.used)
+        front = self.front
+        ranges, tree, seed, depth, pos = self.batch
+        if n_sub:
+            self._grow_subtrees(front[:n_sub], ranges[:n_sub], tree[:n_sub], seed[:n_sub],
+                                depth[:n_sub])
+        n_eval = n_small + n_large
+        if n_eval == 0:
+            self.groups = (0, 0, 0)
+            return
+        small = slice(n_sub, n_sub + n_small)
+        if n_small:
+            small_out = kernels.split_small(
+                self.backend, self.binned.kernel_codes,
+                kernels.NodeBatch(self.sample_indices, ranges[small], tree[small], seed[small]),
+                self.weights, self.targets, self.edges, self._rules(self.small),
+                self._sparse())
+        else:
+            small_out = (xp.empty(0, dtype=xp.int32), xp.empty(0, dtype=xp.int32),
+                         xp.empty(0, dtype=xp.uint8), xp.empty(0, dtype=xp.float64))
+        large = slice(n_sub + n_small, n_front)
+        if n_large:
+            best = self._split_large(ranges[large], tree[large], seed[large], pos[large])
+        else:
+            best = xp.empty((0, 4), dtype=xp.float64)
+        dec_feature = xp.empty(n_eval, dtype=xp.int32)
+        dec_bin = xp.empty(n_eval, dtype=xp.int32)
+        dec_missing_left = xp.empty(n_eval, dtype=xp.uint8)
+        level_kernels.launch(
+            self.backend, "tree_level_decide", front, n_sub, n_small, *small_out, best, tree,
+            self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
+            t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
+            dec_missing_left)
+        n_left = kernels.partition(self.backend, self.binned.codes, self.sample_indices,
+                                   ranges[n_sub:], dec_feature, dec_bin, dec_missing_left,
+                                   self.binned.missing_bin)
+        cap = 2 * n_front
+        nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap, 2), dtype=xp.int64),
+               xp.empty(cap, dtype=xp.int32), xp.empty(cap, dtype=xp.uint64),
+               xp.empty(cap, dtype=xp.int32), xp.empty(cap, dtype=xp.int64))
+        sub_offsets = xp.empty(cap + 1, dtype=xp.int64)
+        counts = xp.empty(level_kernels.N_COUNTERS, dtype=xp.int64)
+        level_kernels.launch(
+            self.backend, "tree_level_children", front, n_sub, ranges, tree, depth, seed,
+            dec_feature, n_left, self.subtree, self.small, self.min_split, self.max_depth,
+            self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos, t.parent, t.left,
+            t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, sub_offsets, counts)
+        # the one copy to the host of the level
+        created, n_sub, n_small, n_large, rows = (int(c) for c in self.backend.to_host(counts))
+        self.used += created
+        self.groups = (n_sub, n_small, n_large)
+        n_next = n_sub + n_small + n_large
+        self.front = nxt[0][:n_next]
+        self.batch = tuple(a[:n_next] for a in nxt[1:])
+        self.sub_offsets = sub_offsets[: n_sub + 1]
+        self.sub_rows = rows
+
+    def _grow_subtrees(self, roots: Any, ranges: Any, tree: Any, seed: Any, depth: Any) -> None:
+        params = self.params
+        out = kernels.grow_subtrees(
+            self.backend, self.binned.kernel_codes,
+            kernels.NodeBatch(self.sample_indices, ranges, tree, seed, depth),
+            self.weights, self.targets, self.w_root, self.edges,
+            self._rules(self.subtree, min_samples_split=max(2, int(params.min_samples_split)),
+                        max_depth=params.max_depth,
+                        min_impurity_decrease=params.min_impurity_decrease),
+            self._sparse(), offsets=self.sub_offsets, total=self.sub_rows)
+        self.subtrees.append((roots, out))
+
+    def _chunk_size(self) -> int:
+        per_node = _SCORE_BYTES_PER_CELL * self.width * self.binned.n_bins * self.channels
+        return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
+
+    def _split_large(self, ranges: Any, tree: Any, seed: Any, pos: Any) -> Any:
+        """float64 (N, 4): each large node's best slot among its next ``width`` positions."""
+        xp, backend = self.xp, self.backend
+        impure, q = kernels.node_stats(backend, self.sample_indices, ranges, tree, self.weights,
+                                       self.targets)
+        n_nodes = int(ranges.shape[0])
+        feats = xp.empty((n_nodes, self.width), dtype=xp.int32)
+        positions = xp.empty((n_nodes, self.width), dtype=xp.int64)
+        uniforms = xp.empty((n_nodes, self.width) if self.random_split else (1, 1),
+                            dtype=xp.float64)
+        level_kernels.launch(backend, "tree_level_features", seed, pos, self.p,
+                             int(self.random_split), feats, positions, uniforms)
+        chunk = self._chunk_size()
+        parts = []
+        for c0 in range(0, n_nodes, chunk):
+            c = slice(c0, min(c0 + chunk, n_nodes))
+            hist = histogram.node_histograms(
+                self.binned, kernels.NodeBatch(self.sample_indices, ranges[c], tree[c]),
+                feats[c], self.weights, self.targets, self.channels)
+            slots = score_histograms(
+                backend, hist, feats[c], self.m, self.msl, self.edges,
+                random_split=self.random_split,
+                uniforms=uniforms[c] if self.random_split else None)
+            parts.append(kernels.best_slots(
+                backend, hist, q[c], impure[c], slots, feats[c], positions[c], self.m, False,
+                TIE_RTOL, TIE_ROUNDING, node_pos=pos[c], n_features=self.p))
+        return parts[0] if len(parts) == 1 else xp.concatenate(parts)
+
+    # ------------------------------------------------------------------ output
+
+    def _finish(self) -> GrowResult:
+        nodes = self._host_nodes()
+        leaf_of_sample, leaf_weight = self._place()
+        return self._structures(nodes, leaf_of_sample, leaf_weight)
+
+    def _host_nodes(self) -> _Nodes:
+        """The node table and the absorbed subtree outputs on the host (two copies)."""
+        used = self.used
+        fields = self.table.to_host(self.backend, used)
+        levels = self._subtrees_to_host()
+        nodes = _Nodes()
+        grown = sum(int(out.count.sum()) - len(roots) for roots, out in levels)
+        nodes.reserve(used + grown)
+        nodes.size = used
+        for name, _, _ in _Nodes._FIELDS:
+            getattr(nodes, name)[:used] = fields[name]
+        for roots, out in levels:
+            count = out.count.astype(np.int64)
+            first = nodes.extend(int(count.sum()) - len(roots))
+            added = absorb_subtrees(
+                roots, out.offsets, count, out.feature, out.bin, out.missing_left, out.gain,
+                out.left, out.right, out.depth, out.start, out.stop, first, nodes.tree,
+                nodes.parent, nodes.depth, nodes.start, nodes.stop, nodes.feature, nodes.bin,
+                nodes.missing_left, nodes.gain, nodes.left, nodes.right, nodes.seed)
+            if added != nodes.size - first:
+                raise RuntimeError(f"tree_grow_subtrees reported {nodes.size - first} new nodes, "
+                                   f"wrote {added}")
+        return nodes
+
+    def _subtrees_to_host(self) -> list[tuple[np.ndarray, Subtrees]]:
+        """Every level's subtree roots and outputs, from one device-to-host copy."""
+        if not self.subtrees:
+            return []
+        xp = self.xp
+        parts = []
+        for roots, out in self.subtrees:
+            # the offsets lie outside the buffer (the level's sub_offsets)
+            parts += [roots.view(xp.uint8), out.offsets.view(xp.uint8), out.buffer]
+        flat = np.asarray(self.backend.to_host(xp.concatenate(parts)))
+        levels = []
+        at = 0
+        for roots, out in self.subtrees:
+            n_roots = int(roots.shape[0])
+            roots_h = flat[at : at + 8 * n_roots].view(np.int64)
+            at += 8 * n_roots
+            offsets_h = flat[at : at + 8 * (n_roots + 1)].view(np.int64)
+            at += 8 * (n_roots + 1)
+            layout, size = _subtree_layout(n_roots, int(out.feature.shape[0]))
+            host = Subtrees._views(flat[at : at + size], layout)
+            levels.append((roots_h, replace(host, offsets=offsets_h)))
+            at += size
+        return levels
+
+    def _place(self) -> tuple[Any, Any]:
+        """The leaf of every sample (int32 (T, n), -1: not in the tree) and every leaf's
+        weight (float64 (L,), leaves by position), on the device."""
+        xp, backend, t, T = self.xp, self.backend, self.table, self.n_trees
+        total = int(self.sample_indices.shape[0])
+        mark = xp.zeros(total, dtype=xp.int32)
+        level_kernels.launch(backend, "tree_level_leaf_marks_table", t.feature[: self.used],
+                             t.pos[: self.used], t.start[: self.used], mark)
+        for roots, out in self.subtrees:
+            level_kernels.launch(backend, "tree_level_leaf_marks_subtrees", roots, out.offsets,
+                                 out.count, out.feature, out.start, t.start, mark)
+        cum = xp.cumsum(mark, dtype=xp.int64)
+        root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
+        leaf_of_sample = xp.full((T, self.n), -1, dtype=xp.int32)
+        leaf_weight = xp.empty(total, dtype=xp.float64)
+        level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
+                             root_ranges, self.weights, leaf_of_sample, leaf_weight)
+        return leaf_of_sample, leaf_weight
+
+    def _structures(self, nodes: _Nodes, leaf_of_sample: Any, leaf_weight: Any) -> GrowResult:
+        size = nodes.size
+        is_leaf = nodes.left[:size] < 0
+        tree = nodes.tree[:size]
+        leaf_index = np.empty(size, dtype=np.int32)
+        local_id = np.empty(size, dtype=np.int64)
+        node_order = np.empty(size, dtype=np.int64)
+        tree_counts = np.empty(self.n_trees, dtype=np.int64)
+        number_nodes(tree, is_leaf, leaf_index, local_id, node_order, tree_counts)
+        # leaves numbered by position within their tree, as tree_level_place numbers them
+        leaf_ids = np.flatnonzero(is_leaf)
+        leaf_ids = leaf_ids[np.argsort(nodes.start[leaf_ids], kind="stable")]
+        leaf_tree = tree[leaf_ids]
+        per_tree = np.bincount(leaf_tree, minlength=self.n_trees)
+        first_leaf = np.concatenate([[0], np.cumsum(per_tree)[:-1]])
+        leaf_index[leaf_ids] = (np.arange(len(leaf_ids)) - first_leaf[leaf_tree]).astype(np.int32)
+        weighted = np.zeros(size, dtype=np.float64)
+        weighted[leaf_ids] = self.backend.to_host(leaf_weight[: len(leaf_ids)])
+        if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
+            raise RuntimeError("node table corrupted: a child's id is not above its parent's")
+        tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
+        arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
+        cpu_helper(gather_tree_arrays)(
+            node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
+            nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
+            leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
+            nodes.depth[:size],
+            np.ascontiguousarray(self.binned.edge_values_host, dtype=np.float64),
+            np.ascontiguousarray(self.binned.edge_ptr_host, dtype=np.int64),
+            *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
+                                  "bin", "missing_go_left", "leaf_index", "n_node_samples",
+                                  "weighted_n_node_samples", "gain", "depth")),
+        )
+        structures = [
+            TreeStructure(**{k: v[tree_first[t] : tree_first[t] + tree_counts[t]]
+                             for k, v in arrays.items()})
+            for t in range(self.n_trees)
+        ]
+        return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
+
+
+def grow_trees_on_device(
+    binned: BinnedMatrix,
+    targets: Any,
+    weights: Any,
+    params: GrowthParams,
+    rng: np.random.Generator,
+    backend: Backend,
+    root_seeds: Any = None,
+    level_activity: list | None = None,
+) -> GrowResult:
+    """Grow T trees together, level by level, with the state on the device.
+
+    Takes the arguments of :func:`gpurpo.tree.grow_trees` and returns the same
+    trees (see the module docstring for what differs: node ids and leaf
+    numbering). ``root_seeds`` may lie on the device. Runs on any backend (on
+    NumPy through the numba twins of the kernels). With a list
+    ``level_activity``, every level appends to it the numbers of subtree roots,
+    small and large nodes it evaluated and its device activity
+    (:func:`gpurpo.backend.count_device_activity`), as a pair.
+
+    Raises
+    ------
+    ValueError
+        For growth it does not do (:func:`device_growth_supported`), and for
+        the invalid inputs :func:`~gpurpo.tree.grow_trees` rejects.
+    """
+    if not isinstance(binned, BinnedMatrix):
+        raise TypeError(
+            f"binned must be a BinnedMatrix (from BinMapper.transform), got {type(binned).__name__}")
+    if not device_growth_supported(binned, params):
+        raise ValueError("grow_trees_on_device grows level-wise trees of the variance criterion "
+                         "on dense codes: params.max_leaf_nodes must be None and "
+                         "params.criterion 'variance'")
+    grower = _DeviceGrower(binned, targets, weights, params, rng, backend, root_seeds)
+    return grower.run(level_activity)

@@ -1,0 +1,124 @@
+"""Kernels of the device-resident level-wise growth: contracts, registration, wrappers.
+
+The bookkeeping of :mod:`gpurpo.tree.device_grower` (the frontier, the node
+table and the leaves of a batch of trees live on the device) in kernels, so
+that a level costs a fixed handful of launches and one small copy to the host
+whatever the number of nodes and trees. CPU twins in
+:mod:`gpurpo.tree._numba.tree_level`, CUDA sources in ``kernels/tree_level.cu``;
+the conventions of :mod:`gpurpo.tree.kernels` apply (kernels fill the outputs
+their caller allocates).
+
+Notation: ``F`` frontier nodes, the first ``S`` of them subtree roots, the
+next ``M`` split by ``tree_split_small``, the last ``L = F - S - M`` by
+histograms; ``G`` rows of the node table (fields ``node_*``, one array each:
+start, stop int64; tree, depth, feature, bin int32; seed uint64; pos, parent,
+left, right int64; missing_left uint8; gain float64). ``pos`` is the first
+position of the node's visiting order still to evaluate (continuing nodes of
+sampled features), -1 for a node grown by ``tree_grow_subtrees``. A level's
+launch batch holds its frontier nodes' ``ranges`` int64 (F, 2) (start, stop),
+``tree``, ``seed``, ``depth`` and ``pos``, in frontier order.
+
+Kernel contracts
+----------------
+``tree_level_features(seed, pos, p, random_split, out_features, out_positions, out_uniforms)``
+    seed         uint64  (N,), pos int64 (N,)  the nodes' seeds and first positions
+    out_features int32   (N, W)        ``feature_at(seed[i], pos[i] + j, p)``
+                                       (:mod:`gpurpo.tree._random`), -1 from position p on
+    out_positions int64  (N, W)        ``pos[i] + j``
+    out_uniforms float64 (N, W)        ``uniform_at(seed[i], pos[i] + j)`` (written only
+                                       with ``random_split``)
+
+``tree_level_decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left)``
+    For ``e < F - S`` (frontier position ``i = S + e``, node ``g = front[i]``), the
+    choice of ``tree_split_small`` (``small_*``, (M,)) for ``e < M``, else row
+    ``e - M`` of ``large`` float64 (L, 4) (``tree_best_slot``: feature, bin,
+    missing_left, gain). Feature -2: ``node_pos[g] += width`` and ``out_feature[e] =
+    -2``. Otherwise a split whose ``gain / (n_scored * root_weight[batch_tree[i]]) +
+    eps < min_impurity_decrease`` becomes -1 (no split: bin 0, missing_left 0, gain
+    -inf), and the choice is written to ``node_*[g]`` and ``out_*[e]`` (F - S,).
+
+``tree_level_children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, sub_offsets, counts)``
+    ranges, batch_tree, batch_depth, batch_seed  the frontier's launch batch
+    dec_feature  int32   (F - S,)      ``tree_level_decide``'s ``out_feature``
+    n_left       int64   (F - S,)      ``tree_partition``'s output for those nodes
+    Every splitting node (``dec_feature >= 0``), in frontier order, gets the children
+    ``first_new + 2 r`` (left: the first ``n_left`` samples) and ``first_new + 2 r + 1``
+    (r: splitting nodes before it): their table rows (seed ``child_seed(seed, side)``,
+    no split, pos 0, or -1 for a subtree root) and its ``node_left``/``node_right``.
+    A child of ``c`` samples at depth ``d`` is a leaf when ``c < min_split`` or
+    ``max_depth >= 0 and d >= max_depth``, else a subtree root (``c <=
+    subtree_size``), a small (``c <= small_size``) or a large node.
+    next_front   int64   (2 F,)        the subtree roots, then the small nodes, then the
+                                       large ones (children, and the nodes of
+                                       ``dec_feature`` -2 under their own id), each group
+                                       in frontier order
+    next_ranges, next_tree, next_seed, next_depth, next_pos  (2 F, ...) the next
+                                       frontier's launch batch (a continuing node's
+                                       ``pos`` read from ``node_pos``)
+    sub_offsets  int64   (2 F + 1,)    0, then the running sum of ``2 c - 1`` over the
+                                       subtree roots (the rows of their subtree outputs)
+    counts       int64   (5,)          children created, subtree roots, small nodes,
+                                       large nodes, subtree output rows
+
+``tree_level_leaf_marks_table(node_feature, node_pos, node_start, mark)``
+    mark         int32   (total,)      ZEROED; 1 at ``node_start[g]`` of every node with
+                                       ``node_feature[g] < 0`` and ``node_pos[g] >= 0``
+
+``tree_level_leaf_marks_subtrees(roots, offsets, count, feature, start, node_start, mark)``
+    roots        int64   (R,)          the subtree roots' node ids, and
+    offsets, count, feature, start     their :class:`~gpurpo.tree._records.Subtrees`
+    mark         int32   (total,)      1 at ``node_start[roots[r]] + start[row]`` of every
+                                       output row of root r with ``feature[row] < 0``
+
+``tree_level_place(mark, cum, sample_indices, root_ranges, weights, out_leaf_of_sample, out_leaf_weight)``
+    mark         int32   (total,)      1 at the first position of every leaf
+    cum          int64   (total,)      the inclusive running sum of ``mark``
+    root_ranges  int64   (T, 2)        each tree's positions, increasing
+    weights      float32 (T, n)
+    out_leaf_of_sample int32 (T, n)    for every sample of a leaf of tree t, the leaf's
+                                       rank among the leaves of t by position
+    out_leaf_weight float64 (L,)       leaf ``cum[q] - 1`` (q its first position): 0.0 +
+                                       its samples' weights in position order
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpurpo.backend import Backend, register_kernel
+from gpurpo.tree import _level_cuda as _cuda
+from gpurpo.tree._numba import tree_level
+
+__all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS"]
+
+LEVEL_KERNEL_NAMES = (
+    "tree_level_features",
+    "tree_level_decide",
+    "tree_level_children",
+    "tree_level_leaf_marks_table",
+    "tree_level_leaf_marks_subtrees",
+    "tree_level_place",
+)
+
+#: length of ``tree_level_children``'s ``counts``
+N_COUNTERS = tree_level.N_COUNTERS
+
+register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
+register_kernel("tree_level_decide", cpu=tree_level.decide, cuda=_cuda.decide)
+register_kernel("tree_level_children", cpu=tree_level.children, cuda=_cuda.children)
+register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,
+                cuda=_cuda.leaf_marks_table)
+register_kernel("tree_level_leaf_marks_subtrees", cpu=tree_level.leaf_marks_subtrees,
+                cuda=_cuda.leaf_marks_subtrees)
+register_kernel("tree_level_place", cpu=tree_level.place, cuda=_cuda.place)
+
+
+def launch(backend: Backend, name: str, *args: Any) -> None:
+    """Run the level kernel ``name`` (one of ``LEVEL_KERNEL_NAMES``) on ``args``.
+
+    The arrays must already have the contract's dtypes and be C-contiguous
+    (the device grower allocates them so); nothing is copied here.
+    """
+    if name not in LEVEL_KERNEL_NAMES:
+        raise ValueError(f"name must be one of {LEVEL_KERNEL_NAMES}, got {name!r}")
+    backend.kernel(name)(*args)

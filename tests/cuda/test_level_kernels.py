@@ -1,0 +1,268 @@
+"""The kernels of device-resident level growth (``kernels/tree_level.cu``).
+
+Each kernel runs on the emulated CUDA backend and as its numba twin (the NumPy
+backend), against a reference written here in plain Python from the contract
+(:mod:`gpurpo.tree.level_kernels`) and :mod:`gpurpo.tree._random`'s array
+functions: the same outputs bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpurpo.backend import EMULATED, NUMPY
+from gpurpo.tree import level_kernels
+from gpurpo.tree._random import child_seed_nb, feature_at, uniform_at
+
+BACKENDS = (NUMPY, EMULATED)
+
+
+def _launch(backend, name, *args):
+    """Run the kernel on copies of ``args`` moved to ``backend``; return them on the host."""
+    dev = [backend.asarray(np.array(a)) if isinstance(a, np.ndarray) else a for a in args]
+    level_kernels.launch(backend, name, *dev)
+    return [np.asarray(backend.to_host(a)) if isinstance(a, np.ndarray) else a for a in dev]
+
+
+@pytest.mark.parametrize("p", [1, 5, 32, 33, 100])
+@pytest.mark.parametrize("random_split", [0, 1])
+def test_features_follow_the_visiting_order(p, random_split):
+    rng = np.random.default_rng(p)
+    n_nodes, width = 9, 7
+    seed = rng.integers(0, 2**63, size=n_nodes, dtype=np.uint64)
+    pos = rng.integers(0, p + 2, size=n_nodes).astype(np.int64)
+    at = pos[:, None] + np.arange(width)[None, :]
+    expected_f = np.where(at < p, feature_at(seed[:, None], np.minimum(at, p - 1), p), -1)
+    expected_u = uniform_at(seed[:, None], at)
+    for backend in BACKENDS:
+        feats = np.full((n_nodes, width), -7, dtype=np.int32)
+        positions = np.zeros((n_nodes, width), dtype=np.int64)
+        uniforms = np.full((n_nodes, width) if random_split else (1, 1), -1.0)
+        _, _, _, _, feats, positions, uniforms = _launch(
+            backend, "tree_level_features", seed, pos, p, random_split, feats, positions, uniforms)
+        np.testing.assert_array_equal(feats, expected_f, err_msg=backend.name)
+        np.testing.assert_array_equal(positions, at, err_msg=backend.name)
+        if random_split:
+            np.testing.assert_array_equal(uniforms, expected_u, err_msg=backend.name)
+        else:
+            assert (uniforms == -1.0).all()
+
+
+def _decide_reference(front, n_sub, n_small, small, large, tree, root_weight, n_scored, mid,
+                      width, table):
+    feature, bins, ml, gain, pos = (a.copy() for a in table)
+    n_eval = len(front) - n_sub
+    out = (np.zeros(n_eval, np.int32), np.zeros(n_eval, np.int32), np.zeros(n_eval, np.uint8))
+    for e in range(n_eval):
+        i, g = n_sub + e, front[n_sub + e]
+        if e < n_small:
+            f, b, m, gn = (small[0][e], small[1][e], small[2][e], small[3][e])
+        else:
+            f, b, m, gn = large[e - n_small]
+            f, b, m = int(f), int(b), int(m)
+        if f == -2:
+            pos[g] += width
+            out[0][e], out[1][e], out[2][e] = -2, 0, 0
+            continue
+        if f >= 0 and not (gn / (n_scored * root_weight[tree[i]]) + np.finfo(float).eps >= mid):
+            f = -1
+        if f < 0:
+            f, b, m, gn = -1, 0, 0, -np.inf
+        feature[g], bins[g], ml[g], gain[g] = f, b, m, gn
+        out[0][e], out[1][e], out[2][e] = f, b, m
+    return (feature, bins, ml, gain, pos), out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decide_writes_the_choices(seed):
+    rng = np.random.default_rng(seed)
+    n_nodes, n_sub, n_small, n_large = 60, 5, 11, 14
+    front = rng.permutation(n_nodes)[: n_sub + n_small + n_large].astype(np.int64)
+    small = (rng.integers(-1, 4, n_small).astype(np.int32), rng.integers(0, 9, n_small).astype(np.int32),
+             rng.integers(0, 2, n_small).astype(np.uint8), rng.uniform(0, 2, n_small))
+    large = np.stack([rng.integers(-2, 4, n_large), rng.integers(0, 9, n_large),
+                      rng.integers(0, 2, n_large), rng.uniform(0, 2, n_large)], axis=1).astype(float)
+    tree = rng.integers(0, 3, len(front)).astype(np.int32)
+    root_weight = rng.uniform(5, 10, 3)
+    table = (np.full(n_nodes, 9, np.int32), np.full(n_nodes, 9, np.int32),
+             np.full(n_nodes, 9, np.uint8), np.full(n_nodes, 9.0), rng.integers(0, 4, n_nodes))
+    mid = 0.02
+    expected_table, expected_out = _decide_reference(front, n_sub, n_small, small, large, tree,
+                                                     root_weight, 4, mid, 3, table)
+    assert (expected_out[0] == -2).any() and (expected_out[0] >= 0).any()
+    assert ((expected_out[0] == -1) & (np.concatenate([small[0], large[:, 0]]) >= 0)).any()
+    for backend in BACKENDS:
+        outs = [np.zeros(len(front) - n_sub, np.int32), np.zeros(len(front) - n_sub, np.int32),
+                np.zeros(len(front) - n_sub, np.uint8)]
+        got = _launch(backend, "tree_level_decide", front, n_sub, n_small, *small, large, tree,
+                      root_weight, 4, mid, 3, *table, *outs)
+        for a, b in zip(got[-8:-3], expected_table):
+            np.testing.assert_array_equal(a, b, err_msg=backend.name)
+        for a, b in zip(got[-3:], expected_out):
+            np.testing.assert_array_equal(a, b, err_msg=backend.name)
+
+
+def _children_reference(front, n_sub, ranges, tree, depth, seed, dec, n_left, rules, first_new,
+                        node_pos):
+    subtree, small, min_split, max_depth = rules
+
+    def kind(c, d):
+        if c < min_split or (max_depth >= 0 and d >= max_depth):
+            return -1
+        return 0 if c <= subtree else 1 if c <= small else 2
+
+    rows, groups, links, sub_rows = {}, ([], [], []), {}, [0]
+    nxt = first_new
+    for i in range(n_sub, len(front)):
+        e, g = i - n_sub, front[i]
+        if dec[e] == -2:
+            groups[2].append((g, ranges[i, 0], ranges[i, 1], tree[i], seed[i], depth[i],
+                              node_pos[g]))
+            continue
+        if dec[e] < 0:
+            continue
+        links[g] = (nxt, nxt + 1)
+        mid = ranges[i, 0] + n_left[e]
+        for side, (cs, ce) in enumerate(((ranges[i, 0], mid), (mid, ranges[i, 1]))):
+            h, d = nxt + side, depth[i] + 1
+            k = kind(ce - cs, d)
+            s = child_seed_nb(seed[i], side)
+            rows[h] = (cs, ce, tree[i], d, s, -1 if k == 0 else 0, g)
+            if k >= 0:
+                groups[k].append((h, cs, ce, tree[i], s, d, -1 if k == 0 else 0))
+            if k == 0:
+                sub_rows.append(sub_rows[-1] + 2 * (ce - cs) - 1)
+        nxt += 2
+    order = groups[0] + groups[1] + groups[2]
+    counts = [nxt - first_new, len(groups[0]), len(groups[1]), len(groups[2]), sub_rows[-1]]
+    return rows, links, order, sub_rows, counts
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_children_number_the_nodes_and_group_the_next_frontier(seed):
+    rng = np.random.default_rng(seed)
+    n_front, n_sub, cap = 300, 7, 1200
+    front = rng.permutation(cap // 2)[:n_front].astype(np.int64)
+    sizes = rng.integers(1, 400, n_front)
+    stops = np.cumsum(sizes)
+    ranges = np.stack([stops - sizes, stops], axis=1).astype(np.int64)
+    tree = rng.integers(0, 4, n_front).astype(np.int32)
+    depth = rng.integers(0, 6, n_front).astype(np.int32)
+    seeds = rng.integers(0, 2**63, n_front, dtype=np.uint64)
+    dec = rng.choice([-2, -1, 0, 3, 5], n_front - n_sub).astype(np.int32)
+    n_left = np.array([rng.integers(1, s) if s > 1 else 0 for s in sizes[n_sub:]], np.int64)
+    rules = (20, 100, 4, 6)
+    first_new = cap // 2
+    node_pos = rng.integers(0, 50, cap).astype(np.int64)
+    rows, links, order, sub_rows, counts = _children_reference(
+        front, n_sub, ranges, tree, depth, seeds, dec, n_left, rules, first_new, node_pos)
+    assert all(counts[1:4]), counts  # every group is exercised
+    for backend in BACKENDS:
+        table = [np.full(cap, -5, np.int64), np.full(cap, -5, np.int64), np.full(cap, -5, np.int32),
+                 np.full(cap, -5, np.int32), np.zeros(cap, np.uint64), node_pos.copy(),
+                 np.full(cap, -5, np.int64), np.full(cap, -5, np.int64), np.full(cap, -5, np.int64),
+                 np.full(cap, -5, np.int32), np.full(cap, -5, np.int32), np.full(cap, 5, np.uint8),
+                 np.full(cap, 5.0)]
+        nxt = [np.full(2 * n_front, -9, np.int64), np.full((2 * n_front, 2), -9, np.int64),
+               np.full(2 * n_front, -9, np.int32), np.zeros(2 * n_front, np.uint64),
+               np.full(2 * n_front, -9, np.int32), np.full(2 * n_front, -9, np.int64)]
+        sub_offsets = np.full(2 * n_front + 1, -9, np.int64)
+        counts_out = np.zeros(5, np.int64)
+        got = _launch(backend, "tree_level_children", front, n_sub, ranges, tree, depth, seeds,
+                      dec, n_left, *rules, first_new, *table, *nxt, sub_offsets, counts_out)
+        (start, stop, ttree, tdepth, tseed, tpos, parent, left, right, feature, bins, ml,
+         gain) = got[13:26]
+        next_front, next_ranges, next_tree, next_seed, next_depth, next_pos = got[26:32]
+        name = backend.name
+        np.testing.assert_array_equal(got[33], counts, err_msg=name)
+        np.testing.assert_array_equal(got[32][: len(sub_rows)], sub_rows, err_msg=name)
+        for h, (cs, ce, t, d, s, pos, g) in rows.items():
+            assert (start[h], stop[h], ttree[h], tdepth[h], tseed[h], tpos[h], parent[h]) == (
+                cs, ce, t, d, s, pos, g), name
+            assert (left[h], right[h], feature[h], bins[h], ml[h], gain[h]) == (
+                -1, -1, -1, 0, 0, -np.inf), name
+        for g, (lo, hi) in links.items():
+            assert (left[g], right[g]) == (lo, hi), name
+        n_next = len(order)
+        expected = np.array([row[0] for row in order])
+        np.testing.assert_array_equal(next_front[:n_next], expected, err_msg=name)
+        np.testing.assert_array_equal(next_ranges[:n_next], [row[1:3] for row in order])
+        np.testing.assert_array_equal(next_tree[:n_next], [row[3] for row in order])
+        np.testing.assert_array_equal(next_seed[:n_next], [row[4] for row in order])
+        np.testing.assert_array_equal(next_depth[:n_next], [row[5] for row in order])
+        np.testing.assert_array_equal(next_pos[:n_next], [row[6] for row in order])
+
+
+def _leaf_problem(seed, n_trees=3, n=50):
+    """Trees' sample ranges cut into leaves, some leaves in the table and some in
+    subtree outputs; every position covered once."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(5, n, n_trees)
+    stops = np.cumsum(counts)
+    root_ranges = np.stack([stops - counts, stops], axis=1).astype(np.int64)
+    total = int(stops[-1])
+    sample_indices = np.concatenate([rng.permutation(n)[:c] for c in counts]).astype(np.int32)
+    cuts = np.unique(np.concatenate([rng.integers(0, total, total // 4), stops[:-1], [0]]))
+    weights = rng.uniform(0.5, 2.0, (n_trees, n)).astype(np.float32)
+    return root_ranges, total, sample_indices, cuts, weights
+
+
+def _place_reference(root_ranges, total, sample_indices, cuts, weights, n):
+    leaf = np.full((len(root_ranges), n), -1, np.int32)
+    leaf_weight = []
+    bounds = list(cuts) + [total]
+    for t, (lo, hi) in enumerate(root_ranges):
+        rank = 0
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if lo <= a < hi:
+                acc = 0.0
+                for q in range(a, b):
+                    leaf[t, sample_indices[q]] = rank
+                    acc += float(weights[t, sample_indices[q]])
+                leaf_weight.append(acc)
+                rank += 1
+    return leaf, np.array(leaf_weight)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_leaf_marks_and_place(seed):
+    n = 50
+    root_ranges, total, sample_indices, cuts, weights = _leaf_problem(seed, n=n)
+    expected_leaf, expected_weight = _place_reference(root_ranges, total, sample_indices, cuts,
+                                                      weights, n)
+    # half the leaves are table nodes (one is a subtree root, skipped), half come from a
+    # subtree output under one root node whose start is cuts[1]
+    half = len(cuts) // 2
+    table_starts = np.concatenate([cuts[:half], [cuts[half]]]).astype(np.int64)
+    table_feature = np.concatenate([np.full(half, -1), [-1]]).astype(np.int32)
+    table_pos = np.concatenate([np.zeros(half), [-1]]).astype(np.int64)
+    base = int(cuts[half])
+    rows = cuts[half:] - base
+    roots = np.array([half], np.int64)  # the subtree root's node id
+    offsets = np.array([0, len(rows) + 1], np.int64)
+    count = np.array([len(rows) + 1], np.int32)
+    feature = np.concatenate([[3], np.full(len(rows), -1)]).astype(np.int32)  # row 0: internal
+    start = np.concatenate([[0], rows]).astype(np.int64)
+    for backend in BACKENDS:
+        mark = np.zeros(total, np.int32)
+        mark = _launch(backend, "tree_level_leaf_marks_table", table_feature, table_pos,
+                       table_starts, mark)[-1]
+        mark = _launch(backend, "tree_level_leaf_marks_subtrees", roots, offsets, count, feature,
+                       start, table_starts, mark)[-1]
+        expected_mark = np.zeros(total, np.int32)
+        expected_mark[cuts] = 1
+        np.testing.assert_array_equal(mark, expected_mark, err_msg=backend.name)
+        cum = np.cumsum(mark).astype(np.int64)
+        leaf = np.full((len(root_ranges), n), -1, np.int32)
+        leaf_weight = np.full(total, np.nan)
+        got = _launch(backend, "tree_level_place", mark, cum, sample_indices, root_ranges,
+                      weights, leaf, leaf_weight)
+        np.testing.assert_array_equal(got[-2], expected_leaf, err_msg=backend.name)
+        np.testing.assert_array_equal(got[-1][: len(expected_weight)], expected_weight,
+                                      err_msg=backend.name)
+
+
+def test_launch_names_the_kernel():
+    with pytest.raises(ValueError, match="name must be one of"):
+        level_kernels.launch(NUMPY, "tree_partition")

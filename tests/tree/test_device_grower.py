@@ -1,0 +1,159 @@
+"""Device-resident level growth (:mod:`gpurpo.tree.device_grower`) against the host grower.
+
+The host-orchestrated grower of :mod:`gpurpo.tree.grower` on the NumPy backend is
+the reference: the device grower (on NumPy through the numba twins of its kernels,
+and on the emulated CUDA backend) must grow the same trees: the same splits and
+thresholds node for node (compared depth first, as node ids differ), the same
+training samples in every leaf, the same leaf weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpurpo.backend import EMULATED, NUMPY
+from gpurpo.tree import GrowthParams, grow_trees
+from gpurpo.tree.binning import BinMapper
+from gpurpo.tree.device_grower import device_growth_supported, grow_trees_on_device
+from gpurpo.tree.grower import draw_root_seeds
+
+
+def _canonical(s, node=0):
+    """The tree below ``node`` depth first: (feature, bin, threshold, missing side, left,
+    right) for splits, (samples, weight) for leaves."""
+    if s.children_left[node] < 0:
+        return ("leaf", int(s.n_node_samples[node]), float(s.weighted_n_node_samples[node]))
+    return (int(s.feature[node]), int(s.bin[node]), float(s.threshold[node]),
+            bool(s.missing_go_left[node]), _canonical(s, s.children_left[node]),
+            _canonical(s, s.children_right[node]))
+
+
+def _leaf_rank(s):
+    """Each leaf index's rank among the tree's leaves depth first, left before right."""
+    order = []
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        if s.children_left[node] < 0:
+            order.append(s.leaf_index[node])
+        else:
+            stack += [s.children_right[node], s.children_left[node]]
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[np.asarray(order)] = np.arange(len(order))
+    return rank
+
+
+def _samples_by_leaf(s, leaf_of_sample):
+    leaf = np.asarray(leaf_of_sample)
+    return np.where(leaf >= 0, _leaf_rank(s)[np.maximum(leaf, 0)], -1)
+
+
+def _problem(n, p, m, n_trees, seed, weights=True, ties=False):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)).astype(np.float32)
+    if ties:
+        X[:, : p // 2] = np.round(X[:, : p // 2])
+        X[:, p // 2] = X[:, 0]
+    Y = (np.tanh(X[:, :m]) + 0.3 * rng.standard_normal((n, m))).astype(np.float32)
+    W = rng.poisson(1.0, size=(n_trees, n)).astype(np.float32) if weights else None
+    return X, np.repeat(Y[:, None, :], n_trees, axis=1), W
+
+
+def _assert_same_trees(params, backend, n=400, p=12, m=3, n_trees=3, seed=0, **data):
+    X, targets, W = _problem(n, p, m, n_trees, seed, **data)
+    mapper = BinMapper().fit(X)
+    seeds = draw_root_seeds(np.random.default_rng(seed + 1), n_trees)
+    ref = grow_trees(mapper.transform(X, NUMPY), targets, W, params, None, NUMPY, seeds)
+    got = grow_trees_on_device(
+        mapper.transform(X, backend), backend.asarray(targets),
+        None if W is None else backend.asarray(W), params, None, backend,
+        backend.asarray(seeds))
+    for t in range(n_trees):
+        a, b = ref.structures[t], got.structures[t]
+        assert _canonical(a) == _canonical(b), f"tree {t}"
+        np.testing.assert_array_equal(
+            _samples_by_leaf(b, backend.to_host(got.leaf_of_sample[t])),
+            _samples_by_leaf(a, ref.leaf_of_sample[t]), err_msg=f"tree {t}")
+        # depth first, left before right: the device grower's leaf numbering
+        np.testing.assert_array_equal(_leaf_rank(b), np.arange(b.n_leaves))
+
+
+CASES = {
+    "all features": {},
+    "sampled": {"n_candidates": 3},
+    "one feature": {"n_candidates": 1},
+    "extra trees": {"n_candidates": 4, "splitter": "random"},
+    "extra trees, all": {"splitter": "random"},
+    "max_depth": {"max_depth": 4},
+    "min_samples_leaf": {"min_samples_leaf": 6, "n_candidates": 5},
+    "min_samples_split": {"min_samples_split": 11, "n_candidates": 2},
+    "min_impurity_decrease": {"min_impurity_decrease": 0.005},
+    "histograms only": {"small_node_size": 0, "subtree_size": 0, "n_candidates": 5},
+    "small chunks": {"small_node_size": 0, "subtree_size": 0, "max_histogram_bytes": 20_000},
+    "no subtrees": {"subtree_size": 0, "small_node_size": 50},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_numba_twins_grow_the_host_growers_trees(case):
+    params = GrowthParams(**{"small_node_size": 64, "subtree_size": 16, **CASES[case]})
+    _assert_same_trees(params, NUMPY)
+
+
+@pytest.mark.parametrize("data", [{"weights": False}, {"ties": True}])
+def test_unit_weights_and_tied_features(data):
+    _assert_same_trees(GrowthParams(n_candidates=4, small_node_size=64, subtree_size=16),
+                       NUMPY, **data)
+
+
+@pytest.mark.parametrize("case", ["sampled", "extra trees", "histograms only", "all features"])
+def test_emulated_cuda_grows_the_host_growers_trees(case):
+    params = GrowthParams(**{"small_node_size": 64, "subtree_size": 16, **CASES[case]})
+    _assert_same_trees(params, EMULATED, n=250, n_trees=2)
+
+
+def test_grow_trees_takes_the_device_path_on_cuda_backends():
+    X, targets, W = _problem(200, 6, 2, 2, 3)
+    binned = BinMapper().fit(X).transform(X, EMULATED)
+    params = GrowthParams(n_candidates=3)
+    seeds = draw_root_seeds(np.random.default_rng(0), 2)
+    a = grow_trees(binned, EMULATED.asarray(targets), EMULATED.asarray(W), params, None,
+                   EMULATED, seeds)
+    b = grow_trees_on_device(binned, EMULATED.asarray(targets), EMULATED.asarray(W), params,
+                             None, EMULATED, seeds)
+    for sa, sb in zip(a.structures, b.structures):
+        for name in ("children_left", "feature", "threshold", "leaf_index"):
+            np.testing.assert_array_equal(getattr(sa, name), getattr(sb, name))
+
+
+def test_what_the_device_path_grows():
+    X, _, _ = _problem(50, 4, 1, 1, 0)
+    binned = BinMapper().fit(X).transform(X, NUMPY)
+    assert device_growth_supported(binned, GrowthParams())
+    assert not device_growth_supported(binned, GrowthParams(max_leaf_nodes=8))
+    assert not device_growth_supported(binned, GrowthParams(criterion="newton"))
+    with pytest.raises(ValueError, match="params.max_leaf_nodes must be None"):
+        grow_trees_on_device(binned, np.zeros((50, 1, 1), np.float32), None,
+                             GrowthParams(max_leaf_nodes=8), None, NUMPY)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"weights": -1.0}, "weights must be finite and non-negative"),
+    ({"weights": 0.0}, "tree 0 has none"),
+    ({"targets": np.inf}, "targets must be finite in float32"),
+    ({"seeds": 3}, r"root_seeds must have shape \(n_trees=2,\)"),
+    ({"shape": (49, 2, 1)}, r"targets must have shape \(n_samples=50"),
+])
+def test_bad_inputs_are_named(change, message):
+    X, _, _ = _problem(50, 4, 1, 1, 0)
+    binned = BinMapper().fit(X).transform(X, NUMPY)
+    targets = np.zeros(change.get("shape", (50, 2, 1)), np.float32)
+    weights = np.ones((2, 50), np.float32)
+    if "weights" in change:
+        weights[0] = change["weights"]
+    if "targets" in change:
+        targets[3, 0, 0] = change["targets"]
+    seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
+    with pytest.raises(ValueError, match=message):
+        grow_trees_on_device(binned, targets, weights, GrowthParams(), None, NUMPY, seeds)

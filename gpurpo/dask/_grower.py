@@ -37,8 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpurpo.backend import NUMPY, Backend
-from gpurpo.tree import histogram, kernels
-from gpurpo.tree._params import GrowthParams
+from gpurpo.tree import GrowthParams, histogram, kernels
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.grower import _Grower, _Nodes, draw_root_seeds
 

@@ -31,7 +31,7 @@ from gpurpo.ensemble.boosting._iteration_trees import StageTreeFitter, leaf_labe
 from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
 from gpurpo.ensemble.boosting._step_sizes import least_squares_sums
 from gpurpo.ensemble.boosting.losses import get_loss
-from gpurpo.tree._params import GrowthParams
+from gpurpo.tree import GrowthParams
 from gpurpo.tree.binning import BinMapper
 
 __all__ = ["BoostingPartition", "stack_rows"]

@@ -23,7 +23,7 @@ knows which one is in use:
   same projections on every backend.
 """
 
-from gpurpo.backend._activity import DeviceActivity, count_device_activity
+from gpurpo.backend._activity import DeviceActivity, count_device_activity, record_device_activity
 from gpurpo.backend._arrays import segment_ids, segment_positions, to_host
 from gpurpo.backend._backend import BACKEND_NAMES, CUPY, EMULATED, NUMPY, Backend
 from gpurpo.backend._cupy import (
@@ -66,6 +66,7 @@ __all__ = [
     "BackendUnavailableError",
     "DeviceActivity",
     "count_device_activity",
+    "record_device_activity",
     "cupy_available",
     "get_backend",
     "set_backend",

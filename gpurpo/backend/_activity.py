@@ -1,9 +1,10 @@
 """Counters of device activity: kernel launches, host/device copies, synchronisations.
 
 :func:`count_device_activity` opens a counting block; while at least one is
-open, the device backends report what they do through :func:`record`, and
-every open block adds it up. Outside a block :func:`record` returns at once
-and the backends behave exactly as without counters.
+open, the device backends (and the CUDA emulator of :mod:`gpurpo.testing`)
+report what they do through :func:`record_device_activity`, and every open
+block adds it up. Outside a block :func:`record_device_activity` returns at
+once and the backends behave exactly as without counters.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["DeviceActivity", "count_device_activity", "counting", "record"]
+__all__ = ["DeviceActivity", "count_device_activity", "counting", "record_device_activity"]
 
 _FIELDS = ("launches", "d2h", "h2d", "syncs", "d2h_bytes", "h2d_bytes")
 _LOCK = threading.Lock()
@@ -57,7 +58,7 @@ def counting() -> bool:
     return bool(_OPEN)
 
 
-def record(
+def record_device_activity(
     launches: int = 0,
     d2h: int = 0,
     h2d: int = 0,
@@ -65,7 +66,24 @@ def record(
     d2h_bytes: int = 0,
     h2d_bytes: int = 0,
 ) -> None:
-    """Add to the counters of every open block (thread-safe; a no-op when none is open)."""
+    """Add to the counters of every open :func:`count_device_activity` block.
+
+    The device backends call it for what they do; a launcher of kernels that
+    does not go through a backend (such as the CUDA emulator of
+    :mod:`gpurpo.testing`) calls it for its launches. Thread-safe; a no-op
+    when no block is open.
+
+    Parameters
+    ----------
+    launches : int, default=0
+        Kernel launches.
+    d2h, h2d : int, default=0
+        Copies device-to-host and host-to-device.
+    syncs : int, default=0
+        Synchronisations of the host with the device.
+    d2h_bytes, h2d_bytes : int, default=0
+        Bytes of those copies.
+    """
     if not _OPEN:
         return
     with _LOCK:
@@ -80,12 +98,12 @@ def record(
 
 def record_d2h(nbytes: int) -> None:
     """One device-to-host copy of ``nbytes`` bytes, which synchronises the host."""
-    record(d2h=1, syncs=1, d2h_bytes=int(nbytes))
+    record_device_activity(d2h=1, syncs=1, d2h_bytes=int(nbytes))
 
 
 def record_h2d(nbytes: int) -> None:
     """One host-to-device copy of ``nbytes`` bytes."""
-    record(h2d=1, h2d_bytes=int(nbytes))
+    record_device_activity(h2d=1, h2d_bytes=int(nbytes))
 
 
 def nbytes_of(a: Any) -> int:

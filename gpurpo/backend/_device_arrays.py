@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend._activity import record, record_d2h, record_h2d
+from gpurpo.backend._activity import record_d2h, record_device_activity, record_h2d
 
 __all__ = ["CountingNamespace", "DeviceArray", "device_asarray"]
 
@@ -100,7 +100,7 @@ def _device_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
     plain_kwargs = {k: _unwrap(v, host) for k, v in kwargs.items()}
     result = fn(*plain_args, **plain_kwargs)
     dependent = name in DATA_DEPENDENT or (name == "where" and len(args) == 1)
-    record(
+    record_device_activity(
         launches=_launches(name, result),
         h2d=host.count,
         h2d_bytes=host.nbytes,
@@ -130,7 +130,7 @@ def device_asarray(a: Any, dtype: Any = None) -> DeviceArray:
         plain = a.view(np.ndarray)
         out = np.asarray(plain, dtype=dtype)
         if out.size and not np.may_share_memory(out, plain):
-            record(launches=1)
+            record_device_activity(launches=1)
         return out.view(DeviceArray)
     out = np.asarray(a, dtype=dtype)
     record_h2d(out.nbytes)
@@ -145,7 +145,7 @@ def _transfer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             plain = a.view(np.ndarray)
             out = fn(plain, *args, **kwargs)
             if name == "array" or (out.size and not np.may_share_memory(out, plain)):
-                record(launches=1)
+                record_device_activity(launches=1)
             return _wrap(out)
         out = np.asarray(fn(a, *args, **kwargs))
         record_h2d(out.nbytes)
@@ -232,8 +232,8 @@ class DeviceArray(np.ndarray):
         plain_key = _unwrap(key, host)
         out = plain[plain_key]
         mask = _has_mask(plain_key)
-        record(launches=int(out.size > 0), h2d=host.count, h2d_bytes=host.nbytes, d2h=int(mask),
-               syncs=int(mask), d2h_bytes=COUNT_BYTES if mask else 0)
+        record_device_activity(launches=int(out.size > 0), h2d=host.count, h2d_bytes=host.nbytes,
+                               d2h=int(mask), syncs=int(mask), d2h_bytes=COUNT_BYTES if mask else 0)
         return _wrap(out)
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -242,7 +242,7 @@ class DeviceArray(np.ndarray):
         plain_value = _unwrap(value, host)
         plain = self.view(np.ndarray)
         plain[plain_key] = plain_value
-        record(launches=int(plain.size > 0), h2d=host.count, h2d_bytes=host.nbytes)
+        record_device_activity(launches=int(plain.size > 0), h2d=host.count, h2d_bytes=host.nbytes)
 
     def get(self) -> np.ndarray:
         """A host copy (``cupy.ndarray.get``): one device-to-host copy and sync."""
@@ -257,7 +257,7 @@ class DeviceArray(np.ndarray):
         out = plain.astype(dtype, order=order, casting=casting, copy=copy)
         if out is plain:
             return self
-        record(launches=int(out.size > 0))
+        record_device_activity(launches=int(out.size > 0))
         return out.view(DeviceArray)
 
     def ravel(self, order: str = "C") -> Any:
@@ -265,7 +265,7 @@ class DeviceArray(np.ndarray):
         plain = self.view(np.ndarray)
         out = plain.ravel(order)
         if not np.may_share_memory(out, plain) and out.size:
-            record(launches=1)
+            record_device_activity(launches=1)
         return out.view(DeviceArray)
 
     __int__ = _scalar_conversion(np.ndarray.__int__)
@@ -305,8 +305,8 @@ class _CountingFunction:
             return _device_call(self._fn, args, kwargs, self._name)
         result = self._fn(*args, **kwargs)
         dependent = self._name in DATA_DEPENDENT
-        record(launches=_launches(self._name, result), syncs=int(dependent),
-               d2h=int(dependent), d2h_bytes=COUNT_BYTES if dependent else 0)
+        record_device_activity(launches=_launches(self._name, result), syncs=int(dependent),
+                               d2h=int(dependent), d2h_bytes=COUNT_BYTES if dependent else 0)
         return result
 
     def __getattr__(self, name: str) -> Any:
@@ -370,7 +370,7 @@ def _host_transfer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         out = fn(a, *args, **kwargs)
         if is_gpu_array(a):
             if name == "array" or out is not a:
-                record(launches=1)
+                record_device_activity(launches=1)
         else:
             record_h2d(nbytes_of(out))
         return out

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpurpo.backend._activity import record
+from gpurpo.backend._activity import record_device_activity
 from gpurpo.backend._cupy import _require_cupy
 
 
@@ -143,7 +143,7 @@ class CountedKernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         result = self._kernel(*args, **kwargs)
-        record(launches=1)
+        record_device_activity(launches=1)
         return result
 
     def __getattr__(self, name: str) -> Any:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend._activity import record
+from gpurpo.backend import record_device_activity
 
 __all__ = ["CudaKernelError", "EmulatedKernel", "Param", "parse_signature"]
 
@@ -432,4 +432,4 @@ class EmulatedKernel:
         if rc != 0:
             raise CudaKernelError(f"kernel {self.name!r} could not be launched: {message}")
         # one launch for open gpurpo.backend.count_device_activity blocks
-        record(launches=1)
+        record_device_activity(launches=1)

@@ -306,7 +306,7 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
 
     from gpurpo.backend import CUPY
     from gpurpo.tree import _kernels_cuda as kcuda
-    from gpurpo.tree._records import NodeBatch
+    from gpurpo.tree.kernels import NodeBatch
 
     attrs = CUPY.device_attributes()
     bw_theory = (state.get("device") or {}).get("bandwidth_theoretical_gbs")

@@ -237,7 +237,7 @@ def histogram_variants() -> str:
 
     from gpurpo.backend import CUPY
     from gpurpo.tree import _kernels_cuda as kcuda
-    from gpurpo.tree._records import NodeBatch
+    from gpurpo.tree.kernels import NodeBatch
 
     module = cupy.RawModule(code=VARIANTS.read_text(), options=("--std=c++17",))
     attrs = CUPY.device_attributes()

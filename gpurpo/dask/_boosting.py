@@ -56,8 +56,7 @@ from gpurpo.ensemble.boosting._iteration_trees import draw_projection, leaf_mean
 from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
 from gpurpo.ensemble.boosting._step_sizes import least_squares_ratio, logistic_search
 from gpurpo.ensemble.boosting.losses import log_odds
-from gpurpo.tree.binning import BinMapper
-from gpurpo.tree.binning._sparse import canonical_csc
+from gpurpo.tree.binning import BinMapper, canonical_csc
 from gpurpo.tree.grower import run_best_first, run_level_wise
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]

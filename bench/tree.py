@@ -134,9 +134,9 @@ def run_dataset(name, X, Y, n_test, args, features="continuous", labels="csr", f
     results = {}
 
     # gpurpo: one warm-up fit compiles / loads the numba kernels; on all the rows, so that
-    # the kernels of nodes above the small-node size (4,096 samples) are loaded too (on
-    # 500 rows they were not, and the first timed fit paid their loading: 0.25-0.36 s
-    # against 0.18-0.22 s for the next fits, delicious-shaped, one thread)
+    # the kernels of nodes above the small-node size (4,096 samples) are loaded too (a
+    # warm-up on 500 rows leaves them unloaded, and the first timed fit then pays their
+    # loading: 0.25-0.36 s against 0.18-0.22 s for the next fits, delicious-shaped, one thread)
     DecisionTreeRegressor(projection="gaussian", n_components=m, max_features="sqrt",
                           random_state=123).fit(Xtr, Ytr)
     # gpurpo growth alone, on inputs binned once

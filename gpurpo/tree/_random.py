@@ -26,7 +26,7 @@ So one 64-bit seed per node is drawn on the host from the estimator's
   ``[0, p)`` by cycle walking (Black & Rogaway 2002; fewer than 2 walks on
   average since ``2^bits < 2 p``). Both are bijections of ``[0, p)`` for
   every seed: pseudo-random permutations evaluated lazily, in O(1) memory.
-  (Four-round balanced networks, used before, are not uniform enough on
+  (Four-round balanced networks are not uniform enough on
   small domains: over 200,000 seeds, the frequency with which a feature was
   among the first ``ceil(sqrt p)`` visited was off by up to 7 % for
   ``p <= 10`` and 3 % for ``p = 100``, 10 to 20 standard errors; Feistel

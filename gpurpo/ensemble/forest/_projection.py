@@ -104,7 +104,7 @@ class ProjectionPlan:
                 n_components, self.d, n_samples=self.n
             )
             if not self.shared:
-                # the draw of one tree raises now on impossible settings
+                # the draw of one tree raises here, before any growth, on impossible settings
                 # (e.g. subsampling more outputs than d without replacement)
                 projections.make_projection(projection, self.n_components, self.d, 0)
         elif isinstance(projection, projections.OutputProjection):

@@ -29,8 +29,8 @@ def _edge(edge_values, edge_ptr, f, b):
     """The upper edge of value bin ``b`` of feature ``f`` in the ragged edge table
     (``edge_values[edge_ptr[f]:edge_ptr[f + 1]]``, increasing): the split "code <= b"
     is "x <= edge". ``+inf`` from the feature's last value bin on (its number of
-    edges), as the ``(p, n_bins - 1)`` table padded with ``+inf`` that the kernels
-    read before, without its ``p x 255`` cells (2 GB at a million features)."""
+    edges): the values of a ``(p, n_bins - 1)`` table padded with ``+inf``, without
+    its ``p x 255`` cells (2 GB at a million features)."""
     at = edge_ptr[f] + b
     return edge_values[at] if at < edge_ptr[f + 1] else np.inf
 

@@ -714,9 +714,9 @@ def _fit_edges_sparse(sample: Any, max_bins: int) -> tuple[np.ndarray, np.ndarra
     (:func:`gpurpo.tree.binning._sparse.sparse_column_edges`); duplicate
     entries are summed first, as densifying would. Memory follows the stored
     entries: a column of s of them has at most s + 1 distinct values (its zeros
-    one of them), so at most s edges, and gets min(max_bins - 1, s) slots (a
-    Zipf-like 50,000 x 200,000 X: 408 MB for a table of 255 slots per feature
-    before).
+    one of them), so at most s edges, and gets min(max_bins - 1, s) slots (on a
+    Zipf-like 50,000 x 200,000 X, a table of 255 slots per feature would take
+    408 MB).
     """
     csc = canonical_csc(sample)
     p = csc.shape[1]

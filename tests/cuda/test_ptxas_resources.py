@@ -79,9 +79,9 @@ def test_parser_reads_a_report_with_and_without_shared_memory():
 
 
 def test_bad_arguments_are_refused():
-    with pytest.raises(ValueError, match="gpu"):
+    with pytest.raises(ValueError, match=r"gpu must look like 'sm_90', got 'compute_90'"):
         ptxas.kernel_resources(".version 8.0", "compute_90")
-    with pytest.raises(TypeError, match="ptx"):
+    with pytest.raises(TypeError, match="ptx must be a str, got bytes"):
         ptxas.kernel_resources(b".version 8.0")
     with pytest.raises(RuntimeError, match="rejected"):
         ptxas.kernel_resources("this is not PTX", "sm_90")

@@ -299,14 +299,19 @@ def test_classifier_probabilities_and_label_encodings():
     assert lrap > prior + 0.05
 
 
-def test_classifier_single_label_shapes():
+def test_classifier_single_label_probabilities_and_predictions():
     X, Y = multilabel(150, 3, 4)
     y = Y[:, 0]
     model = GradientBoostingClassifier(n_estimators=5, max_leaf_nodes=4, random_state=0).fit(X, y)
-    assert model.predict(X).shape == (150,)
+    F = model.decision_function(X)
+    assert F.shape == (150,)
     proba = model.predict_proba(X)
     assert proba.shape == (150, 2)
+    np.testing.assert_allclose(proba[:, 1], scipy.special.expit(F), rtol=1e-12)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[(F > 0).astype(int)])
+    majority = max(y.mean(), 1.0 - y.mean())
+    assert np.mean(model.predict(X) == y) > majority + 0.05
 
 
 # --------------------------------------------------------------------------

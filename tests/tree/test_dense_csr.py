@@ -31,7 +31,7 @@ def test_dense_to_csr_declines_dense_arrays_and_checks_the_shape():
     Y = np.zeros((10, 10))
     Y[:, :4] = 1.0
     assert dense_to_csr(Y, 0.5) is not None and dense_to_csr(Y, 0.39) is None
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match=r"Y must be a 2-D array, got shape \(4,\)"):
         dense_to_csr(np.zeros(4), 0.5)
 
 

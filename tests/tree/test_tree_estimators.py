@@ -307,9 +307,9 @@ def test_bad_data_raises():
     est = DecisionTreeRegressor(max_depth=2).fit(X, Y)
     with pytest.raises(ValueError, match=r"X has 5 features, but DecisionTreeRegressor is expecting 6"):
         est.predict(X[:, :-1])
-    with pytest.raises(ValueError, match="sample_weight"):
+    with pytest.raises(ValueError, match="sample_weight must be finite and non-negative"):
         DecisionTreeRegressor().fit(X, Y, sample_weight=-np.ones(X.shape[0]))
-    with pytest.raises(ValueError, match="0 and 1"):
+    with pytest.raises(ValueError, match="multi-label y must contain only 0 and 1"):
         DecisionTreeClassifier().fit(X, (Y > 0) * 2)
     with pytest.raises(TypeError, match="projection must be None, a kind name"):
         DecisionTreeRegressor(projection=3.0).fit(X, Y)

@@ -719,7 +719,7 @@ def test_split_records_reject_bad_arguments():
                               np.zeros(1, np.int32), np.ones(1, np.uint64))
     problem = (codes, batch, np.ones((1, 4), np.float32), np.zeros((4, 1, 1), np.float32),
                kernels.EdgeTable(*ragged(np.ones((2, 1)))))
-    with pytest.raises(TypeError, match="rules"):
+    with pytest.raises(TypeError, match="rules must be a SplitRules, got tuple"):
         kernels.split_small(NUMPY, *problem, (2, 1, False, 1, 1e-5))
     with pytest.raises(ValueError, match="node_depth"):
         kernels.grow_subtrees(NUMPY, *problem[:4], np.ones(1), problem[4],

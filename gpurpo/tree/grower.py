@@ -189,8 +189,8 @@ def default_subtree_size(backend: Backend, n_features: int, small_node_size: int
     its nodes as the small-node kernel does, and copies a node's codes into
     a cache-resident block (``n_features x size`` bytes, about 512 KiB) once
     it fits one; so the deep levels of a tree cost no host round trip each
-    (a text-like 10-tree forest, trees 750 levels deep: about 1,400 levels
-    of host work before). On CUDA one thread block grows a whole
+    (a text-like 10-tree forest, trees 750 levels deep, would otherwise take
+    about 1,400 levels of host work). On CUDA one thread block grows a whole
     subtree node after node, so large subtrees serialise work that level-wise
     growth spreads over the device: on an H100, 100-tree forests on a million
     rows (p = 100) fitted in 27.9 s with subtrees of up to 128 samples against

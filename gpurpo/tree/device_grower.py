@@ -1,6 +1,7 @@
 """Level-wise growth of a batch of trees with its state on the device.
 
-The CUDA path of :func:`gpurpo.tree.grow_trees`: the same trees as the
+The CUDA path of :func:`gpurpo.tree.grow_trees` for nodes that sample their
+candidate features (:func:`device_growth_preferred`): the same trees as the
 host-orchestrated grower of :mod:`gpurpo.tree.grower` (the same evaluation
 kernels, node seeds and rules), with the bookkeeping done by the kernels of
 :mod:`gpurpo.tree.level_kernels`, so that the host does no work per node and
@@ -63,7 +64,8 @@ from gpurpo.tree.grower import (
 from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
-__all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
+__all__ = ["DeviceNodeTable", "device_growth_preferred", "device_growth_supported",
+           "grow_trees_on_device"]
 
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
 
@@ -73,6 +75,20 @@ def device_growth_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
     (no ``max_leaf_nodes``) of the variance criterion on dense codes."""
     return (binned.dense_codes is not None and params.max_leaf_nodes is None
             and params.criterion == "variance")
+
+
+def device_growth_preferred(binned: BinnedMatrix, params: GrowthParams) -> bool:
+    """Whether :func:`gpurpo.tree.grow_trees` takes this path on CUDA backends.
+
+    Supported growth (:func:`device_growth_supported`) whose nodes sample fewer
+    candidate features than there are (``max_features < p``). With all p
+    features the host-orchestrated grower builds the histograms of only the
+    smaller child of each pair and derives the other by subtraction, half the
+    histogram work of the large nodes; this grower builds both.
+    """
+    k = params.n_candidates
+    return (device_growth_supported(binned, params) and k is not None
+            and int(k) < binned.n_features)
 
 
 class DeviceNodeTable:

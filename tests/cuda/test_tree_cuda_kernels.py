@@ -1135,9 +1135,10 @@ def test_cuda_growth_uses_the_subtree_kernel_by_default(monkeypatch):
 
 def test_transfers_per_level_on_emulated_cuda(monkeypatch):
     # the explicit device->host copies (Backend.to_host) of a tree's fit on the CUDA code
-    # path, counted without a GPU: one per level of the device grower (the sizes of the
-    # next frontier), plus a fixed number per fit (the input checks, the node table, the
-    # subtree outputs, the leaf weights, the values beside every split)
+    # path (4 of 8 features per node: the device grower), counted without a GPU: one per
+    # level of the device grower (the sizes of the next frontier), plus a fixed number per
+    # fit (the input checks, the node table, the subtree outputs, the leaf weights, the
+    # values beside every split)
     import gpurpo.backend as gb
     from gpurpo.tree import DecisionTreeRegressor
 
@@ -1154,7 +1155,7 @@ def test_transfers_per_level_on_emulated_cuda(monkeypatch):
         X = rng.normal(size=(n, 8))
         Y = rng.normal(size=(n, 4))
         calls.clear()
-        model = DecisionTreeRegressor(max_depth=depth, random_state=0,
+        model = DecisionTreeRegressor(max_depth=depth, max_features=4, random_state=0,
                                       device="cuda-emulated").fit(X, Y)
         levels = model.tree_.max_depth + 1
         # at most 16 per level, plus one per fit for the node-local thresholds

@@ -24,16 +24,18 @@
 
 #define LEVEL_SPLIT_NEG_INF __longlong_as_double((long long)0xFFF0000000000000ULL)
 // counters of tree_level_children: created nodes, subtree roots, small nodes,
-// large nodes, rows of the subtree outputs
-#define LEVEL_COUNTERS 5
+// derived large nodes, direct large nodes, rows of the subtree outputs, helpers
+#define LEVEL_COUNTERS 7
 #define LEVEL_MAX_THREADS 256
 
 // One thread per node: positions pos .. pos + width - 1 of the node's visiting
 // order (feature -1 from position p on), their positions, and with
-// random_split the uniforms uniform_at(seed, position).
+// random_split the uniforms uniform_at(seed, position). With ``natural`` (all p
+// features, width p): feature j in slot j, with the position at which the node
+// visits it.
 extern "C" __global__ void tree_level_features(
     const unsigned long long* __restrict__ seed, const long long* __restrict__ pos,
-    long long n_nodes, int width, int p, int random_split,
+    long long n_nodes, int width, int p, int random_split, int natural,
     int* __restrict__ out_features, long long* __restrict__ out_positions,
     double* __restrict__ out_uniforms)
 {
@@ -63,10 +65,23 @@ extern "C" __global__ void tree_level_features(
             for (int r = 0; r < SPLIT_N_ROUNDS; ++r) keys[r] = split_round_key(s, r);
         }
         for (int j = 0; j < width; ++j) {
-            const long long at = pos[i] + j;
             const long long o = i * (long long)width + j;
-            int f = -1;
-            if (at < p) f = p <= SPLIT_SMALL_P ? order[at] : split_feature_at(keys, at, p, lo, hi);
+            long long at;
+            int f;
+            if (natural) {
+                f = j;
+                at = -1;
+                if (p <= SPLIT_SMALL_P) {
+                    for (int r = 0; r < p; ++r)
+                        if (order[r] == j) at = r;
+                } else {
+                    at = split_feature_position(keys, j, p, lo, hi);
+                }
+            } else {
+                at = pos[i] + j;
+                f = -1;
+                if (at < p) f = p <= SPLIT_SMALL_P ? order[at] : split_feature_at(keys, at, p, lo, hi);
+            }
             out_features[o] = f;
             out_positions[o] = at;
             if (random_split) out_uniforms[o] = split_uniform_at(s, at);
@@ -146,50 +161,100 @@ struct LevelRules {
     int max_depth;        // -1: unlimited
 };
 
-// What frontier node i contributes: children created, subtree roots, small and
-// large nodes of the next frontier, rows of the subtree outputs.
+// The group of a child of ``size`` samples at ``depth``: -1 a leaf, 0 a subtree
+// root, 1 a small node, 2 a large node.
 __device__ __forceinline__ int level_child_kind(long long size, int depth, const LevelRules& r)
 {
-    if (size < r.min_split || (r.max_depth >= 0 && depth >= r.max_depth)) return -1;  // a leaf
+    if (size < r.min_split || (r.max_depth >= 0 && depth >= r.max_depth)) return -1;
     if (size <= r.subtree_size) return 0;
     if (size <= r.small_size) return 1;
     return 2;
 }
 
-__device__ void level_counts(long long i, long long n_sub, const long long* ranges,
-                             const int* batch_depth, const int* dec_feature,
-                             const long long* n_left, const LevelRules& r, long long* c)
+// The children of frontier node i: their sizes and groups, and which one is
+// derived from the parent's histogram (-1: none): with ``subtract`` and a large
+// parent (i >= n_sub + n_small), the larger child when it is large (the left one
+// on equal sizes is the smaller).
+struct LevelChildren {
+    long long size[2];
+    int kind[2];
+    int derived;
+};
+
+__device__ __forceinline__ LevelChildren level_children_of(
+    long long i, long long e, long long n_small, int subtract, const long long* ranges,
+    const int* batch_depth, const long long* n_left, const LevelRules& r)
+{
+    LevelChildren ch;
+    ch.size[0] = n_left[e];
+    ch.size[1] = ranges[2 * i + 1] - ranges[2 * i] - n_left[e];
+    for (int side = 0; side < 2; ++side)
+        ch.kind[side] = level_child_kind(ch.size[side], batch_depth[i] + 1, r);
+    const int big = ch.size[0] <= ch.size[1] ? 1 : 0;
+    ch.derived = (subtract && e >= n_small && ch.kind[big] == 2) ? big : -1;
+    return ch;
+}
+
+__device__ void level_counts(long long i, long long n_sub, long long n_small, int subtract,
+                             const long long* ranges, const int* batch_depth,
+                             const int* dec_feature, const long long* n_left,
+                             const LevelRules& r, long long* c)
 {
     for (int k = 0; k < LEVEL_COUNTERS; ++k) c[k] = 0;
     if (i < n_sub) return;
     const long long e = i - n_sub;
     const int f = dec_feature[e];
     if (f == -2) {
-        c[3] = 1;
+        c[4] = 1;
         return;
     }
     if (f < 0) return;
     c[0] = 2;
-    const long long start = ranges[2 * i], stop = ranges[2 * i + 1];
-    const long long sizes[2] = {n_left[e], stop - start - n_left[e]};
+    const LevelChildren ch = level_children_of(i, e, n_small, subtract, ranges, batch_depth,
+                                               n_left, r);
     for (int side = 0; side < 2; ++side) {
-        const int kind = level_child_kind(sizes[side], batch_depth[i] + 1, r);
-        if (kind >= 0) c[1 + kind] += 1;
-        if (kind == 0) c[4] += 2 * sizes[side] - 1;
+        const int kind = ch.kind[side];
+        if (side == ch.derived) c[3] += 1;
+        else if (kind == 0) c[1] += 1;
+        else if (kind == 1) c[2] += 1;
+        else if (kind == 2) c[4] += 1;
+        if (kind == 0) c[5] += 2 * ch.size[side] - 1;
     }
+    if (ch.derived >= 0 && ch.kind[1 - ch.derived] != 2) c[6] += 1;
+}
+
+__device__ __forceinline__ void level_batch_entry(
+    long long j, long long g, long long start, long long stop, int tree,
+    unsigned long long seed, int depth, long long pos, long long* next_front,
+    long long* next_ranges, int* next_tree, unsigned long long* next_seed, int* next_depth,
+    long long* next_pos)
+{
+    if (next_front) next_front[j] = g;
+    next_ranges[2 * j] = start;
+    next_ranges[2 * j + 1] = stop;
+    next_tree[j] = tree;
+    next_seed[j] = seed;
+    next_depth[j] = depth;
+    next_pos[j] = pos;
 }
 
 // One block: every thread takes a contiguous chunk of the frontier, counts
 // (pass 1), thread 0 turns the per-thread counts into offsets, and every
 // thread writes its chunk's children and next-frontier entries (pass 2) in
 // frontier order: children numbered first_new + 2 * (splitting nodes before),
-// left then right; next frontier = subtree roots, small nodes, large nodes
-// (continuing nodes keep their id), each group in frontier order, with the
-// nodes' fields in next_* (the next level's launch batch); sub_offsets[0] = 0 and sub_offsets[r + 1] the subtree output rows of
-// roots 0 .. r (2 size - 1 each); counts the LEVEL_COUNTERS totals.
+// left then right. Next frontier = subtree roots, small nodes, derived large
+// nodes, direct large nodes (continuing nodes keep their id), each group in
+// frontier order, with the nodes' fields in next_* (the next level's launch
+// batch); after them in next_* only, the histogram helpers (the smaller
+// children, not large, of derived nodes). A derived node d has
+// next_parent_hist[d] (its parent's row among this level's large nodes) and
+// next_sibling[d] (its sibling's index among the direct large nodes, or -1 -
+// its index among the helpers). sub_offsets[0] = 0 and sub_offsets[r + 1] the
+// subtree output rows of roots 0 .. r (2 size - 1 each); counts the
+// LEVEL_COUNTERS totals.
 extern "C" __global__ void tree_level_children(
-    const long long* __restrict__ front, long long n_front, long long n_sub,
-    const long long* __restrict__ ranges, const int* __restrict__ batch_tree,
+    const long long* __restrict__ front, long long n_front, long long n_sub, long long n_small,
+    int subtract, const long long* __restrict__ ranges, const int* __restrict__ batch_tree,
     const int* __restrict__ batch_depth, const unsigned long long* __restrict__ batch_seed,
     const int* __restrict__ dec_feature, const long long* __restrict__ n_left,
     long long subtree_size, long long small_size, long long min_split, int max_depth,
@@ -204,6 +269,7 @@ extern "C" __global__ void tree_level_children(
     long long* __restrict__ next_front, long long* __restrict__ next_ranges,
     int* __restrict__ next_tree, unsigned long long* __restrict__ next_seed,
     int* __restrict__ next_depth, long long* __restrict__ next_pos,
+    long long* __restrict__ next_parent_hist, long long* __restrict__ next_sibling,
     long long* __restrict__ sub_offsets, long long* __restrict__ counts)
 {
     __shared__ long long offsets[LEVEL_MAX_THREADS][LEVEL_COUNTERS];
@@ -215,16 +281,18 @@ extern "C" __global__ void tree_level_children(
     const long long lo = tid < nthreads ? (long long)tid * chunk : n_front;
     const long long hi = lo + chunk < n_front ? lo + chunk : n_front;
     long long c[LEVEL_COUNTERS];
-    long long mine[LEVEL_COUNTERS] = {0, 0, 0, 0, 0};
+    long long mine[LEVEL_COUNTERS];
+    for (int k = 0; k < LEVEL_COUNTERS; ++k) mine[k] = 0;
     for (long long i = lo; i < hi; ++i) {
-        level_counts(i, n_sub, ranges, batch_depth, dec_feature, n_left, r, c);
+        level_counts(i, n_sub, n_small, subtract, ranges, batch_depth, dec_feature, n_left, r, c);
         for (int k = 0; k < LEVEL_COUNTERS; ++k) mine[k] += c[k];
     }
     if (tid < nthreads)
         for (int k = 0; k < LEVEL_COUNTERS; ++k) offsets[tid][k] = mine[k];
     __syncthreads();
     if (tid == 0) {
-        long long acc[LEVEL_COUNTERS] = {0, 0, 0, 0, 0};
+        long long acc[LEVEL_COUNTERS];
+        for (int k = 0; k < LEVEL_COUNTERS; ++k) acc[k] = 0;
         for (int t = 0; t < nthreads; ++t)
             for (int k = 0; k < LEVEL_COUNTERS; ++k) {
                 const long long v = offsets[t][k];
@@ -239,8 +307,10 @@ extern "C" __global__ void tree_level_children(
     }
     __syncthreads();
     if (tid >= nthreads) return;
-    const long long n_sub_next = totals[1];
-    const long long n_small_next = totals[2];
+    // group bases: subtree roots, small, derived, direct, helpers
+    const long long base[5] = {0, totals[1], totals[1] + totals[2],
+                               totals[1] + totals[2] + totals[3],
+                               totals[1] + totals[2] + totals[3] + totals[4]};
     long long at[LEVEL_COUNTERS];
     for (int k = 0; k < LEVEL_COUNTERS; ++k) at[k] = offsets[tid][k];
     for (long long i = lo; i < hi; ++i) {
@@ -249,30 +319,38 @@ extern "C" __global__ void tree_level_children(
         const int f = dec_feature[e];
         const long long g = front[i];
         if (f == -2) {
-            const long long j = n_sub_next + n_small_next + at[3];
-            at[3] += 1;
-            next_front[j] = g;
-            next_ranges[2 * j] = ranges[2 * i];
-            next_ranges[2 * j + 1] = ranges[2 * i + 1];
-            next_tree[j] = batch_tree[i];
-            next_seed[j] = batch_seed[i];
-            next_depth[j] = batch_depth[i];
-            next_pos[j] = node_pos[g];
+            level_batch_entry(base[3] + at[4], g, ranges[2 * i], ranges[2 * i + 1], batch_tree[i],
+                              batch_seed[i], batch_depth[i], node_pos[g], next_front,
+                              next_ranges, next_tree, next_seed, next_depth, next_pos);
+            at[4] += 1;
             continue;
         }
         if (f < 0) continue;
+        const LevelChildren ch = level_children_of(i, e, n_small, subtract, ranges, batch_depth,
+                                                   n_left, r);
         const long long start = ranges[2 * i], stop = ranges[2 * i + 1];
         const long long mid = start + n_left[e];
         const long long first_child = first_new + at[0];
         at[0] += 2;
         node_left[g] = first_child;
         node_right[g] = first_child + 1;
+        const int depth = batch_depth[i] + 1;
+        long long slot[2];  // each child's index in its group (-1: a leaf)
+        for (int side = 0; side < 2; ++side) {
+            const int kind = ch.kind[side];
+            if (side == ch.derived) slot[side] = at[3]++;
+            else if (kind == 0) slot[side] = at[1]++;
+            else if (kind == 1) slot[side] = at[2]++;
+            else if (kind == 2) slot[side] = at[4]++;
+            else slot[side] = -1;
+        }
+        long long helper = -1;
+        if (ch.derived >= 0 && ch.kind[1 - ch.derived] != 2) helper = at[6]++;
         for (int side = 0; side < 2; ++side) {
             const long long h = first_child + side;
             const long long cs = side == 0 ? start : mid;
             const long long ce = side == 0 ? mid : stop;
-            const int depth = batch_depth[i] + 1;
-            const int kind = level_child_kind(ce - cs, depth, r);
+            const int kind = ch.kind[side];
             const unsigned long long child_seed = split_child_seed(batch_seed[i], side);
             node_start[h] = cs;
             node_stop[h] = ce;
@@ -288,28 +366,46 @@ extern "C" __global__ void tree_level_children(
             node_missing_left[h] = 0;
             node_gain[h] = LEVEL_SPLIT_NEG_INF;
             long long j = -1;
-            if (kind == 0) {
-                j = at[1];
-                at[4] += 2 * (ce - cs) - 1;
-                sub_offsets[j + 1] = at[4];
-                at[1] += 1;
+            if (side == ch.derived) {
+                j = base[2] + slot[side];
+                next_parent_hist[slot[side]] = e - n_small;
+                next_sibling[slot[side]] = helper >= 0 ? -1 - helper : slot[1 - side];
+            } else if (kind == 0) {
+                j = slot[side];
+                at[5] += 2 * (ce - cs) - 1;
+                sub_offsets[slot[side] + 1] = at[5];
             } else if (kind == 1) {
-                j = n_sub_next + at[2];
-                at[2] += 1;
+                j = base[1] + slot[side];
             } else if (kind == 2) {
-                j = n_sub_next + n_small_next + at[3];
-                at[3] += 1;
+                j = base[3] + slot[side];
             }
-            if (j >= 0) {
-                next_front[j] = h;
-                next_ranges[2 * j] = cs;
-                next_ranges[2 * j + 1] = ce;
-                next_tree[j] = batch_tree[i];
-                next_seed[j] = child_seed;
-                next_depth[j] = depth;
-                next_pos[j] = kind == 0 ? -1 : 0;
-            }
+            if (j >= 0)
+                level_batch_entry(j, h, cs, ce, batch_tree[i], child_seed, depth,
+                                  kind == 0 ? -1 : 0, next_front, next_ranges, next_tree,
+                                  next_seed, next_depth, next_pos);
+            if (helper >= 0 && side != ch.derived)
+                level_batch_entry(base[4] + helper, h, cs, ce, batch_tree[i], child_seed, depth,
+                                  0, (long long*)0, next_ranges, next_tree, next_seed,
+                                  next_depth, next_pos);
         }
+    }
+}
+
+// One thread per (derived node, histogram cell): the derived node's histogram is
+// its parent's minus its sibling's (rows: n_derived derived, then n_direct
+// direct, then the helpers; sibling >= 0 a direct row, else helper -1 - sibling).
+extern "C" __global__ void tree_level_subtract(
+    float* __restrict__ hist, long long n_derived, long long n_direct, long long cells,
+    const float* __restrict__ parent_hist, const long long* __restrict__ parent_row,
+    const long long* __restrict__ sibling)
+{
+    const long long total = n_derived * cells;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < total; q += stride) {
+        const long long d = q / cells, cell = q - d * cells;
+        const long long s = sibling[d];
+        const long long row = n_derived + (s >= 0 ? s : n_direct + (-1 - s));
+        hist[q] = __fsub_rn(parent_hist[parent_row[d] * cells + cell], hist[row * cells + cell]);
     }
 }
 

@@ -49,6 +49,26 @@ __device__ __forceinline__ int split_feature_at(const unsigned long long* keys, 
     }
 }
 
+// feature_position of gpurpo/tree/_random.py (p > SPLIT_SMALL_P): the position at which
+// the node visits feature f, the inverse network applied until the result is below p
+__device__ __forceinline__ long long split_feature_position(const unsigned long long* keys,
+                                                            int f, int p, int lo, int hi)
+{
+    const unsigned long long low_mask = (1ULL << lo) - 1ULL;
+    const unsigned long long high_mask = (1ULL << hi) - 1ULL;
+    unsigned long long x = (unsigned long long)f;
+    for (;;) {
+        unsigned long long high = x >> lo;
+        unsigned long long low = x & low_mask;
+        for (int r = SPLIT_N_ROUNDS - 2; r >= 0; r -= 2) {
+            low ^= split_hash64(keys[r + 1] ^ high) & low_mask;
+            high ^= split_hash64(keys[r] ^ low) & high_mask;
+        }
+        x = (high << lo) | low;
+        if (x < (unsigned long long)p) return (long long)x;
+    }
+}
+
 __device__ __forceinline__ double split_uniform_at(unsigned long long seed, long long pos)
 {
     const unsigned long long h =

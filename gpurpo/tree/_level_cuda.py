@@ -17,7 +17,7 @@ import numpy as np
 from gpurpo.backend import Backend
 from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
 
-__all__ = ["features", "decide", "children", "leaf_marks_table",
+__all__ = ["features", "decide", "children", "subtract", "leaf_marks_table",
            "leaf_marks_subtrees", "place", "CHILDREN_BLOCK"]
 
 CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
@@ -34,13 +34,13 @@ def _elementwise(backend: Backend, name: str, n_items: int, args: tuple) -> None
     kernel((_grid(n_items, block, attrs),), (block,), args)
 
 
-def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int,
+def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, natural: int,
              out_features: Any, out_positions: Any, out_uniforms: Any) -> None:
     """``tree_level_features``: one thread per node."""
     n_nodes, width = (int(s) for s in out_features.shape)
     _elementwise(backend, "tree_level_features", n_nodes, (
-        seed, pos, _i64(n_nodes), _i32(width), _i32(p), _i32(random_split), out_features,
-        out_positions, out_uniforms))
+        seed, pos, _i64(n_nodes), _i32(width), _i32(p), _i32(random_split), _i32(natural),
+        out_features, out_positions, out_uniforms))
 
 
 def decide(backend: Backend, front: Any, n_sub: int, n_small: int, small_feature: Any,
@@ -58,26 +58,35 @@ def decide(backend: Backend, front: Any, n_sub: int, n_small: int, small_feature
         node_gain, node_pos, out_feature, out_bin, out_missing_left))
 
 
-def children(backend: Backend, front: Any, n_sub: int, ranges: Any, batch_tree: Any,
-             batch_depth: Any, batch_seed: Any, dec_feature: Any, n_left: Any,
-             subtree_size: int, small_size: int, min_split: int, max_depth: int,
-             first_new: int, node_start: Any, node_stop: Any, node_tree: Any, node_depth: Any,
-             node_seed: Any, node_pos: Any, node_parent: Any, node_left: Any,
-             node_right: Any, node_feature: Any, node_bin: Any, node_missing_left: Any,
-             node_gain: Any, next_front: Any, next_ranges: Any, next_tree: Any,
-             next_seed: Any, next_depth: Any, next_pos: Any, sub_offsets: Any,
-             counts: Any) -> None:
+def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: int,
+             ranges: Any, batch_tree: Any, batch_depth: Any, batch_seed: Any,
+             dec_feature: Any, n_left: Any, subtree_size: int, small_size: int,
+             min_split: int, max_depth: int, first_new: int, node_start: Any, node_stop: Any,
+             node_tree: Any, node_depth: Any, node_seed: Any, node_pos: Any, node_parent: Any,
+             node_left: Any, node_right: Any, node_feature: Any, node_bin: Any,
+             node_missing_left: Any, node_gain: Any, next_front: Any, next_ranges: Any,
+             next_tree: Any, next_seed: Any, next_depth: Any, next_pos: Any,
+             next_parent_hist: Any, next_sibling: Any, sub_offsets: Any, counts: Any) -> None:
     """``tree_level_children``: one block."""
     attrs = backend.device_attributes()
     block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_children")
     kernel((1,), (block,), (
-        front, _i64(front.shape[0]), _i64(n_sub), ranges, batch_tree, batch_depth, batch_seed,
-        dec_feature, n_left, _i64(subtree_size), _i64(small_size), _i64(min_split),
-        _i32(max_depth), _i64(first_new), node_start, node_stop, node_tree, node_depth,
-        node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin,
-        node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth,
-        next_pos, sub_offsets, counts))
+        front, _i64(front.shape[0]), _i64(n_sub), _i64(n_small), _i32(subtract), ranges,
+        batch_tree, batch_depth, batch_seed, dec_feature, n_left, _i64(subtree_size),
+        _i64(small_size), _i64(min_split), _i32(max_depth), _i64(first_new), node_start,
+        node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left,
+        node_right, node_feature, node_bin, node_missing_left, node_gain, next_front,
+        next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist,
+        next_sibling, sub_offsets, counts))
+
+
+def subtract(backend: Backend, hist: Any, n_derived: int, n_direct: int, parent_hist: Any,
+             parent_row: Any, sibling: Any) -> None:
+    """``tree_level_subtract``: one thread per (derived node, cell)."""
+    cells = int(np.prod(hist.shape[1:]))
+    _elementwise(backend, "tree_level_subtract", int(n_derived) * cells, (
+        hist, _i64(n_derived), _i64(n_direct), _i64(cells), parent_hist, parent_row, sibling))
 
 
 def leaf_marks_table(backend: Backend, node_feature: Any, node_pos: Any, node_start: Any,

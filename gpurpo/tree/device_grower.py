@@ -1,7 +1,6 @@
 """Level-wise growth of a batch of trees with its state on the device.
 
-The CUDA path of :func:`gpurpo.tree.grow_trees` for nodes that sample their
-candidate features (:func:`device_growth_preferred`): the same trees as the
+The CUDA path of :func:`gpurpo.tree.grow_trees`: the same trees as the
 host-orchestrated grower of :mod:`gpurpo.tree.grower` (the same evaluation
 kernels, node seeds and rules), with the bookkeeping done by the kernels of
 :mod:`gpurpo.tree.level_kernels`, so that the host does no work per node and
@@ -21,6 +20,13 @@ State of a batch (all on the device):
   ``tree_split_small``, larger ones from histograms of their candidate
   features (drawn on the device by ``tree_level_features``), scored by
   ``tree_score_histograms`` and reduced by ``tree_best_slot``.
+
+With all ``p`` features, the histograms of a level's large nodes are kept
+(within ``max_histogram_bytes``, as the host grower keeps them) and the
+larger child of a pair of large siblings gets its parent's histogram minus
+its sibling's (``tree_level_subtract``), as in the host grower, whose rule
+(including the histograms of smaller siblings that are not large) this
+follows so that the float32 sums are the same.
 
 With ``k < p`` candidate features a node evaluates positions ``0 .. k - 1``
 of its visiting order and, if all were constant in it, continues with the
@@ -64,8 +70,7 @@ from gpurpo.tree.grower import (
 from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
-__all__ = ["DeviceNodeTable", "device_growth_preferred", "device_growth_supported",
-           "grow_trees_on_device"]
+__all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
 
 _SCORE_BYTES_PER_CELL = 4 + 8 * 6
 
@@ -75,20 +80,6 @@ def device_growth_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
     (no ``max_leaf_nodes``) of the variance criterion on dense codes."""
     return (binned.dense_codes is not None and params.max_leaf_nodes is None
             and params.criterion == "variance")
-
-
-def device_growth_preferred(binned: BinnedMatrix, params: GrowthParams) -> bool:
-    """Whether :func:`gpurpo.tree.grow_trees` takes this path on CUDA backends.
-
-    Supported growth (:func:`device_growth_supported`) whose nodes sample fewer
-    candidate features than there are (``max_features < p``). With all p
-    features the host-orchestrated grower builds the histograms of only the
-    smaller child of each pair and derives the other by subtraction, half the
-    histogram work of the large nodes; this grower builds both.
-    """
-    k = params.n_candidates
-    return (device_growth_supported(binned, params) and k is not None
-            and int(k) < binned.n_features)
 
 
 class DeviceNodeTable:
@@ -201,6 +192,7 @@ class _DeviceGrower:
         self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
         self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
+        # all features: each slot holds its feature (siblings' histograms subtract)
         self.width = self.k
         self.random_split = params.splitter == "random"
         small = (default_small_node_size(backend, self.k >= p, mostly_zero(binned))
@@ -252,7 +244,12 @@ class _DeviceGrower:
                            ("bin", 0), ("missing_left", 0), ("gain", -np.inf)):
             getattr(t, name)[:T] = fill
         kind_h = self._kind(counts_h, 0)
-        self.groups = tuple(int((kind_h == g).sum()) for g in range(3))
+        # subtree roots, small nodes, derived and direct large nodes (none derived)
+        self.groups = (int((kind_h == 0).sum()), int((kind_h == 1).sum()), 0,
+                       int((kind_h == 2).sum()))
+        self.n_helpers = 0
+        self.prev_hist = None
+        self.derive = (xp.empty(0, dtype=xp.int64), xp.empty(0, dtype=xp.int64))
         front = xp.argsort(kind, kind="stable")[: sum(self.groups)].astype(xp.int64)
         self.front = front
         self.batch = (xp.stack([t.start[front], t.stop[front]], axis=1), t.tree[front],
@@ -285,7 +282,8 @@ class _DeviceGrower:
 
     def _level(self) -> None:
         xp, t = self.xp, self.table
-        n_sub, n_small, n_large = self.groups
+        n_sub, n_small, n_derived, n_direct = self.groups
+        n_large = n_derived + n_direct
         n_front = n_sub + n_small + n_large
         t.reserve(self.used + 2 * (n_small + n_large), self.used)
         front = self.front
@@ -295,7 +293,7 @@ class _DeviceGrower:
                                 depth[:n_sub])
         n_eval = n_small + n_large
         if n_eval == 0:
-            self.groups = (0, 0, 0)
+            self.groups = (0, 0, 0, 0)
             return
         small = slice(n_sub, n_sub + n_small)
         if n_small:
@@ -307,9 +305,9 @@ class _DeviceGrower:
         else:
             small_out = (xp.empty(0, dtype=xp.int32), xp.empty(0, dtype=xp.int32),
                          xp.empty(0, dtype=xp.uint8), xp.empty(0, dtype=xp.float64))
-        large = slice(n_sub + n_small, n_front)
+        keep = False
         if n_large:
-            best = self._split_large(ranges[large], tree[large], seed[large], pos[large])
+            best, keep = self._split_large(n_sub + n_small, n_large, n_derived)
         else:
             best = xp.empty((0, 4), dtype=xp.float64)
         dec_feature = xp.empty(n_eval, dtype=xp.int32)
@@ -321,26 +319,31 @@ class _DeviceGrower:
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
             dec_missing_left)
         n_left = kernels.partition(self.backend, self.binned.codes, self.sample_indices,
-                                   ranges[n_sub:], dec_feature, dec_bin, dec_missing_left,
+                                   ranges[n_sub:n_front], dec_feature, dec_bin, dec_missing_left,
                                    self.binned.missing_bin)
-        cap = 2 * n_front
-        nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap, 2), dtype=xp.int64),
-               xp.empty(cap, dtype=xp.int32), xp.empty(cap, dtype=xp.uint64),
-               xp.empty(cap, dtype=xp.int32), xp.empty(cap, dtype=xp.int64))
+        cap = 2 * n_front  # next frontier; its launch batch also holds up to n_front helpers
+        nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_front, 2), dtype=xp.int64),
+               xp.empty(cap + n_front, dtype=xp.int32), xp.empty(cap + n_front, dtype=xp.uint64),
+               xp.empty(cap + n_front, dtype=xp.int32), xp.empty(cap + n_front, dtype=xp.int64))
+        derive = (xp.empty(cap, dtype=xp.int64), xp.empty(cap, dtype=xp.int64))
         sub_offsets = xp.empty(cap + 1, dtype=xp.int64)
         counts = xp.empty(level_kernels.N_COUNTERS, dtype=xp.int64)
         level_kernels.launch(
-            self.backend, "tree_level_children", front, n_sub, ranges, tree, depth, seed,
-            dec_feature, n_left, self.subtree, self.small, self.min_split, self.max_depth,
-            self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos, t.parent, t.left,
-            t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, sub_offsets, counts)
+            self.backend, "tree_level_children", front, n_sub, n_small, int(keep), ranges, tree,
+            depth, seed, dec_feature, n_left, self.subtree, self.small, self.min_split,
+            self.max_depth, self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
+            t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, *derive,
+            sub_offsets, counts)
         # the one copy to the host of the level
-        created, n_sub, n_small, n_large, rows = (int(c) for c in self.backend.to_host(counts))
+        created, n_sub, n_small, n_derived, n_direct, rows, n_helpers = (
+            int(c) for c in self.backend.to_host(counts))
         self.used += created
-        self.groups = (n_sub, n_small, n_large)
-        n_next = n_sub + n_small + n_large
+        self.groups = (n_sub, n_small, n_derived, n_direct)
+        self.n_helpers = n_helpers
+        n_next = n_sub + n_small + n_derived + n_direct
         self.front = nxt[0][:n_next]
-        self.batch = tuple(a[:n_next] for a in nxt[1:])
+        self.batch = tuple(a[: n_next + n_helpers] for a in nxt[1:])
+        self.derive = tuple(a[:n_derived] for a in derive)
         self.sub_offsets = sub_offsets[: n_sub + 1]
         self.sub_rows = rows
 
@@ -360,33 +363,65 @@ class _DeviceGrower:
         per_node = _SCORE_BYTES_PER_CELL * self.width * self.binned.n_bins * self.channels
         return max(1, int(self.params.max_histogram_bytes // max(per_node, 1)))
 
-    def _split_large(self, ranges: Any, tree: Any, seed: Any, pos: Any) -> Any:
-        """float64 (N, 4): each large node's best slot among its next ``width`` positions."""
+    def _split_large(self, first: int, n_large: int, n_derived: int) -> tuple[Any, bool]:
+        """Each large node's best slot among its next ``width`` positions, float64 (L, 4), and
+        whether the level's histograms are kept for the next level's subtractions.
+
+        The large nodes are the launch batch's rows ``first .. first + L - 1``, the
+        derived ones first, followed by the helpers. With all features, when the
+        histograms of the direct nodes, the helpers and the derived nodes fit in
+        ``max_histogram_bytes / 2`` together (the host grower's rule, which also
+        keeps the parents' histograms), the derived nodes' histograms are
+        subtracted from their parents' and the level's are kept; else every large
+        node's histogram is built, chunk by chunk.
+        """
         xp, backend = self.xp, self.backend
-        impure, q = kernels.node_stats(backend, self.sample_indices, ranges, tree, self.weights,
-                                       self.targets)
-        n_nodes = int(ranges.shape[0])
-        feats = xp.empty((n_nodes, self.width), dtype=xp.int32)
-        positions = xp.empty((n_nodes, self.width), dtype=xp.int64)
-        uniforms = xp.empty((n_nodes, self.width) if self.random_split else (1, 1),
+        ranges, tree, seed, _, pos = (a[first:] for a in self.batch)
+        impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
+                                       tree[:n_large], self.weights, self.targets)
+        all_features = self.k >= self.p
+        n_helpers = self.n_helpers if all_features else 0
+        n_rows = n_large + n_helpers
+        feats = xp.empty((n_rows, self.width), dtype=xp.int32)
+        positions = xp.empty((n_rows, self.width), dtype=xp.int64)
+        uniforms = xp.empty((n_rows, self.width) if self.random_split else (1, 1),
                             dtype=xp.float64)
-        level_kernels.launch(backend, "tree_level_features", seed, pos, self.p,
-                             int(self.random_split), feats, positions, uniforms)
+        level_kernels.launch(backend, "tree_level_features", seed[:n_rows], pos[:n_rows],
+                             self.p, int(self.random_split), int(all_features), feats,
+                             positions, uniforms)
+        budget = self.params.max_histogram_bytes // (2 * histogram.histogram_bytes(
+            1, self.p, self.binned.n_bins, self.channels))
+        keep = all_features and n_rows <= budget
+        if keep:
+            hist = xp.zeros((n_rows, self.p, self.binned.n_bins, self.channels), dtype=xp.float32)
+            direct = slice(n_derived, n_rows)
+            histogram.node_histograms(
+                self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),
+                feats[direct], self.weights, self.targets, self.channels, out=hist[direct])
+            if n_derived:
+                level_kernels.launch(backend, "tree_level_subtract", hist, n_derived,
+                                     n_large - n_derived, self.prev_hist, *self.derive)
+            self.prev_hist = hist
+        else:
+            self.prev_hist = None
         chunk = self._chunk_size()
         parts = []
-        for c0 in range(0, n_nodes, chunk):
-            c = slice(c0, min(c0 + chunk, n_nodes))
-            hist = histogram.node_histograms(
-                self.binned, kernels.NodeBatch(self.sample_indices, ranges[c], tree[c]),
-                feats[c], self.weights, self.targets, self.channels)
+        for c0 in range(0, n_large, chunk):
+            c = slice(c0, min(c0 + chunk, n_large))
+            if keep:
+                h = hist[c]
+            else:
+                h = histogram.node_histograms(
+                    self.binned, kernels.NodeBatch(self.sample_indices, ranges[c], tree[c]),
+                    feats[c], self.weights, self.targets, self.channels)
             slots = score_histograms(
-                backend, hist, feats[c], self.m, self.msl, self.edges,
+                backend, h, feats[c], self.m, self.msl, self.edges,
                 random_split=self.random_split,
                 uniforms=uniforms[c] if self.random_split else None)
             parts.append(kernels.best_slots(
-                backend, hist, q[c], impure[c], slots, feats[c], positions[c], self.m, False,
+                backend, h, q[c], impure[c], slots, feats[c], positions[c], self.m, False,
                 TIE_RTOL, TIE_ROUNDING, node_pos=pos[c], n_features=self.p))
-        return parts[0] if len(parts) == 1 else xp.concatenate(parts)
+        return (parts[0] if len(parts) == 1 else xp.concatenate(parts)), keep
 
     # ------------------------------------------------------------------ output
 

@@ -943,8 +943,8 @@ def grow_trees(
 ) -> GrowResult:
     """Grow T trees together, level by level (see the module docstring).
 
-    On CUDA backends, trees whose nodes sample fewer features than there are
-    grow with their state on the device
+    On CUDA backends, level-wise trees of the variance criterion grow with
+    their state on the device
     (:func:`gpurpo.tree.device_grower.grow_trees_on_device`; the same trees).
 
     Parameters
@@ -969,9 +969,9 @@ def grow_trees(
     """
     _check_binned(binned)
     if backend.uses_cuda_kernels:
-        from gpurpo.tree.device_grower import device_growth_preferred, grow_trees_on_device
+        from gpurpo.tree.device_grower import device_growth_supported, grow_trees_on_device
 
-        if device_growth_preferred(binned, params):
+        if device_growth_supported(binned, params):
             return grow_trees_on_device(binned, targets, weights, params, rng, backend, root_seeds)
     return run_level_wise(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
 

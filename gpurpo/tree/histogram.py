@@ -57,6 +57,7 @@ def node_histograms(
     weights: Any,
     targets: Any,
     channels: int,
+    out: Any = None,
 ) -> Any:
     """Histograms of a batch of nodes (see the module docstring for the layout).
 
@@ -75,6 +76,8 @@ def node_histograms(
     targets : float32 array (n, T, m)
     channels : int
         ``m + 1`` or ``m + 2``.
+    out : float32 array (N, k, n_bins, channels), optional
+        Zeroed array that receives the histograms (dense codes only).
 
     Returns
     -------
@@ -85,10 +88,12 @@ def node_histograms(
             f"no histogram builder for binned inputs of type {type(binned).__name__}")
     nodes = (batch, node_features, weights, targets, binned.n_bins, channels)
     if binned.dense_codes is None:
+        if out is not None:
+            raise ValueError("out is taken for dense codes only")
         return kernels.build_histograms_columns(
             binned.backend, binned.sparse_codes, EdgeTable(binned.edge_values, binned.edge_ptr),
             *nodes)
-    return kernels.build_histograms(binned.backend, binned.codes, *nodes)
+    return kernels.build_histograms(binned.backend, binned.codes, *nodes, out=out)
 
 
 def subtract(parent: Any, child: Any, in_place: bool = False) -> Any:

@@ -714,15 +714,24 @@ def build_histograms(
     targets: Any,
     n_bins: int,
     n_channels: int,
+    out: Any = None,
 ) -> Any:
     """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
 
     See ``tree_histograms`` in the module docstring; ``batch`` (a
-    :class:`NodeBatch`) gives the nodes' samples and trees.
+    :class:`NodeBatch`) gives the nodes' samples and trees. ``out`` (zeroed,
+    C-contiguous, of that shape) receives them instead of a new array.
     """
     xp = backend.xp
     batch = _histogram_batch(backend, batch)
-    out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
+    if out is None:
+        out = _histogram_out(backend, node_features, targets, n_bins, n_channels)
+    else:
+        expected = (*node_features.shape, int(n_bins), int(n_channels))
+        if (tuple(out.shape) != expected or out.dtype != xp.float32
+                or not out.flags.c_contiguous):
+            raise ValueError(f"out must be a C-contiguous float32 array of shape {expected}, "
+                             f"got {out.dtype} {tuple(out.shape)}")
     if out.size == 0:
         return out
     features, weights, targets = _histogram_data(backend, node_features, weights, targets)

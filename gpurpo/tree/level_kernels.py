@@ -20,13 +20,16 @@ launch batch holds its frontier nodes' ``ranges`` int64 (F, 2) (start, stop),
 
 Kernel contracts
 ----------------
-``tree_level_features(seed, pos, p, random_split, out_features, out_positions, out_uniforms)``
+``tree_level_features(seed, pos, p, random_split, natural, out_features, out_positions, out_uniforms)``
     seed         uint64  (N,), pos int64 (N,)  the nodes' seeds and first positions
     out_features int32   (N, W)        ``feature_at(seed[i], pos[i] + j, p)``
                                        (:mod:`gpurpo.tree._random`), -1 from position p on
     out_positions int64  (N, W)        ``pos[i] + j``
-    out_uniforms float64 (N, W)        ``uniform_at(seed[i], pos[i] + j)`` (written only
-                                       with ``random_split``)
+    out_uniforms float64 (N, W)        ``uniform_at(seed[i], out_positions[i, j])`` (written
+                                       only with ``random_split``)
+    With ``natural`` (W = p, ``pos`` not read): ``out_features[i, j] = j`` and
+    ``out_positions[i, j]`` the position at which node i visits feature j (so that
+    siblings' histograms share their slots and subtract).
 
 ``tree_level_decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left)``
     For ``e < F - S`` (frontier position ``i = S + e``, node ``g = front[i]``), the
@@ -37,7 +40,7 @@ Kernel contracts
     eps < min_impurity_decrease`` becomes -1 (no split: bin 0, missing_left 0, gain
     -inf), and the choice is written to ``node_*[g]`` and ``out_*[e]`` (F - S,).
 
-``tree_level_children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, sub_offsets, counts)``
+``tree_level_children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist, next_sibling, sub_offsets, counts)``
     ranges, batch_tree, batch_depth, batch_seed  the frontier's launch batch
     dec_feature  int32   (F - S,)      ``tree_level_decide``'s ``out_feature``
     n_left       int64   (F - S,)      ``tree_partition``'s output for those nodes
@@ -47,18 +50,36 @@ Kernel contracts
     no split, pos 0, or -1 for a subtree root) and its ``node_left``/``node_right``.
     A child of ``c`` samples at depth ``d`` is a leaf when ``c < min_split`` or
     ``max_depth >= 0 and d >= max_depth``, else a subtree root (``c <=
-    subtree_size``), a small (``c <= small_size``) or a large node.
-    next_front   int64   (2 F,)        the subtree roots, then the small nodes, then the
-                                       large ones (children, and the nodes of
+    subtree_size``), a small (``c <= small_size``) or a large node. With
+    ``subtract`` (the large nodes' histograms of this level are kept, rows in
+    frontier order), the larger child of a large node (the right one on equal
+    sizes) is DERIVED when it is large: its histogram is its parent's minus its
+    sibling's, and a sibling that is not large is a HELPER (its histogram built
+    for the subtraction only). Other large children are DIRECT.
+    next_front   int64   (2 F,)        the subtree roots, the small nodes, the derived
+                                       and the direct large nodes (with the nodes of
                                        ``dec_feature`` -2 under their own id), each group
                                        in frontier order
-    next_ranges, next_tree, next_seed, next_depth, next_pos  (2 F, ...) the next
+    next_ranges, next_tree, next_seed, next_depth, next_pos  (3 F, ...) the next
                                        frontier's launch batch (a continuing node's
-                                       ``pos`` read from ``node_pos``)
+                                       ``pos`` read from ``node_pos``), then the helpers'
+    next_parent_hist int64 (2 F,)      derived node d's parent's row among this level's
+                                       large nodes
+    next_sibling int64   (2 F,)        its sibling's index among the direct nodes, or
+                                       ``-1 - h`` for helper h
     sub_offsets  int64   (2 F + 1,)    0, then the running sum of ``2 c - 1`` over the
                                        subtree roots (the rows of their subtree outputs)
-    counts       int64   (5,)          children created, subtree roots, small nodes,
-                                       large nodes, subtree output rows
+    counts       int64   (7,)          children created, subtree roots, small nodes,
+                                       derived and direct large nodes, subtree output
+                                       rows, helpers
+
+``tree_level_subtract(hist, n_derived, n_direct, parent_hist, parent_row, sibling)``
+    hist         float32 (R, k, B, C)  rows: the derived nodes, the direct nodes, the
+                                       helpers (the last two filled)
+    parent_hist  float32 (P, k, B, C)  the previous level's large nodes' histograms
+    parent_row, sibling  int64 (n_derived,)  ``next_parent_hist`` and ``next_sibling``
+    ``hist[d] = parent_hist[parent_row[d]] - hist[n_derived + s]`` with ``s = sibling[d]``,
+    or ``n_direct - 1 - sibling[d]`` for a helper (float32, as ``numpy``)
 
 ``tree_level_leaf_marks_table(node_feature, node_pos, node_start, mark)``
     mark         int32   (total,)      ZEROED; 1 at ``node_start[g]`` of every node with
@@ -95,6 +116,7 @@ LEVEL_KERNEL_NAMES = (
     "tree_level_features",
     "tree_level_decide",
     "tree_level_children",
+    "tree_level_subtract",
     "tree_level_leaf_marks_table",
     "tree_level_leaf_marks_subtrees",
     "tree_level_place",
@@ -106,6 +128,7 @@ N_COUNTERS = tree_level.N_COUNTERS
 register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
 register_kernel("tree_level_decide", cpu=tree_level.decide, cuda=_cuda.decide)
 register_kernel("tree_level_children", cpu=tree_level.children, cuda=_cuda.children)
+register_kernel("tree_level_subtract", cpu=tree_level.subtract, cuda=_cuda.subtract)
 register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,
                 cuda=_cuda.leaf_marks_table)
 register_kernel("tree_level_leaf_marks_subtrees", cpu=tree_level.leaf_marks_subtrees,

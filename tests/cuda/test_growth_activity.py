@@ -6,8 +6,9 @@ per level for all nodes of all trees and one small device-to-host copy per level
 These tests count it on the emulated backend (:mod:`gpurpo.testing.device_activity`),
 level by level and per tree level (total / depth of the deepest tree):
 
-* every level launches exactly the kernels of the paths it runs (at most 12) and
-  copies one array of counts to the host (none when only subtrees remain);
+* every level launches exactly the kernels of the paths it runs (at most 12, one
+  more where trees on all features derive histograms by subtraction) and copies
+  one array of counts to the host (none when only subtrees remain);
 * no host-to-device copy after the data upload;
 * at most 12 launches and 1 device-to-host copy per tree level, setup included;
 * the counts of a level depend on which paths it runs only, the same for 1 and 8
@@ -30,16 +31,17 @@ PER_LEVEL = ("launches", "d2h", "h2d", "syncs")
 
 #: launches of a level: decide, partition (a copy of the samples and the kernel),
 #: children; one per subtree or small-node call; node statistics, feature draws,
-#: zeroed histograms, histograms, scores and best slots for the large nodes
-COMMON, SUBTREES, SMALL, LARGE = 4, 1, 1, 6
+#: zeroed histograms, histograms, scores and best slots for the large nodes (and a
+#: subtraction for derived ones: all features only)
+COMMON, SUBTREES, SMALL, LARGE, DERIVED = 4, 1, 1, 6, 1
 
 
 def _expected_launches(groups):
-    n_sub, n_small, n_large = groups
-    if n_small + n_large == 0:
+    n_sub, n_small, n_derived, n_direct = groups
+    if n_small + n_derived + n_direct == 0:
         return SUBTREES
     return (COMMON + SUBTREES * bool(n_sub) + SMALL * bool(n_small)
-            + LARGE * bool(n_large))
+            + LARGE * bool(n_derived + n_direct) + DERIVED * bool(n_derived))
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +62,11 @@ def more_rows():
 @pytest.fixture(scope="module")
 def more_rows_batch():
     return forest_batch_activity(MORE_ROWS, TREES)
+
+
+@pytest.fixture(scope="module")
+def all_features():
+    return forest_batch_activity(900, 1, p=8, n_candidates=8)
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +92,19 @@ def test_every_level_launches_its_paths_kernels_and_copies_one_array(case, reque
     groups = result["level_groups"]
     assert [_expected_launches(g) for g in groups] == result["level_launches"], groups
     assert max(result["level_launches"]) <= 12
-    assert result["level_d2h"] == [int(g[1] + g[2] > 0) for g in groups]
+    assert result["level_d2h"] == [int(sum(g[1:]) > 0) for g in groups]
     assert result["level_h2d"] == [0] * len(groups)
+
+
+def test_all_features_levels_add_one_subtraction(all_features):
+    # with all p features the larger of two large siblings is derived from its parent's
+    # histogram: one more launch at the levels that do it
+    groups = all_features["level_groups"]
+    assert any(g[2] for g in groups), groups
+    assert [_expected_launches(g) for g in groups] == all_features["level_launches"], groups
+    assert max(all_features["level_launches"]) <= 13
+    assert all_features["level_d2h"] == [int(sum(g[1:]) > 0) for g in groups]
+    assert all_features["h2d"] == 0
 
 
 def test_no_copy_to_the_device_after_the_upload(batch, more_rows):
@@ -112,7 +130,7 @@ def test_the_same_counts_per_level_for_1_and_8_trees_and_4_times_the_rows(
     for result in (one_tree, batch, more_rows, more_rows_batch):
         for groups, launches, d2h in zip(result["level_groups"], result["level_launches"],
                                          result["level_d2h"]):
-            paths = tuple(bool(g) for g in groups)
+            paths = (bool(groups[0]), bool(groups[1]), bool(groups[2] + groups[3]))
             seen.setdefault(paths, (launches, d2h))
             assert seen[paths] == (launches, d2h), (paths, result["n"], result["trees"])
     # subtrees, small and large nodes each ran at some level, and together at one

@@ -27,20 +27,29 @@ def _launch(backend, name, *args):
 
 @pytest.mark.parametrize("p", [1, 5, 32, 33, 100])
 @pytest.mark.parametrize("random_split", [0, 1])
-def test_features_follow_the_visiting_order(p, random_split):
+@pytest.mark.parametrize("natural", [0, 1])
+def test_features_follow_the_visiting_order(p, random_split, natural):
     rng = np.random.default_rng(p)
-    n_nodes, width = 9, 7
+    n_nodes = 9
+    width = p if natural else 7
     seed = rng.integers(0, 2**63, size=n_nodes, dtype=np.uint64)
     pos = rng.integers(0, p + 2, size=n_nodes).astype(np.int64)
-    at = pos[:, None] + np.arange(width)[None, :]
-    expected_f = np.where(at < p, feature_at(seed[:, None], np.minimum(at, p - 1), p), -1)
+    if natural:
+        # feature j in slot j, at the position where the node visits it
+        order = feature_at(seed[:, None], np.arange(p)[None, :], p)
+        at = np.argsort(order, axis=1)
+        expected_f = np.broadcast_to(np.arange(p), (n_nodes, p))
+    else:
+        at = pos[:, None] + np.arange(width)[None, :]
+        expected_f = np.where(at < p, feature_at(seed[:, None], np.minimum(at, p - 1), p), -1)
     expected_u = uniform_at(seed[:, None], at)
     for backend in BACKENDS:
         feats = np.full((n_nodes, width), -7, dtype=np.int32)
         positions = np.zeros((n_nodes, width), dtype=np.int64)
         uniforms = np.full((n_nodes, width) if random_split else (1, 1), -1.0)
-        _, _, _, _, feats, positions, uniforms = _launch(
-            backend, "tree_level_features", seed, pos, p, random_split, feats, positions, uniforms)
+        _, _, _, _, _, feats, positions, uniforms = _launch(
+            backend, "tree_level_features", seed, pos, p, random_split, natural, feats, positions,
+            uniforms)
         np.testing.assert_array_equal(feats, expected_f, err_msg=backend.name)
         np.testing.assert_array_equal(positions, at, err_msg=backend.name)
         if random_split:
@@ -103,8 +112,8 @@ def test_decide_writes_the_choices(seed):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
 
 
-def _children_reference(front, n_sub, ranges, tree, depth, seed, dec, n_left, rules, first_new,
-                        node_pos):
+def _children_reference(front, n_sub, n_small, subtract, ranges, tree, depth, seed, dec,
+                        n_left, rules, first_new, node_pos):
     subtree, small, min_split, max_depth = rules
 
     def kind(c, d):
@@ -112,37 +121,58 @@ def _children_reference(front, n_sub, ranges, tree, depth, seed, dec, n_left, ru
             return -1
         return 0 if c <= subtree else 1 if c <= small else 2
 
-    rows, groups, links, sub_rows = {}, ([], [], []), {}, [0]
+    rows, links = {}, {}
+    groups = ([], [], [], [])  # subtree roots, small, derived, direct
+    helpers, derive, sub_rows = [], [], [0]
     nxt = first_new
     for i in range(n_sub, len(front)):
         e, g = i - n_sub, front[i]
         if dec[e] == -2:
-            groups[2].append((g, ranges[i, 0], ranges[i, 1], tree[i], seed[i], depth[i],
+            groups[3].append((g, ranges[i, 0], ranges[i, 1], tree[i], seed[i], depth[i],
                               node_pos[g]))
             continue
         if dec[e] < 0:
             continue
         links[g] = (nxt, nxt + 1)
         mid = ranges[i, 0] + n_left[e]
-        for side, (cs, ce) in enumerate(((ranges[i, 0], mid), (mid, ranges[i, 1]))):
-            h, d = nxt + side, depth[i] + 1
-            k = kind(ce - cs, d)
+        spans = ((ranges[i, 0], mid), (mid, ranges[i, 1]))
+        d = depth[i] + 1
+        kinds = [kind(ce - cs, d) for cs, ce in spans]
+        big = 1 if mid - ranges[i, 0] <= ranges[i, 1] - mid else 0
+        derived = big if (subtract and e >= n_small and kinds[big] == 2) else -1
+        entries = []
+        for side, (cs, ce) in enumerate(spans):
+            h, k = nxt + side, kinds[side]
             s = child_seed_nb(seed[i], side)
             rows[h] = (cs, ce, tree[i], d, s, -1 if k == 0 else 0, g)
-            if k >= 0:
-                groups[k].append((h, cs, ce, tree[i], s, d, -1 if k == 0 else 0))
+            entry = (h, cs, ce, tree[i], s, d, -1 if k == 0 else 0)
+            entries.append(entry)
+            if side == derived:
+                groups[2].append(entry)
+            elif k >= 0:
+                groups[{0: 0, 1: 1, 2: 3}[k]].append(entry)
             if k == 0:
                 sub_rows.append(sub_rows[-1] + 2 * (ce - cs) - 1)
+        if derived >= 0:
+            small_side = 1 - derived
+            if kinds[small_side] == 2:
+                sibling = [row[0] for row in groups[3]].index(entries[small_side][0])
+            else:
+                helpers.append(entries[small_side])
+                sibling = -len(helpers)
+            derive.append((e - n_small, sibling))
         nxt += 2
-    order = groups[0] + groups[1] + groups[2]
-    counts = [nxt - first_new, len(groups[0]), len(groups[1]), len(groups[2]), sub_rows[-1]]
-    return rows, links, order, sub_rows, counts
+    order = groups[0] + groups[1] + groups[2] + groups[3]
+    counts = [nxt - first_new, len(groups[0]), len(groups[1]), len(groups[2]), len(groups[3]),
+              sub_rows[-1], len(helpers)]
+    return rows, links, order, helpers, derive, sub_rows, counts
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_children_number_the_nodes_and_group_the_next_frontier(seed):
+@pytest.mark.parametrize("subtract", [0, 1])
+def test_children_number_the_nodes_and_group_the_next_frontier(seed, subtract):
     rng = np.random.default_rng(seed)
-    n_front, n_sub, cap = 300, 7, 1200
+    n_front, n_sub, n_small, cap = 300, 7, 40, 1200
     front = rng.permutation(cap // 2)[:n_front].astype(np.int64)
     sizes = rng.integers(1, 400, n_front)
     stops = np.cumsum(sizes)
@@ -155,28 +185,34 @@ def test_children_number_the_nodes_and_group_the_next_frontier(seed):
     rules = (20, 100, 4, 6)
     first_new = cap // 2
     node_pos = rng.integers(0, 50, cap).astype(np.int64)
-    rows, links, order, sub_rows, counts = _children_reference(
-        front, n_sub, ranges, tree, depth, seeds, dec, n_left, rules, first_new, node_pos)
-    assert all(counts[1:4]), counts  # every group is exercised
+    rows, links, order, helpers, derive, sub_rows, counts = _children_reference(
+        front, n_sub, n_small, subtract, ranges, tree, depth, seeds, dec, n_left, rules,
+        first_new, node_pos)
+    assert all(counts[1:3]) and counts[4], counts  # every group is exercised
+    assert bool(counts[3]) == bool(subtract) and bool(counts[6]) == bool(subtract)
     for backend in BACKENDS:
         table = [np.full(cap, -5, np.int64), np.full(cap, -5, np.int64), np.full(cap, -5, np.int32),
                  np.full(cap, -5, np.int32), np.zeros(cap, np.uint64), node_pos.copy(),
                  np.full(cap, -5, np.int64), np.full(cap, -5, np.int64), np.full(cap, -5, np.int64),
                  np.full(cap, -5, np.int32), np.full(cap, -5, np.int32), np.full(cap, 5, np.uint8),
                  np.full(cap, 5.0)]
-        nxt = [np.full(2 * n_front, -9, np.int64), np.full((2 * n_front, 2), -9, np.int64),
-               np.full(2 * n_front, -9, np.int32), np.zeros(2 * n_front, np.uint64),
-               np.full(2 * n_front, -9, np.int32), np.full(2 * n_front, -9, np.int64)]
+        batch = 3 * n_front
+        nxt = [np.full(2 * n_front, -9, np.int64), np.full((batch, 2), -9, np.int64),
+               np.full(batch, -9, np.int32), np.zeros(batch, np.uint64),
+               np.full(batch, -9, np.int32), np.full(batch, -9, np.int64)]
+        links_out = [np.full(2 * n_front, -9, np.int64), np.full(2 * n_front, -9, np.int64)]
         sub_offsets = np.full(2 * n_front + 1, -9, np.int64)
-        counts_out = np.zeros(5, np.int64)
-        got = _launch(backend, "tree_level_children", front, n_sub, ranges, tree, depth, seeds,
-                      dec, n_left, *rules, first_new, *table, *nxt, sub_offsets, counts_out)
+        counts_out = np.zeros(7, np.int64)
+        got = _launch(backend, "tree_level_children", front, n_sub, n_small, subtract, ranges,
+                      tree, depth, seeds, dec, n_left, *rules, first_new, *table, *nxt,
+                      *links_out, sub_offsets, counts_out)
         (start, stop, ttree, tdepth, tseed, tpos, parent, left, right, feature, bins, ml,
-         gain) = got[13:26]
-        next_front, next_ranges, next_tree, next_seed, next_depth, next_pos = got[26:32]
+         gain) = got[15:28]
+        next_front, next_ranges, next_tree, next_seed, next_depth, next_pos = got[28:34]
+        parent_hist, sibling, offsets_out, counts_got = got[34:38]
         name = backend.name
-        np.testing.assert_array_equal(got[33], counts, err_msg=name)
-        np.testing.assert_array_equal(got[32][: len(sub_rows)], sub_rows, err_msg=name)
+        np.testing.assert_array_equal(counts_got, counts, err_msg=name)
+        np.testing.assert_array_equal(offsets_out[: len(sub_rows)], sub_rows, err_msg=name)
         for h, (cs, ce, t, d, s, pos, g) in rows.items():
             assert (start[h], stop[h], ttree[h], tdepth[h], tseed[h], tpos[h], parent[h]) == (
                 cs, ce, t, d, s, pos, g), name
@@ -185,13 +221,33 @@ def test_children_number_the_nodes_and_group_the_next_frontier(seed):
         for g, (lo, hi) in links.items():
             assert (left[g], right[g]) == (lo, hi), name
         n_next = len(order)
-        expected = np.array([row[0] for row in order])
-        np.testing.assert_array_equal(next_front[:n_next], expected, err_msg=name)
-        np.testing.assert_array_equal(next_ranges[:n_next], [row[1:3] for row in order])
-        np.testing.assert_array_equal(next_tree[:n_next], [row[3] for row in order])
-        np.testing.assert_array_equal(next_seed[:n_next], [row[4] for row in order])
-        np.testing.assert_array_equal(next_depth[:n_next], [row[5] for row in order])
-        np.testing.assert_array_equal(next_pos[:n_next], [row[6] for row in order])
+        np.testing.assert_array_equal(next_front[:n_next], [row[0] for row in order])
+        listed = order + helpers
+        np.testing.assert_array_equal(next_ranges[: len(listed)], [r[1:3] for r in listed])
+        np.testing.assert_array_equal(next_tree[: len(listed)], [r[3] for r in listed])
+        np.testing.assert_array_equal(next_seed[: len(listed)], [r[4] for r in listed])
+        np.testing.assert_array_equal(next_depth[: len(listed)], [r[5] for r in listed])
+        np.testing.assert_array_equal(next_pos[:n_next], [r[6] for r in order])
+        np.testing.assert_array_equal(parent_hist[: len(derive)], [d[0] for d in derive])
+        np.testing.assert_array_equal(sibling[: len(derive)], [d[1] for d in derive])
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+def test_subtract_derives_the_larger_siblings(backend):
+    rng = np.random.default_rng(5)
+    n_derived, n_direct, n_helpers, shape = 4, 3, 2, (3, 5, 2)
+    parent = rng.standard_normal((6, *shape)).astype(np.float32)
+    hist = np.full((n_derived + n_direct + n_helpers, *shape), np.nan, np.float32)
+    hist[n_derived:] = rng.standard_normal((n_direct + n_helpers, *shape))
+    parent_row = np.array([5, 0, 2, 3], np.int64)
+    sibling = np.array([2, -1, 0, -2], np.int64)  # direct 2, helper 0, direct 0, helper 1
+    rows = [n_derived + 2, n_derived + n_direct, n_derived, n_derived + n_direct + 1]
+    expected = hist.copy()
+    for d in range(n_derived):
+        expected[d] = parent[parent_row[d]] - hist[rows[d]]
+    got = _launch(backend, "tree_level_subtract", hist, n_derived, n_direct, parent,
+                  parent_row, sibling)[0]
+    np.testing.assert_array_equal(got, expected)
 
 
 def _leaf_problem(seed, n_trees=3, n=50):

@@ -15,11 +15,7 @@ import pytest
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import GrowthParams, grow_trees
 from gpurpo.tree.binning import BinMapper
-from gpurpo.tree.device_grower import (
-    device_growth_preferred,
-    device_growth_supported,
-    grow_trees_on_device,
-)
+from gpurpo.tree.device_grower import device_growth_supported, grow_trees_on_device
 from gpurpo.tree.grower import draw_root_seeds
 
 
@@ -137,10 +133,6 @@ def test_what_the_device_path_grows():
     assert device_growth_supported(binned, GrowthParams())
     assert not device_growth_supported(binned, GrowthParams(max_leaf_nodes=8))
     assert not device_growth_supported(binned, GrowthParams(criterion="newton"))
-    # grow_trees takes it when nodes sample fewer features than there are
-    assert device_growth_preferred(binned, GrowthParams(n_candidates=3))
-    assert not device_growth_preferred(binned, GrowthParams(n_candidates=4))
-    assert not device_growth_preferred(binned, GrowthParams())
     with pytest.raises(ValueError, match="params.max_leaf_nodes must be None"):
         grow_trees_on_device(binned, np.zeros((50, 1, 1), np.float32), None,
                              GrowthParams(max_leaf_nodes=8), None, NUMPY)

@@ -15,21 +15,23 @@ from gpurpo.tree._random import (
     SMALL_P,
     child_seed_nb,
     feature_at_nb,
+    feature_position_nb,
     feistel_params,
     round_keys_nb,
     small_feature_order_nb,
     uniform_at_nb,
 )
 
-#: the counters of ``children``: created nodes, subtree roots, small nodes, large nodes,
-#: rows of the subtree outputs
-N_COUNTERS = 5
+#: the counters of ``children``: created nodes, subtree roots, small nodes, derived and
+#: direct large nodes, rows of the subtree outputs, histogram helpers
+N_COUNTERS = 7
 _EPSILON = np.finfo(np.float64).eps
 
 
 @njit(parallel=True, cache=True)
-def features(seed, pos, p, random_split, out_features, out_positions, out_uniforms):
-    """Positions ``pos[i] .. pos[i] + width - 1`` of each node's visiting order."""
+def features(seed, pos, p, random_split, natural, out_features, out_positions, out_uniforms):
+    """Positions ``pos[i] .. pos[i] + width - 1`` of each node's visiting order; with
+    ``natural``, feature j in slot j with its position."""
     n_nodes, width = out_features.shape
     lo, hi = feistel_params(p)
     for i in prange(n_nodes):
@@ -40,10 +42,20 @@ def features(seed, pos, p, random_split, out_features, out_positions, out_unifor
         else:
             round_keys_nb(seed[i], keys)
         for j in range(width):
-            at = pos[i] + j
-            f = -1
-            if at < p:
-                f = order[at] if p <= SMALL_P else feature_at_nb(keys, at, p, lo, hi)
+            if natural:
+                f = j
+                at = -1
+                if p <= SMALL_P:
+                    for r in range(p):
+                        if order[r] == j:
+                            at = r
+                else:
+                    at = feature_position_nb(keys, j, p, lo, hi)
+            else:
+                at = pos[i] + j
+                f = -1
+                if at < p:
+                    f = order[at] if p <= SMALL_P else feature_at_nb(keys, at, p, lo, hi)
             out_features[i, j] = f
             out_positions[i, j] = at
             if random_split:
@@ -108,45 +120,72 @@ def _child_kind(size, depth, subtree_size, small_size, min_split, max_depth):
 
 
 @njit(cache=True)
-def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left,
-             subtree_size, small_size, min_split, max_depth, first_new,
+def _children_of(i, e, n_small, subtract, ranges, batch_depth, n_left, subtree_size,
+                 small_size, min_split, max_depth):
+    """Sizes and groups of the children of frontier node i, and the derived side (-1: none)."""
+    size0 = n_left[e]
+    size1 = ranges[i, 1] - ranges[i, 0] - n_left[e]
+    depth = batch_depth[i] + 1
+    kind0 = _child_kind(size0, depth, subtree_size, small_size, min_split, max_depth)
+    kind1 = _child_kind(size1, depth, subtree_size, small_size, min_split, max_depth)
+    big = 1 if size0 <= size1 else 0
+    big_kind = kind1 if big == 1 else kind0
+    derived = big if (subtract and e >= n_small and big_kind == 2) else -1
+    return size0, size1, kind0, kind1, derived
+
+
+@njit(cache=True)
+def children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed,
+             dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new,
              node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent,
              node_left, node_right, node_feature, node_bin, node_missing_left, node_gain,
-             next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, sub_offsets,
-             counts):
+             next_front, next_ranges, next_tree, next_seed, next_depth, next_pos,
+             next_parent_hist, next_sibling, sub_offsets, counts):
     """Children of the splitting nodes and the next frontier (see ``tree_level_children``)."""
     n_front = front.shape[0]
     totals = np.zeros(N_COUNTERS, dtype=np.int64)
+    rules = (subtree_size, small_size, min_split, max_depth)
     for i in range(n_sub, n_front):
         e = i - n_sub
         f = dec_feature[e]
         if f == -2:
-            totals[3] += 1
+            totals[4] += 1
             continue
         if f < 0:
             continue
         totals[0] += 2
-        size = ranges[i, 1] - ranges[i, 0]
+        size0, size1, kind0, kind1, derived = _children_of(
+            i, e, n_small, subtract, ranges, batch_depth, n_left, *rules)
         for side in range(2):
-            cs = n_left[e] if side == 0 else size - n_left[e]
-            kind = _child_kind(cs, batch_depth[i] + 1, subtree_size, small_size, min_split,
-                               max_depth)
-            if kind >= 0:
-                totals[1 + kind] += 1
+            kind = kind0 if side == 0 else kind1
+            size = size0 if side == 0 else size1
+            if side == derived:
+                totals[3] += 1
+            elif kind == 0:
+                totals[1] += 1
+            elif kind == 1:
+                totals[2] += 1
+            elif kind == 2:
+                totals[4] += 1
             if kind == 0:
-                totals[4] += 2 * cs - 1
+                totals[5] += 2 * size - 1
+        if derived >= 0 and (kind1 if derived == 0 else kind0) != 2:
+            totals[6] += 1
     counts[:] = totals
     sub_offsets[0] = 0
     base_small = totals[1]
-    base_large = totals[1] + totals[2]
+    base_derived = base_small + totals[2]
+    base_direct = base_derived + totals[3]
+    base_helper = base_direct + totals[4]
     at = np.zeros(N_COUNTERS, dtype=np.int64)
+    slot = np.empty(2, dtype=np.int64)
     for i in range(n_sub, n_front):
         e = i - n_sub
         f = dec_feature[e]
         g = front[i]
         if f == -2:
-            j = base_large + at[3]
-            at[3] += 1
+            j = base_direct + at[4]
+            at[4] += 1
             next_front[j] = g
             next_ranges[j, 0] = ranges[i, 0]
             next_ranges[j, 1] = ranges[i, 1]
@@ -157,6 +196,8 @@ def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feat
             continue
         if f < 0:
             continue
+        size0, size1, kind0, kind1, derived = _children_of(
+            i, e, n_small, subtract, ranges, batch_depth, n_left, *rules)
         start = ranges[i, 0]
         stop = ranges[i, 1]
         mid = start + n_left[e]
@@ -166,10 +207,30 @@ def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feat
         node_right[g] = first_child + 1
         depth = batch_depth[i] + 1
         for side in range(2):
+            kind = kind0 if side == 0 else kind1
+            if side == derived:
+                slot[side] = at[3]
+                at[3] += 1
+            elif kind == 0:
+                slot[side] = at[1]
+                at[1] += 1
+            elif kind == 1:
+                slot[side] = at[2]
+                at[2] += 1
+            elif kind == 2:
+                slot[side] = at[4]
+                at[4] += 1
+            else:
+                slot[side] = -1
+        helper = -1
+        if derived >= 0 and (kind1 if derived == 0 else kind0) != 2:
+            helper = at[6]
+            at[6] += 1
+        for side in range(2):
             h = first_child + side
             cs = start if side == 0 else mid
             ce = mid if side == 0 else stop
-            kind = _child_kind(ce - cs, depth, subtree_size, small_size, min_split, max_depth)
+            kind = kind0 if side == 0 else kind1
             seed = child_seed_nb(batch_seed[i], side)
             node_start[h] = cs
             node_stop[h] = ce
@@ -185,17 +246,18 @@ def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feat
             node_missing_left[h] = 0
             node_gain[h] = -np.inf
             j = -1
-            if kind == 0:
-                j = at[1]
-                at[4] += 2 * (ce - cs) - 1
-                sub_offsets[j + 1] = at[4]
-                at[1] += 1
+            if side == derived:
+                j = base_derived + slot[side]
+                next_parent_hist[slot[side]] = e - n_small
+                next_sibling[slot[side]] = -1 - helper if helper >= 0 else slot[1 - side]
+            elif kind == 0:
+                j = slot[side]
+                at[5] += 2 * (ce - cs) - 1
+                sub_offsets[slot[side] + 1] = at[5]
             elif kind == 1:
-                j = base_small + at[2]
-                at[2] += 1
+                j = base_small + slot[side]
             elif kind == 2:
-                j = base_large + at[3]
-                at[3] += 1
+                j = base_direct + slot[side]
             if j >= 0:
                 next_front[j] = h
                 next_ranges[j, 0] = cs
@@ -204,6 +266,23 @@ def children(front, n_sub, ranges, batch_tree, batch_depth, batch_seed, dec_feat
                 next_seed[j] = seed
                 next_depth[j] = depth
                 next_pos[j] = -1 if kind == 0 else 0
+            if helper >= 0 and side != derived:
+                k = base_helper + helper
+                next_ranges[k, 0] = cs
+                next_ranges[k, 1] = ce
+                next_tree[k] = batch_tree[i]
+                next_seed[k] = seed
+                next_depth[k] = depth
+                next_pos[k] = 0
+
+
+@njit(parallel=True, cache=True)
+def subtract(hist, n_derived, n_direct, parent_hist, parent_row, sibling):
+    """Derived histograms: the parent's minus the sibling's (see ``tree_level_subtract``)."""
+    for d in prange(n_derived):
+        s = sibling[d]
+        row = n_derived + (s if s >= 0 else n_direct + (-1 - s))
+        hist[d] = parent_hist[parent_row[d]] - hist[row]
 
 
 @njit(parallel=True, cache=True)

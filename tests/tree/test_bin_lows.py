@@ -30,6 +30,16 @@ def test_bin_lows_are_each_bins_smallest_value_on_every_fit_path():
     want = _reference(X, fused)
     np.testing.assert_array_equal(fused.bin_low_, want)
     np.testing.assert_array_equal(BinMapper(max_bins=32).fit(X).bin_low_, want)
+    # float32 values: every feature's lows from its float32 row, the first one with a
+    # value float32 rounds (-0.0 and 0.0 of another: the first in row order stays)
+    X32 = X.astype(np.float32)
+    X32[:5, 2] = [0.0, -0.0, 1.0, -0.0, 2.0]
+    for sample in (X32, np.column_stack([X32[:, :1] + 1e-9, X32[:, 1:].astype(np.float64)])):
+        mapper = BinMapper(max_bins=32)
+        mapper.fit_transform(sample, NUMPY)
+        np.testing.assert_array_equal(mapper.bin_low_, _reference(sample, mapper))
+        searched = BinMapper(max_bins=32).fit(sample).bin_low_
+        np.testing.assert_array_equal(np.signbit(mapper.bin_low_), np.signbit(searched))
     dense_no_nan = np.nan_to_num(X[:, [0, 2]])
     sparse = BinMapper(max_bins=32).fit(sp.csr_matrix(dense_no_nan))
     np.testing.assert_array_equal(sparse.bin_low_, _reference(dense_no_nan, sparse))

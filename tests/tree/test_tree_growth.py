@@ -597,7 +597,8 @@ def test_ties_between_features_do_not_favour_low_indices():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_binning_transpose_helper_equals_numpy(dtype):
     """The block float32 transpose used by BinMapper (odd sizes, NaN, inf, overflow),
-    and each feature's smallest and largest non-NaN value.
+    each feature's smallest and largest non-NaN value, and whether float32 holds
+    its values exactly.
 
     1,100 rows; blocks of 7 features (groups of 1), 8, 16 and 27 (16, 8, then
     3 of 1) from features 0, 3 and the last ones of 70; a feature of NaN only.
@@ -611,12 +612,15 @@ def test_binning_transpose_helper_equals_numpy(dtype):
     if dtype == np.float64:
         X[2, 2] = 1e300  # beyond float32: inf, as numpy's cast
     X[:, 5] = np.nan
+    X[:, 9] = np.round(X[:, 9])  # values float32 holds exactly, and NaN
+    X[:, 68] = 0.5
     for width in (7, 8, 16, 27):
         for f0 in (0, 3, 70 - width):
             out = np.empty((width, 1100), dtype=np.float32)
             lo = np.empty(width, dtype=np.float32)
             hi = np.empty(width, dtype=np.float32)
-            transpose_block_to_float32(X, f0, out, lo, hi)
+            exact = np.empty(width, dtype=np.bool_)
+            transpose_block_to_float32(X, f0, out, lo, hi, exact)
             with np.errstate(over="ignore"):
                 expected = np.array(X[:, f0 : f0 + width].T, dtype=np.float32)
             np.testing.assert_array_equal(out, expected)
@@ -626,6 +630,9 @@ def test_binning_transpose_helper_equals_numpy(dtype):
                 largest = np.nanmax(expected, axis=1)
             np.testing.assert_array_equal(lo, np.where(np.isnan(smallest), np.inf, smallest))
             np.testing.assert_array_equal(hi, np.where(np.isnan(largest), -np.inf, largest))
+            columns = X[:, f0 : f0 + width].T.astype(np.float64)
+            held = (expected.astype(np.float64) == columns) | np.isnan(columns)
+            np.testing.assert_array_equal(exact, held.all(axis=1))
 
 
 def _binning_columns(rng, n):

@@ -26,7 +26,7 @@ from numba import njit, prange
 
 from gpurpo.tree.binning._edge_lookup import _count_below
 
-__all__ = ["bin_lows", "edge_lows"]
+__all__ = ["bin_lows", "block_lows", "edge_lows"]
 
 
 @njit(cache=True)
@@ -78,13 +78,15 @@ def _dense_lows(sample, edge_values, edge_ptr, low):
 
 
 @njit(cache=True)
-def _coded_lows(sample, codes, missing_code, edge_ptr, low):
+def _coded_lows(sample, codes, missing_code, edge_ptr, skip, low):
     """As :func:`_dense_lows` from the codes of ``sample`` (feature-major, ``missing_code``
-    for NaN), without a search."""
+    for NaN), without a search, for the features ``f`` where ``skip[f]`` is False."""
     n, p = sample.shape
     for r0 in range(0, n, _ROWS):
         r1 = min(n, r0 + _ROWS)
         for f in range(p):
+            if skip[f]:
+                continue
             base = edge_ptr[f] + f
             for i in range(r0, r1):
                 c = codes[f, i]
@@ -93,6 +95,47 @@ def _coded_lows(sample, codes, missing_code, edge_ptr, low):
                 v = np.float64(sample[i, f])
                 if v < low[base + c]:
                     low[base + c] = v
+
+
+@njit(nogil=True, cache=True)
+def block_lows(values, codes, exact, missing_code, out):
+    """``out[j, b]`` = the smallest value of feature ``j`` coded ``b`` (+inf for none), for
+    the features where ``exact[j]`` is True, from their float32 rows.
+
+    ``values`` (q, n) is a block of features as float32 rows and ``codes``
+    (q, n) their codes (``missing_code`` for NaN), both feature-major: two
+    contiguous reads per feature, where :func:`_coded_lows` reads ``X`` a
+    column at a time. ``exact[j]``: float32 holds each non-NaN value of
+    feature ``j`` exactly
+    (:func:`gpurpo.tree.binning._sorted_edges.transpose_block_to_float32`), so
+    its float32 values are its values, and the smallest of a bin is the same
+    value (the first in row order among equal ones, as there).
+    """
+    for j in range(values.shape[0]):
+        if not exact[j]:
+            continue
+        row = out[j]
+        for b in range(row.shape[0]):
+            row[b] = np.inf
+        v = values[j]
+        c = codes[j]
+        for i in range(v.shape[0]):
+            b = np.int64(c[i])
+            if b == missing_code:
+                continue
+            x = np.float64(v[i])
+            if x < row[b]:
+                row[b] = x
+
+
+@njit(cache=True)
+def _place_known(known, done, edge_ptr, low):
+    """``low`` of each feature ``f`` where ``done[f]`` is True from row ``f`` of ``known``."""
+    for f in range(edge_ptr.shape[0] - 1):
+        if done[f]:
+            base = edge_ptr[f] + f
+            for b in range(edge_ptr[f + 1] - edge_ptr[f] + 1):
+                low[base + b] = known[f, b]
 
 
 @njit(cache=True, parallel=True)
@@ -119,7 +162,8 @@ def _csc_lows(indptr, data, n, edge_values, edge_ptr, low):
 
 
 def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray,
-             codes: np.ndarray | None = None, missing_code: int = -1) -> np.ndarray:
+             codes: np.ndarray | None = None, missing_code: int = -1,
+             known: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The smallest value of ``sample`` in each value bin of the edge table (see the module).
 
     Parameters
@@ -132,6 +176,10 @@ def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray,
         The codes of a dense ``sample`` when already made (NaN coded
         ``missing_code``): read instead of searching the edges.
     missing_code : int
+    known : (float64 ndarray (p, b), bool ndarray (p,)), optional
+        Lows already found (:func:`block_lows`): row ``f`` of the first holds
+        feature ``f``'s lows (bin after bin) where the second is True; only
+        the other features of a dense ``sample`` with ``codes`` are read.
 
     Returns
     -------
@@ -147,7 +195,11 @@ def bin_lows(sample: Any, edge_values: np.ndarray, edge_ptr: np.ndarray,
         _csc_lows(csc.indptr.astype(np.int64), csc.data, int(csc.shape[0]), edge_values,
                   edge_ptr, low)
     elif p and sample.shape[0] and codes is not None:
-        _coded_lows(np.asarray(sample), codes, missing_code, edge_ptr, low)
+        done = np.zeros(p, dtype=np.bool_) if known is None else known[1]
+        if known is not None:
+            _place_known(known[0], done, edge_ptr, low)
+        if not done.all():
+            _coded_lows(np.asarray(sample), codes, missing_code, edge_ptr, done, low)
     elif p and sample.shape[0]:
         _dense_lows(np.asarray(sample), edge_values, edge_ptr, low)
     _fill_empty(edge_values, edge_ptr, low)

@@ -15,7 +15,7 @@ from gpurpo._validation import check_int, validate_values
 from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree.binning import _row_sort
-from gpurpo.tree.binning._bin_lows import bin_lows, edge_lows
+from gpurpo.tree.binning._bin_lows import bin_lows, block_lows, edge_lows
 from gpurpo.tree.binning._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
 from gpurpo.tree.binning._code_tables import bin_codes_fitted
 from gpurpo.tree.binning._quantile_rule import quantile_edges
@@ -378,11 +378,13 @@ class BinMapper:
         self._check_binned_size(n, p)
         codes = np.empty((p, n), dtype=np.uint8)
         n_zero = np.empty(p, dtype=np.int64)
-        out, n_edges, has_nan, extreme = _bin_by_blocks(X, int(self.max_bins), codes, n_zero)
+        lows = (np.empty((p, int(self.max_bins)), dtype=np.float64), np.empty(p, dtype=np.bool_))
+        out, n_edges, has_nan, extreme = _bin_by_blocks(X, int(self.max_bins), codes, n_zero,
+                                                        lows)
         if check_range_of is not None and extreme:
             validate_values(X, check_range_of, True, True, np)
         self._set_edges(*_table_edges(out, n_edges))
-        self.bin_low_ = bin_lows(X, self.edge_values_, self.edge_ptr_, codes, _NAN_CODE)
+        self.bin_low_ = bin_lows(X, self.edge_values_, self.edge_ptr_, codes, _NAN_CODE, lows)
         if self.missing_bin_ != _NAN_CODE:
             for f in np.flatnonzero(has_nan):
                 codes[f][codes[f] == _NAN_CODE] = self.missing_bin_
@@ -527,14 +529,18 @@ def _block_width(n: int, p: int) -> int:
     return min(width - width % 8, max(p, 1))
 
 
-def _float32_block(sample: Any, f0: int, out: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+def _float32_block(sample: Any, f0: int, out: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                   exact: np.ndarray) -> None:
     """``out[j] = float32(sample[:, f0 + j])``, and in ``lo[j]``, ``hi[j]`` its smallest
-    and largest non-NaN values (:func:`gpurpo.tree.binning._bucket_edges.row_ranges`)."""
+    and largest non-NaN values (:func:`gpurpo.tree.binning._bucket_edges.row_ranges`), in
+    ``exact[j]`` whether float32 holds each of its non-NaN values exactly."""
     if sample.dtype in (np.float32, np.float64) and sample.flags.c_contiguous:
-        transpose_block_to_float32(sample, f0, out, lo, hi)
+        transpose_block_to_float32(sample, f0, out, lo, hi, exact)
         return
+    columns = sample[:, f0 : f0 + out.shape[0]].T
     with np.errstate(over="ignore"):  # beyond float32's range: infinite, as intended
-        out[...] = sample[:, f0 : f0 + out.shape[0]].T
+        out[...] = columns
+    exact[...] = ((out == columns) | np.isnan(columns)).all(axis=1)
     row_ranges(out, lo, hi)
 
 
@@ -563,6 +569,7 @@ def _bin_by_blocks(
     max_bins: int,
     codes: np.ndarray | None = None,
     n_zero: np.ndarray | None = None,
+    lows: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Unweighted edges (and codes) of every column, block of features by block.
 
@@ -582,7 +589,12 @@ def _bin_by_blocks(
     :func:`gpurpo.tree.binning._bucket_edges._codes_from_buckets`), from ``a`` for the
     others (:func:`gpurpo.tree.binning._code_tables.bin_codes_fitted`, which also
     settles in float64 the values next to a float32 tie edge), NaN coded
-    ``_NAN_CODE``, and in ``n_zero`` each feature's count of the code of 0.0.
+    ``_NAN_CODE``, and in ``n_zero`` each feature's count of the code of 0.0;
+    with ``lows`` (a float64 (p, max_bins) table and a bool (p,) mask, with
+    ``codes``), each feature whose values float32 holds exactly has its bins'
+    smallest values in its row of the table, found from the block's float32
+    rows and codes while they are in the cache
+    (:func:`gpurpo.tree.binning._bin_lows.block_lows`), and True in the mask.
     The two buffers of a block stay in the cache and are reused by the next
     block: no float32 copy of the whole sample is made. Blocks are dealt to
     numba's thread count of Python threads (the kernels and the sort release
@@ -627,13 +639,14 @@ def _bin_by_blocks(
         lo = np.empty(width, dtype=np.float32)
         hi = np.empty(width, dtype=np.float32)
         status = np.empty(width, dtype=np.int8)
+        exact = np.empty(width, dtype=np.bool_)
         coded = np.zeros(width, dtype=np.bool_)
         no_codes = np.empty((0, n), dtype=np.uint8)
         for f0 in block_starts:
             f1 = min(p, f0 + width)
             q = f1 - f0
             a_blk = a[:q]
-            _float32_block(sample, f0, a_blk, lo[:q], hi[:q])
+            _float32_block(sample, f0, a_blk, lo[:q], hi[:q], exact[:q])
             bucket_edges_rows(a_blk, lo[:q], hi[:q], max_bins, out[f0:f1], n_edges[f0:f1],
                               float32_ok[f0:f1], has_nan[f0:f1], extreme[f0:f1], status[:q],
                               _NAN_CODE, no_codes if codes is None else codes[f0:f1], coded[:q])
@@ -645,6 +658,9 @@ def _bin_by_blocks(
                 bin_codes_fitted(a_blk, sample, f0, out[f0:f1], n_edges[f0:f1],
                                  float32_ok[f0:f1], _NAN_CODE, coded[:q], codes[f0:f1],
                                  n_zero[f0:f1])
+                if lows is not None:
+                    block_lows(a_blk, codes[f0:f1], exact[:q], _NAN_CODE, lows[0][f0:f1])
+                    lows[1][f0:f1] = exact[:q]
 
     threads = min(int(numba.get_num_threads()), len(starts))
     if threads <= 1:

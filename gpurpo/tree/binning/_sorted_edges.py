@@ -15,12 +15,13 @@ TRANSPOSE_PREFETCH = 32
 
 
 @njit(inline="always", cache=True)
-def _transpose_group(X, flat, f0, g, width, ahead, out, out_lo, out_hi):
+def _transpose_group(X, flat, f0, g, width, ahead, out, out_lo, out_hi, out_exact):
     """:func:`transpose_block_to_float32` for the ``width`` (a constant) features from ``f0 + g``."""
     n = X.shape[0]
     stride = X.shape[1]
     lo = np.full(width, np.inf, dtype=np.float32)
     hi = np.full(width, -np.inf, dtype=np.float32)
+    exact = np.ones(width, dtype=np.bool_)
     for i in range(n):
         if i + ahead < n:
             # the group's values can straddle a line more than their own
@@ -28,20 +29,25 @@ def _transpose_group(X, flat, f0, g, width, ahead, out, out_lo, out_hi):
                 _prefetch(flat, (i + ahead) * stride + f0 + g + c)
             _prefetch(flat, (i + ahead) * stride + f0 + g + width - 1)
         for j in range(width):
-            v = np.float32(X[i, f0 + g + j])
+            x = X[i, f0 + g + j]
+            v = np.float32(x)
             out[g + j, i] = v
             lo[j] = v if v < lo[j] else lo[j]
             hi[j] = v if v > hi[j] else hi[j]
+            exact[j] &= (np.float64(v) == np.float64(x)) | (x != x)
     for j in range(width):
         out_lo[g + j] = lo[j]
         out_hi[g + j] = hi[j]
+        out_exact[g + j] = exact[j]
 
 
 @njit(nogil=True, cache=True)
-def transpose_block_to_float32(X, f0, out, out_lo, out_hi):
+def transpose_block_to_float32(X, f0, out, out_lo, out_hi, out_exact):
     """``out[j, i] = float32(X[i, f0 + j])`` for the ``out.shape[0]`` features from ``f0``,
     and ``out_lo[j]``, ``out_hi[j]`` the smallest and largest non-NaN of ``out[j]``
-    (+inf and -inf for none; NaN compare false and are skipped).
+    (+inf and -inf for none; NaN compare false and are skipped), and ``out_exact[j]``
+    whether float32 holds every non-NaN value of the feature exactly (then its
+    float32 row stands for its values, as for :func:`gpurpo.tree.binning._bin_lows.block_lows`).
 
     ``X``: C-ordered. Host helper of BinMapper (a block of features, see
     :func:`gpurpo.tree.binning._mapper._bin_by_blocks`). Groups of 16 features, then
@@ -58,13 +64,13 @@ def transpose_block_to_float32(X, f0, out, out_lo, out_hi):
     ahead = TRANSPOSE_PREFETCH
     g = 0
     while g + 16 <= nb:
-        _transpose_group(X, flat, f0, g, 16, ahead, out, out_lo, out_hi)
+        _transpose_group(X, flat, f0, g, 16, ahead, out, out_lo, out_hi, out_exact)
         g += 16
     while g + 8 <= nb:
-        _transpose_group(X, flat, f0, g, 8, ahead, out, out_lo, out_hi)
+        _transpose_group(X, flat, f0, g, 8, ahead, out, out_lo, out_hi, out_exact)
         g += 8
     while g < nb:
-        _transpose_group(X, flat, f0, g, 1, ahead, out, out_lo, out_hi)
+        _transpose_group(X, flat, f0, g, 1, ahead, out, out_lo, out_hi, out_exact)
         g += 1
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpurpo.tree._numba._shared import _count_trailing_zeros, _side_weight
+from gpurpo.tree._numba._shared import _count_trailing_zeros, _popcount, _side_weight
 
 
 @njit(inline="always", cache=True)
@@ -209,6 +209,16 @@ def _scan_binary8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, derive, MS,
         return -1, -np.inf, 0, 0
     if n_acc == 0 or n_acc == ns:
         return 0, -np.inf, 0, 0
+    return _binary_split8(n_acc, rw, r0, r1, r2, r3, r4, r5, r6, r7, ns, derive, MS, W, S, m,
+                          parent, min_samples_leaf)
+
+
+@njit(inline="always", cache=True)
+def _binary_split8(n_acc, rw, r0, r1, r2, r3, r4, r5, r6, r7, ns, derive, MS, W, S, m, parent,
+                   min_samples_leaf):
+    """The one split point of a two-valued feature from the sums of its ``n_acc`` samples of
+    the summed code (``0 < n_acc < ns``; see :func:`_scan_binary8`); returns ``(1, gain,
+    bin, missing_left)``."""
     n_left = n_acc
     if derive:
         n_left = ns - n_acc
@@ -225,6 +235,42 @@ def _scan_binary8(src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, derive, MS,
         0, False, n_left, rw, r0, r1, r2, r3, r4, r5, r6, r7, ns, MS, 0.0, 0, W, S, m, parent,
         min_samples_leaf, -np.inf, 0, 0)
     return 1, best_gain, best_b, best_ml
+
+
+@njit(cache=True)
+def _scan_bits8(bits, mask, w_lo, w_hi, ns, w, wy, derive, MS, W, S, m, parent,
+                min_samples_leaf):
+    """:func:`_scan_binary8` of a two-valued feature without missing codes from bit sets.
+
+    Bit ``c`` of ``bits`` (uint64 words) is set where the feature's code of
+    column ``c`` is 1; ``mask`` holds the node's columns (within words
+    ``w_lo .. w_hi``), whose data are ``w[c]``, ``wy[c]``, and whose positions
+    hold increasing columns (the subtree kernel's codes block: a stable
+    partition of the identity keeps each node's columns increasing). The
+    summed samples (those coded 1 with ``derive``, else 0) are counted by
+    popcount first, so that a feature constant in the node (most of them on
+    text-like data) costs the node's words; the others are summed in
+    increasing columns, the position order of :func:`_scan_binary8`: the same
+    additions in the same order, so the same bits. Returns ``(state, gain,
+    bin, missing_left)`` with the states of :func:`_scan_binary8` but -1.
+    """
+    flip = np.uint64(0) if derive else ~np.uint64(0)
+    n_acc = 0
+    for k in range(w_lo, w_hi + 1):
+        n_acc += _popcount((bits[k] ^ flip) & mask[k])
+    if n_acc == 0 or n_acc == ns:
+        return 0, -np.inf, 0, 0
+    r0 = r1 = r2 = r3 = r4 = r5 = r6 = r7 = 0.0
+    rw = 0.0
+    for k in range(w_lo, w_hi + 1):
+        x = (bits[k] ^ flip) & mask[k]
+        while x != np.uint64(0):
+            c = np.uint64(k * 64) + _count_trailing_zeros(x)
+            x &= x - np.uint64(1)
+            rw += w[c]
+            r0, r1, r2, r3, r4, r5, r6, r7 = _add_row8(r0, r1, r2, r3, r4, r5, r6, r7, wy, c)
+    return _binary_split8(n_acc, rw, r0, r1, r2, r3, r4, r5, r6, r7, ns, derive, MS, W, S, m,
+                          parent, min_samples_leaf)
 
 
 @njit(cache=True)

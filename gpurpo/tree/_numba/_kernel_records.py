@@ -13,6 +13,7 @@ Kernel records: :data:`Sparse` (the views of the binned matrix),
 :data:`SubtreeOut`. Records of the node split search: :data:`NodeData` (the
 samples' codes and data), :data:`NodeAt` (one node's place in them, scalars),
 :data:`NodeColumns` (what reading a sparse X's stored entries takes),
+:data:`NodeBits` (bit sets of two-valued features),
 :data:`EvalRules` (the split rules and the visiting order's parameters),
 :data:`EvalScratch` (the scratch buffers).
 """
@@ -30,6 +31,7 @@ __all__ = [
     "EvalRules",
     "EvalScratch",
     "NodeAt",
+    "NodeBits",
     "NodeColumns",
     "NodeData",
     "Rules",
@@ -94,6 +96,13 @@ NodeColumns = namedtuple("NodeColumns", [
     "subtracted_bin", "listed", "col_ptr", "col_rows", "col_codes", "slot_of_row",
     "node_codes", "identity", "entry_ptr", "entry_features", "row_of_col",
 ])
+
+#: Bit sets of the two-valued features of a subtree kernel's codes block, for
+#: :func:`._feature_scan._scan_bits8`: ``words[f]`` has bit ``c`` set where feature
+#: ``f``'s code of column ``c`` is 1, for the features where ``binary[f]`` is True (two
+#: values, no missing code in the block); ``mask`` holds the node's columns, within
+#: the words ``w_lo .. w_hi`` (none: no bit sets are read).
+NodeBits = namedtuple("NodeBits", ["words", "binary", "mask", "w_lo", "w_hi"])
 
 #: The rules of one node's split search and the Feistel parameters ``lo_bits``,
 #: ``hi_bits`` of the visiting order of the p features (:mod:`gpurpo.tree._random`).

@@ -30,6 +30,7 @@ from gpurpo.tree._numba._feature_scan import (
     _missing_right_flag,
     _next_marked,
     _scan_binary8,
+    _scan_bits8,
     _scan_occupied8,
     _scan_sorted8,
     _scan_table8,
@@ -267,13 +268,17 @@ def _list_node_features(entry_ptr, entry_features, row_of_col, cols, c0ff, ns, k
 
 
 @njit(cache=True)
-def _eval_node(data, at, columns, edges, rules, scratch):
+def _eval_node(data, at, columns, edges, rules, scratch, bits):
     """Best split of one node; returns (feature, bin, missing_left, gain), feature -1 if none.
 
     The arguments are the records of :mod:`._kernel_records`: ``data`` (a
     ``NodeData``), ``at`` (a ``NodeAt``), ``columns`` (a ``NodeColumns``),
-    ``edges`` (an ``Edges``), ``rules`` (an ``EvalRules``) and ``scratch`` (an
-    ``EvalScratch``).
+    ``edges`` (an ``Edges``), ``rules`` (an ``EvalRules``), ``scratch`` (an
+    ``EvalScratch``) and ``bits`` (a ``NodeBits``: where its words
+    ``w_lo .. w_hi`` are not empty, a two-valued feature marked ``binary`` is
+    scanned over its bit set, :func:`_scan_bits8`, with the same result as the
+    one-pass scan; the node's data then at its columns, ``rows`` being
+    ``cols``).
     The node's samples are ``cols[c0ff:c0ff + ns]`` (columns of ``codes``) with
     weights ``w[i]``, weighted targets ``wy[i]`` and targets ``y[i]`` for the rows
     ``i`` in ``rows[d0:d0 + ns]``, in the same order (the subtree kernel passes its
@@ -318,6 +323,8 @@ def _eval_node(data, at, columns, edges, rules, scratch):
         entry_ptr, entry_features, row_of_col,
     ) = borrow_all(columns)
     edge_values, edge_ptr = borrow_all(edges)
+    words, binary, mask, w_lo, w_hi = borrow_all(bits)
+    use_bits = w_hi >= w_lo
     n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol, lo_bits, hi_bits = rules
     (
         S, code_buf, order, hist, bin_pos, LS, MS, keys, perm, cand_f, cand_g, cand_b, cand_ml,
@@ -480,9 +487,14 @@ def _eval_node(data, at, columns, edges, rules, scratch):
             src_cols = identity
             src_c0 = 0
         if two_valued and two and not columns:
-            state, best_gain, best_b, best_ml = _scan_binary8(
-                src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, z == 0 and not sort_f, MS,
-                W, S, m, parent, min_samples_leaf)
+            if use_bits and binary[f]:
+                state, best_gain, best_b, best_ml = _scan_bits8(
+                    words[f], mask, w_lo, w_hi, ns, w, wy, z == 0 and not sort_f, MS, W, S, m,
+                    parent, min_samples_leaf)
+            else:
+                state, best_gain, best_b, best_ml = _scan_binary8(
+                    src, src_f, src_cols, src_c0, ns, rows, d0, w, wy, z == 0 and not sort_f,
+                    MS, W, S, m, parent, min_samples_leaf)
             if state == 0:
                 continue
             if state == 1:

@@ -30,6 +30,18 @@ def _count_trailing_zeros(typingctx, bits):
 
 
 @intrinsic
+def _popcount(typingctx, bits):
+    """Number of set bits of a uint64 (LLVM ``ctpop``: one instruction), as an int64."""
+    if bits != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(builder.ctpop(args[0]), ir.IntType(64))
+
+    return types.int64(types.uint64), codegen
+
+
+@intrinsic
 def _prefetch(typingctx, flat, index):
     """Hint the CPU to load the cache line of ``flat[index]`` (LLVM ``prefetch``; no fault,
     no effect on the result). ``flat``: a 1-D contiguous array; ``index`` within it."""

@@ -17,6 +17,7 @@ from gpurpo.backend import cpu_helper
 from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._kernel_records import (
     NodeAt,
+    NodeBits,
     NodeColumns,
     NodeData,
     SubtreeOut,
@@ -38,6 +39,13 @@ from gpurpo.tree._random import child_seed_nb
 # are evaluated on the global codes (see grow_subtrees).
 SUBTREE_BLOCK_BYTES = 1 << 19
 MAX_BLOCK_SAMPLES = 4096
+# Blocks of at least this many samples hold bit sets of their two-valued features
+# (_pack_bits): their nodes count a feature's samples by words instead of codes.
+BITS_MIN_SAMPLES = 128
+# A node of a block with bit sets reads them when it has at least this many samples
+# per word its columns span (else its codes: a small node's columns can be spread
+# over the whole block).
+BITS_PER_WORD = 8
 
 
 @njit(cache=True)
@@ -89,9 +97,18 @@ def _subtree_chunk(ch, n_chunks, max_ns, codes, sparse, batch, weights, targets,
     data, scratch = _eval_scratch(max_ns, mp, n_bins, n_slots, n_listing)
     block_data, block_scratch = _eval_scratch(max_nb if big else 1, mp, n_bins, n_slots,
                                               n_listing)
+    # the blocks' bit sets, for the best split of 8-channel nodes (_eval_node's
+    # one-pass scan of two-valued features)
+    n_words = (max_nb + 63) // 64 if mp == 8 and not rules.random_split else 0
+    bit_scratch = (
+        np.zeros((p, n_words), dtype=np.uint64),  # the bit sets of a block's features
+        np.zeros(p, dtype=np.bool_),  # which features have one (all False between blocks)
+        np.zeros(n_words, dtype=np.uint64),  # a node's columns
+    )
     _subtree_chunk_roots(
         ch, n_chunks, codes, sparse, batch, weights, targets, root_weight, edges, rules, out,
         subtree_scratch, big_scratch, data, scratch, block_data, block_scratch, columns,
+        bit_scratch,
     )
 
 
@@ -141,6 +158,42 @@ def _clean_block(block, ns, gid, row_ptr, row_features, z0):
         s = gid[a]
         for e in range(row_ptr[s], row_ptr[s + 1]):
             block[row_features[e], a] = z0
+
+
+@njit(cache=True)
+def _pack_bits(block, edge_ptr, words, binary):
+    """Bit sets of the two-valued features of a codes block (p x ns) without missing codes.
+
+    ``words[f]`` gets bit ``c`` set where ``block[f, c]`` is 1, for every
+    feature ``f`` of one edge whose codes in the block are 0 or 1; ``binary[f]``
+    says which (see :func:`gpurpo.tree._numba._feature_scan._scan_bits8`).
+    """
+    p, ns = block.shape
+    n_full = ns // 64
+    for f in range(p):
+        if edge_ptr[f + 1] - edge_ptr[f] != 1:
+            continue
+        codes_f = block[f]
+        words_f = words[f]
+        high = np.uint8(0)
+        for k in range(n_full):
+            # a loop of constant length over the word's 64 codes (unrolled, vectorised)
+            base = k * 64
+            word = np.uint64(0)
+            for c in range(64):
+                code = codes_f[base + c]
+                high |= code
+                word |= np.uint64(code) << np.uint64(c)
+            words_f[k] = word
+        if ns > n_full * 64:
+            word = np.uint64(0)
+            for c in range(n_full * 64, ns):
+                code = codes_f[c]
+                high |= code
+                word |= np.uint64(code) << np.uint64(c - n_full * 64)
+            words_f[n_full] = word
+        # codes other than 0 and 1 set bits above the lowest of ``high``
+        binary[f] = high <= 1
 
 
 @njit(inline="always", cache=True)
@@ -213,7 +266,7 @@ def _partition_positions(codes, columns, cols, cols2, a0, a1, f, b, ml, missing_
 @njit(cache=True)
 def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, pos0, t, m,
                    root_weight, rules, eval_rules, edges, sparse, columns, scratch, out,
-                   row_of_col):
+                   row_of_col, bit_scratch):
     """Grow node ``j_root`` (local id; its samples the block's columns ``0 .. ns - 1``,
     at the root's positions ``pos0 ..``) to completion, depth first, in the block.
 
@@ -226,6 +279,11 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
     ``NodeColumns`` of the large nodes (its gathered-codes buffer and identity).
     ``row_of_col``: the global row of each column of the block (a sparse X's
     nodes read their rows' stored entries, see :func:`_eval_node`).
+    ``bit_scratch``: the bit sets of the block's two-valued features, their
+    flags and a node's mask (:class:`NodeBits`), made by :func:`_pack_bits`
+    for blocks of at least ``BITS_MIN_SAMPLES`` samples (a node's columns are
+    increasing: ``cols`` is partitioned stably from the identity); the flags
+    are left False.
     Returns the next free local id.
     """
     w, wy, y = borrow_all(data)
@@ -243,6 +301,10 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
     # False, typed as a run-time flag like the small-node kernel's (a literal False
     # would compile a second specialisation of _eval_node)
     no_columns = sparse.row_ptr.shape[0] < 0
+    words, binary, mask = borrow_all(bit_scratch)
+    packed = words.shape[1] > 0 and block.shape[1] >= BITS_MIN_SAMPLES
+    if packed:
+        _pack_bits(block, edges[1], words, binary)
     stack[0] = j_root
     sp = 1
     while sp > 0:
@@ -256,8 +318,20 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
         _clear_node(g_j, out_feature, out_bin, out_missing_left, out_gain, out_left, out_right)
         if (rules.max_depth >= 0 and depth >= rules.max_depth) or nsj < rules.min_samples_split:
             continue
+        w_lo = np.int64(0)
+        w_hi = np.int64(-1)
+        if packed and nsj >= BITS_PER_WORD * ((np.int64(cols[a1 - 1]) >> 6)
+                                              - (np.int64(cols[a0]) >> 6) + 1):
+            w_lo = np.int64(cols[a0]) >> 6
+            w_hi = np.int64(cols[a1 - 1]) >> 6
+            for a in range(a0, a1):
+                c = np.uint64(cols[a])
+                mask[c >> np.uint64(6)] |= np.uint64(1) << (c & np.uint64(63))
         f, b, ml, g = _eval_node(block_data, NodeAt(a0, nsj, a0, seeds[j], no_columns),
-                                 block_columns, edges, eval_rules, scratch)
+                                 block_columns, edges, eval_rules, scratch,
+                                 NodeBits(words, binary, mask, w_lo, w_hi))
+        for k in range(w_lo, w_hi + 1):
+            mask[k] = np.uint64(0)
         if f < 0 or g / (m * root_weight[t]) + eps < rules.min_impurity_decrease:
             continue
         nl = _partition_positions(block, cols, cols, cols2, a0, a1, f, b, ml, rules.missing_bin)
@@ -268,13 +342,16 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
         stack[sp + 1] = count
         sp += 2
         count += 2
+    if packed:
+        for f in range(binary.shape[0]):
+            binary[f] = False
     return count
 
 
 @njit(cache=True)
 def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, root_weight, edges,
                          rules, out, subtree_scratch, big_scratch, data, scratch, block_data,
-                         block_scratch, columns):
+                         block_scratch, columns, bit_scratch):
     """The loop of :func:`_subtree_chunk` on views of its arrays that hold no reference.
 
     A root of at most ``_block_limit(p)`` samples is grown in a codes block of
@@ -312,6 +389,8 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
     scratch = borrow_all(scratch)
     w_b, wy_b, y_b = borrow_all(block_data)
     block_scratch = borrow_all(block_scratch)
+    bit_scratch = borrow_all(bit_scratch)
+    words, binary, mask = bit_scratch
     n_roots = node_ranges.shape[0]
     p = codes.shape[0]
     m = targets.shape[2]
@@ -366,6 +445,7 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
             count = _grow_in_block(
                 block, cols, cols2, stack, seeds, (w, wy, y), zero, one, base, zero, t, m,
                 root_weight, rules, eval_rules, edges, sparse, columns, scratch, out, gid,
+                bit_scratch,
             )
             if one_zero_code:
                 _clean_block(block, ns_r, gid, row_ptr, row_features, zero_code[0])
@@ -401,7 +481,7 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                     count = _grow_in_block(
                         block, block_cols, cols2, block_stack, seeds, (w_b, wy_b, y_b), j,
                         count, base, a0, t, m, root_weight, rules, eval_rules, edges, sparse,
-                        columns, block_scratch, out, block_gid,
+                        columns, block_scratch, out, block_gid, bit_scratch,
                     )
                     if one_zero_code:
                         _clean_block(block, nsj, block_gid, row_ptr, row_features,
@@ -415,8 +495,10 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                 for a in range(a0, a1):
                     node_rows[a] = gid[cols[a]]
                 use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
+                # the flags are False outside the blocks: no bit sets
                 f, b, ml, g = _eval_node(root_data, NodeAt(a0, nsj, a0, seeds[j], use_columns),
-                                         columns, edges, eval_rules, scratch)
+                                         columns, edges, eval_rules, scratch,
+                                         NodeBits(words, binary, mask, zero, zero - one))
                 if f >= 0 and gather:
                     # the split feature's codes of the node, at positions a0 .. a1 - 1
                     _node_codes_of(f, node_rows, a0, nsj, edge_values, edge_ptr, use_columns,

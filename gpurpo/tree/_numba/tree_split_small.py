@@ -17,6 +17,7 @@ from gpurpo.tree._numba._kernel_records import (
     EvalRules,
     EvalScratch,
     NodeAt,
+    NodeBits,
     NodeColumns,
     NodeData,
     SplitOut,
@@ -157,6 +158,9 @@ def _split_chunk_nodes(ch, n_chunks, codes, sparse, batch, weights, targets, edg
     eval_rules = _eval_rules(rules, codes.shape[0])
     node_data = NodeData(codes, sample_indices, w, wy, y, identity, m)
     zero = np.int64(0)
+    # no bit sets of codes (those of the subtree kernel's blocks)
+    no_bits = NodeBits(np.empty((0, 0), dtype=np.uint64), np.empty(0, dtype=np.bool_),
+                       np.empty(0, dtype=np.uint64), zero, zero - 1)
     for i in range(ch, n_nodes, n_chunks):
         start = node_ranges[i, 0]
         ns = node_ranges[i, 1] - start
@@ -172,7 +176,7 @@ def _split_chunk_nodes(ch, n_chunks, codes, sparse, batch, weights, targets, edg
         use_columns = _claim_slots(sample_indices, start, ns, columns.col_ptr.shape[0] > 0,
                                    slot_of_row)
         f, b, ml, g = _eval_node(node_data, NodeAt(start, ns, zero, node_seed[i], use_columns),
-                                 columns, edges, eval_rules, scratch)
+                                 columns, edges, eval_rules, scratch, no_bits)
         if use_columns:
             _release_slots(sample_indices, start, ns, slot_of_row)
         out.feature[i] = f

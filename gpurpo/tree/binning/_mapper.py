@@ -533,14 +533,14 @@ def _float32_block(sample: Any, f0: int, out: np.ndarray, lo: np.ndarray, hi: np
                    exact: np.ndarray) -> None:
     """``out[j] = float32(sample[:, f0 + j])``, and in ``lo[j]``, ``hi[j]`` its smallest
     and largest non-NaN values (:func:`gpurpo.tree.binning._bucket_edges.row_ranges`), in
-    ``exact[j]`` whether float32 holds each of its non-NaN values exactly."""
+    ``exact[j]`` whether float32 holds each of its values exactly (NaN none)."""
     if sample.dtype in (np.float32, np.float64) and sample.flags.c_contiguous:
         transpose_block_to_float32(sample, f0, out, lo, hi, exact)
         return
     columns = sample[:, f0 : f0 + out.shape[0]].T
     with np.errstate(over="ignore"):  # beyond float32's range: infinite, as intended
         out[...] = columns
-    exact[...] = ((out == columns) | np.isnan(columns)).all(axis=1)
+    exact[...] = (out == columns).all(axis=1)
     row_ranges(out, lo, hi)
 
 

@@ -50,10 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, count_device_activity, cpu_helper
+from gpurpo.backend import Backend, count_device_activity
 from gpurpo.tree import histogram, kernels, level_kernels
-from gpurpo.tree._node_tables import absorb_subtrees, number_nodes, sum_internal_weights
-from gpurpo.tree._numba.gather_trees import gather_tree_arrays
+from gpurpo.tree._node_tables import absorb_subtrees, number_nodes
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._records import Subtrees, _subtree_layout
 from gpurpo.tree.binning import BinnedMatrix
@@ -65,9 +64,9 @@ from gpurpo.tree.grower import (
     default_subtree_size,
     draw_root_seeds,
     mostly_zero,
+    pack_structures,
     target_mean,
 )
-from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
 __all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
@@ -499,42 +498,22 @@ class _DeviceGrower:
 
     def _structures(self, nodes: _Nodes, leaf_of_sample: Any, leaf_weight: Any) -> GrowResult:
         size = nodes.size
-        is_leaf = nodes.left[:size] < 0
         tree = nodes.tree[:size]
         leaf_index = np.empty(size, dtype=np.int32)
         local_id = np.empty(size, dtype=np.int64)
         node_order = np.empty(size, dtype=np.int64)
         tree_counts = np.empty(self.n_trees, dtype=np.int64)
-        number_nodes(tree, is_leaf, leaf_index, local_id, node_order, tree_counts)
+        number_nodes(tree, nodes.left[:size] < 0, leaf_index, local_id, node_order, tree_counts)
         # leaves numbered by position within their tree, as tree_level_place numbers them
-        leaf_ids = np.flatnonzero(is_leaf)
+        leaf_ids = np.flatnonzero(nodes.left[:size] < 0)
         leaf_ids = leaf_ids[np.argsort(nodes.start[leaf_ids], kind="stable")]
         leaf_tree = tree[leaf_ids]
         per_tree = np.bincount(leaf_tree, minlength=self.n_trees)
         first_leaf = np.concatenate([[0], np.cumsum(per_tree)[:-1]])
         leaf_index[leaf_ids] = (np.arange(len(leaf_ids)) - first_leaf[leaf_tree]).astype(np.int32)
-        weighted = np.zeros(size, dtype=np.float64)
-        weighted[leaf_ids] = self.backend.to_host(leaf_weight[: len(leaf_ids)])
-        if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
-            raise RuntimeError("node table corrupted: a child's id is not above its parent's")
-        tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
-        arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
-        cpu_helper(gather_tree_arrays)(
-            node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
-            nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
-            leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
-            nodes.depth[:size],
-            np.ascontiguousarray(self.binned.edge_values_host, dtype=np.float64),
-            np.ascontiguousarray(self.binned.edge_ptr_host, dtype=np.int64),
-            *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
-                                  "bin", "missing_go_left", "leaf_index", "n_node_samples",
-                                  "weighted_n_node_samples", "gain", "depth")),
-        )
-        structures = [
-            TreeStructure(**{k: v[tree_first[t] : tree_first[t] + tree_counts[t]]
-                             for k, v in arrays.items()})
-            for t in range(self.n_trees)
-        ]
+        weights = self.backend.to_host(leaf_weight[: len(leaf_ids)])
+        structures = pack_structures(nodes, self.binned, leaf_ids, weights, leaf_index,
+                                     local_id, node_order, tree_counts)
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
 
 

@@ -858,7 +858,6 @@ class _Grower:
         node_order = np.empty(size, dtype=np.int64)
         tree_counts = np.empty(self.n_trees, dtype=np.int64)
         number_nodes(tree, is_leaf, leaf_index, local_id, node_order, tree_counts)
-        structures: list[TreeStructure] = []
         # the leaves (their feature set to -1) with their sample ranges, in one pass
         leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank = leaf_table(
             nodes.left[:size], nodes.feature[:size], tree, nodes.start[:size],
@@ -866,29 +865,8 @@ class _Grower:
         )
         leaf_of_sample, leaf_weight = self._place_samples(
             leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank)
-        # Weighted sample counts: leaves from the weights, internal nodes bottom-up.
-        weighted = np.zeros(size, dtype=np.float64)
-        if len(leaf_ids):
-            weighted[leaf_ids] = leaf_weight
-        # internal nodes bottom-up (children's ids are above their parent's)
-        if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
-            raise RuntimeError("node table corrupted: a child's id is not above its parent's")
-        tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
-        arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
-        cpu_helper(gather_tree_arrays)(
-            node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
-            nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
-            leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
-            nodes.depth[:size],
-            np.ascontiguousarray(self.binned.edge_values_host, dtype=np.float64),
-            np.ascontiguousarray(self.binned.edge_ptr_host, dtype=np.int64),
-            *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
-                                  "bin", "missing_go_left", "leaf_index", "n_node_samples",
-                                  "weighted_n_node_samples", "gain", "depth")),
-        )
-        for t in range(self.n_trees):
-            part = slice(tree_first[t], tree_first[t] + tree_counts[t])
-            structures.append(TreeStructure(**{k: v[part] for k, v in arrays.items()}))
+        structures = pack_structures(nodes, self.binned, leaf_ids, leaf_weight, leaf_index,
+                                     local_id, node_order, tree_counts)
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
 
     def _place_samples(
@@ -913,6 +891,46 @@ class _Grower:
             xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
         )
         return leaf_of_sample, leaf_weight
+
+
+def pack_structures(
+    nodes: _Nodes, binned: BinnedMatrix, leaf_ids: np.ndarray, leaf_weight: Any,
+    leaf_index: np.ndarray, local_id: np.ndarray, node_order: np.ndarray,
+    tree_counts: np.ndarray,
+) -> list[TreeStructure]:
+    """The trees of a finished node table, one :class:`TreeStructure` each.
+
+    ``leaf_ids`` (host int64) are the leaves and ``leaf_weight`` (float64 or
+    None without leaves) their weighted sample counts; internal nodes sum
+    their children's, bottom up. ``leaf_index``, ``local_id``, ``node_order``
+    and ``tree_counts`` number the nodes within their trees
+    (:func:`~gpurpo.tree._node_tables.number_nodes`, whose leaf numbering the
+    caller may replace).
+    """
+    size = nodes.size
+    is_leaf = nodes.left[:size] < 0
+    weighted = np.zeros(size, dtype=np.float64)
+    if len(leaf_ids):
+        weighted[leaf_ids] = leaf_weight
+    # internal nodes bottom-up (children's ids are above their parent's)
+    if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
+        raise RuntimeError("node table corrupted: a child's id is not above its parent's")
+    tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
+    arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
+    cpu_helper(gather_tree_arrays)(
+        node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
+        nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
+        leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
+        nodes.depth[:size],
+        np.ascontiguousarray(binned.edge_values_host, dtype=np.float64),
+        np.ascontiguousarray(binned.edge_ptr_host, dtype=np.int64),
+        *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
+                              "bin", "missing_go_left", "leaf_index", "n_node_samples",
+                              "weighted_n_node_samples", "gain", "depth")),
+    )
+    return [TreeStructure(**{k: v[tree_first[t] : tree_first[t] + tree_counts[t]]
+                             for k, v in arrays.items()})
+            for t in range(len(tree_counts))]
 
 
 def _check_binned(binned: Any) -> None:

@@ -52,7 +52,8 @@ def per_level(activity: Any, depth: int) -> dict[str, Any]:
 
 
 def forest_batch_activity(
-    n: int, n_trees: int, p: int = 20, m: int = 4, n_candidates: int = 5, seed: int = 0
+    n: int, n_trees: int, p: int = 20, m: int = 4, n_candidates: int = 5, seed: int = 0,
+    backend: Any = EMULATED,
 ) -> dict[str, Any]:
     """Counters of growing one batch of fully grown forest trees on the emulated backend.
 
@@ -72,6 +73,9 @@ def forest_batch_activity(
         Features drawn per node (``max_features``), fewer than ``p``.
     seed : int
         Seed of the data, the weights and the growth.
+    backend : Backend
+        A CUDA backend: the emulated one, or CuPy's on a GPU (whose counters
+        do not see CuPy's operators).
 
     Returns
     -------
@@ -90,19 +94,19 @@ def forest_batch_activity(
     targets = np.repeat(Y[:, None, :], n_trees, axis=1)
     params = GrowthParams(
         n_candidates=n_candidates,
-        small_node_size=default_small_node_size(EMULATED),
-        subtree_size=default_subtree_size(EMULATED, p),
+        small_node_size=default_small_node_size(backend),
+        subtree_size=default_subtree_size(backend, p),
     )
     mapper = BinMapper().fit(X)
     with count_device_activity() as upload:
-        binned = mapper.transform(X, EMULATED)
-        targets_dev = EMULATED.asarray(targets)
-        weights_dev = EMULATED.asarray(weights)
-        seeds_dev = EMULATED.asarray(draw_root_seeds(np.random.default_rng(seed + 1), n_trees))
+        binned = mapper.transform(X, backend)
+        targets_dev = backend.asarray(targets)
+        weights_dev = backend.asarray(weights)
+        seeds_dev = backend.asarray(draw_root_seeds(np.random.default_rng(seed + 1), n_trees))
         levels: list = []
         with count_device_activity() as growth:
             result = grow_trees_on_device(binned, targets_dev, weights_dev, params, None,
-                                          EMULATED, root_seeds=seeds_dev, level_activity=levels)
+                                          backend, root_seeds=seeds_dev, level_activity=levels)
     depth = max(s.max_depth for s in result.structures)
     upload_only = {k: getattr(upload, k) - getattr(growth, k) for k in COUNTERS}
     return {"n": n, "trees": n_trees, **per_level(growth, depth), **by_level(levels),

@@ -14,7 +14,8 @@ Skipped, with the reason, where CuPy cannot run a kernel. Checks:
 * CuPy inputs give CuPy outputs; top-k predictions on the GPU equal the CPU's;
 * a forest warm-started on the GPU is the forest of one fit there;
 * the explicit device-to-host transfers of a tree fit grow with the depth of
-  the tree, not with its number of nodes.
+  the tree, not with its number of nodes; the device grower copies one array to
+  the host per level and nothing to the device.
 """
 
 from __future__ import annotations
@@ -442,7 +443,24 @@ def test_explicit_transfers_are_bounded_per_level(cp):
         levels = model.tree_.max_depth + 1
         print(f"n={n}: {len(calls)} explicit transfers for {levels} levels and "
               f"{model.tree_.node_count} nodes")
-        assert len(calls) <= 16 * levels
+        # one per level of the device grower, plus a fixed number per fit
+        assert len(calls) <= levels + 8
+
+
+def test_device_growth_copies_one_array_per_level(cp, gpu):
+    # the device grower on CuPy, counted level by level: one copy to the host per level,
+    # none to the device after the upload (CuPy's operators are not counted: the
+    # launches are a lower bound)
+    from gpurpo.testing.device_activity import forest_batch_activity
+
+    for n, trees, k in ((20000, 8, 5), (20000, 2, 20)):
+        result = forest_batch_activity(n, trees, n_candidates=k, backend=gpu)
+        print(f"n={n}, {trees} trees, max_features={k}: levels {result['levels']}, "
+              f"launches per level {result['level_launches']}")
+        assert result["levels"] >= 3
+        assert result["level_d2h"] == [int(sum(g[1:]) > 0) for g in result["level_groups"]]
+        assert result["h2d"] == 0
+        assert max(result["level_launches"]) <= 13
 
 
 def test_newton_histogram_scores_on_device_match_numba_bitwise(cp, gpu):

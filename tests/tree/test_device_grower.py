@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import GrowthParams, grow_trees
@@ -157,3 +159,41 @@ def test_bad_inputs_are_named(change, message):
     seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
     with pytest.raises(ValueError, match=message):
         grow_trees_on_device(binned, targets, weights, GrowthParams(), None, NUMPY, seeds)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(2, 300),
+    p=st.integers(1, 40),
+    n_trees=st.integers(1, 3),
+    k=st.one_of(st.none(), st.integers(1, 40)),
+    splitter=st.sampled_from(["best", "random"]),
+    msl=st.integers(1, 4),
+    mss=st.integers(2, 8),
+    max_depth=st.one_of(st.none(), st.integers(0, 6)),
+    small=st.integers(0, 80),
+    subtree=st.integers(0, 40),
+    nan_share=st.sampled_from([0.0, 0.1]),
+)
+def test_random_problems_grow_the_host_growers_trees(seed, n, p, n_trees, k, splitter, msl, mss,
+                                                     max_depth, small, subtree, nan_share):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)).astype(np.float32)
+    X[:, : p // 2] = np.round(X[:, : p // 2])  # tied values
+    X[rng.random(X.shape) < nan_share] = np.nan
+    targets = rng.standard_normal((n, n_trees, 2)).astype(np.float32)
+    weights = rng.poisson(1.0, size=(n_trees, n)).astype(np.float32)
+    weights[:, 0] = 1.0  # every tree has a sample
+    params = GrowthParams(n_candidates=k, splitter=splitter, min_samples_leaf=msl,
+                          min_samples_split=mss, max_depth=max_depth, small_node_size=small,
+                          subtree_size=subtree)
+    binned = BinMapper(max_bins=16).fit(X).transform(X, NUMPY)
+    seeds = draw_root_seeds(rng, n_trees)
+    ref = grow_trees(binned, targets, weights, params, None, NUMPY, seeds)
+    got = grow_trees_on_device(binned, targets, weights, params, None, NUMPY, seeds)
+    for t in range(n_trees):
+        a, b = ref.structures[t], got.structures[t]
+        assert _canonical(a) == _canonical(b)
+        np.testing.assert_array_equal(_samples_by_leaf(b, got.leaf_of_sample[t]),
+                                      _samples_by_leaf(a, ref.leaf_of_sample[t]))

@@ -53,6 +53,25 @@ class NodeBatch:
 
 
 @dataclass(frozen=True)
+class NodeSplits:
+    """The chosen splits of a batch of nodes, as the partition kernels take them.
+
+    Attributes
+    ----------
+    feature : int32 array (N,)
+        Split feature of each node; a node of feature < 0 keeps its samples.
+    bin : int32 array (N,)
+        Samples whose code is at most ``bin`` go left.
+    missing_left : uint8 array (N,)
+        Side of the samples whose code is the missing bin.
+    """
+
+    feature: Any
+    bin: Any
+    missing_left: Any
+
+
+@dataclass(frozen=True)
 class EdgeTable:
     """The ragged table of the binned features' upper bin edges.
 

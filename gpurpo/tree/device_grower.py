@@ -317,9 +317,10 @@ class _DeviceGrower:
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
             dec_missing_left)
-        n_left = kernels.partition(self.backend, self.binned.codes, self.sample_indices,
-                                   ranges[n_sub:n_front], dec_feature, dec_bin, dec_missing_left,
-                                   self.binned.missing_bin)
+        n_left = kernels.partition(
+            self.backend, self.binned.codes,
+            kernels.NodeBatch(self.sample_indices, ranges[n_sub:n_front], None),
+            kernels.NodeSplits(dec_feature, dec_bin, dec_missing_left), self.binned.missing_bin)
         cap = 2 * n_front  # next frontier; its launch batch also holds up to n_front helpers
         nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_front, 2), dtype=xp.int64),
                xp.empty(cap + n_front, dtype=xp.int32), xp.empty(cap + n_front, dtype=xp.uint64),

@@ -785,17 +785,15 @@ class _Grower:
         xp = self.xp
         nodes = self.nodes
         split_at = (
-            self.sample_indices,
-            self._dev(ranges, xp.int64),
-            self._dev(nodes.feature[ids], xp.int32),
-            self._dev(nodes.bin[ids], xp.int32),
-            self._dev(nodes.missing_left[ids], xp.uint8),
+            kernels.NodeBatch(self.sample_indices, self._dev(ranges, xp.int64), None),
+            kernels.NodeSplits(self._dev(nodes.feature[ids], xp.int32),
+                               self._dev(nodes.bin[ids], xp.int32),
+                               self._dev(nodes.missing_left[ids], xp.uint8)),
             self.binned.missing_bin,
         )
         if self.binned.dense_codes is None:
             n_left_dev = kernels.partition_columns(
-                self.backend, self.binned.sparse_codes, self.binned.edge_values,
-                self.binned.edge_ptr, *split_at)
+                self.backend, self.binned.sparse_codes, self.edges, *split_at)
         else:
             n_left_dev = kernels.partition(self.backend, self.binned.codes, *split_at)
         return self.backend.to_host(n_left_dev).astype(np.int64)

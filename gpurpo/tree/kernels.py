@@ -374,13 +374,21 @@ from gpurpo.tree._numba import (
     tree_split_small,
     tree_thresholds,
 )
-from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules, Subtrees
+from gpurpo.tree._records import (
+    EdgeTable,
+    NodeBatch,
+    NodeSplits,
+    SparseColumns,
+    SplitRules,
+    Subtrees,
+)
 from gpurpo.tree.binning import _code_tables, _sparse
 
 __all__ = [
     "KERNEL_NAMES",
     "EdgeTable",
     "NodeBatch",
+    "NodeSplits",
     "SparseColumns",
     "SplitRules",
     "Subtrees",
@@ -587,46 +595,49 @@ def node_stats(
     return out_impure, out_q
 
 
-def _split_rules(backend: Backend, node_feature: Any, node_bin: Any, node_missing_left: Any,
-                 missing_bin: int) -> tuple:
+def _split_rules(backend: Backend, splits: NodeSplits, missing_bin: int) -> tuple:
     """The split arguments of the partition kernels, in their dtypes, C-contiguous."""
     xp = backend.xp
-    return (_c(backend, node_feature, xp.int32), _c(backend, node_bin, xp.int32),
-            _c(backend, node_missing_left, xp.uint8), int(missing_bin))
+    if not isinstance(splits, NodeSplits):
+        raise TypeError(f"splits must be a NodeSplits, got {type(splits).__name__}")
+    return (_c(backend, splits.feature, xp.int32), _c(backend, splits.bin, xp.int32),
+            _c(backend, splits.missing_left, xp.uint8), int(missing_bin))
 
 
-def _partition_outputs(backend: Backend, sample_indices: Any, node_ranges: Any) -> tuple[Any, Any]:
-    """The checked node ranges (int64) and the zeroed ``out_n_left`` of a partition kernel."""
+def _partition_outputs(backend: Backend, batch: NodeBatch) -> tuple[Any, Any, Any]:
+    """The checked samples, node ranges (int64) and the ``out_n_left`` of a partition kernel."""
     xp = backend.xp
+    if not isinstance(batch, NodeBatch):
+        raise TypeError(f"batch must be a NodeBatch, got {type(batch).__name__}")
+    sample_indices = batch.sample_indices
     if sample_indices.dtype != xp.int32 or not sample_indices.flags.c_contiguous:
         raise TypeError("sample_indices must be a C-contiguous int32 array (it is partitioned "
                         f"in place), got {sample_indices.dtype}")
-    ranges = _c(backend, node_ranges, xp.int64)
-    return ranges, xp.empty(int(ranges.shape[0]), dtype=xp.int64)
+    ranges = _c(backend, batch.node_ranges, xp.int64)
+    return sample_indices, ranges, xp.empty(int(ranges.shape[0]), dtype=xp.int64)
 
 
 def partition(
     backend: Backend,
     codes: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_feature: Any,
-    node_bin: Any,
-    node_missing_left: Any,
+    batch: NodeBatch,
+    splits: NodeSplits,
     missing_bin: int,
 ) -> Any:
     """Stable in-place partition of the nodes' samples; returns n_left int64 (N,).
 
-    See ``tree_partition`` in the module docstring.
+    See ``tree_partition`` in the module docstring: ``batch`` gives the
+    nodes' samples (``sample_indices``, reordered in place) and ranges (its
+    ``node_tree`` is not read), ``splits`` their chosen splits.
     """
     xp = backend.xp
-    ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
+    sample_indices, ranges, out_n_left = _partition_outputs(backend, batch)
     if ranges.shape[0]:
         backend.kernel("tree_partition")(
             _c(backend, codes, xp.uint8),
             sample_indices,
             ranges,
-            *_split_rules(backend, node_feature, node_bin, node_missing_left, missing_bin),
+            *_split_rules(backend, splits, missing_bin),
             out_n_left,
         )
     return out_n_left
@@ -642,13 +653,9 @@ def _require_numpy(backend: Backend, name: str) -> None:
 def partition_columns(
     backend: Backend,
     sparse_codes: Any,
-    edge_values: Any,
-    edge_ptr: Any,
-    sample_indices: Any,
-    node_ranges: Any,
-    node_feature: Any,
-    node_bin: Any,
-    node_missing_left: Any,
+    edges: EdgeTable,
+    batch: NodeBatch,
+    splits: NodeSplits,
     missing_bin: int,
 ) -> Any:
     """:func:`partition` for a sparse X binned without its dense codes (CPU only).
@@ -659,14 +666,15 @@ def partition_columns(
     a sparse X into dense codes and use :func:`partition`.
     """
     _require_numpy(backend, "partition_columns")
-    ranges, out_n_left = _partition_outputs(backend, sample_indices, node_ranges)
+    sample_indices, ranges, out_n_left = _partition_outputs(backend, batch)
     if ranges.shape[0]:
         tree_partition.partition_columns(
             *_columns(backend, sparse_codes),
-            *_edge_table(backend, edge_values, edge_ptr, sparse_codes.col_ptr.shape[0] - 1),
+            *_edge_table(backend, edges.edge_values, edges.edge_ptr,
+                         sparse_codes.col_ptr.shape[0] - 1),
             sample_indices,
             ranges,
-            *_split_rules(backend, node_feature, node_bin, node_missing_left, missing_bin),
+            *_split_rules(backend, splits, missing_bin),
             out_n_left,
         )
     return out_n_left

@@ -922,14 +922,15 @@ def test_bench_histogram_variants_match_the_library_kernel():
 @pytest.mark.parametrize("block", [256, 64])
 def test_partition_matches_numba(monkeypatch, block):
     # nodes of 0 to 700 samples: partial warps, several steps of a block, idle blocks
-    from test_tree_kernels import partition_problem
+    from test_tree_kernels import partition_args, partition_problem
 
     monkeypatch.setattr(kcuda, "PARTITION_BLOCK", block)
     rng = np.random.default_rng(23 + block)
     problem = partition_problem(rng, [0, 1, 31, 32, 33, 255, 256, 257, 700, 5])
+    problem[3][4] = -1  # a node that does not split keeps its samples
     cpu_buffer, dev_buffer = problem[1].copy(), problem[1].copy()
-    cpu_left = kernels.partition(NUMPY, problem[0], cpu_buffer, *problem[2:])
-    dev_left = kernels.partition(EMULATED, problem[0], dev_buffer, *problem[2:])
+    cpu_left = kernels.partition(NUMPY, *partition_args(problem[0], cpu_buffer, *problem[2:]))
+    dev_left = kernels.partition(EMULATED, *partition_args(problem[0], dev_buffer, *problem[2:]))
     np.testing.assert_array_equal(dev_buffer, cpu_buffer)
     np.testing.assert_array_equal(dev_left, cpu_left)
 

@@ -345,12 +345,15 @@ def test_split_kernels_without_dense_codes_read_the_columns(random_split, order)
     for g, r in zip(got, ref):
         np.testing.assert_array_equal(g, r)
     split = ref[0] >= 0
-    at = (ranges[split], ref[0][split], ref[1][split], ref[2][split], on_dense.missing_bin)
+    splits = kernels.NodeSplits(ref[0][split], ref[1][split], ref[2][split])
     expected_rows = rows.astype(np.int32)
-    expected_left = kernels.partition(NUMPY, on_dense.codes, expected_rows, *at)
+    expected_left = kernels.partition(
+        NUMPY, on_dense.codes, kernels.NodeBatch(expected_rows, ranges[split], None), splits,
+        on_dense.missing_bin)
     got_rows = rows.astype(np.int32)
-    got_left = kernels.partition_columns(NUMPY, on_sparse.sparse_codes, on_dense.edge_values,
-                                         on_dense.edge_ptr, got_rows, *at)
+    got_left = kernels.partition_columns(
+        NUMPY, on_sparse.sparse_codes, kernels.EdgeTable(on_dense.edge_values, on_dense.edge_ptr),
+        kernels.NodeBatch(got_rows, ranges[split], None), splits, on_dense.missing_bin)
     np.testing.assert_array_equal(got_left, expected_left)
     np.testing.assert_array_equal(got_rows, expected_rows)
     assert 0 < got_left.min() and (got_left < np.diff(ranges[split], axis=1)[:, 0]).all()

@@ -430,10 +430,18 @@ def partition_problem(rng, sizes, p=5, n_bins=12):
     return codes, buffer, ranges, feature, bins, missing_left, n_bins - 1
 
 
+def partition_args(codes, buffer, ranges, feature, bins, missing_left, missing_bin):
+    """``kernels.partition``'s arguments after the backend for a :func:`partition_problem`."""
+    return (codes, kernels.NodeBatch(buffer, ranges, None),
+            kernels.NodeSplits(feature, bins, missing_left), missing_bin)
+
+
 def partition_reference(codes, buffer, ranges, feature, bins, missing_left, missing_bin):
     out = buffer.copy()
     n_left = np.zeros(len(ranges), dtype=np.int64)
     for i, (start, stop) in enumerate(ranges):
+        if feature[i] < 0:  # not splitting: untouched
+            continue
         s = buffer[start:stop]
         c = codes[feature[i], s]
         left = np.where(c == missing_bin, bool(missing_left[i]), c <= bins[i])
@@ -444,20 +452,24 @@ def partition_reference(codes, buffer, ranges, feature, bins, missing_left, miss
 
 def test_partition_is_a_stable_split_of_each_node():
     rng = np.random.default_rng(21)
-    problem = partition_problem(rng, [0, 1, 9, 40, 3, 130])
+    problem = partition_problem(rng, [0, 1, 9, 40, 3, 130, 25])
+    problem[3][-1] = -1  # a node that does not split keeps its samples
     want, want_left = partition_reference(*problem)
     buffer = problem[1].copy()
-    got_left = kernels.partition(NUMPY, problem[0], buffer, *problem[2:])
+    got_left = kernels.partition(NUMPY, *partition_args(problem[0], buffer, *problem[2:]))
     np.testing.assert_array_equal(buffer, want)
     np.testing.assert_array_equal(got_left, want_left)
-    assert 0 < want_left[3] < 40
+    assert 0 < want_left[3] < 40 and want_left[-1] == 0
 
 
 def test_partition_needs_an_int32_buffer():
     rng = np.random.default_rng(22)
     codes, buffer, *rest = partition_problem(rng, [5, 5])
-    with pytest.raises(TypeError, match="sample_indices"):
-        kernels.partition(NUMPY, codes, buffer.astype(np.int64), *rest)
+    with pytest.raises(TypeError, match="sample_indices must be a C-contiguous int32 array"):
+        kernels.partition(NUMPY, *partition_args(codes, buffer.astype(np.int64), *rest))
+    with pytest.raises(TypeError, match="splits must be a NodeSplits, got tuple"):
+        kernels.partition(NUMPY, codes, kernels.NodeBatch(buffer, rest[0], None),
+                          tuple(rest[1:4]), rest[4])
 
 
 # sizes: two samples (first separating feature), three (stops at the largest possible gain),

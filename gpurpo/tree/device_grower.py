@@ -101,42 +101,38 @@ class DeviceNodeTable:
 
     def __init__(self, xp: Any, capacity: int) -> None:
         self.xp = xp
-        self.capacity = int(capacity)
-        self.buffer = xp.empty(self._bytes(self.capacity), dtype=xp.uint8)
-        self._bind(self.buffer, self.capacity)
+        self._allocate(int(capacity))
 
     @classmethod
-    def _bytes(cls, capacity: int) -> int:
-        return sum(-(-capacity * np.dtype(d).itemsize // 8) * 8 for _, d in cls.FIELDS)
-
-    def _bind(self, buffer: Any, capacity: int) -> None:
-        at = 0
-        for name, dtype in self.FIELDS:
+    def _views(cls, buffer: Any, capacity: int) -> dict[str, Any]:
+        """Every field's typed view of ``buffer`` (fields one after the other, 8-byte aligned)."""
+        views, at = {}, 0
+        for name, dtype in cls.FIELDS:
             size = capacity * np.dtype(dtype).itemsize
-            setattr(self, name, buffer[at : at + size].view(dtype))
+            views[name] = buffer[at : at + size].view(dtype)
             at += -(-size // 8) * 8
+        return views
+
+    def _allocate(self, capacity: int) -> None:
+        self.capacity = capacity
+        n_bytes = sum(-(-capacity * np.dtype(d).itemsize // 8) * 8 for _, d in self.FIELDS)
+        self.buffer = self.xp.empty(n_bytes, dtype=self.xp.uint8)
+        for name, view in self._views(self.buffer, capacity).items():
+            setattr(self, name, view)
 
     def reserve(self, rows: int, used: int) -> None:
         """Room for ``rows`` nodes, keeping the first ``used`` (doubling the capacity)."""
         if rows <= self.capacity:
             return
         old = {name: getattr(self, name) for name, _ in self.FIELDS}
-        self.capacity = max(int(rows), 2 * self.capacity)
-        self.buffer = self.xp.empty(self._bytes(self.capacity), dtype=self.xp.uint8)
-        self._bind(self.buffer, self.capacity)
+        self._allocate(max(int(rows), 2 * self.capacity))
         for name, _ in self.FIELDS:
             getattr(self, name)[:used] = old[name][:used]
 
     def to_host(self, backend: Backend, used: int) -> dict[str, np.ndarray]:
         """The first ``used`` rows of every field, from one device-to-host copy."""
         host = np.asarray(backend.to_host(self.buffer))
-        at = 0
-        out = {}
-        for name, dtype in self.FIELDS:
-            size = self.capacity * np.dtype(dtype).itemsize
-            out[name] = host[at : at + size].view(dtype)[:used]
-            at += -(-size // 8) * 8
-        return out
+        return {name: view[:used] for name, view in self._views(host, self.capacity).items()}
 
 
 class _DeviceGrower:

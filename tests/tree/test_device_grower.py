@@ -197,3 +197,26 @@ def test_random_problems_grow_the_host_growers_trees(seed, n, p, n_trees, k, spl
         assert _canonical(a) == _canonical(b)
         np.testing.assert_array_equal(_samples_by_leaf(b, got.leaf_of_sample[t]),
                                       _samples_by_leaf(a, ref.leaf_of_sample[t]))
+
+
+@pytest.mark.parametrize("backend", [NUMPY, EMULATED], ids=lambda b: b.name)
+def test_node_table_grows_and_comes_back_in_one_copy(backend):
+    from gpurpo.backend import count_device_activity
+    from gpurpo.tree.device_grower import DeviceNodeTable
+
+    with count_device_activity():  # device arrays of the emulated backend in this block
+        table = DeviceNodeTable(backend.xp, 5)
+        values = {}
+        for k, (name, dtype) in enumerate(DeviceNodeTable.FIELDS):
+            values[name] = (np.arange(5) * (k + 1)).astype(dtype)
+            getattr(table, name)[:] = backend.asarray(values[name])
+        table.reserve(4, 5)  # fits: nothing moves
+        assert table.capacity == 5
+        table.reserve(7, 3)  # doubles, keeping the first 3 rows
+        assert table.capacity == 10
+        with count_device_activity() as copies:
+            host = table.to_host(backend, 3)
+    assert copies.d2h == (1 if backend is EMULATED else 0)
+    for name, expected in values.items():
+        assert host[name].dtype == np.dtype(dict(DeviceNodeTable.FIELDS)[name])
+        np.testing.assert_array_equal(host[name], expected[:3], err_msg=name)

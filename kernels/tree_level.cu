@@ -8,10 +8,11 @@
 // fields gathered in the launch batch (ranges, tree, seed, depth, pos). Per level:
 //   * tree_level_features  draws each large node's candidate features in its
 //                          visiting order, with the Extra-Trees uniforms;
-//   * tree_level_decide    merges the small and large nodes' choices into the
+//   * tree_level_split     merges the small and large nodes' choices into the
 //                          table (min_impurity_decrease applied; a node whose
 //                          candidates were all constant keeps its place and
-//                          continues with the next positions);
+//                          continues with the next positions) and partitions
+//                          the samples of the splitting nodes;
 //   * tree_level_children  numbers the children of splitting nodes and builds
 //                          the next frontier, its launch batch and its counts,
 //                          in one block.
@@ -20,6 +21,7 @@
 // by position within their tree: depth first, left before right) and every
 // leaf its weight, summed in position order.
 
+#include "block_partition.cuh"
 #include "tree_random.cuh"
 
 #define LEVEL_SPLIT_NEG_INF __longlong_as_double((long long)0xFFF0000000000000ULL)
@@ -89,12 +91,74 @@ extern "C" __global__ void tree_level_features(
     }
 }
 
-// One thread per evaluated frontier node (frontier positions n_sub .. n_front - 1;
-// the first n_small of them were split by tree_split_small, the others by the
-// histogram path, whose best slots are rows of ``large``: feature, bin,
-// missing_left, gain, with feature -2 for a node to continue at pos + width).
-extern "C" __global__ void tree_level_decide(
+// The choice of evaluated frontier node e (frontier position n_sub + e; the first
+// n_small of them were split by tree_split_small, the others by the histogram
+// path, whose best slots are rows of ``large``: feature, bin, missing_left, gain,
+// with feature -2 for a node to continue at pos + width), written to the table and
+// the outputs; returns it in f, b, ml.
+__device__ __forceinline__ void level_decide(
+    long long e, long long n_sub, long long n_small, const long long* front,
+    const int* small_feature, const int* small_bin, const unsigned char* small_missing_left,
+    const double* small_gain, const double* large, const int* batch_tree,
+    const double* root_weight, int n_scored, double min_impurity_decrease, int width,
+    int* node_feature, int* node_bin, unsigned char* node_missing_left, double* node_gain,
+    long long* node_pos, int* out_feature, int* out_bin, unsigned char* out_missing_left,
+    int* f_out, int* b_out, int* ml_out)
+{
+    const double eps = 2.220446049250313e-16;
+    const long long i = n_sub + e;
+    const long long g = front[i];
+    int f, b, ml;
+    double gain;
+    if (e < n_small) {
+        f = small_feature[e];
+        b = small_bin[e];
+        ml = small_missing_left[e];
+        gain = small_gain[e];
+    } else {
+        const double* row = large + 4 * (e - n_small);
+        f = (int)row[0];
+        b = (int)row[1];
+        ml = (int)row[2];
+        gain = row[3];
+    }
+    if (f == -2) {
+        node_pos[g] += width;
+        b = 0;
+        ml = 0;
+    } else {
+        if (f >= 0) {
+            const double improvement = gain / ((double)n_scored * root_weight[batch_tree[i]]);
+            if (!(improvement + eps >= min_impurity_decrease)) f = -1;
+        }
+        if (f < 0) {
+            f = -1;
+            b = 0;
+            ml = 0;
+            gain = LEVEL_SPLIT_NEG_INF;
+        }
+        node_feature[g] = f;
+        node_bin[g] = b;
+        node_missing_left[g] = (unsigned char)ml;
+        node_gain[g] = gain;
+    }
+    out_feature[e] = f;
+    out_bin[e] = b;
+    out_missing_left[e] = (unsigned char)ml;
+    *f_out = f;
+    *b_out = b;
+    *ml_out = ml;
+}
+
+// One block per evaluated frontier node, blocks looping over them: thread 0 decides
+// (level_decide: min_impurity_decrease applied), then the block partitions the
+// node's samples stably by its split (block_stable_partition, read from ``src``, a
+// copy made by the launcher); out_n_left is 0 for a node that does not split.
+extern "C" __global__ void tree_level_split(
+    const unsigned char* __restrict__ codes, long long n, int missing_bin,
+    const int* __restrict__ src, int* __restrict__ sample_indices,
     const long long* __restrict__ front, long long n_sub, long long n_small, long long n_front,
+    const long long* __restrict__ ranges,
     const int* __restrict__ small_feature, const int* __restrict__ small_bin,
     const unsigned char* __restrict__ small_missing_left, const double* __restrict__ small_gain,
     const double* __restrict__ large, const int* __restrict__ batch_tree,
@@ -104,53 +168,26 @@ extern "C" __global__ void tree_level_decide(
     unsigned char* __restrict__ node_missing_left, double* __restrict__ node_gain,
     long long* __restrict__ node_pos,
     int* __restrict__ out_feature, int* __restrict__ out_bin,
-    unsigned char* __restrict__ out_missing_left)
+    unsigned char* __restrict__ out_missing_left, long long* __restrict__ out_n_left)
 {
-    const double eps = 2.220446049250313e-16;
-    const long long n_eval = n_front - n_sub;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < n_eval; e += stride) {
+    __shared__ int choice[3];
+    for (long long e = blockIdx.x; e < n_front - n_sub; e += gridDim.x) {
+        if (threadIdx.x == 0)
+            level_decide(e, n_sub, n_small, front, small_feature, small_bin, small_missing_left,
+                         small_gain, large, batch_tree, root_weight, n_scored,
+                         min_impurity_decrease, width, node_feature, node_bin,
+                         node_missing_left, node_gain, node_pos, out_feature, out_bin,
+                         out_missing_left, &choice[0], &choice[1], &choice[2]);
+        __syncthreads();
         const long long i = n_sub + e;
-        const long long g = front[i];
-        int f, b, ml;
-        double gain;
-        if (e < n_small) {
-            f = small_feature[e];
-            b = small_bin[e];
-            ml = small_missing_left[e];
-            gain = small_gain[e];
-        } else {
-            const double* row = large + 4 * (e - n_small);
-            f = (int)row[0];
-            b = (int)row[1];
-            ml = (int)row[2];
-            gain = row[3];
-        }
-        if (f == -2) {
-            node_pos[g] += width;
-            out_feature[e] = -2;
-            out_bin[e] = 0;
-            out_missing_left[e] = 0;
-            continue;
-        }
-        if (f >= 0) {
-            const double improvement =
-                gain / ((double)n_scored * root_weight[batch_tree[i]]);
-            if (!(improvement + eps >= min_impurity_decrease)) f = -1;
-        }
-        if (f < 0) {
-            b = 0;
-            ml = 0;
-            gain = LEVEL_SPLIT_NEG_INF;
-            f = -1;
-        }
-        node_feature[g] = f;
-        node_bin[g] = b;
-        node_missing_left[g] = (unsigned char)ml;
-        node_gain[g] = gain;
-        out_feature[e] = f;
-        out_bin[e] = b;
-        out_missing_left[e] = (unsigned char)ml;
+        const long long start = ranges[2 * i];
+        long long n_left = 0;
+        if (choice[0] >= 0)
+            n_left = block_stable_partition(codes + (long long)choice[0] * n, src + start,
+                                            sample_indices + start, ranges[2 * i + 1] - start,
+                                            choice[1], choice[2], missing_bin);
+        if (threadIdx.x == 0) out_n_left[e] = n_left;
+        __syncthreads();  // choice is rewritten by the next node
     }
 }
 

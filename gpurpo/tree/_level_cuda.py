@@ -3,7 +3,8 @@
 Each takes the backend followed by EXACTLY the arguments of its numba twin in
 :mod:`gpurpo.tree._numba.tree_level`; contracts in
 :mod:`gpurpo.tree.level_kernels`. Elementwise kernels use grid-stride loops
-(:func:`gpurpo.tree._kernels_cuda._grid`); ``children`` is one block of
+(:func:`gpurpo.tree._kernels_cuda._grid`); ``split`` is one block of
+``PARTITION_BLOCK`` threads per node, as ``tree_partition``; ``children`` is one block of
 ``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
 a contiguous chunk of the frontier.
 """
@@ -15,9 +16,15 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
+from gpurpo.tree._kernels_cuda import (
+    ELEMENTWISE_BLOCK,
+    PARTITION_BLOCK,
+    PARTITION_BLOCKS_PER_SM,
+    _block_size,
+    _grid,
+)
 
-__all__ = ["features", "decide", "children", "subtract", "leaf_marks_table",
+__all__ = ["features", "split", "children", "subtract", "leaf_marks_table",
            "leaf_marks_subtrees", "place", "CHILDREN_BLOCK"]
 
 CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
@@ -43,19 +50,32 @@ def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, n
         out_features, out_positions, out_uniforms))
 
 
-def decide(backend: Backend, front: Any, n_sub: int, n_small: int, small_feature: Any,
-           small_bin: Any, small_missing_left: Any, small_gain: Any, large: Any,
-           batch_tree: Any, root_weight: Any, n_scored: int, min_impurity_decrease: float,
-           width: int, node_feature: Any, node_bin: Any, node_missing_left: Any,
-           node_gain: Any, node_pos: Any, out_feature: Any, out_bin: Any,
-           out_missing_left: Any) -> None:
-    """``tree_level_decide``: one thread per evaluated frontier node."""
+def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, front: Any,
+          n_sub: int, n_small: int, ranges: Any, small_feature: Any, small_bin: Any,
+          small_missing_left: Any, small_gain: Any, large: Any, batch_tree: Any,
+          root_weight: Any, n_scored: int, min_impurity_decrease: float, width: int,
+          node_feature: Any, node_bin: Any, node_missing_left: Any, node_gain: Any,
+          node_pos: Any, out_feature: Any, out_bin: Any, out_missing_left: Any,
+          out_n_left: Any) -> None:
+    """``tree_level_split``: one block per evaluated node, reading the samples from a copy
+    of ``sample_indices`` (one device copy) and writing them back in place."""
     n_front = int(front.shape[0])
-    _elementwise(backend, "tree_level_decide", n_front - int(n_sub), (
-        front, _i64(n_sub), _i64(n_small), _i64(n_front), small_feature, small_bin,
-        small_missing_left, small_gain, large, batch_tree, root_weight, _i32(n_scored),
+    n_eval = n_front - int(n_sub)
+    if n_eval == 0:
+        return
+    attrs = backend.device_attributes()
+    if int(attrs["warp_size"]) != 32:
+        raise RuntimeError(f"tree_level_split assumes 32-thread warps, got {attrs['warp_size']}")
+    block = _block_size(attrs, PARTITION_BLOCK)
+    grid = max(1, min(n_eval, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
+    src = sample_indices.copy()
+    kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")
+    kernel((grid,), (block,), (
+        codes, _i64(codes.shape[1]), _i32(missing_bin), src, sample_indices, front, _i64(n_sub),
+        _i64(n_small), _i64(n_front), ranges, small_feature, small_bin, small_missing_left,
+        small_gain, large, batch_tree, root_weight, _i32(n_scored),
         _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,
-        node_gain, node_pos, out_feature, out_bin, out_missing_left))
+        node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left))
 
 
 def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: int,

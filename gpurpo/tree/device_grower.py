@@ -308,15 +308,13 @@ class _DeviceGrower:
         dec_feature = xp.empty(n_eval, dtype=xp.int32)
         dec_bin = xp.empty(n_eval, dtype=xp.int32)
         dec_missing_left = xp.empty(n_eval, dtype=xp.uint8)
+        n_left = xp.empty(n_eval, dtype=xp.int64)
         level_kernels.launch(
-            self.backend, "tree_level_decide", front, n_sub, n_small, *small_out, best, tree,
+            self.backend, "tree_level_split", self.binned.codes, self.binned.missing_bin,
+            self.sample_indices, front, n_sub, n_small, ranges, *small_out, best, tree,
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
-            dec_missing_left)
-        n_left = kernels.partition(
-            self.backend, self.binned.codes,
-            kernels.NodeBatch(self.sample_indices, ranges[n_sub:n_front], None),
-            kernels.NodeSplits(dec_feature, dec_bin, dec_missing_left), self.binned.missing_bin)
+            dec_missing_left, n_left)
         cap = 2 * n_front  # next frontier; its launch batch also holds up to n_front helpers
         nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_front, 2), dtype=xp.int64),
                xp.empty(cap + n_front, dtype=xp.int32), xp.empty(cap + n_front, dtype=xp.uint64),

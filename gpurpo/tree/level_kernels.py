@@ -31,19 +31,24 @@ Kernel contracts
     ``out_positions[i, j]`` the position at which node i visits feature j (so that
     siblings' histograms share their slots and subtract).
 
-``tree_level_decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left)``
+``tree_level_split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left)``
     For ``e < F - S`` (frontier position ``i = S + e``, node ``g = front[i]``), the
     choice of ``tree_split_small`` (``small_*``, (M,)) for ``e < M``, else row
     ``e - M`` of ``large`` float64 (L, 4) (``tree_best_slot``: feature, bin,
     missing_left, gain). Feature -2: ``node_pos[g] += width`` and ``out_feature[e] =
     -2``. Otherwise a split whose ``gain / (n_scored * root_weight[batch_tree[i]]) +
     eps < min_impurity_decrease`` becomes -1 (no split: bin 0, missing_left 0, gain
-    -inf), and the choice is written to ``node_*[g]`` and ``out_*[e]`` (F - S,).
+    -inf), and the choice is written to ``node_*[g]`` and ``out_*[e]`` (F - S,). Then
+    the samples of every splitting node (``ranges[i]`` of the launch batch, whose rows
+    after the frontier's are not read) are
+    partitioned as by ``tree_partition`` (:mod:`gpurpo.tree.kernels`) with
+    ``codes`` uint8 (p, n); ``out_n_left`` int64 (F - S,) is its number of samples
+    sent left, 0 for the others.
 
 ``tree_level_children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist, next_sibling, sub_offsets, counts)``
     ranges, batch_tree, batch_depth, batch_seed  the frontier's launch batch
-    dec_feature  int32   (F - S,)      ``tree_level_decide``'s ``out_feature``
-    n_left       int64   (F - S,)      ``tree_partition``'s output for those nodes
+    dec_feature  int32   (F - S,)      ``tree_level_split``'s ``out_feature``
+    n_left       int64   (F - S,)      and its ``out_n_left``
     Every splitting node (``dec_feature >= 0``), in frontier order, gets the children
     ``first_new + 2 r`` (left: the first ``n_left`` samples) and ``first_new + 2 r + 1``
     (r: splitting nodes before it): their table rows (seed ``child_seed(seed, side)``,
@@ -114,7 +119,7 @@ __all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS"]
 
 LEVEL_KERNEL_NAMES = (
     "tree_level_features",
-    "tree_level_decide",
+    "tree_level_split",
     "tree_level_children",
     "tree_level_subtract",
     "tree_level_leaf_marks_table",
@@ -126,7 +131,7 @@ LEVEL_KERNEL_NAMES = (
 N_COUNTERS = tree_level.N_COUNTERS
 
 register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
-register_kernel("tree_level_decide", cpu=tree_level.decide, cuda=_cuda.decide)
+register_kernel("tree_level_split", cpu=tree_level.split, cuda=_cuda.split)
 register_kernel("tree_level_children", cpu=tree_level.children, cuda=_cuda.children)
 register_kernel("tree_level_subtract", cpu=tree_level.subtract, cuda=_cuda.subtract)
 register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,

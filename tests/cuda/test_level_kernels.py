@@ -84,15 +84,25 @@ def _decide_reference(front, n_sub, n_small, small, large, tree, root_weight, n_
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_decide_writes_the_choices(seed):
+def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed):
+    from test_tree_kernels import partition_reference
+
     rng = np.random.default_rng(seed)
-    n_nodes, n_sub, n_small, n_large = 60, 5, 11, 14
-    front = rng.permutation(n_nodes)[: n_sub + n_small + n_large].astype(np.int64)
-    small = (rng.integers(-1, 4, n_small).astype(np.int32), rng.integers(0, 9, n_small).astype(np.int32),
+    n_nodes, n_sub, n_small, n_large, p, n_bins = 60, 5, 11, 14, 6, 9
+    n_front = n_sub + n_small + n_large
+    front = rng.permutation(n_nodes)[:n_front].astype(np.int64)
+    sizes = rng.integers(0, 40, n_front)
+    stops = np.cumsum(sizes)
+    ranges = np.stack([stops - sizes, stops], axis=1).astype(np.int64)
+    n = int(stops[-1]) + 3
+    codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)
+    samples = rng.permutation(n).astype(np.int32)
+    small = (rng.integers(-1, p, n_small).astype(np.int32),
+             rng.integers(0, n_bins - 1, n_small).astype(np.int32),
              rng.integers(0, 2, n_small).astype(np.uint8), rng.uniform(0, 2, n_small))
-    large = np.stack([rng.integers(-2, 4, n_large), rng.integers(0, 9, n_large),
+    large = np.stack([rng.integers(-2, p, n_large), rng.integers(0, n_bins - 1, n_large),
                       rng.integers(0, 2, n_large), rng.uniform(0, 2, n_large)], axis=1).astype(float)
-    tree = rng.integers(0, 3, len(front)).astype(np.int32)
+    tree = rng.integers(0, 3, n_front).astype(np.int32)
     root_weight = rng.uniform(5, 10, 3)
     table = (np.full(n_nodes, 9, np.int32), np.full(n_nodes, 9, np.int32),
              np.full(n_nodes, 9, np.uint8), np.full(n_nodes, 9.0), rng.integers(0, 4, n_nodes))
@@ -101,15 +111,22 @@ def test_decide_writes_the_choices(seed):
                                                      root_weight, 4, mid, 3, table)
     assert (expected_out[0] == -2).any() and (expected_out[0] >= 0).any()
     assert ((expected_out[0] == -1) & (np.concatenate([small[0], large[:, 0]]) >= 0)).any()
+    expected_samples, expected_left = partition_reference(
+        codes, samples, ranges[n_sub:], *expected_out, n_bins - 1)
+    expected_left[expected_out[0] < 0] = 0
     for backend in BACKENDS:
-        outs = [np.zeros(len(front) - n_sub, np.int32), np.zeros(len(front) - n_sub, np.int32),
-                np.zeros(len(front) - n_sub, np.uint8)]
-        got = _launch(backend, "tree_level_decide", front, n_sub, n_small, *small, large, tree,
-                      root_weight, 4, mid, 3, *table, *outs)
-        for a, b in zip(got[-8:-3], expected_table):
+        outs = [np.zeros(n_front - n_sub, np.int32), np.zeros(n_front - n_sub, np.int32),
+                np.zeros(n_front - n_sub, np.uint8), np.full(n_front - n_sub, -9, np.int64)]
+        # the launch batch may hold rows after the frontier's (helpers): never read
+        batch = np.concatenate([ranges, np.full((5, 2), 10**9, np.int64)])
+        got = _launch(backend, "tree_level_split", codes, n_bins - 1, samples, front, n_sub,
+                      n_small, batch, *small, large, tree, root_weight, 4, mid, 3, *table, *outs)
+        for a, b in zip(got[-9:-4], expected_table):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
-        for a, b in zip(got[-3:], expected_out):
+        for a, b in zip(got[-4:-1], expected_out):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
+        np.testing.assert_array_equal(got[-1], expected_left, err_msg=backend.name)
+        np.testing.assert_array_equal(got[2], expected_samples, err_msg=backend.name)
 
 
 def _children_reference(front, n_sub, n_small, subtract, ranges, tree, depth, seed, dec,

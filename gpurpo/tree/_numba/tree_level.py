@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.tree._numba.tree_partition import partition
 from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
@@ -63,11 +64,26 @@ def features(seed, pos, p, random_split, natural, out_features, out_positions, o
 
 
 @njit(cache=True)
-def decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
-           large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
-           node_feature, node_bin, node_missing_left, node_gain, node_pos,
-           out_feature, out_bin, out_missing_left):
-    """The evaluated frontier nodes' choices into the table (see ``tree_level_decide``)."""
+def split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature,
+          small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored,
+          min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain,
+          node_pos, out_feature, out_bin, out_missing_left, out_n_left):
+    """The evaluated frontier nodes' choices into the table, then the stable partition of
+    the splitting nodes' samples (see ``tree_level_split``)."""
+    _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
+            large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature,
+            node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin,
+            out_missing_left)
+    partition(codes, sample_indices, ranges[n_sub : front.shape[0]], out_feature, out_bin,
+              out_missing_left, missing_bin, out_n_left)
+
+
+@njit(cache=True)
+def _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
+            large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
+            node_feature, node_bin, node_missing_left, node_gain, node_pos,
+            out_feature, out_bin, out_missing_left):
+    """The evaluated frontier nodes' choices into the table and ``out_*``."""
     n_eval = front.shape[0] - n_sub
     for e in range(n_eval):
         i = n_sub + e

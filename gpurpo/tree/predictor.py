@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.tree import kernels
+from gpurpo.tree import traversal
 from gpurpo.tree._node_tables import pack_tree
 from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
@@ -312,16 +312,16 @@ def predict_sum(
         rows = leaf_row_of_node[nodes]
         target = out[r0 : r0 + block.shape[0]]
         if sparse_values:
-            kernels.sum_leaves_csr(backend, rows, values, target)
+            traversal.sum_leaves_csr(backend, rows, values, target)
         else:
-            kernels.sum_leaves_dense(backend, rows, values, target)
+            traversal.sum_leaves_dense(backend, rows, values, target)
     return out
 
 
 def apply_trees_block(packed: PackedTrees, block: Any, backend: Backend) -> Any:
     """``apply_trees`` on one row block (dense, or canonical CSR)."""
     feature, threshold, missing, left, right, roots, _ = packed.on(backend)
-    return kernels.apply_trees(backend, block, feature, threshold, missing, left, right, roots)
+    return traversal.apply_trees(backend, block, feature, threshold, missing, left, right, roots)
 
 
 class Tree:

@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from gpurpo.backend import Backend
-from gpurpo.tree import kernels
+from gpurpo.tree import traversal
 from gpurpo.tree.predictor import TreeStructure, pack_trees
 
 __all__ = ["refine_thresholds"]
@@ -90,7 +90,7 @@ def refine_thresholds(
     structures = [structures[t] for t in trees]
     packed = pack_trees(structures)
     feature, threshold, missing, left, right, roots, _ = packed.on(backend)
-    low, high = kernels.neighbour_values(
+    low, high = traversal.neighbour_values(
         backend, X, weights, feature, threshold, missing, left, right, roots
     )
     low, high = np.asarray(backend.to_host(xp.stack([low, high])))  # one copy

@@ -153,7 +153,7 @@ def test_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
 def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
     from _packed_trees import random_packed_trees
 
-    from gpurpo.tree import kernels
+    from gpurpo.tree import kernels, traversal
 
     rng = np.random.default_rng(3)
     for n, d, n_leaves in ((3000, 12, 6), (500, 40, 300)):
@@ -173,20 +173,20 @@ def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
     X = rng.normal(size=(2000, 5))
     X[rng.random(X.shape) < 0.2] = np.nan
     for dtype in (np.float32, np.float64):
-        ref = kernels.apply_trees(NUMPY, X.astype(dtype), *trees)
-        got = kernels.apply_trees(gpu, cp.asarray(X.astype(dtype)), *[cp.asarray(a) for a in trees])
+        ref = traversal.apply_trees(NUMPY, X.astype(dtype), *trees)
+        got = traversal.apply_trees(gpu, cp.asarray(X.astype(dtype)), *[cp.asarray(a) for a in trees])
         np.testing.assert_array_equal(got.get(), ref)
     rows = rng.integers(-1, 30, size=(700, 6)).astype(np.int32)
     values = (rng.random((30, 50)) < 0.2) * rng.normal(size=(30, 50))
     ref = np.ones((700, 50))
-    kernels.sum_leaves_dense(NUMPY, rows, values, ref)
+    traversal.sum_leaves_dense(NUMPY, rows, values, ref)
     out = cp.ones((700, 50))
-    kernels.sum_leaves_dense(gpu, cp.asarray(rows), cp.asarray(values), out)
+    traversal.sum_leaves_dense(gpu, cp.asarray(rows), cp.asarray(values), out)
     np.testing.assert_array_equal(out.get(), ref)
     import cupyx.scipy.sparse as csp
 
     out = cp.ones((700, 50))
-    kernels.sum_leaves_csr(gpu, cp.asarray(rows), csp.csr_matrix(sp.csr_matrix(values)), out)
+    traversal.sum_leaves_csr(gpu, cp.asarray(rows), csp.csr_matrix(sp.csr_matrix(values)), out)
     np.testing.assert_allclose(out.get(), ref, rtol=1e-12, atol=1e-12)
 
 

@@ -24,7 +24,7 @@ from _split_records import histogram_records, split_records
 from _visiting import visited_features
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
-from gpurpo.tree import GrowthParams, _random, grow_trees, kernels
+from gpurpo.tree import GrowthParams, _random, grow_trees, kernels, traversal
 from gpurpo.tree import _kernels_cuda as kcuda
 from gpurpo.tree._numba._node_split import RANK_LIMIT, SORT_LIMIT, SUBSET_LIMIT
 from gpurpo.tree.binning import BinMapper
@@ -617,9 +617,9 @@ def test_apply_matches_python_traversal(dtype):
     feature, threshold, missing, left, right, roots = trees
     X = rng.normal(size=(90, 5)).astype(dtype)
     X[rng.random(X.shape) < 0.2] = np.nan
-    got = kernels.apply_trees(EMULATED, X, *trees)
+    got = traversal.apply_trees(EMULATED, X, *trees)
     assert got.dtype == np.int32 and got.shape == (90, len(roots))
-    np.testing.assert_array_equal(got, kernels.apply_trees(NUMPY, X, *trees))
+    np.testing.assert_array_equal(got, traversal.apply_trees(NUMPY, X, *trees))
     for i in range(X.shape[0]):
         for t, node in enumerate(roots):
             while feature[node] >= 0:
@@ -659,12 +659,12 @@ def test_apply_on_sparse_rows_matches_the_densified_rows(dtype):
     rng = np.random.default_rng(13)
     trees = random_packed_trees(rng, n_trees=6, p=7)
     X, dense = _sparse_rows(rng, 83, 7, dtype)  # a last group of 3 rows (APPLY_LANES)
-    want = kernels.apply_trees(NUMPY, dense, *trees)
+    want = traversal.apply_trees(NUMPY, dense, *trees)
     for backend in (NUMPY, EMULATED):
-        got = kernels.apply_trees(backend, X, *trees)
+        got = traversal.apply_trees(backend, X, *trees)
         assert got.dtype == np.int32 and got.shape == want.shape
         np.testing.assert_array_equal(got, want, err_msg=backend.name)
-    assert kernels.apply_trees(EMULATED, X[:0], *trees).shape == (0, 6)
+    assert traversal.apply_trees(EMULATED, X[:0], *trees).shape == (0, 6)
 
 
 def test_sum_leaves_dense_and_csr():
@@ -681,16 +681,16 @@ def test_sum_leaves_dense_and_csr():
                 ref[i] += values[rows[i, t]]
     start = rng.normal(size=(n, d))
     dense = start.copy()
-    kernels.sum_leaves_dense(EMULATED, rows, values, dense)
+    traversal.sum_leaves_dense(EMULATED, rows, values, dense)
     cpu = start.copy()
-    kernels.sum_leaves_dense(NUMPY, rows, values, cpu)
+    traversal.sum_leaves_dense(NUMPY, rows, values, cpu)
     np.testing.assert_array_equal(dense, cpu)  # same additions in the same order
     np.testing.assert_allclose(dense, start + ref, rtol=1e-12, atol=1e-12)
     csr = np.zeros((n, d))
-    kernels.sum_leaves_csr(EMULATED, rows, sp.csr_matrix(values), csr)
+    traversal.sum_leaves_csr(EMULATED, rows, sp.csr_matrix(values), csr)
     np.testing.assert_allclose(csr, ref, rtol=1e-12, atol=1e-12)
     view = np.zeros((d, n)).T  # a non-contiguous output is filled too
-    kernels.sum_leaves_dense(EMULATED, rows, values, view)
+    traversal.sum_leaves_dense(EMULATED, rows, values, view)
     np.testing.assert_allclose(view, ref, rtol=1e-12, atol=1e-12)
 
 

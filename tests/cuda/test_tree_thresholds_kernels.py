@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from _packed_trees import random_packed_trees
 
 from gpurpo.backend import EMULATED, NUMPY
-from gpurpo.tree import kernels
+from gpurpo.tree import traversal
 
 
 def _reference(dense, weights, trees):
@@ -51,7 +51,7 @@ def test_dense_rows_match_the_python_walk(dtype):
     trees, dense, weights = _problem(0, dtype)
     want = _reference(dense, weights, trees)
     for backend in (NUMPY, EMULATED):
-        got = kernels.neighbour_values(backend, dense, weights, *trees)
+        got = traversal.neighbour_values(backend, dense, weights, *trees)
         for g, w in zip(got, want):
             assert g.dtype == np.float64
             np.testing.assert_array_equal(g, w, err_msg=backend.name)
@@ -65,12 +65,12 @@ def test_sparse_rows_match_the_densified_rows():
     X = sp.csr_matrix(dense)
     want = _reference(dense, weights, trees)
     for backend in (NUMPY, EMULATED):
-        got = kernels.neighbour_values(backend, X, weights, *trees)
+        got = traversal.neighbour_values(backend, X, weights, *trees)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w, err_msg=backend.name)
 
 
 def test_empty_rows_leave_the_bounds():
     trees, dense, weights = _problem(3, np.float64)
-    low, high = kernels.neighbour_values(EMULATED, dense[:0], weights[:, :0], *trees)
+    low, high = traversal.neighbour_values(EMULATED, dense[:0], weights[:, :0], *trees)
     assert np.all(low == -np.inf) and np.all(high == np.inf)

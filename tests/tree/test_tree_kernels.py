@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from gpurpo.backend import EMULATED, NUMPY, registered_kernels
-from gpurpo.tree import _random, kernels
+from gpurpo.tree import _random, kernels, traversal
 
 RNG = np.random.default_rng(12345)
 
@@ -677,7 +677,7 @@ def test_apply_matches_python_traversal(dtype):
     feature, threshold, missing, left, right, roots = arrays
     X = RNG.normal(size=(150, 5)).astype(dtype)
     X[RNG.random(X.shape) < 0.2] = np.nan
-    got = kernels.apply_trees(NUMPY, X, *arrays)
+    got = traversal.apply_trees(NUMPY, X, *arrays)
     for i in range(X.shape[0]):
         for t, r in enumerate(roots):
             g = r
@@ -698,7 +698,7 @@ def test_sum_leaves_dense_and_csr():
             if rows[i, t] >= 0:
                 ref[i] += values[rows[i, t]]
     out = np.ones((n, d))
-    kernels.sum_leaves_dense(NUMPY, rows, values, out)
+    traversal.sum_leaves_dense(NUMPY, rows, values, out)
     np.testing.assert_allclose(out, ref + 1, rtol=1e-12)
     csr = sp.csr_matrix(values)
     # SciPy's int32 indices are read as they are; int64 and other integer types too
@@ -707,7 +707,7 @@ def test_sum_leaves_dense_and_csr():
         typed.indices = csr.indices.astype(index_dtype)
         typed.indptr = csr.indptr.astype(np.int64 if index_dtype == np.uint16 else index_dtype)
         out = np.zeros((n, d))
-        kernels.sum_leaves_csr(NUMPY, rows, typed, out)
+        traversal.sum_leaves_csr(NUMPY, rows, typed, out)
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
 
 

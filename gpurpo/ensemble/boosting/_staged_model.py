@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpurpo.backend import Backend
-from gpurpo.tree import kernels
+from gpurpo.tree import traversal
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
 
 __all__ = ["Stage", "StagedModel"]
@@ -151,7 +151,7 @@ class StagedModel:
         if table is None:
             F += flat[rows] @ scales
         else:
-            kernels.sum_leaves_dense(self.backend, rows, table, F)
+            traversal.sum_leaves_dense(self.backend, rows, table, F)
 
     def raw_predict(self, X: Any, n_stages: int | None = None) -> Any:
         """Scores ``F(X)`` of the first ``n_stages`` stages (all by default): float64 (n, d)."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend, to_host
-from gpurpo.tree import kernels
+from gpurpo.tree import traversal
 from gpurpo.tree.binning import canonical_csr
 from gpurpo.tree.leaf_sums import leaf_sums_csr
 from gpurpo.tree.leaves import LeafValues, stack_leaf_values
@@ -126,9 +126,9 @@ class TreeChunk:
                 rows = xp.where(skip[r0:r1], xp.int32(-1), rows).astype(xp.int32)
             target = out[r0:r1]
             if sparse_values:
-                kernels.sum_leaves_csr(backend, rows, values, target)
+                traversal.sum_leaves_csr(backend, rows, values, target)
             else:
-                kernels.sum_leaves_dense(backend, rows, values, target)
+                traversal.sum_leaves_dense(backend, rows, values, target)
         return out
 
     def __getstate__(self) -> dict:

@@ -57,6 +57,7 @@ from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._records import Subtrees, _subtree_layout
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.grower import (
+    _SCORE_BYTES_PER_CELL,
     GrowResult,
     _Nodes,
     centre_targets,
@@ -71,7 +72,6 @@ from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
 __all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
 
-_SCORE_BYTES_PER_CELL = 4 + 8 * 6
 
 
 def device_growth_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:

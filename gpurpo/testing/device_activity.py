@@ -1,7 +1,8 @@
 """Device activity of the CUDA tree growth, measured on the emulated backend.
 
 The counters of :func:`gpurpo.backend.count_device_activity` taken over a
-batch of forest trees (:func:`forest_batch_activity`) and one boosting round
+batch of forest trees (:func:`forest_batch_activity`), a batch of best-first
+trees (:func:`best_first_batch_activity`) and one boosting round
 (:func:`boosting_round_activity`), and divided by the depth of the deepest
 tree: the figures by which the GPU orchestration is judged without a GPU
 (launches, copies and synchronisations per tree level).
@@ -15,8 +16,8 @@ import numpy as np
 
 from gpurpo.backend import EMULATED, count_device_activity
 
-__all__ = ["COUNTERS", "boosting_round_activity", "by_level", "forest_batch_activity",
-           "per_level"]
+__all__ = ["COUNTERS", "best_first_batch_activity", "boosting_round_activity", "by_level",
+           "forest_batch_activity", "per_level"]
 
 COUNTERS = ("launches", "d2h", "h2d", "syncs", "d2h_bytes", "h2d_bytes")
 
@@ -111,6 +112,62 @@ def forest_batch_activity(
     upload_only = {k: getattr(upload, k) - getattr(growth, k) for k in COUNTERS}
     return {"n": n, "trees": n_trees, **per_level(growth, depth), **by_level(levels),
             **{f"upload_{k}": v for k, v in upload_only.items()}}
+
+
+def best_first_batch_activity(
+    n: int, n_trees: int = 1, p: int = 20, m: int = 4, max_leaf_nodes: int = 31,
+    n_candidates: int | None = None, seed: int = 0, backend: Any = EMULATED,
+) -> dict[str, Any]:
+    """Counters of growing a batch of best-first trees (boosting's) on the emulated backend.
+
+    As :func:`forest_batch_activity`, for
+    :func:`gpurpo.tree.device_best_first.grow_best_first_on_device` (the CUDA
+    path of :func:`gpurpo.tree.grow_tree_best_first`) with unit weights, as a
+    boosting round without subsampling grows its tree; its steps (the
+    evaluation of a frontier, or a round of selection, split and children)
+    take the place of levels in :func:`by_level`.
+
+    Parameters
+    ----------
+    n, p, m : int
+        Samples, features and outputs (projections or gradients).
+    n_trees : int
+        Trees grown together.
+    max_leaf_nodes : int
+        The trees' leaf budget.
+    n_candidates : int or None
+        Features drawn per node (None: all, with histogram subtraction).
+    seed : int
+        Seed of the data and of the growth.
+    backend : Backend
+        A CUDA backend.
+
+    Returns
+    -------
+    dict
+        :func:`per_level` and :func:`by_level` of the growth, with ``n``,
+        ``trees`` and ``n_leaves`` (of every tree).
+    """
+    from gpurpo.tree import GrowthParams
+    from gpurpo.tree.binning import BinMapper
+    from gpurpo.tree.device_best_first import grow_best_first_on_device
+    from gpurpo.tree.grower import draw_root_seeds
+
+    X, Y = _data(n, p, m, seed)
+    targets = np.repeat(Y[:, None, :], n_trees, axis=1)
+    params = GrowthParams(max_leaf_nodes=max_leaf_nodes, n_candidates=n_candidates)
+    mapper = BinMapper().fit(X)
+    with count_device_activity():
+        binned = mapper.transform(X, backend)
+        targets_dev = backend.asarray(targets)
+        seeds_dev = backend.asarray(draw_root_seeds(np.random.default_rng(seed + 1), n_trees))
+        steps: list = []
+        with count_device_activity() as growth:
+            result = grow_best_first_on_device(binned, targets_dev, None, params, None, backend,
+                                               root_seeds=seeds_dev, level_activity=steps)
+    depth = max(s.max_depth for s in result.structures)
+    return {"n": n, "trees": n_trees, "n_leaves": [s.n_leaves for s in result.structures],
+            **per_level(growth, depth), **by_level(steps)}
 
 
 def by_level(levels: list) -> dict[str, Any]:

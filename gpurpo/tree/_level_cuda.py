@@ -1,4 +1,5 @@
-"""CUDA launchers of ``kernels/tree_level.cu`` (the level-growth bookkeeping kernels).
+"""CUDA launchers of ``kernels/tree_level.cu`` and ``kernels/tree_best_first.cu`` (the
+bookkeeping kernels of device-resident growth).
 
 Each takes the backend followed by EXACTLY the arguments of its numba twin in
 :mod:`gpurpo.tree._numba.tree_level`; contracts in
@@ -6,7 +7,7 @@ Each takes the backend followed by EXACTLY the arguments of its numba twin in
 (:func:`gpurpo.tree._kernels_cuda._grid`); ``split`` is one block of
 ``PARTITION_BLOCK`` threads per node, as ``tree_partition``; ``children`` is one block of
 ``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
-a contiguous chunk of the frontier.
+a contiguous chunk of the frontier; ``best_first_select`` is one block too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from gpurpo.tree._kernels_cuda import (
 )
 
 __all__ = ["features", "split", "children", "subtract", "leaf_marks_table",
-           "leaf_marks_subtrees", "place", "CHILDREN_BLOCK"]
+           "leaf_marks_subtrees", "place", "best_first_select", "CHILDREN_BLOCK"]
 
 CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
 
@@ -132,3 +133,30 @@ def place(backend: Backend, mark: Any, cum: Any, sample_indices: Any, root_range
     _elementwise(backend, "tree_level_place", total, (
         _i64(total), mark, cum, sample_indices, root_ranges, _i32(root_ranges.shape[0]),
         _i64(weights.shape[1]), weights, out_leaf_of_sample, out_leaf_weight))
+
+
+def best_first_select(backend: Backend, eval_front: Any, n_small: int, small_feature: Any,
+                      small_bin: Any, small_missing_left: Any, small_gain: Any, large: Any,
+                      root_weight: Any, n_scored: int, min_impurity_decrease: float,
+                      base_small: int, base_large: int, n_nodes: int, max_leaves: int,
+                      dummy: int, node_start: Any, node_stop: Any, node_tree: Any,
+                      node_depth: Any, node_seed: Any, node_left: Any, node_right: Any,
+                      node_feature: Any, node_bin: Any, node_missing_left: Any, node_gain: Any,
+                      node_slot: Any, node_state: Any, heap_gain: Any, heap_order: Any,
+                      heap_node: Any, out_front: Any, out_ranges: Any, out_tree: Any,
+                      out_depth: Any, out_seed: Any, out_small_feature: Any, out_small_bin: Any,
+                      out_small_missing_left: Any, out_small_gain: Any, out_large: Any) -> None:
+    """``tree_best_first_select``: one block."""
+    attrs = backend.device_attributes()
+    block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
+    kernel = backend.load_module("tree_best_first.cu").get_function("tree_best_first_select")
+    kernel((1,), (block,), (
+        eval_front, _i64(eval_front.shape[0]), _i64(n_small), small_feature, small_bin,
+        small_missing_left, small_gain, large, root_weight, _i32(n_scored),
+        _f64(min_impurity_decrease), _i64(base_small), _i64(base_large), _i64(n_nodes),
+        _i64(max_leaves), _i64(dummy), node_start, node_stop, node_tree, node_depth, node_seed,
+        node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot,
+        node_state, _i64(heap_gain.shape[0]), _i64(heap_gain.shape[1]), heap_gain, heap_order,
+        heap_node, _i64(out_front.shape[0]), out_front, out_ranges, out_tree, out_depth,
+        out_seed, _i64(out_small_feature.shape[0]), out_small_feature, out_small_bin,
+        out_small_missing_left, out_small_gain, out_large))

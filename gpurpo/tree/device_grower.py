@@ -138,6 +138,8 @@ class DeviceNodeTable:
 class _DeviceGrower:
     """One batch of trees grown level by level on the device (module docstring)."""
 
+    _table_class = DeviceNodeTable
+
     def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
                  rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
         xp = backend.xp
@@ -159,8 +161,13 @@ class _DeviceGrower:
                 raise ValueError(f"weights must have shape (n_trees={n_trees}, n_samples={n}), "
                                  f"got {weights.shape}")
         targets = xp.asarray(targets, dtype=xp.float32)
-        tree_idx, sample_idx = xp.nonzero(weights > 0)
-        counts = xp.bincount(tree_idx, minlength=n_trees)
+        if unit:
+            # every sample in every tree: no count to read back
+            sample_idx = xp.tile(xp.arange(n, dtype=xp.int32), n_trees)
+            counts = xp.full(n_trees, n, dtype=xp.int64)
+        else:
+            tree_idx, sample_idx = xp.nonzero(weights > 0)
+            counts = xp.bincount(tree_idx, minlength=n_trees)
         w_sum = weights.sum(axis=1, dtype=xp.float64)
         # the checks of the inputs and the trees' sizes and weights in one copy
         flags = xp.stack([
@@ -183,7 +190,9 @@ class _DeviceGrower:
         self.n, self.p, self.m, self.n_trees = n, p, m, n_trees
         self.weights = weights
         self.w_root = w_sum
-        self.channels = histogram.n_channels(m, bool(unit or facts[1]))
+        # weights of 0 and 1 only: a node's weight is its number of samples
+        self.unit_weights = bool(unit or facts[1])
+        self.channels = histogram.n_channels(m, self.unit_weights)
         self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
         self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
@@ -192,10 +201,8 @@ class _DeviceGrower:
         self.random_split = params.splitter == "random"
         small = (default_small_node_size(backend, self.k >= p, mostly_zero(binned))
                  if params.small_node_size is None else int(params.small_node_size))
-        subtree = (default_subtree_size(backend, p, small) if params.subtree_size is None
-                   else int(params.subtree_size))
         self.small = min(small, n)
-        self.subtree = min(subtree, n)
+        self.subtree = min(self._subtree_size(small), n)
         self.msl = int(params.min_samples_leaf)
         self.min_split = max(2, int(params.min_samples_split), 2 * self.msl)
         self.max_depth = -1 if params.max_depth is None else int(params.max_depth)
@@ -214,6 +221,18 @@ class _DeviceGrower:
         return lib.where(leaf, 3, lib.where(size <= self.subtree, 0,
                                             lib.where(size <= self.small, 1, 2)))
 
+    def _subtree_size(self, small: int) -> int:
+        """Nodes of at most this many samples are grown by ``tree_grow_subtrees``."""
+        if self.params.subtree_size is not None:
+            return int(self.params.subtree_size)
+        return default_subtree_size(self.backend, self.binned.n_features, small)
+
+    def _initial_capacity(self, total: int) -> int:
+        """Rows of the node table at the start, for ``total`` root samples: the nodes
+        above the subtrees, about 4 per subtree root of a balanced tree (the table
+        grows when a level needs more)."""
+        return min(2 * total, max(64, 4 * self.n_trees + 8 * total // max(self.subtree, 1)))
+
     def _init_roots(self, counts: Any, counts_h: np.ndarray, root_seeds: Any,
                     rng: np.random.Generator) -> None:
         xp, T = self.xp, self.n_trees
@@ -222,11 +241,7 @@ class _DeviceGrower:
         root_seeds = xp.asarray(root_seeds, dtype=xp.uint64)
         if root_seeds.shape != (T,):
             raise ValueError(f"root_seeds must have shape (n_trees={T},), got {root_seeds.shape}")
-        # nodes above the subtrees: about 4 per subtree root of a balanced tree; the
-        # table grows when a level needs more
-        total = int(counts_h.sum())
-        self.table = t = DeviceNodeTable(
-            xp, min(2 * total, max(64, 4 * T + 8 * total // max(self.subtree, 1))))
+        self.table = t = self._table_class(xp, self._initial_capacity(int(counts_h.sum())))
         stops = xp.cumsum(counts)
         kind = self._kind(counts, 0)
         t.start[:T] = stops - counts

@@ -1029,7 +1029,10 @@ def grow_tree_best_first(
 
     The leaf whose best split has the largest gain (ties: the older node) is
     split next, as scikit-learn's best-first builder does; ``max_depth`` and
-    the other stopping rules apply as in :func:`grow_trees`.
+    the other stopping rules apply as in :func:`grow_trees`. On CUDA backends,
+    trees of the variance criterion grow with their state on the device
+    (:func:`gpurpo.tree.device_best_first.grow_best_first_on_device`; the
+    same trees).
 
     Parameters
     ----------
@@ -1068,6 +1071,15 @@ def grow_tree_best_first(
     _check_binned(binned)
     if params.max_leaf_nodes is None:
         raise ValueError("grow_tree_best_first needs params.max_leaf_nodes, got None")
+    if backend.uses_cuda_kernels:
+        from gpurpo.tree.device_best_first import (
+            device_best_first_supported,
+            grow_best_first_on_device,
+        )
+
+        if device_best_first_supported(binned, params):
+            return grow_best_first_on_device(binned, targets, weights, params, rng, backend,
+                                             root_seeds)
     return run_best_first(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
 
 

@@ -1,4 +1,4 @@
-"""Kernels of the device-resident level-wise growth: contracts, registration, wrappers.
+"""Kernels of device-resident growth (level-wise and best-first): contracts, registration.
 
 The bookkeeping of :mod:`gpurpo.tree.device_grower` (the frontier, the node
 table and the leaves of a batch of trees live on the device) in kernels, so
@@ -105,6 +105,36 @@ Kernel contracts
                                        rank among the leaves of t by position
     out_leaf_weight float64 (L,)       leaf ``cum[q] - 1`` (q its first position): 0.0 +
                                        its samples' weights in position order
+
+``tree_best_first_select(eval_front, n_small, small_feature, small_bin, small_missing_left, small_gain, large, root_weight, n_scored, min_impurity_decrease, base_small, base_large, n_nodes, max_leaves, dummy, node_start, node_stop, node_tree, node_depth, node_seed, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot, node_state, heap_gain, heap_order, heap_node, out_front, out_ranges, out_tree, out_depth, out_seed, out_small_feature, out_small_bin, out_small_missing_left, out_small_gain, out_large)``
+    One round of best-first growth (:mod:`gpurpo.tree.device_best_first`; CPU twin in
+    :mod:`gpurpo.tree._numba.tree_best_first`, CUDA in ``kernels/tree_best_first.cu``).
+    eval_front   int64   (E,)          the nodes evaluated last: the first ``n_small`` by
+                                       ``tree_split_small`` (``small_*``, (n_small,)),
+                                       then row ``e - n_small`` of ``large`` float64 (., 4)
+    1. The batch rows are cleared: ``out_front`` = ``dummy`` (a table row that is no
+       node), feature -1, gain -inf, zero launch fields.
+    2. Every evaluated node's slot: ``node_slot[g] = -2 - (base_small + e)`` (small)
+       or ``base_large + e - n_small`` (large). Feature -2 (candidates all constant):
+       ``node_feature[g] = -2`` and the node is batched with feature -2. Otherwise the
+       choice is written to the table, -1 (bin 0, missing_left 0, gain -inf) when not
+       a split or when ``gain / (n_scored * root_weight[node_tree[g]]) + eps <
+       min_impurity_decrease``.
+    3. ``node_state[:n_nodes] = 0``; then tree t (root: node t, T = heap_gain.shape[0]
+       trees) replays best-first growth: a heap of the nodes of feature >= 0 keyed by
+       (gain descending, push order), the root first, children left before right;
+       while it holds nodes and the tree has fewer than ``max_leaves`` leaves, the
+       first node is expanded (``node_state`` 2, a leaf more); if it has children
+       (``node_left >= 0``) they are marked leaves (``node_state`` 1) and those of
+       feature >= 0 pushed, else the node is batched with its choice. Nodes reached
+       and not expanded keep ``node_state`` 1.
+    heap_gain, heap_order, heap_node  float64/int64/int64 (T, H), H >= 2 max_leaves - 1
+    A batched node g with slot s goes to row ``r = -2 - s`` (s <= -2: ``out_small_*[r]``
+    its feature, bin, missing side and gain) or ``r = S + s`` (``out_large[s]`` the
+    same as float64), S = ``out_small_feature.shape[0]``; ``out_front[r] = g``,
+    ``out_ranges[r]`` its ``(start, stop)``, ``out_tree``, ``out_depth``, ``out_seed``
+    its fields. The batch is the frontier of ``tree_level_split`` and
+    ``tree_level_children`` with ``n_sub = 0`` and ``n_small = S``.
 """
 
 from __future__ import annotations
@@ -113,7 +143,7 @@ from typing import Any
 
 from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _level_cuda as _cuda
-from gpurpo.tree._numba import tree_level
+from gpurpo.tree._numba import tree_best_first, tree_level
 
 __all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS"]
 
@@ -125,6 +155,7 @@ LEVEL_KERNEL_NAMES = (
     "tree_level_leaf_marks_table",
     "tree_level_leaf_marks_subtrees",
     "tree_level_place",
+    "tree_best_first_select",
 )
 
 #: length of ``tree_level_children``'s ``counts``
@@ -139,6 +170,8 @@ register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,
 register_kernel("tree_level_leaf_marks_subtrees", cpu=tree_level.leaf_marks_subtrees,
                 cuda=_cuda.leaf_marks_subtrees)
 register_kernel("tree_level_place", cpu=tree_level.place, cuda=_cuda.place)
+register_kernel("tree_best_first_select", cpu=tree_best_first.select,
+                cuda=_cuda.best_first_select)
 
 
 def launch(backend: Backend, name: str, *args: Any) -> None:

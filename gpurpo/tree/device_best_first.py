@@ -1,0 +1,366 @@
+"""Best-first growth of a batch of trees with its state on the device.
+
+The CUDA path of :func:`gpurpo.tree.grow_tree_best_first` (boosting's trees
+of ``max_leaf_nodes`` leaves): the same trees as the host-orchestrated driver
+of :mod:`gpurpo.tree.grower`, grown in ROUNDS of a fixed handful of launches
+and one small device-to-host copy, whatever the number of nodes and trees.
+
+Best-first growth splits, tree by tree, the leaf of largest gain (ties: the
+leaf created first) until the tree has ``max_leaf_nodes`` leaves; a node's
+evaluation depends only on its samples and seed, not on when it is
+evaluated. A round:
+
+1. ``tree_best_first_select`` records the choices of the nodes evaluated last
+   and replays best-first growth on what is known of every tree: the nodes
+   split so far and the evaluated leaves. Every node the replay expands that
+   is not split yet is batched; the replay goes on as if its children were
+   leaves, since they are not evaluated yet.
+2. ``tree_level_split`` partitions the batched nodes' samples and
+   ``tree_level_children`` creates their children, groups them by the path
+   that evaluates them and counts them: the round's one copy to the host.
+3. The children are evaluated as the level-wise device grower evaluates a
+   level (:mod:`gpurpo.tree.device_grower`): ``tree_split_small`` for small
+   nodes, histograms, scores and best slots for large ones.
+
+A round may thus split a node that a later replay, knowing more, leaves a
+leaf (its children outrank it); when a replay expands no new node it has run
+on complete information, and its marks (``node_state``: 1 a leaf, 2 split, 0
+not in the tree) are the trees. A round advances every open branch by one
+level, so growth takes about one round per level of the deepest tree.
+
+With all ``p`` features the histograms of the large nodes stay on the device
+in a pool (one row per large evaluation, rows of a round contiguous) so that
+the larger child of a split large node gets its parent's histogram minus its
+sibling's, as the host driver derives it (within ``max_histogram_bytes / 2``
+for the pair, the host's rule), and the float32 sums are the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpurpo.backend import Backend, count_device_activity
+from gpurpo.tree import histogram, kernels, level_kernels
+from gpurpo.tree._params import GrowthParams
+from gpurpo.tree.binning import BinnedMatrix
+from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower
+from gpurpo.tree.grower import GrowResult, _Nodes
+from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
+
+__all__ = ["BestFirstNodeTable", "device_best_first_supported", "grow_best_first_on_device"]
+
+
+def device_best_first_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
+    """Whether :func:`grow_best_first_on_device` grows these trees: best-first growth
+    (``max_leaf_nodes`` set) of the variance criterion on dense codes."""
+    return (binned.dense_codes is not None and params.max_leaf_nodes is not None
+            and params.criterion == "variance")
+
+
+class BestFirstNodeTable(DeviceNodeTable):
+    """:class:`DeviceNodeTable` with two more fields: ``slot`` (a node's evaluation
+    slot: ``-2 - s`` for the s-th small evaluation, s >= 0 for the s-th large one,
+    its histogram's row in the pool) and ``state`` (after a round: 0 not in its
+    tree, 1 a leaf, 2 split)."""
+
+    FIELDS = DeviceNodeTable.FIELDS + (("slot", "int64"), ("state", "uint8"))
+
+
+class _DeviceBestFirst(_DeviceGrower):
+    """One batch of trees grown best first on the device (module docstring)."""
+
+    _table_class = BestFirstNodeTable
+
+    def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
+                 rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
+        super().__init__(binned, targets, weights, params, rng, backend, root_seeds)
+        xp = self.xp
+        self.max_leaves = int(self.params.max_leaf_nodes)
+        heap = (self.n_trees, 2 * self.max_leaves)
+        self.heap = (xp.empty(heap, dtype=xp.float64), xp.empty(heap, dtype=xp.int64),
+                     xp.empty(heap, dtype=xp.int64))
+        # the host driver derives a pair's larger child when both histograms of the
+        # pair fit in half of max_histogram_bytes
+        node_bytes = histogram.histogram_bytes(1, self.p, binned.n_bins, self.channels)
+        self.subtract = (self.k >= self.p
+                         and self.params.max_histogram_bytes // (2 * node_bytes) >= 2)
+        self.pool = None
+        self.base_small = self.base_large = 0
+        self.evaluated: tuple = ()
+
+    def _subtree_size(self, small: int) -> int:
+        return 0
+
+    def _initial_capacity(self, total: int) -> int:
+        # the trees' nodes (2 max_leaves - 1 each), those split in rounds that a later
+        # replay does not keep and the dummy row; the table grows when a round needs more
+        return min(2 * total + 1, 8 * int(self.params.max_leaf_nodes) * self.n_trees + 8)
+
+    def _init_roots(self, counts: Any, counts_h: np.ndarray, root_seeds: Any,
+                    rng: np.random.Generator) -> None:
+        super()._init_roots(counts, counts_h, root_seeds, rng)
+        t, T = self.table, self.n_trees
+        t.reserve(T + 1, T)
+        # row T names no node: the rows of a round's batch without a node point to it
+        # (only tree_level_split writes to it). No field needs a value before the
+        # first round: a node's slot is written when it is evaluated, every state
+        # by every round's replay.
+        self.dummy = T
+        self.used = T + 1
+
+    # ------------------------------------------------------------------ rounds
+
+    def run(self, level_activity: list | None = None) -> GrowResult:
+        self._record_activity(level_activity, self._evaluate)
+        while True:
+            self._record_activity(level_activity, self._round)
+            if not self.created and not sum(self.groups):
+                # the replay batched nothing: it ran on complete information
+                break
+            self._record_activity(level_activity, self._evaluate)
+        return self._finish()
+
+    def _record_activity(self, level_activity: list | None, step: Any) -> None:
+        if level_activity is None:
+            step()
+            return
+        groups = self.groups
+        with count_device_activity() as activity:
+            step()
+        level_activity.append((groups, activity))
+
+    def _evaluate(self) -> None:
+        """The choices of the frontier's nodes (kept for the next round's record)."""
+        xp = self.xp
+        _, n_small, n_derived, n_direct = self.groups
+        n_large = n_derived + n_direct
+        ranges, tree, seed, _, _ = self.batch
+        if n_small:
+            small_out = kernels.split_small(
+                self.backend, self.binned.kernel_codes,
+                kernels.NodeBatch(self.sample_indices, ranges[:n_small], tree[:n_small],
+                                  seed[:n_small]),
+                self.weights, self.targets, self.edges, self._rules(self.small), self._sparse())
+        else:
+            small_out = (xp.empty(0, dtype=xp.int32), xp.empty(0, dtype=xp.int32),
+                         xp.empty(0, dtype=xp.uint8), xp.empty(0, dtype=xp.float64))
+        rows = 0
+        if not n_large:
+            best = xp.empty((0, 4), dtype=xp.float64)
+        elif self.subtract:
+            rows = n_large + self.n_helpers
+            best = self._split_large_pooled(n_small, n_large, n_derived)
+        else:
+            rows = n_large
+            best, _ = self._split_large(n_small, n_large, n_derived)
+        self.evaluated = (self.front, n_small, small_out, best, self.base_small, self.base_large)
+        self.base_small += n_small
+        self.base_large += rows
+
+    def _split_large_pooled(self, first: int, n_large: int, n_derived: int) -> Any:
+        """All features: each large node's best slot, float64 (L, 4), its histogram (and
+        the helpers') built into the pool or derived from its parent's there."""
+        xp, backend = self.xp, self.backend
+        ranges, tree, seed, _, pos = (a[first:] for a in self.batch)
+        n_rows = n_large + self.n_helpers
+        hist = self._pool_rows(n_rows)
+        impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
+                                       tree[:n_large], self.weights, self.targets)
+        feats = xp.empty((n_rows, self.p), dtype=xp.int32)
+        positions = xp.empty((n_rows, self.p), dtype=xp.int64)
+        uniforms = xp.empty((n_rows, self.p) if self.random_split else (1, 1), dtype=xp.float64)
+        level_kernels.launch(backend, "tree_level_features", seed[:n_rows], pos[:n_rows],
+                             self.p, int(self.random_split), 1, feats, positions, uniforms)
+        direct = slice(n_derived, n_rows)
+        histogram.node_histograms(
+            self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),
+            feats[direct], self.weights, self.targets, self.channels, out=hist[direct])
+        if n_derived:
+            level_kernels.launch(backend, "tree_level_subtract", hist, n_derived,
+                                 n_large - n_derived, self.pool, *self.derive)
+        chunk = self._chunk_size()
+        parts = []
+        for c0 in range(0, n_large, chunk):
+            c = slice(c0, min(c0 + chunk, n_large))
+            slots = score_histograms(
+                backend, hist[c], feats[c], self.m, self.msl, self.edges,
+                random_split=self.random_split,
+                uniforms=uniforms[c] if self.random_split else None)
+            parts.append(kernels.best_slots(
+                backend, hist[c], q[c], impure[c], slots, feats[c], positions[c], self.m, False,
+                TIE_RTOL, TIE_ROUNDING, node_pos=pos[c], n_features=self.p))
+        return parts[0] if len(parts) == 1 else xp.concatenate(parts)
+
+    def _pool_rows(self, n_rows: int) -> Any:
+        """The pool's next ``n_rows`` rows (zeros), the pool grown (doubling) if needed.
+
+        The first pool holds the large nodes of whole trees (2 ``max_leaf_nodes``
+        rows per tree) within half of ``max_histogram_bytes``, so that it seldom
+        grows.
+        """
+        xp = self.xp
+        need = self.base_large + n_rows
+        shape = (self.p, self.binned.n_bins, self.channels)
+        if self.pool is None or self.pool.shape[0] < need:
+            node_bytes = histogram.histogram_bytes(1, self.p, self.binned.n_bins, self.channels)
+            first = min(2 * self.max_leaves * self.n_trees,
+                        self.params.max_histogram_bytes // (2 * node_bytes))
+            capacity = max(need, first if self.pool is None else 2 * self.pool.shape[0])
+            pool = xp.zeros((capacity, *shape), dtype=xp.float32)
+            if self.pool is not None:
+                pool[: self.base_large] = self.pool[: self.base_large]
+            self.pool = pool
+        return self.pool[self.base_large : need]
+
+    def _round(self) -> None:
+        """Record, replay, split the batched nodes and create their children (one copy)."""
+        xp, t = self.xp, self.table
+        front, n_small, small_out, best, base_small, base_large = self.evaluated
+        n_small_rows, n_large_rows = self.base_small, self.base_large
+        n_rows = n_small_rows + n_large_rows
+        # a round splits at most max_leaves - 1 nodes per tree
+        t.reserve(self.used + 2 * min(n_rows, self.n_trees * (self.max_leaves - 1)), self.used)
+        batch = (xp.empty(n_rows, dtype=xp.int64), xp.empty((n_rows, 2), dtype=xp.int64),
+                 xp.empty(n_rows, dtype=xp.int32), xp.empty(n_rows, dtype=xp.int32),
+                 xp.empty(n_rows, dtype=xp.uint64))
+        choices = (xp.empty(n_small_rows, dtype=xp.int32), xp.empty(n_small_rows, dtype=xp.int32),
+                   xp.empty(n_small_rows, dtype=xp.uint8),
+                   xp.empty(n_small_rows, dtype=xp.float64),
+                   xp.empty((n_large_rows, 4), dtype=xp.float64))
+        level_kernels.launch(
+            self.backend, "tree_best_first_select", front, n_small, *small_out, best,
+            self.w_root, self.m, float(self.params.min_impurity_decrease), base_small,
+            base_large, self.used, self.max_leaves, self.dummy, t.start, t.stop, t.tree,
+            t.depth, t.seed, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, t.slot,
+            t.state, *self.heap, *batch, *choices)
+        out_front, ranges, tree, depth, seed = batch
+        dec_feature = xp.empty(n_rows, dtype=xp.int32)
+        dec_bin = xp.empty(n_rows, dtype=xp.int32)
+        dec_missing_left = xp.empty(n_rows, dtype=xp.uint8)
+        n_left = xp.empty(n_rows, dtype=xp.int64)
+        level_kernels.launch(
+            self.backend, "tree_level_split", self.binned.codes, self.binned.missing_bin,
+            self.sample_indices, out_front, 0, n_small_rows, ranges, *choices, tree,
+            self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
+            t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
+            dec_missing_left, n_left)
+        cap = 2 * n_rows
+        nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_rows, 2), dtype=xp.int64),
+               xp.empty(cap + n_rows, dtype=xp.int32), xp.empty(cap + n_rows, dtype=xp.uint64),
+               xp.empty(cap + n_rows, dtype=xp.int32), xp.empty(cap + n_rows, dtype=xp.int64))
+        derive = (xp.empty(cap, dtype=xp.int64), xp.empty(cap, dtype=xp.int64))
+        sub_offsets = xp.empty(cap + 1, dtype=xp.int64)
+        counts = xp.empty(level_kernels.N_COUNTERS, dtype=xp.int64)
+        level_kernels.launch(
+            self.backend, "tree_level_children", out_front, 0, n_small_rows, int(self.subtract),
+            ranges, tree, depth, seed, dec_feature, n_left, 0, self.small, self.min_split,
+            self.max_depth, self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
+            t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, *derive,
+            sub_offsets, counts)
+        # the one copy to the host of the round
+        created, _, n_small, n_derived, n_direct, _, n_helpers = (
+            int(c) for c in self.backend.to_host(counts))
+        self.used += created
+        self.created = created
+        self.groups = (0, n_small, n_derived, n_direct)
+        self.n_helpers = n_helpers
+        n_next = n_small + n_derived + n_direct
+        self.front = nxt[0][:n_next]
+        self.batch = tuple(a[: n_next + n_helpers] for a in nxt[1:])
+        self.derive = tuple(a[:n_derived] for a in derive)
+
+    # ------------------------------------------------------------------ output
+
+    def _finish(self) -> GrowResult:
+        nodes = self._host_nodes()
+        leaf_of_sample, leaf_weight = self._place()
+        if self.unit_weights:
+            # a leaf's weight is its number of samples: no copy
+            leaves = np.flatnonzero(nodes.left[: nodes.size] < 0)
+            leaves = leaves[np.argsort(nodes.start[leaves], kind="stable")]
+            leaf_weight = (nodes.stop[leaves] - nodes.start[leaves]).astype(np.float64)
+        return self._structures(nodes, leaf_of_sample, leaf_weight)
+
+    def _host_nodes(self) -> _Nodes:
+        """The nodes in the trees (``state`` > 0), renumbered in id order (one copy)."""
+        fields = self.table.to_host(self.backend, self.used)
+        state = fields["state"]
+        live = np.flatnonzero(state > 0)
+        new_id = np.full(self.used, -1, dtype=np.int64)
+        new_id[live] = np.arange(len(live))
+        nodes = _Nodes()
+        nodes.reserve(len(live))
+        nodes.size = len(live)
+        for name, _, _ in _Nodes._FIELDS:
+            getattr(nodes, name)[: len(live)] = fields[name][live]
+        split = state[live] == 2
+        for name in ("left", "right"):
+            getattr(nodes, name)[: len(live)] = np.where(
+                split, new_id[np.maximum(fields[name][live], 0)], -1)
+        parent = fields["parent"][live]
+        nodes.parent[: len(live)] = np.where(parent >= 0, new_id[np.maximum(parent, 0)], -1)
+        leaf = ~split
+        nodes.feature[: len(live)][leaf] = -1
+        nodes.bin[: len(live)][leaf] = 0
+        nodes.missing_left[: len(live)][leaf] = 0
+        return nodes
+
+    def _place(self) -> tuple[Any, Any]:
+        """The leaf of every sample (int32 (T, n), -1: not in the tree) and every leaf's
+        weight (float64, leaves by position), on the device."""
+        xp, backend, t, T = self.xp, self.backend, self.table, self.n_trees
+        total = int(self.sample_indices.shape[0])
+        mark = xp.zeros(total, dtype=xp.int32)
+        # the leaves of the trees as tree_level_leaf_marks_table reads them
+        state = t.state[: self.used]
+        level_kernels.launch(backend, "tree_level_leaf_marks_table",
+                             xp.where(state == 1, -1, 0).astype(xp.int32),
+                             xp.where(state > 0, 0, -1).astype(xp.int64),
+                             t.start[: self.used], mark)
+        cum = xp.cumsum(mark, dtype=xp.int64)
+        root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
+        leaf_of_sample = xp.full((T, self.n), -1, dtype=xp.int32)
+        leaf_weight = xp.empty(total, dtype=xp.float64)
+        level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
+                             root_ranges, self.weights, leaf_of_sample, leaf_weight)
+        return leaf_of_sample, leaf_weight
+
+
+def grow_best_first_on_device(
+    binned: BinnedMatrix,
+    targets: Any,
+    weights: Any,
+    params: GrowthParams,
+    rng: np.random.Generator,
+    backend: Backend,
+    root_seeds: Any = None,
+    level_activity: list | None = None,
+) -> GrowResult:
+    """Grow T trees best first, with the state on the device.
+
+    Takes the arguments of :func:`gpurpo.tree.grow_tree_best_first` and returns
+    the same trees (node ids differ; leaves are numbered depth first by
+    position, as :func:`gpurpo.tree.device_grower.grow_trees_on_device` numbers
+    them). ``root_seeds`` may lie on the device. Runs on any backend (on NumPy
+    through the numba twins of the kernels). With a list ``level_activity``,
+    every step (an evaluation or a round) appends to it the numbers of subtree
+    roots (none), small and large nodes of the frontier it started from and its
+    device activity (:func:`gpurpo.backend.count_device_activity`), as a pair.
+
+    Raises
+    ------
+    ValueError
+        For growth it does not do (:func:`device_best_first_supported`), and for
+        the invalid inputs :func:`~gpurpo.tree.grow_tree_best_first` rejects.
+    """
+    if not isinstance(binned, BinnedMatrix):
+        raise TypeError(
+            f"binned must be a BinnedMatrix (from BinMapper.transform), got {type(binned).__name__}")
+    if not device_best_first_supported(binned, params):
+        raise ValueError("grow_best_first_on_device grows best-first trees of the variance "
+                         "criterion on dense codes: params.max_leaf_nodes must be set and "
+                         "params.criterion 'variance'")
+    return _DeviceBestFirst(binned, targets, weights, params, rng, backend, root_seeds).run(
+        level_activity)

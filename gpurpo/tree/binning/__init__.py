@@ -34,7 +34,8 @@ must fit in ``max_binned_bytes`` (default 4 GiB), otherwise a ``ValueError``
 says so.
 
 The package holds the bin mapper (:mod:`._mapper`), the edge strategies that the
-mapper picks by input (sorted rows :mod:`._sorted_edges`, bucket selection
+mapper picks by input (columns of 0.0 and 1.0 :mod:`._binary_columns`, sorted rows
+:mod:`._sorted_edges`, bucket selection
 :mod:`._bucket_edges`, weighted samples :mod:`._weighted_edges`, sparse columns
 :mod:`._sparse`), the value-to-code tables (:mod:`._code_tables`) and the edge
 lookups that the split and prediction kernels share with the coding

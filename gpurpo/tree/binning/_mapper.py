@@ -16,6 +16,7 @@ from gpurpo.backend import Backend, check_random_state
 from gpurpo.tree import kernels
 from gpurpo.tree.binning import _row_sort
 from gpurpo.tree.binning._bin_lows import bin_lows, block_lows, edge_lows
+from gpurpo.tree.binning._binary_columns import binary_blocks, one_bits
 from gpurpo.tree.binning._bucket_edges import bucket_edges_rows, needs_sort, row_ranges
 from gpurpo.tree.binning._code_tables import bin_codes_fitted
 from gpurpo.tree.binning._quantile_rule import quantile_edges
@@ -596,7 +597,12 @@ def _bin_by_blocks(
     rows and codes while they are in the cache
     (:func:`gpurpo.tree.binning._bin_lows.block_lows`), and True in the mask.
     The two buffers of a block stay in the cache and are reused by the next
-    block: no float32 copy of the whole sample is made. Blocks are dealt to
+    block: no float32 copy of the whole sample is made. With ``codes`` and
+    ``lows``, each thread's blocks of columns of 0.0 and 1.0 only (word presence
+    features) are first binned in one pass from the bits of the values, until a
+    block holds another value
+    (:func:`gpurpo.tree.binning._binary_columns.binary_blocks`: the same edges, codes
+    and lows, with no float32 copy). Blocks are dealt to
     numba's thread count of Python threads (the kernels and the sort release
     the GIL). Features with many distinct values skip the sort by bucket
     selection (see :mod:`gpurpo.tree.binning._bucket_edges`).
@@ -632,8 +638,20 @@ def _bin_by_blocks(
     starts = list(range(0, p, width))
 
     radix = _row_sort.radix_is_faster()  # timed once per process, before any thread starts
+    # columns of 0.0 and 1.0 only are coded in one pass (gpurpo.tree.binning._binary_columns)
+    # until a block holds another value
+    binary = (codes is not None and lows is not None and sample.flags.c_contiguous
+              and sample.dtype in (np.float32, np.float64))
+    bits, one = one_bits(sample) if binary else (None, None)
 
     def run(block_starts: list[int]) -> None:
+        if binary:
+            done = binary_blocks(bits, one, np.asarray(block_starts, dtype=np.int64), width,
+                                 codes, n_zero, out, n_edges, float32_ok, has_nan, extreme,
+                                 lows[0], lows[1])
+            block_starts = block_starts[done:]
+            if not block_starts:
+                return
         a = np.empty((width, n), dtype=np.float32)
         b = np.empty((width, n), dtype=np.float32)
         lo = np.empty(width, dtype=np.float32)

@@ -27,11 +27,11 @@ import numpy as np
 
 from gpurpo._validation import check_choice, check_int, check_numeric_dtype
 from gpurpo.backend import check_random_state
-from gpurpo.linalg._operators import check_n_components, check_n_iter
-from gpurpo.linalg._qr import NORMALIZERS, normalize_block
 from gpurpo.linalg.cssp import METHODS, default_max_trials, select_columns
+from gpurpo.linalg.operators import check_n_components, check_n_iter
 from gpurpo.linalg.pca import PCAResult
-from gpurpo.linalg.randomized import _flip_signs
+from gpurpo.linalg.qr import NORMALIZERS, normalize_block
+from gpurpo.linalg.randomized import flip_signs
 
 __all__ = [
     "column_means",
@@ -141,7 +141,7 @@ def _range_finder(A: da.Array, size: int, n_iter: int, rng: np.random.Generator,
 
     The factorisations inside the loop only need a well-conditioned basis of
     the same span: the tall ones by TSQR, the ``n x size`` ones on the client
-    (:func:`gpurpo.linalg._qr.normalize_block`).
+    (:func:`gpurpo.linalg.qr.normalize_block`).
     """
     omega = rng.standard_normal((int(A.shape[1]), size), dtype=A.dtype)
     Y = _times(A, omega, mean)
@@ -168,7 +168,7 @@ def _randomized_svd(
     BT = _t_times(A, Q, mean)
     W, R = np.linalg.qr(BT)
     Ur, s, Vrt = np.linalg.svd(R)
-    U, Vt = _flip_signs(_times(Q, Vrt[:k].T), (W @ Ur[:, :k]).T, np)
+    U, Vt = flip_signs(_times(Q, Vrt[:k].T), (W @ Ur[:, :k]).T, np)
     return U, s[:k], np.ascontiguousarray(Vt)
 
 

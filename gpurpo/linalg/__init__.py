@@ -18,10 +18,10 @@ device, so a seed gives the same numbers on every backend.
 * :func:`as_operator`, :class:`MatrixOperator` - the operator layer.
 """
 
-from gpurpo.linalg._operators import MatrixOperator, as_operator, centered
-from gpurpo.linalg._qr import orthonormalize, qr_factor
 from gpurpo.linalg.cssp import cssp_select
+from gpurpo.linalg.operators import MatrixOperator, as_operator, centered
 from gpurpo.linalg.pca import PCAResult, plst, randomized_pca
+from gpurpo.linalg.qr import orthonormalize, qr_factor
 from gpurpo.linalg.randomized import leverage_scores, randomized_range_finder, randomized_svd
 from gpurpo.linalg.rembrandt import rembrandt
 from gpurpo.linalg.ridge import RidgeSolver, ridge_solve

@@ -21,8 +21,8 @@ import scipy.linalg
 
 from gpurpo._validation import check_choice, check_int
 from gpurpo.backend import check_random_state
-from gpurpo.linalg._operators import as_operator, check_n_components, check_n_iter
-from gpurpo.linalg._qr import NORMALIZERS
+from gpurpo.linalg.operators import as_operator, check_n_components, check_n_iter
+from gpurpo.linalg.qr import NORMALIZERS
 from gpurpo.linalg.randomized import _randomized_svd
 
 __all__ = ["cssp_select", "sample_until_distinct", "select_columns"]

@@ -6,8 +6,8 @@ from typing import Any, NamedTuple
 
 from gpurpo._validation import check_choice, check_int
 from gpurpo.backend import check_random_state
-from gpurpo.linalg._operators import as_operator, centered, check_n_components, check_n_iter
-from gpurpo.linalg._qr import NORMALIZERS
+from gpurpo.linalg.operators import as_operator, centered, check_n_components, check_n_iter
+from gpurpo.linalg.qr import NORMALIZERS
 from gpurpo.linalg.randomized import _randomized_svd
 
 __all__ = ["PCAResult", "randomized_pca", "plst"]

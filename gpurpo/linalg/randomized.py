@@ -4,7 +4,7 @@ Halko, Martinsson & Tropp, "Finding structure with randomness: probabilistic
 algorithms for constructing approximate matrix decompositions", SIAM Review
 53(2), 2011 (HMT below). Stage A is the randomized subspace iteration of HMT
 Algorithm 4.4; stage B is the direct SVD of HMT Algorithm 5.1. Everything
-runs on :class:`~gpurpo.linalg._operators.MatrixOperator`, i.e. only through
+runs on :class:`~gpurpo.linalg.operators.MatrixOperator`, i.e. only through
 products with ``A`` and ``A.T``.
 """
 
@@ -16,10 +16,10 @@ import numpy as np
 
 from gpurpo._validation import check_choice, check_int
 from gpurpo.backend import check_random_state
-from gpurpo.linalg._operators import MatrixOperator, as_operator, check_n_components, check_n_iter
-from gpurpo.linalg._qr import NORMALIZERS, normalize_block, orthonormalize, qr_factor
+from gpurpo.linalg.operators import MatrixOperator, as_operator, check_n_components, check_n_iter
+from gpurpo.linalg.qr import NORMALIZERS, normalize_block, orthonormalize, qr_factor
 
-__all__ = ["randomized_range_finder", "randomized_svd", "leverage_scores"]
+__all__ = ["randomized_range_finder", "randomized_svd", "leverage_scores", "flip_signs"]
 
 
 def _gaussian(op: MatrixOperator, rows: int, cols: int, rng: np.random.Generator) -> Any:
@@ -38,7 +38,7 @@ def _range_finder(
     ``A^T Q_{j-1} = Q~_j R~_j`` and ``Y_j = A Q~_j = Q_j R_j``. Step 7: return
     ``Q = Q_{n_iter}``. The factorisations inside the loop only need a
     well-conditioned basis of the same span
-    (:func:`~gpurpo.linalg._qr.normalize_block`); the returned ``Q_{n_iter}``
+    (:func:`~gpurpo.linalg.qr.normalize_block`); the returned ``Q_{n_iter}``
     is orthonormal to working precision. With ``normalizer="none"`` the
     intermediate factorisations are skipped (plain power iteration, HMT
     Algorithm 4.3).
@@ -69,8 +69,24 @@ def _svd_of_range(
     return U, s[:k], Vt
 
 
-def _flip_signs(U: Any, Vt: Any, xp: Any) -> tuple[Any, Any]:
-    """Deterministic signs: the largest-magnitude entry of each row of Vt is positive."""
+def flip_signs(U: Any, Vt: Any, xp: Any) -> tuple[Any, Any]:
+    """Deterministic signs of an SVD: the largest-magnitude entry of each row of Vt is positive.
+
+    The convention of scikit-learn's ``svd_flip(u_based_decision=False)``, a
+    zero pivot counting as positive. The distributed SVD of :mod:`gpurpo.dask`
+    applies it too, so both return factors of the same signs.
+
+    Parameters
+    ----------
+    U : array (m, k)
+    Vt : array (k, n)
+    xp : array module of ``U`` and ``Vt``
+
+    Returns
+    -------
+    U, Vt : arrays
+        Column ``j`` of ``U`` and row ``j`` of ``Vt`` multiplied by the same sign.
+    """
     rows = xp.arange(Vt.shape[0])
     pivots = xp.argmax(xp.abs(Vt), axis=1)
     signs = xp.sign(Vt[rows, pivots])
@@ -100,7 +116,7 @@ def _randomized_svd(
     U, s, Vt = _svd_of_range(work, Q, k, normalizer)
     if transpose:
         U, Vt = Vt.T, U.T
-    U, Vt = _flip_signs(U, Vt, xp)
+    U, Vt = flip_signs(U, Vt, xp)
     return xp.ascontiguousarray(U), s, xp.ascontiguousarray(Vt)
 
 
@@ -131,7 +147,7 @@ def randomized_range_finder(
         certified by its Gram matrix otherwise and for the returned basis,
         Householder QR as the fallback); ``"householder"`` LAPACK Householder
         QR only; ``"none"`` no orthonormalisation until the end (HMT
-        Algorithm 4.3). See :mod:`gpurpo.linalg._qr`.
+        Algorithm 4.3). See :mod:`gpurpo.linalg.qr`.
 
     Returns
     -------

@@ -48,8 +48,8 @@ from gpurpo._validation import (
     check_int,
 )
 from gpurpo.backend import Backend, check_random_state, resolve_backend
-from gpurpo.linalg._operators import MatrixOperator, as_operator, check_n_components
-from gpurpo.linalg._qr import _cholesky_pass, normalize_block, orthonormalize, qr_factor
+from gpurpo.linalg.operators import MatrixOperator, as_operator, check_n_components
+from gpurpo.linalg.qr import _cholesky_pass, normalize_block, orthonormalize, qr_factor
 from gpurpo.linalg.ridge import RidgeSolver, check_solver_params
 
 __all__ = [
@@ -173,7 +173,7 @@ def _orthonormal_columns(V: Any, xp: Any) -> Any:
     One Cholesky QR pass is accurate to working precision when
     ``||V^T V - I||_F <= 0.1`` (its error is about ``u cond(V)^2``); otherwise,
     for instance with zero columns, Cholesky QR2 or Householder QR
-    (:func:`~gpurpo.linalg._qr.qr_factor`) complete the basis.
+    (:func:`~gpurpo.linalg.qr.qr_factor`) complete the basis.
     """
     first = _cholesky_pass(V, xp)
     if first is not None:
@@ -252,7 +252,7 @@ def _range_finder(
     The Gaussian start is only orthonormalised when it is also the final
     basis (``n_iter = 0``): ``M Q`` has the span of ``M (Q R^{-1})``. Between
     iterations a single Cholesky QR pass suffices when it is accurate
-    (:func:`~gpurpo.linalg._qr.normalize_block`); the last basis is
+    (:func:`~gpurpo.linalg.qr.normalize_block`); the last basis is
     orthonormal to working precision.
     """
     xp = backend.xp

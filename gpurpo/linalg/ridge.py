@@ -30,7 +30,7 @@ from gpurpo._validation import (
     check_int,
 )
 from gpurpo.backend import resolve_backend
-from gpurpo.linalg._operators import MatrixOperator, as_operator, working_dtype
+from gpurpo.linalg.operators import MatrixOperator, as_operator, working_dtype
 
 __all__ = ["RidgeSolver", "ridge_solve", "SOLVERS"]
 

@@ -26,7 +26,7 @@ from gpurpo.linalg import (
     randomized_range_finder,
     randomized_svd,
 )
-from gpurpo.linalg._qr import normalize_block
+from gpurpo.linalg.qr import normalize_block
 
 
 @pytest.fixture(autouse=True)

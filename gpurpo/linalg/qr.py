@@ -21,6 +21,10 @@ matter: :func:`normalize_block` accepts a single Cholesky QR pass when the
 triangular factor shows ``cond(Y)`` small enough for that pass to be accurate
 (orthogonality error about ``u cond(Y)^2 <= 1e-2``), which halves the cost of
 each step; any invertible triangular ``R`` keeps ``span(Y R^{-1}) = span(Y)``.
+
+These factorisations are the building block of every range finder: the
+single-machine ones of :mod:`gpurpo.linalg` and the distributed ones of
+:mod:`gpurpo.dask`, which normalise their small blocks with :func:`normalize_block`.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ instance :class:`scipy.sparse.linalg.LinearOperator`) into one
 :class:`MatrixOperator`, validating the input once. Centring
 (:func:`centered`) and transposition (:attr:`MatrixOperator.T`) are operators
 too, so sparse data are never densified.
+
+The argument checks of the randomized algorithms (:func:`check_n_components`,
+:func:`check_n_iter`) live here too: :mod:`gpurpo.dask` runs the same
+algorithms on row-split Dask arrays and checks its arguments with them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 from gpurpo._validation import check_array, check_int, is_sparse
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend
 
-__all__ = ["MatrixOperator", "as_operator", "centered"]
+__all__ = ["MatrixOperator", "as_operator", "centered", "check_n_components", "check_n_iter"]
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 

@@ -5,7 +5,7 @@ Algorithms 1 and 2; Breiman 2001; Geurts, Ernst & Wehenkel 2006) with the
 rows of ``X`` and ``y`` split over Dask workers. A forest's trees share
 only the bin edges, the projection plan and the growth parameters; each
 tree adds its own seeds, drawn up front from ``random_state``
-(:mod:`gpurpo.ensemble.forest._growth`). So the fit is:
+(:mod:`gpurpo.ensemble.forest.growth`). So the fit is:
 
 1. the rows the bin edges are fitted on are drawn on the client exactly as
    :class:`gpurpo.tree.BinMapper` draws them (all rows up to its subsample
@@ -54,7 +54,7 @@ from gpurpo.dask._forest_fit import DistributedFit, static_task
 from gpurpo.dask._inputs import check_rows_chunked, check_same_row_chunks
 from gpurpo.dask._params import CLIENT, init_with
 from gpurpo.ensemble import forest
-from gpurpo.ensemble.forest._base import BaseForest
+from gpurpo.ensemble.forest.base import BaseForest
 
 __all__ = [
     "DATA_MODES",

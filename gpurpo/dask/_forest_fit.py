@@ -24,10 +24,10 @@ from gpurpo.backend import check_random_state
 from gpurpo.dask import _forest_tasks as tasks
 from gpurpo.dask._cluster import Cluster
 from gpurpo.dask._inputs import row_starts
-from gpurpo.ensemble.forest._base import BaseForest
-from gpurpo.ensemble.forest._batches import forest_batches, n_bootstrap_samples, tree_batches
-from gpurpo.ensemble.forest._projection import ProjectionPlan
-from gpurpo.ensemble.forest._warm_start import Sampling
+from gpurpo.ensemble.forest.base import BaseForest
+from gpurpo.ensemble.forest.batches import forest_batches, n_bootstrap_samples, tree_batches
+from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
+from gpurpo.ensemble.forest.warm_start import Sampling
 from gpurpo.tree.binning import BinMapper
 
 __all__ = ["DistributedFit", "RANGES_PER_WORKER", "static_task"]

@@ -3,7 +3,7 @@
 Each function takes blocks of rows (NumPy / SciPy, or CuPy / cupyx, arrays)
 and small host objects, and validates and converts its blocks exactly as the
 single-machine forest validates the whole input
-(:meth:`gpurpo.ensemble.forest._base.BaseForest._check_X` and the estimators'
+(:meth:`gpurpo.ensemble.forest.base.BaseForest._check_X` and the estimators'
 ``fit``), so that stacking validated blocks gives the validated whole.
 """
 
@@ -17,9 +17,9 @@ import numpy as np
 from gpurpo._class_targets import class_indices, class_labels, encode_class_targets, host_labels, one_hot
 from gpurpo._validation import check_array
 from gpurpo.backend import Backend, is_gpu_array, to_host
-from gpurpo.ensemble.forest._batches import numba_threads
-from gpurpo.ensemble.forest._growth import TreeGrowth
-from gpurpo.ensemble.forest._predict import TreeChunk
+from gpurpo.ensemble.forest.batches import numba_threads
+from gpurpo.ensemble.forest.growth import TreeGrowth
+from gpurpo.ensemble.forest.tree_chunks import TreeChunk
 from gpurpo.tree import relabelling_outputs
 from gpurpo.tree.binning import BinMapper, BinnedMatrix, stack_binned
 
@@ -108,7 +108,7 @@ class Outputs:
     Attributes
     ----------
     Y_leaves, Y_targets, leaf_storage
-        As in :class:`gpurpo.ensemble.forest._growth.TreeGrowth`.
+        As in :class:`gpurpo.ensemble.forest.growth.TreeGrowth`.
     sparse : bool
         Whether the validated ``Y`` is a sparse matrix.
     """

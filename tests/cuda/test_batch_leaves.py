@@ -15,7 +15,7 @@ from test_sparse_leaves import _problem
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.ensemble import RandomForestClassifier, RandomForestRegressor
-from gpurpo.ensemble.forest import _growth
+from gpurpo.ensemble.forest import growth
 from gpurpo.tree import kernels
 from gpurpo.tree.batch_leaves import stacked_leaf_values_csr
 from gpurpo.tree.leaves import leaf_values, stack_leaf_values
@@ -112,8 +112,8 @@ def test_forest_on_the_emulated_backend_labels_batches_at_once(labels, monkeypat
     if labels == "csr":
         Y = sp.csr_matrix(Y)
     calls = []
-    batch = _growth.stacked_leaf_values_csr
-    monkeypatch.setattr(_growth, "stacked_leaf_values_csr",
+    batch = growth.stacked_leaf_values_csr
+    monkeypatch.setattr(growth, "stacked_leaf_values_csr",
                         lambda *args, **kw: calls.append(args[1].shape[0]) or batch(*args, **kw))
     for cls in (RandomForestRegressor, RandomForestClassifier):
         params = dict(n_estimators=6, max_features=0.5, random_state=0, n_jobs=1)

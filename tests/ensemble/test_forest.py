@@ -251,7 +251,7 @@ def test_same_seed_same_forest_whatever_the_batch_size(Forest):
     [(30, 1, 8), (30, 2, 8), (24, 2, 6), (100, 2, 8), (30, 4, 8), (30, 8, 4), (30, 16, 2)],
 )
 def test_auto_batch_on_the_cpu_keeps_every_thread_busy(n_trees, threads, expected):
-    from gpurpo.ensemble.forest import _batches as batches
+    from gpurpo.ensemble.forest import batches
 
     assert batches.resolve_batch_size("auto", n_trees, 1000, NUMPY, threads) == expected
     # the memory budget is shared by the threads' batches and wins when smaller
@@ -263,7 +263,7 @@ def test_auto_batch_on_the_cpu_keeps_every_thread_busy(n_trees, threads, expecte
 
 def test_batches_in_parallel_only_on_the_cpu_with_trees_for_half_the_threads():
     from gpurpo.backend import EMULATED
-    from gpurpo.ensemble.forest._batches import grows_batches_in_parallel as parallel
+    from gpurpo.ensemble.forest.batches import grows_batches_in_parallel as parallel
 
     assert parallel(NUMPY, 100, 16) and parallel(NUMPY, 8, 16) and parallel(NUMPY, 1, 2)
     assert not parallel(NUMPY, 7, 16)  # a single batch with the kernels on 16 threads
@@ -780,7 +780,7 @@ def test_the_grower_refuses_a_tree_without_positive_weight():
 
 
 def test_out_of_memory_says_what_to_lower(monkeypatch):
-    import gpurpo.ensemble.forest._growth as growth
+    import gpurpo.ensemble.forest.growth as growth
 
     def no_memory(*args, **kwargs):
         raise MemoryError("simulated allocation failure")
@@ -797,7 +797,7 @@ def test_out_of_memory_says_what_to_lower(monkeypatch):
     [(100, 8, 2), (100, 8, 1), (9, 4, 1), (30, 8, 4), (5, 8, 8), (1, 8, 2), (17, 3, 3)],
 )
 def test_tree_batches_cover_every_tree_once_evenly_per_thread(n_trees, size, workers):
-    from gpurpo.ensemble.forest._batches import tree_batches
+    from gpurpo.ensemble.forest.batches import tree_batches
 
     batches = tree_batches(n_trees, size, workers)
     trees = [t for b0, b1 in batches for t in range(b0, b1)]
@@ -812,7 +812,7 @@ def test_tree_batches_cover_every_tree_once_evenly_per_thread(n_trees, size, wor
 
 
 def test_tree_batches_deal_100_trees_to_two_threads_as_50_and_50():
-    from gpurpo.ensemble.forest._batches import tree_batches
+    from gpurpo.ensemble.forest.batches import tree_batches
 
     batches = tree_batches(100, 8, 2)
     sizes = [b1 - b0 for b0, b1 in batches]
@@ -821,7 +821,7 @@ def test_tree_batches_deal_100_trees_to_two_threads_as_50_and_50():
 
 def test_oob_predictions_too_large_for_memory_are_refused_up_front(monkeypatch):
     # oob_score kept (n, d) dense float64 arrays even for sparse Y of 100,000 labels
-    import gpurpo.ensemble.forest._base as forest_base
+    import gpurpo.ensemble.forest.base as forest_base
 
     X, Y = _regression(seed=31, n=60, d=5)
     monkeypatch.setattr(forest_base, "OOB_MAX_BYTES", 8 * 60 * 5 - 1)

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import gpurpo.ensemble.forest._base as forest_base
+import gpurpo.ensemble.forest.base as forest_base
 import gpurpo.tree._classes as tree_classes
 from gpurpo._top_k import top_k
 from gpurpo.backend import NUMPY

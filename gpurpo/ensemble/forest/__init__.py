@@ -22,6 +22,15 @@ grows them on the original outputs (exact multi-output forests).
 Predictions average the trees' leaf values: label frequencies for the
 classifiers (``predict_proba`` gives an (n, d) matrix of label
 probabilities for multi-label ``Y``), mean outputs for the regressors.
+
+Extension API: the stages of a fit are public modules, which
+:mod:`gpurpo.dask` assembles into a distributed fit of the same forest:
+:mod:`~gpurpo.ensemble.forest.base` (:class:`BaseForest`, the fitted model),
+:mod:`~gpurpo.ensemble.forest.batches` (batches of trees, bootstrap draws),
+:mod:`~gpurpo.ensemble.forest.projection_plan` (each tree's output space),
+:mod:`~gpurpo.ensemble.forest.growth` (growing a range of trees),
+:mod:`~gpurpo.ensemble.forest.tree_chunks` (grown trees packed for prediction)
+and :mod:`~gpurpo.ensemble.forest.warm_start` (the rows each fit drew).
 """
 
 from gpurpo.ensemble.forest._estimators import (

@@ -14,7 +14,7 @@ from gpurpo._class_targets import ClassTargets, check_y_present, encode_class_ta
 from gpurpo._top_k import suggests_top_k
 from gpurpo._validation import check_array
 from gpurpo.backend import Backend, is_gpu_array, resolve_backend, to_host
-from gpurpo.ensemble.forest._base import BaseForest
+from gpurpo.ensemble.forest.base import BaseForest
 from gpurpo.metrics import label_ranking_average_precision, macro_r2
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS
 

@@ -13,6 +13,9 @@ projections the ``T`` matrices ``Phi_t`` (drawn on the host, each from its
 tree's own seed, so a tree's projection does not depend on how trees are
 batched) are stacked into one ``(T m, d)`` matrix and applied to ``Y`` in ONE
 product (:func:`gpurpo.projections.project`).
+
+The plan is a building block of distributed fitting too: :mod:`gpurpo.dask`
+builds it on the client and ships it to the workers that grow the trees.
 """
 
 from __future__ import annotations

@@ -3,12 +3,15 @@
 A forest's trees share the binned inputs, the outputs (for the projected
 targets and the leaf values), the projection plan and the growth
 parameters; tree ``t`` adds its own seeds (bootstrap, projection, root),
-which :class:`gpurpo.ensemble.forest._base.BaseForest` draws up front. So any
+which :class:`gpurpo.ensemble.forest.base.BaseForest` draws up front. So any
 range ``[b0, b1)`` of trees can be grown apart from the others, in any
 order, on any machine holding a :class:`TreeGrowth`: the single-machine fit
 grows its batches from one, a warm start the new trees, and
 :mod:`gpurpo.dask` ranges of trees on Dask workers (a :class:`TreeGrowth`
 pickles).
+
+This module is the forest growth stage shared by single-machine and
+distributed fitting.
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from gpurpo.backend import Backend, to_host
-from gpurpo.ensemble.forest._batches import out_of_memory_error
-from gpurpo.ensemble.forest._predict import TreeChunk
-from gpurpo.ensemble.forest._projection import ProjectionPlan
-from gpurpo.ensemble.forest._warm_start import Sampling, draw_counts
+from gpurpo.ensemble.forest.batches import out_of_memory_error
+from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
+from gpurpo.ensemble.forest.tree_chunks import TreeChunk
+from gpurpo.ensemble.forest.warm_start import Sampling, draw_counts
 from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree.batch_leaves import stacked_leaf_values_csr
 from gpurpo.tree.binning import BinnedMatrix

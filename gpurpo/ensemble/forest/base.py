@@ -14,18 +14,21 @@ Fitting, in order (one seeded generator, ``random_state``):
 2. three seeds per tree drawn up front, row after row: its bootstrap
    sample, its projection and its root (the node seeds of its growth), so
    none depends on how trees are batched, nor on ``n_estimators``;
-3. trees grown in batches (:mod:`gpurpo.ensemble.forest._batches`): the
+3. trees grown in batches (:mod:`gpurpo.ensemble.forest.batches`): the
    targets of a batch come from one projection product
-   (:mod:`gpurpo.ensemble.forest._projection`), the batch grows level by
+   (:mod:`gpurpo.ensemble.forest.projection_plan`), the batch grows level by
    level in one :func:`gpurpo.tree.grow_trees` call, each tree's leaves are
    labelled in the original space (:func:`gpurpo.tree.leaf_values`, sparse
    for sparse ``Y``), and the batch is packed for prediction
-   (:mod:`gpurpo.ensemble.forest._predict`), where out-of-bag sums are
+   (:mod:`gpurpo.ensemble.forest.tree_chunks`), where out-of-bag sums are
    accumulated if asked.
 
 A forest is reproducible from ``random_state``, does not depend on the
 batch size, and its first trees are those of a forest with fewer trees and
 the same ``random_state``, which is what a warm start adds trees to.
+
+:class:`BaseForest` is also the single-machine model that the Dask forests of
+:mod:`gpurpo.dask` fit in stages over their workers and hand back (``to_local``).
 """
 
 from __future__ import annotations
@@ -63,17 +66,17 @@ from gpurpo.backend import (
     serial_cpu_kernels,
     to_host,
 )
-from gpurpo.ensemble.forest._batches import (
+from gpurpo.ensemble.forest.batches import (
     bootstrap_indices,
     forest_batches,
     n_bootstrap_samples,
     numba_threads,
     resolve_n_jobs,
 )
-from gpurpo.ensemble.forest._growth import TreeGrowth
-from gpurpo.ensemble.forest._predict import TreeChunk, chunk_leaf_rows, sparse_oob_mean
-from gpurpo.ensemble.forest._projection import ProjectionPlan
-from gpurpo.ensemble.forest._warm_start import (
+from gpurpo.ensemble.forest.growth import TreeGrowth
+from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
+from gpurpo.ensemble.forest.tree_chunks import TreeChunk, chunk_leaf_rows, sparse_oob_mean
+from gpurpo.ensemble.forest.warm_start import (
     WARM_FIXED,
     WARM_NO_NEW_TREES,
     Sampling,

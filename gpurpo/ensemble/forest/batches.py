@@ -21,6 +21,10 @@ memory; :func:`resolve_batch_size` derives it from a budget:
 while it is grown and labelled (targets and their float64 temporaries,
 weights, per-sample index buffers, its leaf values and their stacked copy);
 the histograms have their own budget inside the grower.
+
+These stages (batch sizes, bootstrap draw counts, numba thread limits) are
+building blocks of distributed fitting too: :mod:`gpurpo.dask` splits a
+forest into the same batches over its workers.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ divided by the number of trees, and no per-tree (n, d) array ever exists.
 The same routine with some (row, tree) pairs masked out gives out-of-bag
 predictions; :func:`sparse_oob_mean` gives them as a CSR matrix from CSR
 leaf values (:mod:`gpurpo.tree.leaf_sums`).
+
+A :class:`TreeChunk` is what a forest's growth stage returns, on one machine
+or on a Dask worker (:mod:`gpurpo.dask`), and what the fitted forest keeps.
 """
 
 from __future__ import annotations

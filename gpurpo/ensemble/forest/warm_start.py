@@ -10,6 +10,10 @@
 * How each fit call's trees drew their rows (:class:`Sampling`), so that
   ``estimators_samples_`` and out-of-bag scores stay right when a warm start
   draws from other rows or weights (:func:`draw_counts`).
+
+:class:`Sampling` is also how :mod:`gpurpo.dask` records the rows the
+trees of a distributed fit drew, so that its fitted forest is a plain
+single-machine forest.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from gpurpo.ensemble.forest._batches import bootstrap_counts
+from gpurpo.ensemble.forest.batches import bootstrap_counts
 
 __all__ = [
     "WARM_FIXED", "WARM_NO_NEW_TREES", "Sampling", "draw_counts", "generator_at", "param_key",

@@ -29,7 +29,7 @@ CUDA_PATHS = (
     "gpurpo/backend",
     "gpurpo/metrics/_ranking_kernels.py",
     "gpurpo/ensemble/boosting/_median_kernels.py",
-    "gpurpo/ensemble/boosting/_logistic_kernels.py",
+    "gpurpo/ensemble/boosting/logistic_kernels.py",
     "gpurpo/_top_k.py",
 )
 

@@ -51,11 +51,11 @@ from gpurpo.dask._params import CLIENT, init_with
 from gpurpo.dask._partition import BoostingPartition, stack_rows
 from gpurpo.ensemble.boosting import GradientBoostingClassifier as _LocalClassifier
 from gpurpo.ensemble.boosting import GradientBoostingRegressor as _LocalRegressor
-from gpurpo.ensemble.boosting._class_targets import MULTILABEL
-from gpurpo.ensemble.boosting._iteration_trees import draw_projection, leaf_means
-from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
-from gpurpo.ensemble.boosting._step_sizes import least_squares_ratio, logistic_search
+from gpurpo.ensemble.boosting.class_targets import MULTILABEL
+from gpurpo.ensemble.boosting.iteration_trees import draw_projection, leaf_means
 from gpurpo.ensemble.boosting.losses import log_odds
+from gpurpo.ensemble.boosting.staged_model import Stage, StagedModel
+from gpurpo.ensemble.boosting.step_sizes import least_squares_ratio, logistic_search
 from gpurpo.tree.binning import BinMapper, canonical_csc
 from gpurpo.tree.grower import run_best_first, run_level_wise
 

@@ -27,10 +27,10 @@ import scipy.sparse as sp
 
 from gpurpo.backend import NUMPY
 from gpurpo.dask._grower import PartitionGrower, node_statistics
-from gpurpo.ensemble.boosting._iteration_trees import StageTreeFitter, leaf_label_sums
-from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
-from gpurpo.ensemble.boosting._step_sizes import least_squares_sums
+from gpurpo.ensemble.boosting.iteration_trees import StageTreeFitter, leaf_label_sums
+from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
 from gpurpo.ensemble.boosting.losses import get_loss
+from gpurpo.ensemble.boosting.step_sizes import least_squares_sums
 from gpurpo.tree import GrowthParams
 from gpurpo.tree.binning import BinMapper
 

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble.boosting._step_sizes import MAX_LOGIT_STEP
 from gpurpo.ensemble.boosting.losses import LOSSES, get_loss
+from gpurpo.ensemble.boosting.step_sizes import MAX_LOGIT_STEP
 
 CPU = Backend("numpy")
 
@@ -238,7 +238,7 @@ BACKENDS = [Backend("numpy"), Backend("emulated")]
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 @pytest.mark.parametrize("h_columns", [None, 1])
 def test_logistic_kernels_match_numpy_references(backend, h_columns):
-    from gpurpo.ensemble.boosting._logistic_kernels import (
+    from gpurpo.ensemble.boosting.logistic_kernels import (
         logistic_derivatives,
         logistic_gradient,
         logistic_row_loss,
@@ -281,7 +281,7 @@ def test_logistic_step_is_the_same_on_every_backend():
 @pytest.mark.parametrize("wide", [False, True])
 def test_logistic_line_with_leaves_matches_numpy_reference(backend, wide):
     """Leaf-tabulated derivatives (exp(-F) once, exp(-rho h) per leaf) against expit."""
-    from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
+    from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
 
     rng = np.random.default_rng(3 + wide)
     n, d, n_leaves = 900, 6, 9

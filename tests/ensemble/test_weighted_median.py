@@ -19,7 +19,7 @@ from gpurpo.ensemble.boosting._median_kernels import (
     weighted_median_columns_cpu,
     weighted_median_of,
 )
-from gpurpo.ensemble.boosting._step_sizes import weighted_median_step
+from gpurpo.ensemble.boosting.step_sizes import weighted_median_step
 
 CPU = Backend("numpy")
 

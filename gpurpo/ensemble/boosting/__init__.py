@@ -17,7 +17,7 @@ projections for multi-label classification and multi-output regression*:
   ``m mod d``), the reference the paper compares against.
 
 Every iteration (Algorithm 2-4): ``g = -dl/df`` at ``f_{m-1}`` (line 3); grow
-the tree (:mod:`gpurpo.ensemble.boosting._iteration_trees`, best-first up to
+the tree (:mod:`gpurpo.ensemble.boosting.iteration_trees`, best-first up to
 ``max_leaf_nodes`` leaves on pre-binned inputs); fit the optimal step per
 output (:meth:`gpurpo.ensemble.boosting.losses.Loss.fit_step`); ``f_m = f_{m-1} + mu
 rho_m h_m``. With ``leaf_step="per_leaf"`` the last two steps are replaced by
@@ -30,6 +30,15 @@ stopping watches the loss on a validation set.
 All arrays of the loop live on the backend (NumPy or CuPy through ``xp``);
 the host only sees the random draws (projection rows, subsamples, per-node
 seeds), the tree structures and the scalars of control flow.
+
+Extension API: the stages of an iteration are public modules, which
+:mod:`gpurpo.dask` assembles into boosting over row-split data:
+:mod:`~gpurpo.ensemble.boosting.iteration_trees` (the tree of an iteration
+and its leaf labels), :mod:`~gpurpo.ensemble.boosting.step_sizes` (the steps
+``rho_m``), :mod:`~gpurpo.ensemble.boosting.logistic_kernels` (the logistic
+loss and its line search), :mod:`~gpurpo.ensemble.boosting.staged_model` (the
+fitted additive model) and :mod:`~gpurpo.ensemble.boosting.class_targets`
+(class labels as label columns).
 """
 
 from gpurpo.ensemble.boosting._estimators import (

@@ -31,15 +31,15 @@ from gpurpo.backend import (
     to_host,
 )
 from gpurpo.ensemble.boosting._early_stopping import EarlyStopping, validation_split
-from gpurpo.ensemble.boosting._iteration_trees import (
+from gpurpo.ensemble.boosting._progress import BoostingProgress
+from gpurpo.ensemble.boosting.iteration_trees import (
     STRATEGIES,
     StageTreeFitter,
     draw_projection,
     leaves_of,
 )
-from gpurpo.ensemble.boosting._progress import BoostingProgress
-from gpurpo.ensemble.boosting._staged_model import Stage, StagedModel
 from gpurpo.ensemble.boosting.losses import Loss, get_loss, weighted_mean
+from gpurpo.ensemble.boosting.staged_model import Stage, StagedModel
 from gpurpo.projections import KINDS, resolve_n_components
 from gpurpo.tree import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import BinMapper, check_max_bins

@@ -18,7 +18,7 @@ from gpurpo.backend import (
     to_host,
 )
 from gpurpo.ensemble.boosting._base import _BaseGradientBoosting
-from gpurpo.ensemble.boosting._class_targets import (
+from gpurpo.ensemble.boosting.class_targets import (
     BINARY,
     MULTICLASS,
     MULTILABEL,
@@ -50,7 +50,7 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
     ----------
     strategy : {"rpo", "multi_output", "relabel_rpo", "single_target"}, default="rpo"
         How each iteration's tree is fitted to the ``d`` gradient columns
-        (see :mod:`gpurpo.ensemble.boosting._iteration_trees`).
+        (see :mod:`gpurpo.ensemble.boosting.iteration_trees`).
     loss : {"squared_error", "absolute_error"}, default="squared_error"
         ``(y - f)^2 / 2`` or ``|y - f|`` summed over outputs.
     projection : str or None, default="subsample"

@@ -2,7 +2,7 @@
 
 The absolute-error loss of boosting takes a weighted median per output three
 times: the initial estimate, the per-output step of every iteration
-(:func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`) and each leaf's value.
+(:func:`gpurpo.ensemble.boosting.step_sizes.weighted_median_step`) and each leaf's value.
 The array version (:func:`weighted_median_columns`, the CUDA backends' kernel)
 argsorts the whole matrix, gathers it twice and takes a cumulative sum; on the
 CPU that sort would dominate an absolute-error boosting run. A weighted median
@@ -26,7 +26,7 @@ Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
     R (n, d); H (n, d) or (n, 1); w (n,). Returns float64 (d,): the
     weighted medians of the columns of ``R / H`` with weights ``w_i |H_ij|``
     (ratio 0 and weight 0 where ``H_ij = 0``), the exact absolute-error step
-    of :func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`.
+    of :func:`gpurpo.ensemble.boosting.step_sizes.weighted_median_step`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _weighted_median_blocks(A, B, w, ratios, out):
 
     ``ratios`` False: the values are ``A[:, j]`` and the weights ``B[:, j]``
     (``B[:, 0]`` when ``B`` has one column; ``w`` unused). ``ratios`` True
-    (the step of :func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step`): the
+    (the step of :func:`gpurpo.ensemble.boosting.step_sizes.weighted_median_step`): the
     values are ``A[i, j] / B[i, j]`` and the weights ``w[i] |B[i, j]|``,
     ratio 0 and weight 0 where ``B[i, j] = 0``. Tasks gather blocks of
     :data:`_COLUMN_BLOCK` columns into contiguous rows, forming the ratios on
@@ -185,7 +185,7 @@ def weighted_median_columns_cpu(Z: Any, W: Any) -> np.ndarray:
 
 
 def weighted_median_step_cpu(R: Any, H: Any, w: Any) -> np.ndarray:
-    """:func:`gpurpo.ensemble.boosting._step_sizes.weighted_median_step` by selection (numba)."""
+    """:func:`gpurpo.ensemble.boosting.step_sizes.weighted_median_step` by selection (numba)."""
     return _medians(R, H, w, True)
 
 

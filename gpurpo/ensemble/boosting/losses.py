@@ -43,7 +43,7 @@ Losses:
     to that factor). Probabilities are ``sigmoid(F)``. Gradient
     ``t - sigmoid(F)`` with ``t = (y + 1) / 2``; ``f_0`` the log-odds of the
     weighted label frequency; the step is found by a safeguarded Newton
-    search per output (:func:`gpurpo.ensemble.boosting._step_sizes.logistic_step`).
+    search per output (:func:`gpurpo.ensemble.boosting.step_sizes.logistic_step`).
 
 Targets and scores are float64; gradients are returned as float32 (the dtype
 of the histograms), sums are accumulated in float64.
@@ -60,14 +60,14 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
-from gpurpo.ensemble.boosting._logistic_kernels import (
+from gpurpo.ensemble.boosting.logistic_kernels import (
     logistic_gradient,
     logistic_gradient_and_row_loss,
     logistic_leaf_sums,
     logistic_row_loss,
     sigmoid,
 )
-from gpurpo.ensemble.boosting._step_sizes import (
+from gpurpo.ensemble.boosting.step_sizes import (
     MAX_LOGIT_STEP,
     least_squares_step,
     logistic_step,
@@ -125,7 +125,7 @@ class Loss:
     """A loss decomposing over outputs, ``l(y, f) = sum_j l_j(y_j, f_j)``.
 
     Subclasses implement the methods below with array operations of
-    ``backend.xp`` (and the kernels of :mod:`gpurpo.ensemble.boosting._logistic_kernels`),
+    ``backend.xp`` (and the kernels of :mod:`gpurpo.ensemble.boosting.logistic_kernels`),
     so they run unchanged on NumPy and CuPy.
     """
 
@@ -149,7 +149,7 @@ class Loss:
         """Second derivative ``d^2 l / dF^2`` of every entry, from the negative gradient ``G``.
 
         Used by the Newton split criterion (``split_criterion="newton"``,
-        :class:`gpurpo.ensemble.boosting._iteration_trees.StageTreeFitter`). Returns a
+        :class:`gpurpo.ensemble.boosting.iteration_trees.StageTreeFitter`). Returns a
         float32 ``(n, d)`` array, or None when it is the constant 1 (then the
         Newton split is the gradient split).
         """
@@ -315,7 +315,7 @@ class LogLoss(Loss):
     ``Y`` given to the methods must already be in ``{-1, 1}``; ``F`` is the
     log-odds and ``sigmoid(F)`` the probability of label presence. The
     gradient, the per-sample loss and the step search use the fused kernels
-    of :mod:`gpurpo.ensemble.boosting._logistic_kernels`.
+    of :mod:`gpurpo.ensemble.boosting.logistic_kernels`.
     """
 
     name = "log_loss"

@@ -10,6 +10,9 @@ A 1-D ``y`` of class labels becomes such columns:
   column's; the predicted class is the column of largest score, and
   ``predict_proba`` divides each row's K sigmoids by their sum (the
   normalisation of scikit-learn's ``OneVsRestClassifier``).
+
+The kinds of targets (:data:`BINARY`, :data:`MULTICLASS`, :data:`MULTILABEL`)
+are shared with the Dask boosting classifier of :mod:`gpurpo.dask`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 With ``d`` labels every boosting iteration evaluates the logistic function on
 the whole (n, d) score matrix several times: once for the gradient, once for
 the training loss and two or three times per Newton iteration of the step
-search (:func:`gpurpo.ensemble.boosting._step_sizes.logistic_step`). Written as array
+search (:func:`gpurpo.ensemble.boosting.step_sizes.logistic_step`). Written as array
 expressions each evaluation makes about ten passes over (n, d) temporaries;
 these kernels make one pass and allocate nothing of that size.
 
@@ -49,6 +49,9 @@ sums merged at the end). The CUDA-side versions are the same formulas as
 ``xp`` array expressions, used on CuPy (where each pass runs at memory
 bandwidth) and by the emulated backend; tests hold the two against each
 other and against plain NumPy references.
+
+:class:`LogisticLine` is also the per-worker line of distributed boosting
+(:mod:`gpurpo.dask`), whose derivatives the client sums over the workers.
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ matrix-vector product).
   bisection whenever a Newton step leaves it, and the step bounded so that no
   score moves by more than :data:`MAX_LOGIT_STEP` (the minimiser is infinite
   when a label is separated by the tree).
+
+The least-squares step and the logistic search are also building blocks of
+distributed boosting (:mod:`gpurpo.dask`): :func:`least_squares_sums` of row
+blocks add up, and :func:`logistic_search` runs along any line whose
+derivatives are summed over the machines that hold the rows.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from typing import Any
 
 from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting import _median_kernels  # noqa: F401  (registers the median kernels)
-from gpurpo.ensemble.boosting._logistic_kernels import LogisticLine
+from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
 
 __all__ = [
     "MAX_LOGIT_STEP",
@@ -147,8 +152,8 @@ def logistic_step(
     ----------
     backend : Backend
         The derivatives are computed by the fused kernel
-        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble.boosting._logistic_kernels`)
-        through a :class:`~gpurpo.ensemble.boosting._logistic_kernels.LogisticLine`:
+        ``boost_logistic_derivatives`` (:mod:`gpurpo.ensemble.boosting.logistic_kernels`)
+        through a :class:`~gpurpo.ensemble.boosting.logistic_kernels.LogisticLine`:
         ``exp(-F)`` once, then only one exponential per (leaf, output) per
         iteration.
     Y : array of shape (n, d)
@@ -188,7 +193,7 @@ def logistic_search(
 
     ``line`` provides ``max_abs_step_direction()`` (d,) and
     ``derivatives(rho, columns)`` (two (d,) arrays), as
-    :class:`~gpurpo.ensemble.boosting._logistic_kernels.LogisticLine` does; a
+    :class:`~gpurpo.ensemble.boosting.logistic_kernels.LogisticLine` does; a
     line whose rows are split over machines sums its derivatives over them.
     """
     hmax = line.max_abs_step_direction()

@@ -22,6 +22,10 @@ negative gradient ``g_i`` (n x d) of the loss, in one of four ways:
 pre-binned inputs, labels its leaves and returns the leaf of every training
 row (rows left out by stochastic subsampling are sent down the tree by raw
 traversal), so that the loop can fit ``rho_m`` and update the scores.
+
+The projection draw, the leaf labels (:func:`leaf_label_sums`,
+:func:`leaf_means`) and :class:`StageTreeFitter` are also the boosting
+stages that :mod:`gpurpo.dask` runs over row-split data.
 """
 
 from __future__ import annotations

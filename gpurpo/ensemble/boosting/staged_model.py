@@ -19,6 +19,9 @@ single-column stages as one matrix product ``H S`` (``H`` the (n, T) tree
 outputs, ``S`` the (T, d) scales), ``d``-column stages with the
 ``tree_sum_leaves_dense`` kernel on the pre-scaled leaf rows. Everything runs
 on the backend the model was fitted on.
+
+:mod:`gpurpo.dask` builds the same model stage by stage from its workers, so a
+distributed fit hands back a plain single-machine model.
 """
 
 from __future__ import annotations

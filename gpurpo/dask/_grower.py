@@ -6,7 +6,7 @@ rows' bin codes and targets and, per node, the range of its own rows in the
 node; the client holds the node table and makes every decision.
 
 * :class:`PartitionGrower` (on a worker) is the single-machine grower
-  (:class:`gpurpo.tree.grower._Grower`) of the worker's rows, its targets
+  (:class:`gpurpo.tree.grower.HostGrower`) of the worker's rows, its targets
   centred on the mean of ALL rows. It builds partial histograms of the nodes
   it is asked for, partitions its rows by the splits it is sent (children get
   the same node ids as on the client, which adds them in the same order) and
@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from gpurpo.backend import NUMPY, Backend
 from gpurpo.tree import GrowthParams, histogram, kernels
 from gpurpo.tree.binning import BinnedMatrix
-from gpurpo.tree.grower import _Grower, _Nodes, draw_root_seeds
+from gpurpo.tree.grower import HostGrower, HostNodeTable, draw_root_seeds
 
 __all__ = ["BinEdges", "DistributedGrower", "PartitionGrower", "Traffic", "payload_bytes"]
 
@@ -118,7 +118,7 @@ class BinEdges:
         return self.edge_ptr
 
 
-def node_statistics(grower: _Grower, ids: np.ndarray) -> dict[str, np.ndarray]:
+def node_statistics(grower: HostGrower, ids: np.ndarray) -> dict[str, np.ndarray]:
     """A worker's statistics of the nodes ``ids``: what :func:`combine_statistics` sums."""
     impure, q = grower._node_stats(ids)
     start, stop = grower.nodes.start[ids], grower.nodes.stop[ids]
@@ -152,7 +152,7 @@ def combine_statistics(parts: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, 
     return impure, q, count
 
 
-class PartitionGrower(_Grower):
+class PartitionGrower(HostGrower):
     """The grower of one worker's rows (see the module docstring).
 
     Parameters
@@ -206,7 +206,7 @@ class PartitionGrower(_Grower):
         return result.leaf_of_sample[0], weight
 
 
-class DistributedGrower(_Grower):
+class DistributedGrower(HostGrower):
     """The client's grower of one tree whose rows live on the workers (module docstring).
 
     Parameters
@@ -229,7 +229,7 @@ class DistributedGrower(_Grower):
     def __init__(self, workers: Workers, edges: BinEdges, n_rows: int, n_features: int,
                  n_targets: int, params: GrowthParams, rng: np.random.Generator,
                  root_stats: list[dict[str, np.ndarray]], w_root: float) -> None:
-        # the data-independent state of _Grower.__init__, for one tree of unit weights
+        # the data-independent state of HostGrower.__init__, for one tree of unit weights
         self.xp = np
         self.backend = NUMPY
         self.binned = edges
@@ -251,7 +251,7 @@ class DistributedGrower(_Grower):
         self.msl = int(params.min_samples_leaf)
         self.w_root = np.array([w_root], dtype=np.float64)
         impure, q, count = combine_statistics(root_stats)
-        self.nodes = _Nodes()
+        self.nodes = HostNodeTable()
         max_nodes = 2 * max(int(count[0]), 1) - 1
         if params.max_leaf_nodes is not None:
             max_nodes = min(max_nodes, 2 * int(params.max_leaf_nodes) - 1)

@@ -1,7 +1,7 @@
 """Single-pass numba helpers for the grower's host node tables.
 
 The level-wise grower keeps every node of a batch of trees in host arrays
-(``_Nodes`` in :mod:`gpurpo.tree.grower`); on a GPU these tables are the
+(``HostNodeTable`` in :mod:`gpurpo.tree.grower`); on a GPU these tables are the
 host's share of the work, millions of nodes per batch. Written as NumPy
 expressions, numbering the nodes of the finished trees and absorbing the
 output of a ``tree_grow_subtrees`` call took a dozen passes over the tables

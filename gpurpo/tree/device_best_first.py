@@ -46,7 +46,7 @@ from gpurpo.tree import histogram, kernels, level_kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower
-from gpurpo.tree.grower import GrowResult, _Nodes
+from gpurpo.tree.grower import GrowResult, HostNodeTable
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
 __all__ = ["BestFirstNodeTable", "device_best_first_supported", "grow_best_first_on_device"]
@@ -283,17 +283,17 @@ class _DeviceBestFirst(_DeviceGrower):
             leaf_weight = (nodes.stop[leaves] - nodes.start[leaves]).astype(np.float64)
         return self._structures(nodes, leaf_of_sample, leaf_weight)
 
-    def _host_nodes(self) -> _Nodes:
+    def _host_nodes(self) -> HostNodeTable:
         """The nodes in the trees (``state`` > 0), renumbered in id order (one copy)."""
         fields = self.table.to_host(self.backend, self.used)
         state = fields["state"]
         live = np.flatnonzero(state > 0)
         new_id = np.full(self.used, -1, dtype=np.int64)
         new_id[live] = np.arange(len(live))
-        nodes = _Nodes()
+        nodes = HostNodeTable()
         nodes.reserve(len(live))
         nodes.size = len(live)
-        for name, _, _ in _Nodes._FIELDS:
+        for name, _, _ in HostNodeTable._FIELDS:
             getattr(nodes, name)[: len(live)] = fields[name][live]
         split = state[live] == 2
         for name in ("left", "right"):

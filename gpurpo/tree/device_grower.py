@@ -59,7 +59,7 @@ from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.grower import (
     _SCORE_BYTES_PER_CELL,
     GrowResult,
-    _Nodes,
+    HostNodeTable,
     centre_targets,
     default_small_node_size,
     default_subtree_size,
@@ -439,16 +439,16 @@ class _DeviceGrower:
         leaf_of_sample, leaf_weight = self._place()
         return self._structures(nodes, leaf_of_sample, leaf_weight)
 
-    def _host_nodes(self) -> _Nodes:
+    def _host_nodes(self) -> HostNodeTable:
         """The node table and the absorbed subtree outputs on the host (two copies)."""
         used = self.used
         fields = self.table.to_host(self.backend, used)
         levels = self._subtrees_to_host()
-        nodes = _Nodes()
+        nodes = HostNodeTable()
         grown = sum(int(out.count.sum()) - len(roots) for roots, out in levels)
         nodes.reserve(used + grown)
         nodes.size = used
-        for name, _, _ in _Nodes._FIELDS:
+        for name, _, _ in HostNodeTable._FIELDS:
             getattr(nodes, name)[:used] = fields[name]
         for roots, out in levels:
             count = out.count.astype(np.int64)
@@ -506,7 +506,7 @@ class _DeviceGrower:
                              root_ranges, self.weights, leaf_of_sample, leaf_weight)
         return leaf_of_sample, leaf_weight
 
-    def _structures(self, nodes: _Nodes, leaf_of_sample: Any, leaf_weight: Any) -> GrowResult:
+    def _structures(self, nodes: HostNodeTable, leaf_of_sample: Any, leaf_weight: Any) -> GrowResult:
         size = nodes.size
         tree = nodes.tree[:size]
         leaf_index = np.empty(size, dtype=np.int32)

@@ -111,10 +111,14 @@ from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, best_slot_per_node, sc
 
 __all__ = [
     "GrowResult",
+    "HostGrower",
+    "HostNodeTable",
     "draw_root_seeds",
     "grow_trees",
     "grow_tree_best_first",
     "default_small_node_size",
+    "run_best_first",
+    "run_level_wise",
 ]
 
 _EPSILON = np.finfo(np.float64).eps
@@ -213,7 +217,7 @@ class GrowResult:
     leaf_of_sample: Any
 
 
-class _Nodes:
+class HostNodeTable:
     """Growable host arrays describing every node created so far."""
 
     _FIELDS = (
@@ -290,7 +294,7 @@ def centre_targets(xp: Any, targets: Any, mean: Any) -> Any:
     return xp.ascontiguousarray(targets - mean[None, :, :].astype(xp.float32))
 
 
-class _Grower:
+class HostGrower:
     """State shared by the level-wise and best-first drivers."""
 
     def __init__(
@@ -388,7 +392,7 @@ class _Grower:
                 f"tree {int(np.argmin(counts))} has none"
             )
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        self.nodes = _Nodes()
+        self.nodes = HostNodeTable()
         # a binary tree on c samples has at most 2c - 1 nodes (one leaf per sample),
         # or 2 L - 1 with at most L leaves
         max_nodes = 2 * np.maximum(counts, 1) - 1
@@ -892,7 +896,7 @@ class _Grower:
 
 
 def pack_structures(
-    nodes: _Nodes, binned: BinnedMatrix, leaf_ids: np.ndarray, leaf_weight: Any,
+    nodes: HostNodeTable, binned: BinnedMatrix, leaf_ids: np.ndarray, leaf_weight: Any,
     leaf_index: np.ndarray, local_id: np.ndarray, node_order: np.ndarray,
     tree_counts: np.ndarray,
 ) -> list[TreeStructure]:
@@ -989,10 +993,10 @@ def grow_trees(
 
         if device_growth_supported(binned, params):
             return grow_trees_on_device(binned, targets, weights, params, rng, backend, root_seeds)
-    return run_level_wise(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
+    return run_level_wise(HostGrower(binned, targets, weights, params, rng, backend, root_seeds))
 
 
-def run_level_wise(grower: _Grower) -> GrowResult:
+def run_level_wise(grower: HostGrower) -> GrowResult:
     """Level-wise growth (:func:`grow_trees`) driven on a prepared grower."""
     frontier = grower.roots
     while len(frontier):
@@ -1080,10 +1084,10 @@ def grow_tree_best_first(
         if device_best_first_supported(binned, params):
             return grow_best_first_on_device(binned, targets, weights, params, rng, backend,
                                              root_seeds)
-    return run_best_first(_Grower(binned, targets, weights, params, rng, backend, root_seeds))
+    return run_best_first(HostGrower(binned, targets, weights, params, rng, backend, root_seeds))
 
 
-def run_best_first(grower: _Grower) -> GrowResult:
+def run_best_first(grower: HostGrower) -> GrowResult:
     """Best-first growth (:func:`grow_tree_best_first`) driven on a prepared grower whose
     ``params.max_leaf_nodes`` is set."""
     nodes = grower.nodes

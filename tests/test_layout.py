@@ -1,0 +1,140 @@
+"""The layout rule: a package reaches another only through its public names.
+
+A *package* of gpurpo is the shallowest subpackage on a module's path that
+holds modules of its own besides ``__init__.py``: ``gpurpo.tree`` (with
+``tree/binning`` and ``tree/_numba`` inside it), ``gpurpo.dask``,
+``gpurpo.linalg``, ... ``gpurpo.ensemble`` only gathers its subpackages, so
+``gpurpo.ensemble.forest`` and ``gpurpo.ensemble.boosting`` are packages of
+their own. A private module (``gpurpo.linalg._x``) or private name
+(``from gpurpo.tree.grower import _x``) belongs to the package that holds it,
+and only that package's modules may import it.
+
+The private modules at the root of gpurpo (``gpurpo._validation``,
+``gpurpo._class_targets``, ``gpurpo._input_features``, ...) belong to gpurpo
+itself: they are internals shared by every package, so any module may import
+them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "gpurpo"
+
+
+def _holds_modules(folder: Path) -> bool:
+    return any(p.suffix == ".py" and p.name != "__init__.py" for p in folder.iterdir())
+
+
+def package_of(module: str) -> str:
+    """The gpurpo package (module docstring) that the module or package ``module`` is in."""
+    parts = module.split(".")
+    for i in range(2, len(parts) + 1):
+        folder = ROOT.joinpath(*parts[:i])
+        if folder.is_dir() and _holds_modules(folder):
+            return ".".join(parts[:i])
+    if ROOT.joinpath(*parts).is_dir():
+        return module
+    return ".".join(parts[:-1])
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _imports(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str, str | None]]:
+    """(line, imported module, imported name or None) of every gpurpo import in ``tree``."""
+    here = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here.split(".")[: len(here.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found += [(node.lineno, target, alias.name) for alias in node.names]
+    return [(line, target, name) for line, target, name in found
+            if target == "gpurpo" or target.startswith("gpurpo.")]
+
+
+def offences(source: str, module: str, is_package: bool = False) -> list[str]:
+    """The imports of ``source`` (the code of ``module``) that break the layout rule."""
+    importer = package_of(module)
+    found = []
+    for line, target, name in _imports(ast.parse(source), module, is_package):
+        parts = target.split(".")
+        private = next((i for i, part in enumerate(parts) if _is_private(part)), None)
+        if private is not None:
+            owner = package_of(".".join(parts[: private + 1]))
+        elif name is not None and _is_private(name):
+            owner = package_of(target)
+        else:
+            continue
+        if owner not in ("gpurpo", importer):
+            shown = target if name is None else f"{target}.{name}"
+            found.append(f"{module}:{line} imports {shown}, private to {owner}")
+    return found
+
+
+def _module_name(path: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts.pop()
+    return ".".join(parts), is_package
+
+
+def test_packages_of_the_layout():
+    assert package_of("gpurpo._validation") == "gpurpo"
+    assert package_of("gpurpo.projections") == "gpurpo"
+    assert package_of("gpurpo.tree") == "gpurpo.tree"
+    assert package_of("gpurpo.tree.binning._sparse") == "gpurpo.tree"
+    assert package_of("gpurpo.ensemble") == "gpurpo.ensemble"
+    assert package_of("gpurpo.ensemble.forest.growth") == "gpurpo.ensemble.forest"
+    assert package_of("gpurpo.dask._grower") == "gpurpo.dask"
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "n_offences"),
+    [
+        # private modules and names of another package
+        ("from gpurpo.ensemble.forest._base import BaseForest", "gpurpo.dask._forest", 1),
+        ("import gpurpo.linalg._qr as qr", "gpurpo.dask._linalg", 1),
+        ("from gpurpo.tree.grower import _Grower, _Nodes, draw_root_seeds",
+         "gpurpo.dask._grower", 2),
+        ("from gpurpo.linalg import _qr", "gpurpo.dask._linalg", 1),
+        ("def f():\n    from gpurpo.tree.binning._sparse import x\n", "gpurpo.dask._grower", 1),
+        ("from gpurpo.ensemble.forest._batches import tree_batches",
+         "gpurpo.ensemble.boosting._base", 1),
+        ("from gpurpo.tree._params import GrowthParams", "gpurpo", 1),
+        # public names, the package's own privates, gpurpo's shared internals
+        ("from gpurpo.ensemble.forest.base import BaseForest", "gpurpo.dask._forest", 0),
+        ("from gpurpo.tree.grower import HostGrower", "gpurpo.dask._grower", 0),
+        ("from gpurpo.ensemble.boosting import GradientBoostingRegressor as _Local",
+         "gpurpo.dask._boosting", 0),
+        ("from gpurpo.tree.binning._sparse import x", "gpurpo.tree.kernels", 0),
+        ("from gpurpo.tree._params import GrowthParams", "gpurpo.tree.binning._mapper", 0),
+        ("from gpurpo._validation import check_int", "gpurpo.dask._forest", 0),
+        ("from gpurpo._class_targets import one_hot", "gpurpo.ensemble.forest.base", 0),
+        ("from ._grower import PartitionGrower", "gpurpo.dask._partition", 0),
+        ("from .._params import GrowthParams", "gpurpo.tree.binning._mapper", 0),
+        ("from numpy import _core", "gpurpo.dask._forest", 0),
+    ],
+)
+def test_rule_flags_private_imports_across_packages(source, module, n_offences):
+    assert len(offences(source, module)) == n_offences
+
+
+def test_no_package_imports_another_packages_private_modules_or_names():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module, is_package = _module_name(path)
+        found += offences(path.read_text(encoding="utf-8"), module, is_package)
+    assert not found, "private imports across packages:\n" + "\n".join(found)

@@ -24,9 +24,10 @@ Beside the timings, the device activity of the CUDA path (kernel launches,
 device-to-host and host-to-device copies, synchronisations:
 :func:`gpurpo.backend.count_device_activity`) is counted on the emulated
 backend, which runs the CUDA code on the CPU, for small data (p = 20, m = 4,
-5 features per node, fully grown): a batch of 1 and 8 forest trees and one
-boosting round, at 1,000 and 8,000 rows, in total, per tree level (total /
-depth of the deepest tree) and at the busiest level of the device grower::
+5 features per node, fully grown): a batch of 1 and 8 forest trees, a batch
+of 1 and 8 best-first trees (31 leaves, all features: boosting's trees) and
+one boosting round, at 1,000 and 8,000 rows, in total, per tree level (total
+/ depth of the deepest tree) and at the busiest level or step::
 
     python bench/host_overhead.py --activity-rows 1000 --activity-trees 1
     python bench/host_overhead.py --no-activity
@@ -49,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from gpurpo.backend import EMULATED, NUMPY  # noqa: E402
 from gpurpo.testing.device_activity import (  # noqa: E402
+    best_first_batch_activity,
     boosting_round_activity,
     forest_batch_activity,
 )
@@ -156,15 +158,21 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
     -------
     str
         A text table: per case the depth of the deepest tree, the counters in
-        total, per tree level (total / depth) and, for forest batches (the
-        device grower), at its busiest level. Forest batches count the growth
-        after the data upload; boosting rounds the whole one-round fit.
+        total, per tree level (total / depth) and at the busiest level (forest
+        batches) or step (best-first batches: an evaluation, or a round of
+        selection, split and children). Forest and best-first batches count
+        the growth after the data upload; boosting rounds the whole one-round
+        fit.
     """
     results = []
     for n in rows:
         for t in trees:
             results.append((f"forest batch, {t} tree{'s' if t > 1 else ''}",
                             forest_batch_activity(n, t)))
+        for t in trees:
+            # best-first trees of 31 leaves on all features: boosting's, without the fit
+            results.append((f"best-first batch, {t} tree{'s' if t > 1 else ''}",
+                            best_first_batch_activity(n, t)))
         for strategy in ("relabel_rpo", "multi_output"):
             results.append((f"boosting round, {strategy}", boosting_round_activity(n, strategy)))
     header = (f"{'case':<30} {'rows':>6} {'depth':>5} "
@@ -172,7 +180,8 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
               + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS) + "   busiest level: "
               + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS))
     lines = ["", "Device activity on the emulated backend (p = 20, m = 4, max_features = 5, "
-             "fully grown; forest: after the data upload; boosting: the whole fit)", header]
+             "fully grown or 31 leaves best first; batches: after the data upload; boosting: the "
+             "whole fit)", header]
     for case, r in results:
         lines.append(f"{case:<30} {r['n']:>6} {r['depth']:>5} "
                      + " ".join(f"{r[c]:>8}" for c in ACTIVITY_COLUMNS) + "              "

@@ -168,13 +168,19 @@ class _DeviceGrower:
         else:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
             counts = xp.bincount(tree_idx, minlength=n_trees)
-        w_sum = weights.sum(axis=1, dtype=xp.float64)
+        if unit:
+            # the weights are the ones made above: only the targets to check
+            w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
+            finite = xp.isfinite(targets).all().astype(xp.float64)
+            flags = xp.stack([xp.ones_like(finite), xp.ones_like(finite), finite])
+        else:
+            w_sum = weights.sum(axis=1, dtype=xp.float64)
+            flags = xp.stack([
+                xp.isfinite(weights).all() & (weights >= 0).all(),
+                ((weights == 0) | (weights == 1)).all(),
+                xp.isfinite(targets).all(),
+            ]).astype(xp.float64)
         # the checks of the inputs and the trees' sizes and weights in one copy
-        flags = xp.stack([
-            xp.isfinite(weights).all() & (weights >= 0).all(),
-            ((weights == 0) | (weights == 1)).all(),
-            xp.isfinite(targets).all(),
-        ]).astype(xp.float64)
         facts = backend.to_host(xp.concatenate([flags, counts.astype(xp.float64), w_sum]))
         if not facts[0]:
             raise ValueError("weights must be finite and non-negative")

@@ -463,6 +463,24 @@ def test_device_growth_copies_one_array_per_level(cp, gpu):
         assert max(result["level_launches"]) <= 12
 
 
+def test_device_best_first_rounds_copy_one_array(cp, gpu):
+    # boosting's best-first trees on CuPy, counted step by step: one copy to the host per
+    # round, none per evaluation and none to the device after the upload; the trees are
+    # the host driver's on the CPU
+    from gpurpo.testing.device_activity import best_first_batch_activity
+
+    for n, trees, k in ((20000, 1, None), (20000, 4, 5)):
+        result = best_first_batch_activity(n, trees, n_candidates=k, backend=gpu)
+        print(f"n={n}, {trees} trees, max_features={k}: depth {result['depth']}, "
+              f"steps {result['levels']}, launches per step {result['level_launches']}")
+        assert result["n_leaves"] == [31] * trees
+        assert result["level_d2h"][1::2] == [1] * (result["depth"] + 1)
+        assert set(result["level_d2h"][0::2]) == {0}
+        assert result["h2d"] == 0
+        cpu = best_first_batch_activity(n, trees, n_candidates=k, backend=NUMPY)
+        assert cpu["n_leaves"] == result["n_leaves"] and cpu["depth"] == result["depth"]
+
+
 def test_newton_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
     from test_tree_score import run_kernel, sample_problem
 

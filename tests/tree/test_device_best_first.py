@@ -163,3 +163,24 @@ def test_random_problems_grow_the_host_drivers_trees(seed, n, p, n_trees, leaves
         assert _canonical(a) == _canonical(b)
         np.testing.assert_array_equal(_samples_by_leaf(b, got.leaf_of_sample[t]),
                                       _samples_by_leaf(a, ref.leaf_of_sample[t]))
+
+
+@pytest.mark.parametrize("change, message, unit", [
+    ({"targets": np.inf}, "targets must be finite in float32", True),
+    ({"targets": np.inf}, "targets must be finite in float32", False),
+    ({"weights": -1.0}, "weights must be finite and non-negative", False),
+    ({"seeds": 3}, r"root_seeds must have shape \(n_trees=2,\)", True),
+])
+def test_bad_inputs_are_named(change, message, unit):
+    X, _, _ = _problem(50, 4, 1, 1, 0)
+    binned = BinMapper().fit(X).transform(X, NUMPY)
+    targets = np.zeros((50, 2, 1), np.float32)
+    weights = None if unit else np.ones((2, 50), np.float32)
+    if "weights" in change:
+        weights[0, 5] = change["weights"]
+    if "targets" in change:
+        targets[3, 0, 0] = change["targets"]
+    seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
+    with pytest.raises(ValueError, match=message):
+        grow_best_first_on_device(binned, targets, weights, GrowthParams(max_leaf_nodes=4), None,
+                                  NUMPY, seeds)

@@ -19,8 +19,9 @@
 // derived child's parent histogram at the parent's slot. Rows without a node
 // name the dummy node and have feature -1.
 
+#include "tree_choice.cuh"
+
 #define BEST_FIRST_NEG_INF __longlong_as_double((long long)0xFFF0000000000000ULL)
-#define BEST_FIRST_EPSILON 2.220446049250313e-16
 
 // Whether heap entry a pops before b: the larger gain, then the earlier push.
 __device__ __forceinline__ bool best_first_before(double gain_a, long long order_a,
@@ -202,16 +203,8 @@ extern "C" __global__ void tree_best_first_select(
             best_first_write_row(b, g, -2, 0, 0, BEST_FIRST_NEG_INF);
             continue;
         }
-        if (f >= 0) {
-            const double improvement = gain / ((double)n_scored * root_weight[node_tree[g]]);
-            if (!(improvement + BEST_FIRST_EPSILON >= min_impurity_decrease)) f = -1;
-        }
-        if (f < 0) {
-            f = -1;
-            bin = 0;
-            ml = 0;
-            gain = BEST_FIRST_NEG_INF;
-        }
+        tree_keep_choice(&f, &bin, &ml, &gain, (double)n_scored * root_weight[node_tree[g]],
+                         min_impurity_decrease);
         node_feature[g] = f;
         node_bin[g] = bin;
         node_missing_left[g] = (unsigned char)ml;

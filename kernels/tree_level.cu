@@ -22,6 +22,7 @@
 // leaf its weight, summed in position order.
 
 #include "block_partition.cuh"
+#include "tree_choice.cuh"
 #include "tree_random.cuh"
 
 #define LEVEL_SPLIT_NEG_INF __longlong_as_double((long long)0xFFF0000000000000ULL)
@@ -105,7 +106,6 @@ __device__ __forceinline__ void level_decide(
     long long* node_pos, int* out_feature, int* out_bin, unsigned char* out_missing_left,
     int* f_out, int* b_out, int* ml_out)
 {
-    const double eps = 2.220446049250313e-16;
     const long long i = n_sub + e;
     const long long g = front[i];
     int f, b, ml;
@@ -127,16 +127,8 @@ __device__ __forceinline__ void level_decide(
         b = 0;
         ml = 0;
     } else {
-        if (f >= 0) {
-            const double improvement = gain / ((double)n_scored * root_weight[batch_tree[i]]);
-            if (!(improvement + eps >= min_impurity_decrease)) f = -1;
-        }
-        if (f < 0) {
-            f = -1;
-            b = 0;
-            ml = 0;
-            gain = LEVEL_SPLIT_NEG_INF;
-        }
+        tree_keep_choice(&f, &b, &ml, &gain, (double)n_scored * root_weight[batch_tree[i]],
+                         min_impurity_decrease);
         node_feature[g] = f;
         node_bin[g] = b;
         node_missing_left[g] = (unsigned char)ml;

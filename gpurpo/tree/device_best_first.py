@@ -307,25 +307,15 @@ class _DeviceBestFirst(_DeviceGrower):
         nodes.missing_left[: len(live)][leaf] = 0
         return nodes
 
-    def _place(self) -> tuple[Any, Any]:
-        """The leaf of every sample (int32 (T, n), -1: not in the tree) and every leaf's
-        weight (float64, leaves by position), on the device."""
-        xp, backend, t, T = self.xp, self.backend, self.table, self.n_trees
-        total = int(self.sample_indices.shape[0])
-        mark = xp.zeros(total, dtype=xp.int32)
-        # the leaves of the trees as tree_level_leaf_marks_table reads them
+    def _mark_leaves(self, mark: Any) -> None:
+        """1 in ``mark`` at the first sample position of every leaf of the trees (the last
+        replay's ``state`` 1), as ``tree_level_leaf_marks_table`` reads a leaf."""
+        xp, t = self.xp, self.table
         state = t.state[: self.used]
-        level_kernels.launch(backend, "tree_level_leaf_marks_table",
+        level_kernels.launch(self.backend, "tree_level_leaf_marks_table",
                              xp.where(state == 1, -1, 0).astype(xp.int32),
                              xp.where(state > 0, 0, -1).astype(xp.int64),
                              t.start[: self.used], mark)
-        cum = xp.cumsum(mark, dtype=xp.int64)
-        root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
-        leaf_of_sample = xp.full((T, self.n), -1, dtype=xp.int32)
-        leaf_weight = xp.empty(total, dtype=xp.float64)
-        level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
-                             root_ranges, self.weights, leaf_of_sample, leaf_weight)
-        return leaf_of_sample, leaf_weight
 
 
 def grow_best_first_on_device(

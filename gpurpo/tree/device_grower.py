@@ -499,11 +499,7 @@ class _DeviceGrower:
         xp, backend, t, T = self.xp, self.backend, self.table, self.n_trees
         total = int(self.sample_indices.shape[0])
         mark = xp.zeros(total, dtype=xp.int32)
-        level_kernels.launch(backend, "tree_level_leaf_marks_table", t.feature[: self.used],
-                             t.pos[: self.used], t.start[: self.used], mark)
-        for roots, out in self.subtrees:
-            level_kernels.launch(backend, "tree_level_leaf_marks_subtrees", roots, out.offsets,
-                                 out.count, out.feature, out.start, t.start, mark)
+        self._mark_leaves(mark)
         cum = xp.cumsum(mark, dtype=xp.int64)
         root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
         leaf_of_sample = xp.full((T, self.n), -1, dtype=xp.int32)
@@ -511,6 +507,16 @@ class _DeviceGrower:
         level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
                              root_ranges, self.weights, leaf_of_sample, leaf_weight)
         return leaf_of_sample, leaf_weight
+
+    def _mark_leaves(self, mark: Any) -> None:
+        """1 in ``mark`` at the first sample position of every leaf: of the table and of
+        the subtree outputs."""
+        backend, t = self.backend, self.table
+        level_kernels.launch(backend, "tree_level_leaf_marks_table", t.feature[: self.used],
+                             t.pos[: self.used], t.start[: self.used], mark)
+        for roots, out in self.subtrees:
+            level_kernels.launch(backend, "tree_level_leaf_marks_subtrees", roots, out.offsets,
+                                 out.count, out.feature, out.start, t.start, mark)
 
     def _structures(self, nodes: HostNodeTable, leaf_of_sample: Any, leaf_weight: Any) -> GrowResult:
         size = nodes.size

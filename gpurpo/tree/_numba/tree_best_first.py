@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-_EPSILON = np.finfo(np.float64).eps
+from gpurpo.tree._numba.tree_level import kept_choice
 
 
 @njit(inline="always", cache=True)
@@ -146,15 +146,9 @@ def select(eval_front, n_small, small_feature, small_bin, small_missing_left, sm
                        out_small_feature, out_small_bin, out_small_missing_left, out_small_gain,
                        out_large)
             continue
-        if f >= 0:
-            improvement = gain / (np.float64(n_scored) * root_weight[node_tree[g]])
-            if not (improvement + _EPSILON >= min_impurity_decrease):
-                f = -1
-        if f < 0:
-            f = -1
-            b = 0
-            ml = 0
-            gain = -np.inf
+        f, b, ml, gain = kept_choice(f, b, ml, gain,
+                                     np.float64(n_scored) * root_weight[node_tree[g]],
+                                     min_impurity_decrease)
         node_feature[g] = f
         node_bin[g] = b
         node_missing_left[g] = ml

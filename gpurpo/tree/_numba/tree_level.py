@@ -78,6 +78,19 @@ def split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, sma
               out_missing_left, missing_bin, out_n_left)
 
 
+@njit(inline="always", cache=True)
+def kept_choice(f, b, ml, gain, scale, min_impurity_decrease):
+    """An evaluated node's choice (feature, bin, missing side, gain): kept when its
+    improvement ``gain / scale`` (scale: n_scored times the tree's root weight,
+    scikit-learn's normalisation) is at least ``min_impurity_decrease`` within a
+    float64 epsilon, else no split (-1, 0, 0, -inf)."""
+    if f >= 0 and not (gain / scale + _EPSILON >= min_impurity_decrease):
+        f = -1
+    if f < 0:
+        return np.int64(-1), np.int64(0), np.int64(0), -np.inf
+    return f, b, ml, gain
+
+
 @njit(cache=True)
 def _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
             large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
@@ -105,15 +118,9 @@ def _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left,
             out_bin[e] = 0
             out_missing_left[e] = 0
             continue
-        if f >= 0:
-            improvement = gain / (np.float64(n_scored) * root_weight[batch_tree[i]])
-            if not (improvement + _EPSILON >= min_impurity_decrease):
-                f = -1
-        if f < 0:
-            f = -1
-            b = 0
-            ml = 0
-            gain = -np.inf
+        f, b, ml, gain = kept_choice(f, b, ml, gain,
+                                     np.float64(n_scored) * root_weight[batch_tree[i]],
+                                     min_impurity_decrease)
         node_feature[g] = f
         node_bin[g] = b
         node_missing_left[g] = ml

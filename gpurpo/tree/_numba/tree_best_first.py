@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.tree._numba.tree_level import kept_choice
+from gpurpo.tree._numba.tree_level import evaluated_choice, kept_choice
 
 
 @njit(inline="always", cache=True)
@@ -126,19 +126,9 @@ def select(eval_front, n_small, small_feature, small_bin, small_missing_left, sm
             out_large[r, 3] = -np.inf
     for e in prange(eval_front.shape[0]):
         g = eval_front[e]
-        if e < n_small:
-            f = np.int64(small_feature[e])
-            b = np.int64(small_bin[e])
-            ml = np.int64(small_missing_left[e])
-            gain = small_gain[e]
-            node_slot[g] = -2 - (base_small + e)
-        else:
-            r = e - n_small
-            f = np.int64(large[r, 0])
-            b = np.int64(large[r, 1])
-            ml = np.int64(large[r, 2])
-            gain = large[r, 3]
-            node_slot[g] = base_large + r
+        f, b, ml, gain = evaluated_choice(e, n_small, small_feature, small_bin,
+                                          small_missing_left, small_gain, large)
+        node_slot[g] = -2 - (base_small + e) if e < n_small else base_large + e - n_small
         if f == -2:
             node_feature[g] = -2
             _write_row(g, node_start, node_stop, node_tree, node_depth, node_seed, node_slot,

@@ -79,6 +79,17 @@ def split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, sma
 
 
 @njit(inline="always", cache=True)
+def evaluated_choice(e, n_small, small_feature, small_bin, small_missing_left, small_gain, large):
+    """The choice (feature, bin, missing side, gain) of the e-th evaluated node: the first
+    ``n_small`` from ``tree_split_small``'s outputs, the others rows of ``large``."""
+    if e < n_small:
+        return (np.int64(small_feature[e]), np.int64(small_bin[e]),
+                np.int64(small_missing_left[e]), small_gain[e])
+    r = e - n_small
+    return np.int64(large[r, 0]), np.int64(large[r, 1]), np.int64(large[r, 2]), large[r, 3]
+
+
+@njit(inline="always", cache=True)
 def kept_choice(f, b, ml, gain, scale, min_impurity_decrease):
     """An evaluated node's choice (feature, bin, missing side, gain): kept when its
     improvement ``gain / scale`` (scale: n_scored times the tree's root weight,
@@ -101,17 +112,8 @@ def _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left,
     for e in range(n_eval):
         i = n_sub + e
         g = front[i]
-        if e < n_small:
-            f = np.int64(small_feature[e])
-            b = np.int64(small_bin[e])
-            ml = np.int64(small_missing_left[e])
-            gain = small_gain[e]
-        else:
-            r = e - n_small
-            f = np.int64(large[r, 0])
-            b = np.int64(large[r, 1])
-            ml = np.int64(large[r, 2])
-            gain = large[r, 3]
+        f, b, ml, gain = evaluated_choice(e, n_small, small_feature, small_bin,
+                                          small_missing_left, small_gain, large)
         if f == -2:
             node_pos[g] += width
             out_feature[e] = -2

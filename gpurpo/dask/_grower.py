@@ -118,9 +118,9 @@ class BinEdges:
         return self.edge_ptr
 
 
-def node_statistics(grower: HostGrower, ids: np.ndarray) -> dict[str, np.ndarray]:
+def worker_statistics(grower: HostGrower, ids: np.ndarray) -> dict[str, np.ndarray]:
     """A worker's statistics of the nodes ``ids``: what :func:`combine_statistics` sums."""
-    impure, q = grower._node_stats(ids)
+    impure, q = grower.node_statistics(ids)
     start, stop = grower.nodes.start[ids], grower.nodes.stop[ids]
     count = stop - start
     first = np.zeros((len(ids), grower.m), dtype=np.float32)
@@ -132,7 +132,7 @@ def node_statistics(grower: HostGrower, ids: np.ndarray) -> dict[str, np.ndarray
 
 
 def combine_statistics(parts: list[dict[str, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    """(impure, Q, count) of nodes over all rows from the workers' :func:`node_statistics`.
+    """(impure, Q, count) of nodes over all rows from the workers' :func:`worker_statistics`.
 
     A node is impure when some worker's targets in it differ, or two workers'
     first targets in it differ (the single-machine test: not all equal).
@@ -174,7 +174,8 @@ class PartitionGrower(HostGrower):
         super().__init__(binned, targets, None, params, None, backend,
                          root_seeds=np.zeros(1, dtype=np.uint64))
 
-    def _target_mean(self, targets: Any, weights: Any, w_sum: Any) -> Any:
+    def target_centre(self, targets: Any, weights: Any, w_sum: Any) -> Any:
+        """The mean of the targets over ALL rows: every worker centres on the same value."""
         return self.xp.asarray(self._mean, dtype=self.xp.float64)
 
     def apply_splits(self, ids: np.ndarray, feature: np.ndarray, bins: np.ndarray,
@@ -194,7 +195,7 @@ class PartitionGrower(HostGrower):
         left, right = self.split(ids)
         children = np.stack([left, right], axis=1).reshape(-1)
         return {"n_left": (nodes.stop[left] - nodes.start[left]).astype(np.int64),
-                "children": node_statistics(self, children)}
+                "children": worker_statistics(self, children)}
 
     def leaf_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """(leaf of every row int32 (n_rows,), weight of every leaf float64 (L,))."""
@@ -221,7 +222,7 @@ class DistributedGrower(HostGrower):
     rng : numpy Generator
         Draws the root seed, as the single-machine grower does.
     root_stats : list of dict
-        The workers' :func:`node_statistics` of the root.
+        The workers' :func:`worker_statistics` of the root.
     w_root : float
         The summed weight of all rows.
     """
@@ -262,14 +263,14 @@ class DistributedGrower(HostGrower):
         self.cache: dict[int, Any] = {}
         self.node_bytes = histogram.histogram_bytes(1, self.k, edges.n_bins, self.channels)
 
-    def _node_stats(self, ids: np.ndarray, on_host: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def node_statistics(self, ids: np.ndarray, on_host: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Statistics sent by the workers with the splits that created the nodes (host
         arrays, whatever ``on_host``: the client computes on the host)."""
         pairs = [self.stats[int(g)] for g in ids]
         return (np.array([a for a, _ in pairs], dtype=bool),
                 np.array([b for _, b in pairs], dtype=np.float64))
 
-    def _hist(self, ids: np.ndarray, feats: Any) -> Any:
+    def node_histograms(self, ids: np.ndarray, feats: Any) -> Any:
         """The sum of the workers' partial histograms of the nodes ``ids``."""
         parts = self.workers.call("histograms", "hist", np.asarray(ids, dtype=np.int64),
                                   np.ascontiguousarray(feats, dtype=np.int32), level=True)
@@ -278,7 +279,7 @@ class DistributedGrower(HostGrower):
             total += part
         return total
 
-    def _partition(self, ids: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    def partition_nodes(self, ids: np.ndarray, ranges: np.ndarray) -> np.ndarray:
         """Broadcast the splits of ``ids``; the rows sent left, summed over the workers."""
         nodes = self.nodes
         first = int(nodes.size)
@@ -293,7 +294,7 @@ class DistributedGrower(HostGrower):
             self.stats[first + i] = (bool(impure[i]), float(q[i]))
         return np.sum([r["n_left"] for r in replies], axis=0)
 
-    def _place_samples(self, leaf_ids: np.ndarray, leaf_start: np.ndarray,
+    def place_samples(self, leaf_ids: np.ndarray, leaf_start: np.ndarray,
                        leaf_length: np.ndarray, leaf_tree: np.ndarray,
                        leaf_rank: np.ndarray) -> tuple[Any, np.ndarray | None]:
         """The workers place their rows (kept there); the leaves' summed weights."""

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpurpo.backend import NUMPY
-from gpurpo.dask._grower import PartitionGrower, node_statistics
+from gpurpo.dask._grower import PartitionGrower, worker_statistics
 from gpurpo.ensemble.boosting.iteration_trees import StageTreeFitter, leaf_label_sums
 from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
 from gpurpo.ensemble.boosting.losses import get_loss
@@ -105,11 +105,11 @@ class BoostingPartition:
     def grow_start(self, mean: Any, params: GrowthParams) -> tuple[dict[str, Any], float]:
         """The grower of this worker's rows; the root's statistics and the rows' weight."""
         self.grower = PartitionGrower(self.binned, self.targets, params, mean, self.backend)
-        return node_statistics(self.grower, self.grower.roots), float(self.grower.w_root[0])
+        return worker_statistics(self.grower, self.grower.roots), float(self.grower.w_root[0])
 
     def hist(self, ids: np.ndarray, feats: np.ndarray) -> np.ndarray:
         """Partial histograms, float32 (N, k, n_bins, m + 1), of this worker's rows."""
-        return self.grower._hist(ids, feats)
+        return self.grower.node_histograms(ids, feats)
 
     def apply_splits(self, *split: Any) -> dict[str, Any]:
         return self.grower.apply_splits(*split)

@@ -295,7 +295,18 @@ def centre_targets(xp: Any, targets: Any, mean: Any) -> Any:
 
 
 class HostGrower:
-    """State shared by the level-wise and best-first drivers."""
+    """State shared by the level-wise and best-first drivers.
+
+    Extension API: the steps that read the samples are methods that a
+    subclass may override -- :meth:`target_centre`, :meth:`node_statistics`,
+    :meth:`node_histograms`, :meth:`partition_nodes` and
+    :meth:`place_samples`. Everything else (split scoring, the tie rule, the
+    features' visiting order, histogram subtraction between siblings, the
+    stopping rules, the node table) is computed from what they return. The
+    distributed grower of :mod:`gpurpo.dask` overrides them to sum the
+    partial results of workers that each hold some of the rows (the
+    data-parallel histograms of Chen & Guestrin 2016, section 4.1).
+    """
 
     def __init__(
         self,
@@ -380,7 +391,7 @@ class HostGrower:
             # gradient and hessian sums enter the gain as they are
             self.targets = xp.ascontiguousarray(targets)
         else:
-            self.targets = centre_targets(xp, targets, self._target_mean(targets, weights, w_sum))
+            self.targets = centre_targets(xp, targets, self.target_centre(targets, weights, w_sum))
 
         # Root sample lists: samples with a positive weight, tree by tree.
         tree_idx, sample_idx = xp.nonzero(weights > 0)
@@ -413,8 +424,27 @@ class HostGrower:
         self.cache: dict[int, Any] = {}
         self.node_bytes = histogram.histogram_bytes(1, self.k, binned.n_bins, self.channels)
 
-    def _target_mean(self, targets: Any, weights: Any, w_sum: Any) -> Any:
-        """The centre of growth (:func:`target_mean`)."""
+    def target_centre(self, targets: Any, weights: Any, w_sum: Any) -> Any:
+        """The centre of growth: the value subtracted from every tree's targets.
+
+        Hook of the extension API (class docstring), called once by
+        ``__init__`` (not with ``criterion="newton"``, whose targets are not
+        centred). Any centre gives the same gains; the weighted mean
+        (:func:`target_mean`) keeps float32 sums accurate.
+
+        Parameters
+        ----------
+        targets : float32 array (n, T, m)
+            The targets, on the backend.
+        weights : float32 array (T, n)
+            Every tree's sample weights, on the backend.
+        w_sum : float64 array (T,)
+            Every tree's total weight, on the backend.
+
+        Returns
+        -------
+        float64 array (T, m) on the backend
+        """
         return target_mean(self.xp, targets, weights, w_sum)
 
     # ------------------------------------------------------------------ utils
@@ -431,11 +461,29 @@ class HostGrower:
             return np.ascontiguousarray(a, dtype=dtype)
         return self.backend.asarray(np.ascontiguousarray(a), dtype=dtype)
 
-    def _node_stats(self, ids: np.ndarray, on_host: bool = True) -> tuple[Any, Any]:
-        """(impure, Q): targets not all identical; ``Q = sum w ||y||^2``.
+    def node_statistics(self, ids: np.ndarray, on_host: bool = True) -> tuple[Any, Any]:
+        """(impure, Q) of the nodes ``ids``: targets not all identical; ``Q = sum w ||y||^2``.
 
-        Host arrays (bool, float64), or with ``on_host=False`` the kernel's
-        outputs (uint8, float64) where they lie.
+        Hook of the extension API (class docstring): :meth:`evaluate` calls it
+        for the nodes it splits from histograms; a pure node becomes a leaf and
+        ``Q`` enters the impurity decrease.
+
+        Parameters
+        ----------
+        ids : int64 array (N,)
+            Node ids of the node table (:attr:`nodes`).
+        on_host : bool, default=True
+            Whether the caller needs host arrays. With False it also accepts
+            arrays on the backend (the ``tree_node_stats`` kernel's outputs,
+            uint8 and float64, where they lie); on the NumPy backend both are
+            host arrays.
+
+        Returns
+        -------
+        impure, Q : arrays (N,)
+            Whether each node's targets are not all identical, and its
+            ``sum w ||y||^2``: host bool and float64 arrays, or with
+            ``on_host=False`` possibly the backend's.
         """
         xp = self.xp
         if len(ids) == 0:
@@ -496,10 +544,10 @@ class HostGrower:
             if self.all_features:
                 # purity and Q stay on the device: the best-slot kernel reads them
                 out = self._split_large_all_features(ids[sel], seeds[sel],
-                                                     *self._node_stats(ids[sel], on_host=False))
+                                                     *self.node_statistics(ids[sel], on_host=False))
                 feature[sel], best_bin[sel], missing_left[sel], gain[sel] = out
             else:
-                impure, q = self._node_stats(ids[sel])
+                impure, q = self.node_statistics(ids[sel])
                 sel, q = sel[impure], q[impure]
                 if len(sel):
                     out = self._split_large_sampled(ids[sel], seeds[sel], q)
@@ -584,7 +632,27 @@ class HostGrower:
             min_child_weight=self.params.min_child_weight,
         )
 
-    def _hist(self, ids: np.ndarray, feats: Any) -> Any:
+    def node_histograms(self, ids: np.ndarray, feats: Any) -> Any:
+        """The histograms of the nodes ``ids`` over the features ``feats``.
+
+        Hook of the extension API (class docstring): every split chosen from
+        histograms is scored on what it returns (directly, or by subtraction
+        from a parent's cached histogram).
+
+        Parameters
+        ----------
+        ids : int64 array (N,)
+            Node ids of the node table (:attr:`nodes`).
+        feats : int32 array (N, k) on the backend
+            The features of each node's histograms, -1 for an unused slot.
+
+        Returns
+        -------
+        float32 array (N, k, n_bins, channels) on the backend
+            Per node, feature slot and bin, the sums of the layout of
+            :func:`gpurpo.tree.histogram.node_histograms` (``channels`` is
+            :attr:`channels`); zeros in unused slots.
+        """
         xp = self.xp
         nodes = self.nodes
         ranges = self._ranges(ids)
@@ -645,7 +713,7 @@ class HostGrower:
             direct_arr = np.asarray(direct, dtype=np.int64)
             for c0 in range(0, len(direct_arr), chunk):
                 part = direct_arr[c0 : c0 + chunk]
-                h = self._hist(part, xp.broadcast_to(feats_one, (len(part), p)))
+                h = self.node_histograms(part, xp.broadcast_to(feats_one, (len(part), p)))
                 for r, g in enumerate(part):
                     hists[int(g)] = h[r]
             for g, parent, sibling in derive:
@@ -675,7 +743,7 @@ class HostGrower:
             elif fits:
                 h = xp.stack([hists[int(g)] for g in part])
             else:
-                h = self._hist(part, feats)
+                h = self.node_histograms(part, feats)
             at = positions[c0 : c0 + chunk]
             slots = self._score(h, feats, seeds[c0 : c0 + chunk], at)
             best = self.backend.to_host(kernels.best_slots(
@@ -732,7 +800,7 @@ class HostGrower:
                 )
                 feats_h[slot >= tk[:, None]] = -1
                 feats = self._dev(feats_h, xp.int32)
-                h = self._hist(ids[rows], feats)
+                h = self.node_histograms(ids[rows], feats)
                 if first_round:
                     tie_tol[rows] = self._tie_tolerance(h, q[rows])
                 slots = self._score(h, feats, seeds[rows], positions)
@@ -765,7 +833,7 @@ class HostGrower:
         nodes = self.nodes
         ranges = self._ranges(ids)
         starts, stops = ranges[:, 0], ranges[:, 1]
-        n_left = self._partition(ids, ranges)
+        n_left = self.partition_nodes(ids, ranges)
         mid = starts + n_left
         count = len(ids)
         tree = np.repeat(nodes.tree[ids], 2)
@@ -781,10 +849,27 @@ class HostGrower:
         nodes.right[ids] = children[1::2]
         return children[0::2], children[1::2]
 
-    def _partition(self, ids: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    def partition_nodes(self, ids: np.ndarray, ranges: np.ndarray) -> np.ndarray:
         """Stably partition the samples of the nodes ``ids`` by their splits (left first).
 
-        Returns the host int64 number of samples sent left by each node.
+        Hook of the extension API (class docstring): :meth:`split` calls it
+        once the splits (``nodes.feature``, ``nodes.bin``,
+        ``nodes.missing_left``) of ``ids`` are set, then creates the children
+        (left then right, in the order of ``ids``) on the sample ranges it
+        reports.
+
+        Parameters
+        ----------
+        ids : int64 array (N,)
+            Node ids of the splitting nodes.
+        ranges : int64 array (N, 2)
+            Their ``[start, stop)`` ranges in :attr:`sample_indices`.
+
+        Returns
+        -------
+        int64 host array (N,)
+            The number of samples each node sends left (the left child's range
+            is ``[start, start + n_left)``).
         """
         xp = self.xp
         nodes = self.nodes
@@ -865,18 +950,40 @@ class HostGrower:
             nodes.left[:size], nodes.feature[:size], tree, nodes.start[:size],
             nodes.stop[:size], leaf_index,
         )
-        leaf_of_sample, leaf_weight = self._place_samples(
+        leaf_of_sample, leaf_weight = self.place_samples(
             leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank)
         structures = pack_structures(nodes, self.binned, leaf_ids, leaf_weight, leaf_index,
                                      local_id, node_order, tree_counts)
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)
 
-    def _place_samples(
+    def place_samples(
         self, leaf_ids: np.ndarray, leaf_start: np.ndarray, leaf_length: np.ndarray,
         leaf_tree: np.ndarray, leaf_rank: np.ndarray,
     ) -> tuple[Any, np.ndarray | None]:
-        """The leaf of every sample, int32 (T, n) (-1: not in the tree), and each leaf's
-        weighted sample count, host float64 (None without leaves)."""
+        """The leaf of every sample and each leaf's weighted sample count.
+
+        Hook of the extension API (class docstring): :meth:`finish` calls it
+        once the trees are grown.
+
+        Parameters
+        ----------
+        leaf_ids : int64 array (L,)
+            Node ids of the leaves, grouped by tree.
+        leaf_start, leaf_length : int64 arrays (L,)
+            Their sample ranges in :attr:`sample_indices`.
+        leaf_tree : int64 array (L,)
+            The tree of each leaf.
+        leaf_rank : int32 array (L,)
+            Each leaf's index among its tree's leaves.
+
+        Returns
+        -------
+        leaf_of_sample : int32 array (T, n) on the backend, or None
+            The leaf (index among its tree's leaves) of every sample, -1 where
+            the sample is not in the tree; an override may keep it elsewhere
+            and return None.
+        leaf_weight : float64 host array (L,), or None without leaves
+        """
         xp = self.xp
         leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
         if not len(leaf_ids):

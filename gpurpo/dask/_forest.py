@@ -41,7 +41,7 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -76,7 +76,6 @@ class _DaskForest(BaseEstimator):
     """Fit and prediction of the four Dask forests over a :mod:`gpurpo.ensemble` forest."""
 
     _local_class: type[BaseForest]
-    _kind = "regression"
 
     # ---------------------------------------------------------------- helpers
 
@@ -166,7 +165,7 @@ class _DaskForest(BaseEstimator):
         X = check_rows_chunked(X, "X", (2,))
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        classifier = self._kind == "classification"
+        classifier = is_classifier(self)
         y = check_rows_chunked(y, "y", (1, 2), numeric=not classifier)
         check_same_row_chunks(X, "y", y)
         sample_weight = self._sample_weight(sample_weight, X)
@@ -174,7 +173,7 @@ class _DaskForest(BaseEstimator):
         if p < 1:
             raise ValueError(f"X has 0 feature(s) (shape={(n, p)}) while a minimum of 1 is required.")
         local = self._local_estimator()
-        local._check_forest_params()
+        params = local.validated_params(n, p)
         if local.warm_start:
             raise ValueError(
                 "warm_start=True is not supported on Dask; grow more trees on the local "
@@ -195,9 +194,9 @@ class _DaskForest(BaseEstimator):
         if sample_weight is not None:
             if isinstance(sample_weight, da.Array):
                 (sample_weight,) = cluster.compute(sample_weight)
-            sample_weight = local._check_sample_weight(sample_weight, n)
+            sample_weight = local.check_sample_weight(sample_weight, n)
         backend = resolve_backend(X._meta, y._meta, device=self.device)
-        fit = DistributedFit(self, local, cluster, backend, X, y, sample_weight)
+        fit = DistributedFit(self, local, params, cluster, backend, X, y, sample_weight)
         self.forest_ = fit.run()
         self.__dict__.pop("_shared", None)
         return self
@@ -271,11 +270,6 @@ class _DaskForest(BaseEstimator):
         return self._predict("predict_top_k", X, k=k)
 
 
-def _is_sparse_meta(a: da.Array) -> bool:
-    meta = getattr(a, "_meta", None)
-    return meta is not None and hasattr(meta, "tocsr")
-
-
 #: ``data``: how the rows reach the trees
 DATA = inspect.Parameter("data", inspect.Parameter.KEYWORD_ONLY, default="replicate",
                          annotation="str")
@@ -324,8 +318,6 @@ class ExtraTreesRegressor(RegressorMixin, _DaskForest):
 
 
 class _DaskClassifier(ClassifierMixin, _DaskForest):
-    _kind = "classification"
-
     def predict_proba(self, X: Any) -> Any:
         """The local forest's ``predict_proba``, per block of rows of a Dask ``X``.
 

@@ -17,17 +17,19 @@ from typing import Any
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.base import is_classifier
 from tqdm.auto import tqdm
 
-from gpurpo._input_features import check_n_features
 from gpurpo.backend import check_random_state
 from gpurpo.dask import _forest_tasks as tasks
 from gpurpo.dask._cluster import Cluster
 from gpurpo.dask._inputs import row_starts
 from gpurpo.ensemble.forest.base import BaseForest
 from gpurpo.ensemble.forest.batches import forest_batches, n_bootstrap_samples, tree_batches
+from gpurpo.ensemble.forest.fitted_trees import FittedTrees
 from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
 from gpurpo.ensemble.forest.warm_start import Sampling
+from gpurpo.tree import GrowthParams
 from gpurpo.tree.binning import BinMapper
 
 __all__ = ["DistributedFit", "RANGES_PER_WORKER", "static_task"]
@@ -58,15 +60,23 @@ def static_task(value: Any) -> Any:
 
 
 class DistributedFit:
-    """One distributed fit: the steps of the module docstring."""
+    """One distributed fit: the steps of the module docstring.
 
-    def __init__(self, est: Any, local: BaseForest, cluster: Cluster, backend: Any,
-                 X: da.Array, y: da.Array, sample_weight: np.ndarray | None) -> None:
+    ``local`` is the single-machine forest of the Dask estimator ``est``'s
+    parameters, ``params`` its :meth:`~BaseForest.validated_params` of every
+    row; ``run`` makes it the fitted forest.
+    """
+
+    def __init__(self, est: Any, local: BaseForest, params: GrowthParams, cluster: Cluster,
+                 backend: Any, X: da.Array, y: da.Array,
+                 sample_weight: np.ndarray | None) -> None:
         self.est = est
         self.local = local
+        self.params = params
         self.cluster = cluster
         self.backend = backend
-        self.classifier = est._kind == "classification"
+        self.classifier = is_classifier(est)
+        self.kind = "classification" if self.classifier else "regression"
         self.sw = sample_weight
         self.bootstrap = bool(local.bootstrap)
         self.n, self.p = (int(s) for s in X.shape)
@@ -80,7 +90,7 @@ class DistributedFit:
 
     def run(self) -> BaseForest:
         local, n, p = self.local, self.n, self.p
-        params = local._growth_params(n, p)
+        params = self.params
         n_draws = n_bootstrap_samples(local.max_samples, n, self.bootstrap)
         single_label = self.classifier and self.y_1d
         if not single_label:
@@ -100,14 +110,13 @@ class DistributedFit:
         rng = check_random_state(local.random_state)
         template = BinMapper(max_bins=int(local.max_bins),
                              max_binned_bytes=local.max_binned_bytes, random_state=rng)
-        template._check_params()
         mapper_task = self._mapper_task(template, rng)
         groups = self._row_groups()
         (mapper_task,) = self.cluster.persist(mapper_task)
         # each group's outputs where its rows are (all rows on any worker, for "replicate")
         outputs = [
             self.cluster.persist(
-                dask.delayed(tasks.outputs_of)(self.est._kind, classes, self.regressor,
+                dask.delayed(tasks.outputs_of)(self.kind, classes, self.regressor,
                                                self.backend, *[self.y_blocks[i] for i in blocks]),
                 worker=worker)[0]
             for worker, blocks in groups
@@ -131,12 +140,10 @@ class DistributedFit:
             growths, samplings, ranges, batch = self._local(
                 mapper_task, groups, outputs, summaries, spec, d, n_trees)
         chunks = self._grow(growths, ranges, n_trees)
-        local._set_fitted(chunks, plan, seeds, samplings, mapper, d, batch, self.backend.name,
-                          fixed_now=True)
-        local._tree_seed_state = seed_state
-        local._oob_raw = None
-        check_n_features(local, p, reset=True)
-        self._set_outputs(local, classes, summaries[0][1])
+        trees = FittedTrees(chunks, plan, seeds, samplings, mapper, d, batch, self.backend.name,
+                            seed_state)
+        local.set_fitted_forest(trees, p, y_1d=self.y_1d, classes=classes,
+                                sparse_y=summaries[0][1])
         return local
 
     # -------------------------------------------------------------- outputs
@@ -149,19 +156,6 @@ class DistributedFit:
             dask.delayed(tasks.block_classes)(block, self.regressor) for block in self.y_blocks
         ])
         return np.unique(np.concatenate(per_block))
-
-    def _set_outputs(self, local: BaseForest, classes: np.ndarray | None, sparse: bool) -> None:
-        if not self.classifier:
-            local._y_1d = self.y_1d
-            return
-        local._multilabel = classes is None
-        if classes is None:
-            local.classes_ = np.array([0, 1])
-            local._sparse_output = bool(sparse)
-        else:
-            local.classes_ = classes
-            local.n_classes_ = int(classes.shape[0])
-            local._sparse_output = False
 
     # ------------------------------------------------------------- binning
 
@@ -262,7 +256,7 @@ class DistributedFit:
             growth = dask.delayed(tasks.make_growth)(
                 binned, outputs[g],
                 static_task(dict(spec, sample_weight=sw, sampling=sampling,
-                             params=local._growth_params(n_g, self.p))),
+                             params=local.validated_params(n_g, self.p))),
                 *[self.x_blocks[i] for i in blocks])
             (growth,) = self.cluster.persist(growth, worker=worker)
             growths.append(growth)

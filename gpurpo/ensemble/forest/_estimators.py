@@ -64,6 +64,10 @@ class _ForestRegressorMixin(RegressorMixin):
         self._oob_raw = None
         return self
 
+    def _set_fitted_targets(self, y_1d: bool, classes: np.ndarray | None,
+                            sparse_y: bool) -> None:
+        self._y_1d = y_1d
+
     def _set_oob(self, Y: Any, y: Any, backend: Backend, host: bool) -> None:
         mean, valid = self._oob_mean(backend)
         pred = mean[:, 0] if self._y_1d else mean
@@ -151,6 +155,17 @@ class _ForestClassifierMixin(ClassifierMixin):
         self._oob_raw = None
         self.__dict__.pop("_encoded", None)
         return self
+
+    def _set_fitted_targets(self, y_1d: bool, classes: np.ndarray | None,
+                            sparse_y: bool) -> None:
+        self._multilabel = classes is None
+        if classes is None:
+            self.classes_ = np.array([0, 1])
+            self._sparse_output = bool(sparse_y)
+        else:
+            self.classes_ = classes
+            self.n_classes_ = int(classes.shape[0])
+            self._sparse_output = False
 
     def _set_oob(self, Y: Any, y: Any, backend: Backend, host: bool) -> None:
         xp = backend.xp

@@ -29,6 +29,10 @@ the same ``random_state``, which is what a warm start adds trees to.
 
 :class:`BaseForest` is also the single-machine model that the Dask forests of
 :mod:`gpurpo.dask` fit in stages over their workers and hand back (``to_local``).
+Its extension API for such fits: :meth:`BaseForest.validated_params` (every
+parameter checked, the trees' growth parameters), :meth:`BaseForest.check_sample_weight`
+and :meth:`BaseForest.set_fitted_forest` (the fitted state from trees grown
+elsewhere, :class:`~gpurpo.ensemble.forest.fitted_trees.FittedTrees`).
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ from gpurpo.ensemble.forest.batches import (
     numba_threads,
     resolve_n_jobs,
 )
+from gpurpo.ensemble.forest.fitted_trees import FittedTrees
 from gpurpo.ensemble.forest.growth import TreeGrowth
 from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
 from gpurpo.ensemble.forest.tree_chunks import TreeChunk, chunk_leaf_rows, sparse_oob_mean
@@ -139,6 +144,10 @@ class BaseForest(BaseEstimator):
     :mod:`gpurpo.ensemble.forest`), ``_splitter`` ("best" for Random
     Forests, "random" for Extra-Trees) and the output handling of
     regression or classification.
+
+    Extension API (for fits made elsewhere, as the distributed forests of
+    :mod:`gpurpo.dask` make them): :meth:`validated_params`,
+    :meth:`check_sample_weight` and :meth:`set_fitted_forest`.
     """
 
     _splitter = "best"
@@ -151,6 +160,34 @@ class BaseForest(BaseEstimator):
         return tags
 
     # ------------------------------------------------------------ validation
+
+    def validated_params(self, n_samples: int, n_features: int) -> GrowthParams:
+        """Check every parameter of a fit on ``n_samples`` rows of ``n_features``.
+
+        Hook of the extension API: the distributed forests of :mod:`gpurpo.dask`
+        call it before any task runs, so that a bad parameter raises on the
+        client as :meth:`fit` raises it, and grow their trees with what it
+        returns. It changes nothing on the estimator.
+
+        Parameters
+        ----------
+        n_samples, n_features : int
+            The rows the trees are grown on (a fraction ``min_samples_leaf`` or
+            ``min_samples_split`` is of these) and the features of ``X``.
+
+        Returns
+        -------
+        GrowthParams
+            The growth parameters of every tree, as :meth:`fit` grows them.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Naming the parameter, for a value :meth:`fit` refuses.
+        """
+        self._check_forest_params()
+        check_int(self.max_binned_bytes, "max_binned_bytes", low=1)
+        return self._growth_params(n_samples, n_features)
 
     def _growth_params(self, n: int, p: int) -> GrowthParams:
         max_depth = _check_optional_int(self.max_depth, "max_depth", 1)
@@ -262,7 +299,32 @@ class BaseForest(BaseEstimator):
         check_n_features(self, Xv.shape[1], reset=reset)
         return Xv
 
-    def _check_sample_weight(self, sample_weight: Any, n: int) -> np.ndarray | None:
+    def check_sample_weight(self, sample_weight: Any, n_samples: int) -> np.ndarray | None:
+        """The sample weights of a fit, validated, as :meth:`fit` uses them.
+
+        Hook of the extension API, which :meth:`fit` also uses.
+
+        Parameters
+        ----------
+        sample_weight : array (n_samples,) or None
+            Finite non-negative weights (NumPy or CuPy) with a positive sum,
+            within float32's range.
+        n_samples : int
+            The rows of ``X``.
+
+        Returns
+        -------
+        float64 host ndarray (n_samples,), or None for None
+
+        Raises
+        ------
+        TypeError
+            For a sparse matrix or values that are not numbers.
+        ValueError
+            For another shape, or weights that are negative, not finite, all
+            zero or beyond float32.
+        """
+        n = n_samples
         if sample_weight is None:
             return None
         if is_sparse(sample_weight):
@@ -306,7 +368,7 @@ class BaseForest(BaseEstimator):
         check_has_outputs(Y)
         n, p = (int(s) for s in X.shape)
         d = int(Y.shape[1])
-        sw = self._check_sample_weight(sample_weight, n)
+        sw = self.check_sample_weight(sample_weight, n)
         params = self._growth_params(n, p)
         n_draws = n_bootstrap_samples(self.max_samples, n, bool(self.bootstrap))
         draw_p = sw / sw.sum() if sw is not None and self.bootstrap else None
@@ -464,6 +526,51 @@ class BaseForest(BaseEstimator):
         self.n_projected_outputs_ = int(plan.n_components)
         self.projection_ = plan.shared_components
         self.batch_size_ = int(batch)
+
+    def set_fitted_forest(self, trees: FittedTrees, n_features: int, *, y_1d: bool,
+                          classes: np.ndarray | None = None, sparse_y: bool = False) -> None:
+        """Make this estimator the forest of trees grown elsewhere.
+
+        Hook of the extension API: the distributed forests of :mod:`gpurpo.dask`
+        grow the trees on Dask workers exactly as :meth:`fit` grows them
+        (:mod:`gpurpo.ensemble.forest.growth`) and hand them over here; the
+        estimator then predicts, pickles and warm-starts as if :meth:`fit` had
+        grown them. It sets every fitted attribute (``estimators_``,
+        ``n_outputs_``, ``bin_mapper_``, ``n_features_in_``, ``classes_``,
+        ...; no out-of-bag ones) and records the parameters that the trees
+        share (:data:`~gpurpo.ensemble.forest.warm_start.WARM_FIXED`) from this
+        estimator's, which must be those the trees were grown with.
+
+        Parameters
+        ----------
+        trees : FittedTrees
+            Every tree, in order, and what they share.
+        n_features : int
+            The features of ``X``.
+        y_1d : bool
+            Whether ``y`` was 1-D (the regressors then predict (n,); the
+            classifiers' 1-D ``y`` holds single-label classes).
+        classes : ndarray or None, default=None
+            The classifiers' sorted classes of single-label ``y`` (one output
+            per class); None for multi-label ``y`` (and for the regressors,
+            which ignore it).
+        sparse_y : bool, default=False
+            Whether the validated multi-label ``y`` is a sparse matrix (the
+            classifiers' ``predict`` is then a CSR matrix); the regressors
+            ignore it.
+        """
+        self._set_fitted(trees.chunks, trees.plan, trees.seeds, trees.samplings,
+                         trees.bin_mapper, trees.n_outputs, trees.batch_size,
+                         trees.backend_name, fixed_now=True)
+        self._tree_seed_state = trees.seed_state
+        self._oob_raw = None
+        check_n_features(self, n_features, reset=True)
+        self._set_fitted_targets(y_1d, classes, sparse_y)
+
+    def _set_fitted_targets(self, y_1d: bool, classes: np.ndarray | None,
+                            sparse_y: bool) -> None:
+        """The output-specific fitted state of :meth:`set_fitted_forest` (subclasses)."""
+        raise NotImplementedError
 
     def _samplings(self) -> list[Sampling]:
         """How each fit call's trees drew their rows, in tree order."""

@@ -51,7 +51,6 @@ from gpurpo.dask._params import CLIENT, init_with
 from gpurpo.dask._partition import BoostingPartition, stack_rows
 from gpurpo.ensemble.boosting import GradientBoostingClassifier as _LocalClassifier
 from gpurpo.ensemble.boosting import GradientBoostingRegressor as _LocalRegressor
-from gpurpo.ensemble.boosting.class_targets import MULTILABEL
 from gpurpo.ensemble.boosting.iteration_trees import draw_projection, leaf_means
 from gpurpo.ensemble.boosting.losses import log_odds
 from gpurpo.ensemble.boosting.staged_model import Stage, StagedModel
@@ -140,7 +139,9 @@ class _DaskGradientBoosting(BaseEstimator):
     # -- parameters ----------------------------------------------------------
 
     def _local_params(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._local_class._get_param_names()}
+        params = self.get_params(deep=False)
+        params.pop("client")
+        return params
 
     def _check_distributed(self) -> None:
         """The parameters whose distributed fit is not implemented: a ValueError each."""
@@ -205,7 +206,7 @@ class _DaskGradientBoosting(BaseEstimator):
         x_futures = client.compute([X.to_delayed().ravel()[i] for i in keep])
         y_futures = client.compute([y.to_delayed().ravel()[i] for i in keep])
         d = self._prepare_targets(template, y, client, y_futures)
-        cfg = template._check_params(n, p, d)
+        cfg = template.validated_params(n, p, d)
         loss = cfg["loss"]
         rng = check_random_state(self.random_state)
         split_seed = int(rng.integers(0, 2**63 - 1))
@@ -216,21 +217,24 @@ class _DaskGradientBoosting(BaseEstimator):
                           traffic)
         del x_futures, y_futures
         try:
-            model, steps, outputs, projections, train = self._boost(
+            model, steps, projections, train = self._boost(
                 workers, mapper, cfg, loss, rng, n, p, d)
         finally:
             workers.actors.clear()
-        self._finish(template, mapper, model, steps, outputs, projections, train, rng, split_seed,
-                     d, p)
+        self._finish(template, mapper, model, steps, projections, train, rng, split_seed, p)
         self.bytes_moved_per_level_ = np.asarray(traffic.levels, dtype=np.int64)
         self.bytes_moved_ = dict(traffic.by_kind)
         return self
 
     def _prepare_targets(self, template: Any, y: da.Array, client: Any,
                          y_futures: list[Any]) -> int:
-        """Set the template's target encoding; return the number of outputs d."""
-        template._one_d = y.ndim == 1
-        return 1 if y.ndim == 1 else int(y.shape[1])
+        """Set the template's target encoding; return the number of outputs d.
+
+        The regressor's encoding depends only on whether ``y`` is 1-D: one row
+        of zeros of ``y``'s row shape sets it.
+        """
+        row = np.zeros((1, *(int(s) for s in y.shape[1:])), dtype=np.float64)
+        return int(template.encode_targets(row, NUMPY, fitting=True).shape[1])
 
     def _fit_bins(self, template: Any, client: Any, x_futures: list[Any], sizes: np.ndarray,
                   offsets: np.ndarray, rng: np.random.Generator) -> BinMapper:
@@ -248,7 +252,7 @@ class _DaskGradientBoosting(BaseEstimator):
             blocks = client.gather(parts)
         else:
             blocks = client.gather(x_futures)
-        sample = template._check_X(stack_rows(blocks), NUMPY)
+        sample = template.check_inputs(stack_rows(blocks), NUMPY)
         if sp.issparse(sample):
             sample = canonical_csc(sample)
         return mapper.fit(sample)
@@ -294,7 +298,7 @@ class _DaskGradientBoosting(BaseEstimator):
             params = replace(params, criterion="newton", reg_lambda=float(self.reg_lambda),
                              min_child_weight=float(self.min_child_weight)).validated()
         lr = float(self.learning_rate)
-        steps, outputs, projections, train = [], [], [], []
+        steps, projections, train = [], [], []
         for m in range(int(self.n_estimators)):
             output = m % d if self.strategy == "single_target" else None
             projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d,
@@ -326,14 +330,13 @@ class _DaskGradientBoosting(BaseEstimator):
             train.append(np.sum(workers.call("updates", "update", values, scale)) / float(n))
             model.append(Stage(structure=structure, values=values, scale=scale, output=output))
             steps.append(rho)
-            outputs.append(output)
             if projection is not None:
                 projections.append(projection)
-        return model, steps, outputs, projections, np.asarray(train, dtype=np.float64)
+        return model, steps, projections, np.asarray(train, dtype=np.float64)
 
     def _finish(self, local: Any, mapper: BinMapper, model: StagedModel, steps: list[Any],
-                outputs: list[Any], projections: list[Any], train: np.ndarray,
-                rng: np.random.Generator, split_seed: int, d: int, p: int) -> None:
+                projections: list[Any], train: np.ndarray, rng: np.random.Generator,
+                split_seed: int, p: int) -> None:
         """The fitted attributes of the single-machine estimator, on ``local`` and here."""
         overflowed = np.flatnonzero(~np.isfinite(train))
         if overflowed.size:
@@ -341,23 +344,8 @@ class _DaskGradientBoosting(BaseEstimator):
                 f"the training loss overflowed at iteration {int(overflowed[0]) + 1} "
                 f"(learning_rate={self.learning_rate!r}); lower learning_rate or rescale y"
             )
-        local._rng = rng
-        local._split_seed = split_seed
-        local.bin_mapper_ = mapper
-        local._warm_fixed = {name: getattr(local, name) for name in local._WARM_FIXED}
-        local._model = model
-        local._steps = steps
-        local._outputs = outputs
-        local.projections_ = projections
-        local.train_loss_ = train
-        local.validation_loss_ = np.zeros(0)
-        local.n_outputs_ = d
-        local.backend_ = NUMPY
-        local.n_features_in_ = p
-        local.n_estimators_ = len(model)
-        local.init_ = np.asarray(model.init)
-        local.steps_ = np.stack(steps) if steps else np.zeros((0, d))
-        local.outputs_ = list(outputs)
+        local.set_fitted_model(model, steps, projections, train, bin_mapper=mapper,
+                               n_features=p, rng=rng, split_seed=split_seed)
         self._local_model = local
         for name in ("n_estimators_", "init_", "steps_", "outputs_", "projections_",
                      "train_loss_", "validation_loss_", "bin_mapper_", "n_features_in_",
@@ -386,16 +374,19 @@ class _DaskGradientBoosting(BaseEstimator):
             )
         return self._local_model
 
-    def _map_blocks(self, X: Any, method: str, columns: int | None, dtype: Any) -> da.Array:
+    def _map_blocks(self, X: Any, method: str) -> da.Array:
         """``method`` of the local model on every row block of ``X``, the model scattered once.
 
-        ``columns``: the width of a 2-D result, None for a 1-D one.
+        The width and dtype of the result are those of ``method`` on one row of zeros.
         """
         model = self._fitted()
         X = _check_rows(X, "X", (2,))
         if int(X.shape[1]) != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} was "
                              f"fitted with {self.n_features_in_} features")
+        probe = np.asarray(getattr(model, method)(np.zeros((1, int(X.shape[1])))))
+        columns = int(probe.shape[1]) if probe.ndim == 2 else None
+        dtype = probe.dtype
         scattered = self._get_client().scatter(model, broadcast=True, hash=False)
         if columns is None:
             return X.map_blocks(_apply, scattered, method, dtype=dtype, drop_axis=1,
@@ -463,9 +454,7 @@ class GradientBoostingRegressor(RegressorMixin, _DaskGradientBoosting):
         -------
         dask.array.Array of float64, chunked by rows like ``X`` (lazy)
         """
-        one_d = self._fitted()._one_d
-        return self._map_blocks(X, "predict", None if one_d else int(self.n_outputs_),
-                                np.float64)
+        return self._map_blocks(X, "predict")
 
 
 class GradientBoostingClassifier(ClassifierMixin, _DaskGradientBoosting):
@@ -508,10 +497,7 @@ class GradientBoostingClassifier(ClassifierMixin, _DaskGradientBoosting):
             values = np.tile(values[:, None], (1, int(y.shape[1])))
             if isinstance(y._meta, sp.spmatrix) or sp.issparse(y._meta):
                 values = sp.csr_matrix(values)
-        return int(template._encode_targets(values, NUMPY, fitting=True).shape[1])
-
-    def _width(self) -> int | None:
-        return None if self._fitted()._one_d else int(self.n_outputs_)
+        return int(template.encode_targets(values, NUMPY, fitting=True).shape[1])
 
     def predict(self, X: Any) -> da.Array:
         """Predicted labels of every row block (as the single-machine ``predict``).
@@ -520,18 +506,13 @@ class GradientBoostingClassifier(ClassifierMixin, _DaskGradientBoosting):
         -------
         dask.array.Array, chunked by rows like ``X`` (lazy)
         """
-        if self._fitted()._kind == MULTILABEL:
-            dtype = bool if self.classes_.dtype == bool else np.int64
-            return self._map_blocks(X, "predict", int(self.n_outputs_), dtype)
-        return self._map_blocks(X, "predict", None, self.classes_.dtype)
+        return self._map_blocks(X, "predict")
 
     def predict_proba(self, X: Any) -> da.Array:
         """Label (or class) probabilities of every row block (float64, lazy)."""
-        multilabel = self._fitted()._kind == MULTILABEL
-        width = int(self.n_outputs_) if multilabel else len(self.classes_)
-        return self._map_blocks(X, "predict_proba", width, np.float64)
+        return self._map_blocks(X, "predict_proba")
 
     def decision_function(self, X: Any) -> da.Array:
         """Scores (log-odds) of every row block (float64, lazy)."""
-        return self._map_blocks(X, "decision_function", self._width(), np.float64)
+        return self._map_blocks(X, "decision_function")
 

@@ -65,11 +65,11 @@ class BoostingPartition:
     def __init__(self, x_blocks: list[Any], y_blocks: list[Any], template: Any,
                  mapper: BinMapper, strategy: str, loss: str) -> None:
         backend = self.backend = NUMPY
-        X = template._check_X(stack_rows(x_blocks), backend)
+        X = template.check_inputs(stack_rows(x_blocks), backend)
         self.binned = mapper.transform(X, backend)
         # the regressor's encoding is per row; the classifier's classes come from the template
         fitting = not hasattr(template, "classes_")
-        self.Y = template._encode_targets(stack_rows(y_blocks), backend, fitting=fitting)
+        self.Y = template.encode_targets(stack_rows(y_blocks), backend, fitting=fitting)
         self.n = int(self.Y.shape[0])
         self.w = np.ones(self.n, dtype=np.float64)
         self.loss = get_loss(loss)

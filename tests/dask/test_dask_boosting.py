@@ -102,6 +102,10 @@ def test_classifier_equals_the_single_machine_model(client, kind, target):
     np.testing.assert_allclose(model.predict_proba(Xd).compute(), ref.predict_proba(Xin),
                                rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(model.predict(Xd).compute(), ref.predict(Xin))
+    for method in ("predict", "predict_proba", "decision_function"):
+        # the lazy result announces the single-machine result's shape and dtype
+        lazy, expected = getattr(model, method)(Xd), getattr(ref, method)(Xin)
+        assert (lazy.shape, lazy.dtype) == (expected.shape, expected.dtype), method
 
 
 def test_to_local_pickles_and_dask_predict_equals_it(client):

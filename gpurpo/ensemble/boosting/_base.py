@@ -88,13 +88,46 @@ def _n_outputs(y: Any) -> int | None:
 
 
 class _BaseGradientBoosting(BaseEstimator):
-    """Fitting loop shared by the regressor and the multi-label classifier."""
+    """Fitting loop shared by the regressor and the multi-label classifier.
+
+    Extension API (for fits made elsewhere, as the distributed boosting of
+    :mod:`gpurpo.dask` makes them from the stages of the public modules of
+    :mod:`gpurpo.ensemble.boosting`): :meth:`validated_params`,
+    :meth:`check_inputs`, :meth:`encode_targets` and :meth:`set_fitted_model`.
+    """
 
     _losses: tuple[str, ...] = ()
 
     # -- subclass hooks ----------------------------------------------------
 
-    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+    def encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        """The outputs (n, d) that the loss is fitted to, from ``y`` as :meth:`fit` takes it.
+
+        Hook of the extension API, which :meth:`fit` also uses (and the
+        subclasses define). With ``fitting=True`` it also records what
+        ``y`` says about the outputs (whether it is 1-D; the classifier's
+        ``classes_`` and kind of target), as :meth:`fit` does: a fit made
+        elsewhere calls it once with ``fitting=True`` on ``y`` or on rows
+        holding every distinct value of ``y`` (the classifier's classes come
+        from the values), then with ``fitting=False`` on the blocks of ``y``.
+
+        Parameters
+        ----------
+        Y : array or sparse matrix (n,) or (n, d)
+            The targets (outputs, or the classifier's labels).
+        backend : Backend
+            Where the result goes.
+        fitting : bool
+            True for the ``y`` of a fit; False for other targets of the same
+            kind (``eval_set``), checked against what the fit recorded
+            (errors then name ``eval_set[1]``).
+
+        Returns
+        -------
+        float64 array (n, d) on ``backend``
+            The regressor's outputs, or the classifier's label columns of
+            -1/+1.
+        """
         raise NotImplementedError
 
     def _validation_score(self, Y: Any, F: Any) -> float:
@@ -104,7 +137,33 @@ class _BaseGradientBoosting(BaseEstimator):
 
     # -- parameters ----------------------------------------------------------
 
-    def _check_params(self, n_samples: int, n_features: int, n_outputs: int) -> dict[str, Any]:
+    def validated_params(self, n_samples: int, n_features: int, n_outputs: int) -> dict[str, Any]:
+        """Check every parameter of a fit on data of this shape.
+
+        Hook of the extension API, which :meth:`fit` also uses: it changes
+        nothing on the estimator.
+
+        Parameters
+        ----------
+        n_samples, n_features : int
+            The rows and features of ``X``.
+        n_outputs : int
+            d, the columns of :meth:`encode_targets`.
+
+        Returns
+        -------
+        dict
+            ``"loss"``: the :class:`~gpurpo.ensemble.boosting.losses.Loss`;
+            ``"n_components"``: the projections per iteration
+            (``strategy="relabel_rpo"``; 1 otherwise); ``"growth"``: the
+            validated :class:`~gpurpo.tree.GrowthParams` of every tree;
+            ``"n_leaves"``: the most leaves a tree may have.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Naming the parameter, for a value :meth:`fit` refuses.
+        """
         check_choice(self.strategy, "strategy", STRATEGIES)
         loss = get_loss(self.loss, self._losses)
         if self.projection is not None and self.projection not in KINDS:
@@ -175,7 +234,32 @@ class _BaseGradientBoosting(BaseEstimator):
 
     # -- input handling -----------------------------------------------------
 
-    def _check_X(self, X: Any, backend: Backend, name: str = "X") -> Any:
+    def check_inputs(self, X: Any, backend: Backend, name: str = "X") -> Any:
+        """``X`` validated and converted as :meth:`fit` and the predictions take it.
+
+        Hook of the extension API, which :meth:`fit` also uses: a fit made
+        elsewhere validates its blocks of rows with it, so that the stacked
+        blocks are the validated whole.
+
+        Parameters
+        ----------
+        X : array or sparse matrix (n, p)
+            Inputs, finite or NaN (a missing value).
+        backend : Backend
+            Where the result goes.
+        name : str, default="X"
+            The name of ``X`` in error messages.
+
+        Returns
+        -------
+        array or sparse matrix (n, p) on ``backend``
+            float32 or float64 (other dtypes become float64 when dense).
+
+        Raises
+        ------
+        ValueError
+            For infinite values, values beyond float32, or no feature.
+        """
         X = check_array(X, name, backend, accept_sparse=True, allow_nan=True, float32_range=True)
         if X.shape[1] < 1:
             raise ValueError(
@@ -212,7 +296,7 @@ class _BaseGradientBoosting(BaseEstimator):
         backend = self._model.backend
         to_host_out = not is_gpu_array(X)
         check_feature_names(self, X, reset=False)
-        Xb = self._check_X(X, backend)
+        Xb = self.check_inputs(X, backend)
         check_n_features(self, Xb.shape[1], reset=False)
         return Xb, to_host_out
 
@@ -259,13 +343,13 @@ class _BaseGradientBoosting(BaseEstimator):
         backend = resolve_backend(X, y, device=self.device)
         # a warm start checks the names of the first fit; a new fit records them
         check_feature_names(self, X, reset=not (bool(self.warm_start) and hasattr(self, "_model")))
-        X = self._check_X(X, backend)
-        Yb = self._encode_targets(y, backend, fitting=True)
+        X = self.check_inputs(X, backend)
+        Yb = self.encode_targets(y, backend, fitting=True)
         check_consistent_rows(X=X, Y=Yb)
         check_has_outputs(Yb)
         n, p = X.shape
         d = Yb.shape[1]
-        cfg = self._check_params(n, p, d)
+        cfg = self.validated_params(n, p, d)
         loss: Loss = cfg["loss"]
         w, unit = self._check_sample_weight(sample_weight, n, backend)
         xp = backend.xp
@@ -406,8 +490,8 @@ class _BaseGradientBoosting(BaseEstimator):
                     f"{type(eval_set).__name__} {eval_set!r:.80}"
                 )
             check_feature_names(self, eval_set[0], reset=False)
-            X_val = self._check_X(eval_set[0], backend, "eval_set[0]")
-            Y_val = self._encode_targets(eval_set[1], backend, fitting=False)
+            X_val = self.check_inputs(eval_set[0], backend, "eval_set[0]")
+            Y_val = self.encode_targets(eval_set[1], backend, fitting=False)
             check_consistent_rows(**{"eval_set[0]": X_val, "eval_set[1]": Y_val})
             if X_val.shape[1] != p or Y_val.shape[1] != d:
                 raise ValueError(
@@ -509,6 +593,64 @@ class _BaseGradientBoosting(BaseEstimator):
 
     #: parameters that shape the stages already fitted: a warm start keeps them
     _WARM_FIXED = ("loss", "strategy", "max_bins")
+
+    def set_fitted_model(
+        self, model: StagedModel, steps: list[Any], projections: list[Any],
+        train_loss: np.ndarray, *, bin_mapper: BinMapper, n_features: int,
+        rng: np.random.Generator, split_seed: int,
+    ) -> None:
+        """Make this estimator the model of stages fitted elsewhere.
+
+        Hook of the extension API: the distributed boosting of :mod:`gpurpo.dask`
+        runs the iterations over Dask workers with the stages of
+        :mod:`gpurpo.ensemble.boosting` and hands the model over here; the
+        estimator then predicts, pickles and warm-starts as if :meth:`fit` had
+        fitted it. :meth:`encode_targets` must have been called with
+        ``fitting=True`` on this estimator (it records what ``y`` says about
+        the outputs). Sets every fitted attribute (``n_estimators_``,
+        ``init_``, ``steps_``, ``outputs_``, ``projections_``,
+        ``train_loss_``, ``bin_mapper_``, ``n_features_in_``, ``n_outputs_``,
+        ...; ``validation_loss_`` empty) and records the parameters that a
+        warm start keeps from this estimator's, which must be those of the fit.
+
+        Parameters
+        ----------
+        model : StagedModel
+            The initial model and every iteration's stage, in order.
+        steps : list of float64 arrays (d,)
+            Every iteration's step ``rho_m`` (before the learning rate).
+        projections : list of arrays
+            The projection drawn at every iteration that draws one.
+        train_loss : float64 ndarray (n_stages,)
+            The training loss after every iteration.
+        bin_mapper : BinMapper
+            The bin edges the trees were grown on.
+        n_features : int
+            The features of ``X``.
+        rng : numpy Generator
+            The generator of the fit after its last draw (a warm start draws on).
+        split_seed : int
+            The seed of the validation split, the fit's first draw from
+            ``random_state``.
+        """
+        self._rng = rng
+        self._split_seed = int(split_seed)
+        self.bin_mapper_ = bin_mapper
+        self._warm_fixed = {name: getattr(self, name) for name in self._WARM_FIXED}
+        self._model = model
+        self._steps = list(steps)
+        self._outputs = [stage.output for stage in model.stages]
+        self.projections_ = list(projections)
+        self.train_loss_ = train_loss
+        self.validation_loss_ = np.zeros(0)
+        self.n_outputs_ = model.n_outputs
+        self.backend_ = model.backend
+        self.n_features_in_ = int(n_features)
+        self.n_estimators_ = len(model)
+        self.init_ = np.asarray(to_host(model.init))
+        self.steps_ = (np.stack([np.asarray(to_host(r)) for r in self._steps]) if self._steps
+                       else np.zeros((0, self.n_outputs_)))
+        self.outputs_ = list(self._outputs)
 
     def _check_warm_start(self, backend: Backend, p: int, d: int) -> None:
         fixed = self.__dict__.get("_warm_fixed", {})

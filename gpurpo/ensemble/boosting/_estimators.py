@@ -218,7 +218,13 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         self.device = device
         self.verbose = verbose
 
-    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+    def encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        """The outputs as float64 columns (n, d), dense; a 1-D ``y`` is one column.
+
+        Hook of the extension API, as in the base class of the estimators:
+        with ``fitting=True`` it records whether ``y`` is 1-D (:meth:`predict`
+        then returns (n,)).
+        """
         name = "y" if fitting else "eval_set[1]"
         Y = check_array(Y, name, backend, accept_sparse=True, ensure_2d=False, float32_range=True)
         if Y.ndim == 1:
@@ -386,7 +392,15 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         self.device = device
         self.verbose = verbose
 
-    def _encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+    def encode_targets(self, Y: Any, backend: Backend, fitting: bool) -> Any:
+        """The label columns of -1/+1 (n, d): multi-label indicators, or 1-D class labels
+        as one binary column (two classes) or K one-vs-rest columns.
+
+        Hook of the extension API, as in the base class of the estimators:
+        with ``fitting=True`` it records ``classes_`` and the kind of target
+        (binary, multi-class or multi-label) from the values of ``y``;
+        otherwise ``y`` must be of that kind and hold classes of ``classes_``.
+        """
         name = "y" if fitting else "eval_set[1]"
         if Y is not None and not hasattr(Y, "shape"):
             Y = np.asarray(Y)

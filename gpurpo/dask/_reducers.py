@@ -54,6 +54,17 @@ def _least_squares_decoder(Z: da.Array, Y: da.Array) -> np.ndarray:
     return np.linalg.pinv(R) @ _t_times(Y, Q).T.astype(np.float64)
 
 
+def _range_finder_params(reducer: local.LabelReducer) -> dict[str, Any]:
+    """The range finder's keywords of the reducer's ``n_oversamples`` and ``n_iter``
+    (those left at their defaults are left to the range finder)."""
+    params: dict[str, Any] = {}
+    if reducer.n_oversamples is not None:
+        params["n_oversamples"] = reducer.n_oversamples
+    if reducer.n_iter != "auto":
+        params["n_iter"] = reducer.n_iter
+    return params
+
+
 class _DaskReducer:
     """Fit on a Dask ``Y`` (or, for in-memory ``Y``, the single-machine fit); encode/decode per block."""
 
@@ -124,7 +135,7 @@ class PLSTReducer(_DaskReducer, local.PLSTReducer):
     _local_class = local.PLSTReducer
 
     def _fit_dask(self, Y: da.Array, rng: np.random.Generator) -> None:
-        components, mean = plst(Y, self.n_components_, random_state=rng, **self._range_params())
+        components, mean = plst(Y, self.n_components_, random_state=rng, **_range_finder_params(self))
         self.decoder_ = np.asarray(components, dtype=np.float64)
         self.mean_ = np.asarray(mean, dtype=np.float64)
 
@@ -147,7 +158,7 @@ class CSSPReducer(_DaskReducer, local.CSSPReducer):
 
     def _fit_dask(self, Y: da.Array, rng: np.random.Generator) -> None:
         indices, n_trials = cssp_select(
-            Y, self.n_components_, random_state=rng, method=self.method, **self._range_params()
+            Y, self.n_components_, random_state=rng, method=self.method, **_range_finder_params(self)
         )
         self.indices_ = np.asarray(indices)
         self.n_trials_ = int(n_trials)

@@ -138,3 +138,123 @@ def test_no_package_imports_another_packages_private_modules_or_names():
         module, is_package = _module_name(path)
         found += offences(path.read_text(encoding="utf-8"), module, is_package)
     assert not found, "private imports across packages:\n" + "\n".join(found)
+
+
+# -- gpurpo.dask reaches other packages' objects through public attributes only --------
+
+#: Dask's documented attribute of its arrays: the type of their chunks (``da.Array._meta``)
+DASK_ARRAY_API = frozenset({"_meta"})
+#: calls that read or write an attribute named by a string
+_ATTRIBUTE_CALLS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+
+
+def _own_private_names(trees: list[ast.AST]) -> set[str]:
+    """The private names the modules ``trees`` define: functions, classes, methods,
+    assigned names, attributes assigned on ``self`` / ``cls``, import aliases."""
+    names = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                  and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[0])
+    return {name for name in names if _is_private(name)}
+
+
+def _attribute_uses(tree: ast.AST) -> list[tuple[int, ast.AST, str]]:
+    """(line, object, attribute name) of every ``obj.name`` and ``getattr(obj, "name")``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            found.append((node.lineno, node.value, node.attr))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in _ATTRIBUTE_CALLS and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            found.append((node.lineno, node.args[0], node.args[1].value))
+    return found
+
+
+def private_attribute_offences(sources: dict[str, str]) -> list[str]:
+    """The uses, in the modules ``sources`` (name: code) of one package, of private
+    attributes that the package does not define itself.
+
+    ``obj._name`` is allowed where ``_name`` is defined by the package (its own
+    classes' methods and attributes, on ``self``, ``cls`` or an instance), and
+    for the arrays' ``_meta`` of Dask's API; everything else is another
+    package's private attribute (including one inherited by ``self``).
+    """
+    trees = {module: ast.parse(source) for module, source in sources.items()}
+    own = _own_private_names(list(trees.values()))
+    found = []
+    for module, tree in trees.items():
+        for line, obj, name in _attribute_uses(tree):
+            if not _is_private(name) or name in own:
+                continue
+            is_self = isinstance(obj, ast.Name) and obj.id in ("self", "cls")
+            if not is_self and name in DASK_ARRAY_API:
+                continue
+            found.append(f"{module}:{line} uses {ast.unparse(obj)}.{name}, a private "
+                         "attribute of another package")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("source", "n_offences"),
+    [
+        # another package's private attributes and methods, read, written or called
+        ("def f(local, rng):\n    local._rng = rng\n", 1),
+        ("def f(template, y):\n    return template._encode_targets(y)\n", 1),
+        ("def f(est):\n    return est.model._one_d\n", 1),
+        ("def f(grower, ids):\n    return grower._node_stats(ids)\n", 1),
+        ("def f(est):\n    return getattr(est, '_kind')\n", 1),
+        ("def f(est, v):\n    setattr(est, '_model', v)\n", 1),
+        # inherited from another package's class: private there
+        ("class G(HostGrower):\n    def f(self, ids):\n        return self._ranges(ids)\n", 1),
+        ("class G:\n    def f(self):\n        return self._meta\n", 1),
+        # the package's own names, public names, Dask's documented _meta
+        ("class G:\n    def _h(self):\n        return 1\n    def f(self):\n        return self._h()\n",
+         0),
+        ("class E:\n    _local_class = int\nfor _cls in (E,):\n    _cls._local_class\n", 0),
+        ("class A:\n    def __init__(self):\n        self._level = 0\n"
+         "def f(a):\n    return a._level\n", 0),
+        ("def f(X, y):\n    return X._meta, getattr(y, '_meta', None)\n", 0),
+        ("def f(local, p):\n    return local.validated_params(p), local.__dict__\n", 0),
+        ("from gpurpo.ensemble import GradientBoostingRegressor as _Local\n"
+         "def f(x):\n    return x._Local\n", 0),
+    ],
+)
+def test_rule_flags_private_attributes_of_other_packages(source, n_offences):
+    assert len(private_attribute_offences({"gpurpo.dask._m": source})) == n_offences
+
+
+def test_dask_uses_only_public_attributes_of_other_packages():
+    sources = {_module_name(path)[0]: path.read_text(encoding="utf-8")
+               for path in sorted((PACKAGE / "dask").glob("*.py"))}
+    found = private_attribute_offences(sources)
+    assert not found, "private attributes of other packages:\n" + "\n".join(found)
+
+
+def test_dask_classes_override_only_public_methods_of_other_packages():
+    pytest.importorskip("distributed")
+    import importlib
+    import inspect
+
+    found = []
+    for path in sorted((PACKAGE / "dask").glob("*.py")):
+        module = importlib.import_module(_module_name(path)[0])
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__:
+                continue
+            for name in vars(cls):
+                if not _is_private(name):
+                    continue
+                for base in cls.__mro__[1:]:
+                    if not base.__module__.startswith("gpurpo.dask") and name in vars(base):
+                        found.append(f"{cls.__module__}.{cls.__qualname__}.{name} overrides "
+                                     f"{base.__module__}.{base.__qualname__}.{name}")
+    assert not found, "overrides of other packages' private methods:\n" + "\n".join(found)

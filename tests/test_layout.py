@@ -13,6 +13,13 @@ The private modules at the root of gpurpo (``gpurpo._validation``,
 ``gpurpo._class_targets``, ``gpurpo._input_features``, ...) belong to gpurpo
 itself: they are internals shared by every package, so any module may import
 them.
+
+``gpurpo.dask``, which wraps the estimators of the other packages, also
+reaches their objects only through public attributes: it reads, writes and
+calls no private attribute that it does not define itself (Dask's ``_meta``
+of its arrays aside), and its classes override no private method of another
+package's base class (the overridable steps of those classes are public
+methods, their documented extension API).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Each function takes blocks of rows (NumPy / SciPy, or CuPy / cupyx, arrays)
 and small host objects, and validates and converts its blocks exactly as the
 single-machine forest validates the whole input
-(:meth:`gpurpo.ensemble.forest.base.BaseForest._check_X` and the estimators'
-``fit``), so that stacking validated blocks gives the validated whole.
+(the ``fit`` of :class:`gpurpo.ensemble.forest.base.BaseForest` and of the
+estimators), so that stacking validated blocks gives the validated whole.
 """
 
 from __future__ import annotations

@@ -38,7 +38,10 @@ and its leaf labels), :mod:`~gpurpo.ensemble.boosting.step_sizes` (the steps
 ``rho_m``), :mod:`~gpurpo.ensemble.boosting.logistic_kernels` (the logistic
 loss and its line search), :mod:`~gpurpo.ensemble.boosting.staged_model` (the
 fitted additive model) and :mod:`~gpurpo.ensemble.boosting.class_targets`
-(class labels as label columns).
+(class labels as label columns); the estimators' methods ``validated_params``,
+``check_inputs``, ``encode_targets`` and ``set_fitted_model`` validate a fit's
+parameters and data as ``fit`` does and make the estimator the model of
+stages fitted elsewhere.
 """
 
 from gpurpo.ensemble.boosting._estimators import (

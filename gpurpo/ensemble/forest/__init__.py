@@ -30,7 +30,11 @@ Extension API: the stages of a fit are public modules, which
 :mod:`~gpurpo.ensemble.forest.projection_plan` (each tree's output space),
 :mod:`~gpurpo.ensemble.forest.growth` (growing a range of trees),
 :mod:`~gpurpo.ensemble.forest.tree_chunks` (grown trees packed for prediction)
-and :mod:`~gpurpo.ensemble.forest.warm_start` (the rows each fit drew).
+and :mod:`~gpurpo.ensemble.forest.warm_start` (the rows each fit drew); the
+estimators' methods ``validated_params``, ``check_sample_weight`` and
+``set_fitted_forest`` (with :mod:`~gpurpo.ensemble.forest.fitted_trees`)
+validate a fit as ``fit`` does and make the estimator the forest of trees
+grown elsewhere.
 """
 
 from gpurpo.ensemble.forest._estimators import (

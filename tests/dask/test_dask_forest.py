@@ -192,6 +192,7 @@ def _y():
         (_X, _y, {"oob_score": True}, ValueError, "oob_score"),
         (_X, _y, {"projection": "nope"}, ValueError, "projection must be None"),
         (_X, _y, {"max_depth": 0}, ValueError, "max_depth must be >= 1"),
+        (_X, _y, {"max_binned_bytes": 0}, ValueError, "max_binned_bytes must be >= 1"),
     ],
 )
 def test_bad_input_is_caught_from_the_metadata(X, y, params, error, match):

@@ -53,6 +53,7 @@ import numpy as np
 from gpurpo.backend import Backend, count_device_activity
 from gpurpo.tree import histogram, kernels, level_kernels
 from gpurpo.tree._node_tables import absorb_subtrees, number_nodes
+from gpurpo.tree._pack import pack_structures
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._records import Subtrees, _subtree_layout
 from gpurpo.tree.binning import BinnedMatrix
@@ -65,7 +66,6 @@ from gpurpo.tree.grower import (
     default_subtree_size,
     draw_root_seeds,
     mostly_zero,
-    pack_structures,
     target_mean,
 )
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms

@@ -94,19 +94,18 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, cpu_helper, registered_kernels, segment_positions
+from gpurpo.backend import Backend, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._node_tables import (
     absorb_subtrees,
     leaf_table,
     number_nodes,
-    sum_internal_weights,
 )
-from gpurpo.tree._numba.gather_trees import gather_tree_arrays
+from gpurpo.tree._pack import pack_structures
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree._random import children_seeds, feature_table, feistel_params, uniform_at
 from gpurpo.tree.binning import BinnedMatrix
-from gpurpo.tree.predictor import STRUCTURE_DTYPES, TreeStructure
+from gpurpo.tree.predictor import TreeStructure
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, best_slot_per_node, score_histograms
 
 __all__ = [
@@ -1000,46 +999,6 @@ class HostGrower:
             xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
         )
         return leaf_of_sample, leaf_weight
-
-
-def pack_structures(
-    nodes: HostNodeTable, binned: BinnedMatrix, leaf_ids: np.ndarray, leaf_weight: Any,
-    leaf_index: np.ndarray, local_id: np.ndarray, node_order: np.ndarray,
-    tree_counts: np.ndarray,
-) -> list[TreeStructure]:
-    """The trees of a finished node table, one :class:`TreeStructure` each.
-
-    ``leaf_ids`` (host int64) are the leaves and ``leaf_weight`` (float64 or
-    None without leaves) their weighted sample counts; internal nodes sum
-    their children's, bottom up. ``leaf_index``, ``local_id``, ``node_order``
-    and ``tree_counts`` number the nodes within their trees
-    (:func:`~gpurpo.tree._node_tables.number_nodes`, whose leaf numbering the
-    caller may replace).
-    """
-    size = nodes.size
-    is_leaf = nodes.left[:size] < 0
-    weighted = np.zeros(size, dtype=np.float64)
-    if len(leaf_ids):
-        weighted[leaf_ids] = leaf_weight
-    # internal nodes bottom-up (children's ids are above their parent's)
-    if not sum_internal_weights(is_leaf, nodes.left[:size], nodes.right[:size], weighted):
-        raise RuntimeError("node table corrupted: a child's id is not above its parent's")
-    tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
-    arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
-    cpu_helper(gather_tree_arrays)(
-        node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
-        nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
-        leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],
-        nodes.depth[:size],
-        np.ascontiguousarray(binned.edge_values_host, dtype=np.float64),
-        np.ascontiguousarray(binned.edge_ptr_host, dtype=np.int64),
-        *(arrays[k] for k in ("children_left", "children_right", "feature", "threshold",
-                              "bin", "missing_go_left", "leaf_index", "n_node_samples",
-                              "weighted_n_node_samples", "gain", "depth")),
-    )
-    return [TreeStructure(**{k: v[tree_first[t] : tree_first[t] + tree_counts[t]]
-                             for k, v in arrays.items()})
-            for t in range(len(tree_counts))]
 
 
 def _check_binned(binned: Any) -> None:

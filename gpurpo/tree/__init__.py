@@ -14,7 +14,8 @@ arrays, traversal, prediction) and the estimators
 from gpurpo.tree._classes import DecisionTreeClassifier, DecisionTreeRegressor
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import BinMapper, BinnedMatrix
-from gpurpo.tree.grower import GrowResult, grow_tree_best_first, grow_trees
+from gpurpo.tree.grower import GrowResult
+from gpurpo.tree.growth import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaves import LeafValues, leaf_values, relabelling_outputs, stack_leaf_values
 from gpurpo.tree.predictor import (
     PackedTrees,

@@ -34,7 +34,7 @@ from gpurpo.backend import Backend, check_random_state, is_gpu_array, resolve_ba
 from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._params import GrowthParams, n_candidate_features
 from gpurpo.tree.binning import DEFAULT_MAX_BINNED_BYTES, MAX_BINS, BinMapper, canonical_csr, check_max_bins
-from gpurpo.tree.grower import grow_tree_best_first, grow_trees
+from gpurpo.tree.growth import grow_tree_best_first, grow_trees
 from gpurpo.tree.leaf_sums import prefers_leaf_sums, top_k_of_leaf_sums
 from gpurpo.tree.leaves import SPARSE_OUTPUT_DENSITY, leaf_values, relabelling_outputs
 from gpurpo.tree.predictor import Tree, apply_trees_block

@@ -90,7 +90,7 @@ class GrowthParams:
         Minimum number of samples on each side of a split.
     max_leaf_nodes : int >= 2 or None
         Best-first growth stops at this many leaves (used by
-        :func:`gpurpo.tree.grower.grow_tree_best_first`).
+        :func:`gpurpo.tree.growth.grow_tree_best_first`).
     min_impurity_decrease : float >= 0
         A split is made only if its weighted impurity decrease, as in
         scikit-learn ``W_t / W * (i(t) - W_L/W_t i(t_L) - W_R/W_t i(t_R))``

@@ -39,7 +39,7 @@ from gpurpo.backend import Backend
 from gpurpo.projections import dense_times_sparse_t, make_projection
 from gpurpo.tree import GrowthParams, kernels
 from gpurpo.tree.binning import BinnedMatrix
-from gpurpo.tree.grower import grow_tree_best_first, grow_trees
+from gpurpo.tree.growth import grow_tree_best_first, grow_trees
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
 
 __all__ = [

@@ -194,13 +194,15 @@ class _DeviceBestFirst(_DeviceGrower):
         return parts[0] if len(parts) == 1 else xp.concatenate(parts)
 
     def _pool_rows(self, n_rows: int) -> Any:
-        """The pool's next ``n_rows`` rows (zeros), the pool grown (doubling) if needed.
+        """The pool's next ``n_rows`` rows (zeros).
 
         The first pool holds the large nodes of whole trees (2 ``max_leaf_nodes``
-        rows per tree) within half of ``max_histogram_bytes``, so that it seldom
-        grows.
+        rows per tree) within half of ``max_histogram_bytes``. A full pool is first
+        compacted (:meth:`_compact_pool`), then doubled if still too small.
         """
         xp = self.xp
+        if self.pool is not None and self.base_large + n_rows > self.pool.shape[0]:
+            self._compact_pool()
         need = self.base_large + n_rows
         shape = (self.p, self.binned.n_bins, self.channels)
         if self.pool is None or self.pool.shape[0] < need:
@@ -213,6 +215,26 @@ class _DeviceBestFirst(_DeviceGrower):
                 pool[: self.base_large] = self.pool[: self.base_large]
             self.pool = pool
         return self.pool[self.base_large : need]
+
+    def _compact_pool(self) -> None:
+        """Keep only the histograms that a later subtraction may read: those of the leaves
+        that may still split (large, feature >= 0, not split) and of the parents of the
+        frontier's derived nodes; renumber their slots from 0 and zero the rows freed."""
+        xp, t, used = self.xp, self.table, self.used
+        slot = t.slot[:used]
+        open_large = (slot >= 0) & (t.feature[:used] >= 0) & (t.left[:used] < 0)
+        keep = xp.zeros(self.base_large, dtype=bool)
+        keep[slot[open_large]] = True
+        keep[self.derive[0]] = True
+        new_slot = xp.cumsum(keep, dtype=xp.int64) - 1
+        rows = xp.flatnonzero(keep)
+        n_live = int(rows.shape[0])
+        self.pool[:n_live] = self.pool[rows]
+        self.pool[n_live : self.base_large] = 0
+        t.slot[:used] = xp.where(open_large, new_slot[xp.where(open_large, slot, 0)],
+                                 xp.where(slot >= 0, -1, slot))
+        self.derive = (new_slot[self.derive[0]], self.derive[1])
+        self.base_large = n_live
 
     def _round(self) -> None:
         """Record, replay, split the batched nodes and create their children (one copy)."""

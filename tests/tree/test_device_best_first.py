@@ -61,6 +61,9 @@ CASES = {
     "no subtraction": {"max_leaf_nodes": 31, "small_node_size": 0,
                        "max_histogram_bytes": 60_000},
     "small nodes only": {"max_leaf_nodes": 31, "small_node_size": 400},
+    # the pool of histograms holds 3 nodes: compacted again and again
+    "pool compaction": {"max_leaf_nodes": 60, "small_node_size": 0,
+                        "max_histogram_bytes": 6 * 12 * 256 * 5 * 4},
 }
 
 

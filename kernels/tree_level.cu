@@ -267,6 +267,66 @@ __device__ __forceinline__ void level_batch_entry(
     next_pos[j] = pos;
 }
 
+// One thread: the roots of the T trees (tree t owns the next counts[t] positions
+// of the samples) into rows 0 .. T - 1 of the table, and the first frontier: the
+// roots grouped as subtree roots, small and large nodes (leaves left out), each
+// group in tree order, with their launch batch and sub_offsets (0, then the running
+// sum of 2 count - 1 over the subtree roots).
+extern "C" __global__ void tree_level_roots(
+    const long long* __restrict__ counts, const unsigned long long* __restrict__ seeds,
+    long long n_trees, long long subtree_size, long long small_size, long long min_split,
+    int max_depth, long long* __restrict__ node_start, long long* __restrict__ node_stop,
+    int* __restrict__ node_tree, int* __restrict__ node_depth,
+    unsigned long long* __restrict__ node_seed, long long* __restrict__ node_pos,
+    long long* __restrict__ node_parent, long long* __restrict__ node_left,
+    long long* __restrict__ node_right, int* __restrict__ node_feature,
+    int* __restrict__ node_bin, unsigned char* __restrict__ node_missing_left,
+    double* __restrict__ node_gain, long long* __restrict__ front,
+    long long* __restrict__ ranges, int* __restrict__ batch_tree,
+    unsigned long long* __restrict__ batch_seed, int* __restrict__ batch_depth,
+    long long* __restrict__ batch_pos, long long* __restrict__ sub_offsets)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    const LevelRules r = {subtree_size, small_size, min_split, max_depth};
+    long long start = 0;
+    for (long long t = 0; t < n_trees; ++t) {
+        const int kind = level_child_kind(counts[t], 0, r);
+        node_start[t] = start;
+        node_stop[t] = start + counts[t];
+        start += counts[t];
+        node_tree[t] = (int)t;
+        node_depth[t] = 0;
+        node_seed[t] = seeds[t];
+        node_pos[t] = kind == 0 ? -1 : 0;
+        node_parent[t] = -1;
+        node_left[t] = -1;
+        node_right[t] = -1;
+        node_feature[t] = -1;
+        node_bin[t] = 0;
+        node_missing_left[t] = 0;
+        node_gain[t] = LEVEL_SPLIT_NEG_INF;
+    }
+    long long j = 0, rows = 0;
+    sub_offsets[0] = 0;
+    for (int group = 0; group < 3; ++group) {
+        for (long long t = 0; t < n_trees; ++t) {
+            if (level_child_kind(counts[t], 0, r) != group) continue;
+            front[j] = t;
+            ranges[2 * j] = node_start[t];
+            ranges[2 * j + 1] = node_stop[t];
+            batch_tree[j] = (int)t;
+            batch_seed[j] = seeds[t];
+            batch_depth[j] = 0;
+            batch_pos[j] = node_pos[t];
+            if (group == 0) {
+                rows += 2 * counts[t] - 1;
+                sub_offsets[j + 1] = rows;
+            }
+            ++j;
+        }
+    }
+}
+
 // One block: every thread takes a contiguous chunk of the frontier, counts
 // (pass 1), thread 0 turns the per-thread counts into offsets, and every
 // thread writes its chunk's children and next-frontier entries (pass 2) in

@@ -25,7 +25,7 @@ from gpurpo.tree._kernels_cuda import (
     _grid,
 )
 
-__all__ = ["features", "split", "children", "subtract", "leaf_marks_table",
+__all__ = ["features", "split", "children", "roots", "subtract", "leaf_marks_table",
            "leaf_marks_subtrees", "place", "best_first_select", "CHILDREN_BLOCK"]
 
 CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
@@ -100,6 +100,22 @@ def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: i
         node_right, node_feature, node_bin, node_missing_left, node_gain, next_front,
         next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist,
         next_sibling, sub_offsets, counts))
+
+
+def roots(backend: Backend, counts: Any, seeds: Any, subtree_size: int, small_size: int,
+          min_split: int, max_depth: int, node_start: Any, node_stop: Any, node_tree: Any,
+          node_depth: Any, node_seed: Any, node_pos: Any, node_parent: Any, node_left: Any,
+          node_right: Any, node_feature: Any, node_bin: Any, node_missing_left: Any,
+          node_gain: Any, front: Any, ranges: Any, batch_tree: Any, batch_seed: Any,
+          batch_depth: Any, batch_pos: Any, sub_offsets: Any) -> None:
+    """``tree_level_roots``: one thread."""
+    kernel = backend.load_module("tree_level.cu").get_function("tree_level_roots")
+    kernel((1,), (1,), (
+        counts, seeds, _i64(counts.shape[0]), _i64(subtree_size), _i64(small_size),
+        _i64(min_split), _i32(max_depth), node_start, node_stop, node_tree, node_depth,
+        node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin,
+        node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth,
+        batch_pos, sub_offsets))
 
 
 def subtract(backend: Backend, hist: Any, n_derived: int, n_direct: int, parent_hist: Any,

@@ -248,30 +248,28 @@ class _DeviceGrower:
         if root_seeds.shape != (T,):
             raise ValueError(f"root_seeds must have shape (n_trees={T},), got {root_seeds.shape}")
         self.table = t = self._table_class(xp, self._initial_capacity(int(counts_h.sum())))
-        stops = xp.cumsum(counts)
-        kind = self._kind(counts, 0)
-        t.start[:T] = stops - counts
-        t.stop[:T] = stops
-        t.tree[:T] = xp.arange(T, dtype=xp.int32)
-        t.depth[:T] = 0
-        t.seed[:T] = root_seeds
-        t.pos[:T] = xp.where(kind == 0, -1, 0)
-        for name, fill in (("parent", -1), ("left", -1), ("right", -1), ("feature", -1),
-                           ("bin", 0), ("missing_left", 0), ("gain", -np.inf)):
-            getattr(t, name)[:T] = fill
         kind_h = self._kind(counts_h, 0)
         # subtree roots, small nodes, derived and direct large nodes (none derived)
         self.groups = (int((kind_h == 0).sum()), int((kind_h == 1).sum()), 0,
                        int((kind_h == 2).sum()))
+        n_front = sum(self.groups)
+        front = xp.empty(T, dtype=xp.int64)
+        batch = (xp.empty((T, 2), dtype=xp.int64), xp.empty(T, dtype=xp.int32),
+                 xp.empty(T, dtype=xp.uint64), xp.empty(T, dtype=xp.int32),
+                 xp.empty(T, dtype=xp.int64))
+        sub_offsets = xp.empty(T + 1, dtype=xp.int64)
+        level_kernels.launch(
+            self.backend, "tree_level_roots", counts, root_seeds, self.subtree, self.small,
+            self.min_split, self.max_depth, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
+            t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, front, *batch,
+            sub_offsets)
         self.n_helpers = 0
         self.prev_hist = None
         self.derive = (xp.empty(0, dtype=xp.int64), xp.empty(0, dtype=xp.int64))
-        front = xp.argsort(kind, kind="stable")[: sum(self.groups)].astype(xp.int64)
-        self.front = front
-        self.batch = (xp.stack([t.start[front], t.stop[front]], axis=1), t.tree[front],
-                      t.seed[front], t.depth[front], t.pos[front])
-        sizes = counts[front[: self.groups[0]]]
-        self.sub_offsets = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(2 * sizes - 1)])
+        self.front = front[:n_front]
+        ranges, tree, seed, depth, pos = (a[:n_front] for a in batch)
+        self.batch = (ranges, tree, seed, depth, pos)
+        self.sub_offsets = sub_offsets[: self.groups[0] + 1]
         self.sub_rows = int((2 * counts_h[kind_h == 0] - 1).sum())
         self.used = T
 

@@ -78,6 +78,18 @@ Kernel contracts
                                        derived and direct large nodes, subtree output
                                        rows, helpers
 
+``tree_level_roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth, batch_pos, sub_offsets)``
+    counts       int64   (T,)          each tree's samples (tree t owns the next
+                                       ``counts[t]`` positions of the samples)
+    seeds        uint64  (T,)          the trees' root seeds
+    Rows 0 .. T - 1 of the table: tree t's root (its range, tree t, depth 0, its seed,
+    pos -1 for a subtree root else 0, no parent, children or split). Then the first
+    frontier: the roots grouped as by ``tree_level_children`` (subtree roots, small,
+    large; leaves left out), each group in tree order, in ``front`` (T,) and its launch
+    batch ``ranges`` (T, 2), ``batch_tree``, ``batch_seed``, ``batch_depth``,
+    ``batch_pos`` (T,), and ``sub_offsets`` (T + 1,): 0, then the running sum of
+    ``2 c - 1`` over the subtree roots.
+
 ``tree_level_subtract(hist, n_derived, n_direct, parent_hist, parent_row, sibling)``
     hist         float32 (R, k, B, C)  rows: the derived nodes, the direct nodes, the
                                        helpers (the last two filled)
@@ -151,6 +163,7 @@ LEVEL_KERNEL_NAMES = (
     "tree_level_features",
     "tree_level_split",
     "tree_level_children",
+    "tree_level_roots",
     "tree_level_subtract",
     "tree_level_leaf_marks_table",
     "tree_level_leaf_marks_subtrees",
@@ -164,6 +177,7 @@ N_COUNTERS = tree_level.N_COUNTERS
 register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
 register_kernel("tree_level_split", cpu=tree_level.split, cuda=_cuda.split)
 register_kernel("tree_level_children", cpu=tree_level.children, cuda=_cuda.children)
+register_kernel("tree_level_roots", cpu=tree_level.roots, cuda=_cuda.roots)
 register_kernel("tree_level_subtract", cpu=tree_level.subtract, cuda=_cuda.subtract)
 register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,
                 cuda=_cuda.leaf_marks_table)

@@ -250,6 +250,50 @@ def test_children_number_the_nodes_and_group_the_next_frontier(seed, subtract):
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("max_depth", [-1, 0])
+def test_roots_fill_the_table_and_group_the_first_frontier(backend, max_depth):
+    counts = np.array([3, 40, 1, 12, 300, 7, 90], dtype=np.int64)
+    seeds = np.arange(11, 18, dtype=np.uint64) * np.uint64(2**40)
+    subtree, small, min_split = 10, 100, 4
+    T = len(counts)
+    table = [np.full(T + 2, 7, dtype=d) for d in
+             ("int64", "int64", "int32", "int32", "uint64", "int64", "int64", "int64", "int64",
+              "int32", "int32", "uint8", "float64")]
+    batch = [np.full(T, -7, dtype=np.int64), np.full((T, 2), -7, dtype=np.int64),
+             np.full(T, -7, dtype=np.int32), np.zeros(T, dtype=np.uint64),
+             np.full(T, -7, dtype=np.int32), np.full(T, -7, dtype=np.int64),
+             np.full(T + 1, -7, dtype=np.int64)]
+    out = _launch(backend, "tree_level_roots", counts, seeds, subtree, small, min_split,
+                  max_depth, *table, *batch)
+    (start, stop, tree, depth, seed, pos, parent, left, right, feature, bin_, ml, gain,
+     front, ranges, b_tree, b_seed, b_depth, b_pos, sub_offsets) = out[6:]
+    stops = np.cumsum(counts)
+    np.testing.assert_array_equal(start[:T], stops - counts)
+    np.testing.assert_array_equal(stop[:T], stops)
+    np.testing.assert_array_equal(tree[:T], np.arange(T))
+    np.testing.assert_array_equal(seed[:T], seeds)
+    assert (depth[:T] == 0).all() and (parent[:T] == -1).all() and (left[:T] == -1).all()
+    assert (right[:T] == -1).all() and (feature[:T] == -1).all() and (bin_[:T] == 0).all()
+    assert (ml[:T] == 0).all() and np.isneginf(gain[:T]).all()
+    assert (start[T:] == 7).all()  # rows after the roots untouched
+    # the groups of the host grower's rule: leaf, subtree root, small, large
+    leaf = (counts < min_split) | (max_depth == 0)
+    kind = np.where(leaf, 3, np.where(counts <= subtree, 0, np.where(counts <= small, 1, 2)))
+    np.testing.assert_array_equal(pos[:T], np.where(kind == 0, -1, 0))
+    expected = np.argsort(kind, kind="stable")[: int((kind < 3).sum())]
+    n = len(expected)
+    np.testing.assert_array_equal(front[:n], expected)
+    np.testing.assert_array_equal(ranges[:n], np.stack([stops - counts, stops], 1)[expected])
+    np.testing.assert_array_equal(b_tree[:n], expected)
+    np.testing.assert_array_equal(b_seed[:n], seeds[expected])
+    np.testing.assert_array_equal(b_depth[:n], 0)
+    np.testing.assert_array_equal(b_pos[:n], pos[expected])
+    subs = expected[kind[expected] == 0]
+    np.testing.assert_array_equal(sub_offsets[: len(subs) + 1],
+                                  np.concatenate([[0], np.cumsum(2 * counts[subs] - 1)]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 def test_subtract_derives_the_larger_siblings(backend):
     rng = np.random.default_rng(5)
     n_derived, n_direct, n_helpers, shape = 4, 3, 2, (3, 5, 2)

@@ -301,6 +301,50 @@ def children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, b
                 next_pos[k] = 0
 
 
+@njit(cache=True)
+def roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_start, node_stop,
+          node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right,
+          node_feature, node_bin, node_missing_left, node_gain, front, ranges, batch_tree,
+          batch_seed, batch_depth, batch_pos, sub_offsets):
+    """The trees' roots into the table and the first frontier (see ``tree_level_roots``)."""
+    n_trees = counts.shape[0]
+    start = 0
+    for t in range(n_trees):
+        kind = _child_kind(counts[t], 0, subtree_size, small_size, min_split, max_depth)
+        node_start[t] = start
+        node_stop[t] = start + counts[t]
+        start += counts[t]
+        node_tree[t] = t
+        node_depth[t] = 0
+        node_seed[t] = seeds[t]
+        node_pos[t] = -1 if kind == 0 else 0
+        node_parent[t] = -1
+        node_left[t] = -1
+        node_right[t] = -1
+        node_feature[t] = -1
+        node_bin[t] = 0
+        node_missing_left[t] = 0
+        node_gain[t] = -np.inf
+    j = 0
+    rows = 0
+    sub_offsets[0] = 0
+    for group in range(3):
+        for t in range(n_trees):
+            if _child_kind(counts[t], 0, subtree_size, small_size, min_split, max_depth) != group:
+                continue
+            front[j] = t
+            ranges[j, 0] = node_start[t]
+            ranges[j, 1] = node_stop[t]
+            batch_tree[j] = t
+            batch_seed[j] = seeds[t]
+            batch_depth[j] = 0
+            batch_pos[j] = node_pos[t]
+            if group == 0:
+                rows += 2 * counts[t] - 1
+                sub_offsets[j + 1] = rows
+            j += 1
+
+
 @njit(parallel=True, cache=True)
 def subtract(hist, n_derived, n_direct, parent_hist, parent_row, sibling):
     """Derived histograms: the parent's minus the sibling's (see ``tree_level_subtract``)."""

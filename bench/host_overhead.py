@@ -26,8 +26,9 @@ device-to-host and host-to-device copies, synchronisations:
 backend, which runs the CUDA code on the CPU, for small data (p = 20, m = 4,
 5 features per node, fully grown): a batch of 1 and 8 forest trees, a batch
 of 1 and 8 best-first trees (31 leaves, all features: boosting's trees) and
-one boosting round, at 1,000 and 8,000 rows, in total, per tree level (total
-/ depth of the deepest tree) and at the busiest level or step::
+one boosting round (the second of a fit), at 1,000 and 8,000 rows, in total,
+per tree level (total / depth of the deepest tree) and at the busiest level
+or step::
 
     python bench/host_overhead.py --activity-rows 1000 --activity-trees 1
     python bench/host_overhead.py --no-activity
@@ -161,7 +162,7 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
         total, per tree level (total / depth) and at the busiest level (forest
         batches) or step (best-first batches: an evaluation, or a round of
         selection, split and children). Forest and best-first batches count
-        the growth after the data upload; boosting rounds the whole one-round
+        the growth after the data upload; boosting rounds the second round of a
         fit.
     """
     results = []
@@ -181,7 +182,7 @@ def activity_table(rows: tuple[int, ...], trees: tuple[int, ...]) -> str:
               + " ".join(f"{c:>8}" for c in ACTIVITY_COLUMNS))
     lines = ["", "Device activity on the emulated backend (p = 20, m = 4, max_features = 5, "
              "fully grown or 31 leaves best first; batches: after the data upload; boosting: the "
-             "whole fit)", header]
+             "second round of a fit)", header]
     for case, r in results:
         lines.append(f"{case:<30} {r['n']:>6} {r['depth']:>5} "
                      + " ".join(f"{r[c]:>8}" for c in ACTIVITY_COLUMNS) + "              "

@@ -197,10 +197,13 @@ def by_level(levels: list) -> dict[str, Any]:
 def boosting_round_activity(
     n: int, strategy: str = "relabel_rpo", p: int = 20, m: int = 4, seed: int = 0
 ) -> dict[str, Any]:
-    """Counters of a whole one-round ``GradientBoostingRegressor`` fit on the emulated backend.
+    """Counters of one boosting round, the second of a ``GradientBoostingRegressor`` fit, on
+    the emulated backend.
 
-    The fit includes the upload of the data and the binning; its h2d
-    counters therefore include the upload.
+    The round is the difference between a two-round and a one-round fit of
+    the same seed (their first rounds are the same): the data upload, the
+    binning and the first round's setup are left out; its tree, gradients,
+    projection, leaf values and step sizes are in.
 
     Parameters
     ----------
@@ -214,14 +217,22 @@ def boosting_round_activity(
     Returns
     -------
     dict
-        :func:`per_level` of the fit, with ``n`` and ``strategy``.
+        :func:`per_level` of the round (per level of its tree), with ``n`` and
+        ``strategy``.
     """
+    from gpurpo.backend import DeviceActivity
     from gpurpo.ensemble import GradientBoostingRegressor
 
     X, Y = _data(n, p, m, seed)
-    model = GradientBoostingRegressor(strategy=strategy, n_estimators=1, random_state=seed,
-                                      device="cuda-emulated")
-    with count_device_activity() as fit:
-        model.fit(X, Y)
-    depth = max(stage.structure.max_depth for stage in model._model.stages)
-    return {"n": n, "strategy": strategy, **per_level(fit, depth)}
+    fits = []
+    for rounds in (1, 2):
+        model = GradientBoostingRegressor(strategy=strategy, n_estimators=rounds,
+                                          random_state=seed, device="cuda-emulated")
+        with count_device_activity() as fit:
+            model.fit(X, Y)
+        fits.append(fit)
+    second = DeviceActivity()
+    for name in COUNTERS:
+        setattr(second, name, getattr(fits[1], name) - getattr(fits[0], name))
+    depth = model._model.stages[1].structure.max_depth
+    return {"n": n, "strategy": strategy, **per_level(second, depth)}

@@ -38,6 +38,7 @@ from gpurpo.tree._numba._feature_scan import (
 )
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._shared import _count_trailing_zeros, _prefetch
+from gpurpo.tree._numba._vector_sums import node_totals8
 from gpurpo.tree._random import (
     SMALL_P,
     feature_batch_nb,
@@ -199,29 +200,14 @@ def _sum_and_square(total, squares, wy, y):
 def _node_totals8(rows, d0, ns, w, wy, y, S, LS):
     """A node's weight (returned), sums ``S[c]`` and ``LS[c] = sum w y_c^2`` (8 channels).
 
-    Each sum runs over the node's positions in order, in its own register:
-    sixteen independent chains, where one sum of ``w ||y||^2`` over samples
-    and channels would be a single chain of ``8 ns`` dependent additions. The
-    CUDA twin sums the same channels in the same order, and ``Q`` adds them
-    in channel order.
+    Each sum runs over the node's positions in order, in its own register
+    (:func:`._vector_sums.node_totals8`: the channels in the lanes of one
+    vector): sixteen independent chains, where one sum of ``w ||y||^2`` over
+    samples and channels would be a single chain of ``8 ns`` dependent
+    additions. The CUDA twin sums the same channels in the same order, and
+    ``Q`` adds them in channel order.
     """
-    W = 0.0
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    q0 = q1 = q2 = q3 = q4 = q5 = q6 = q7 = 0.0
-    for a in range(d0, d0 + ns):
-        ra = rows[a]
-        W += w[ra]
-        s0, q0 = _sum_and_square(s0, q0, wy[ra, 0], y[ra, 0])
-        s1, q1 = _sum_and_square(s1, q1, wy[ra, 1], y[ra, 1])
-        s2, q2 = _sum_and_square(s2, q2, wy[ra, 2], y[ra, 2])
-        s3, q3 = _sum_and_square(s3, q3, wy[ra, 3], y[ra, 3])
-        s4, q4 = _sum_and_square(s4, q4, wy[ra, 4], y[ra, 4])
-        s5, q5 = _sum_and_square(s5, q5, wy[ra, 5], y[ra, 5])
-        s6, q6 = _sum_and_square(s6, q6, wy[ra, 6], y[ra, 6])
-        s7, q7 = _sum_and_square(s7, q7, wy[ra, 7], y[ra, 7])
-    S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7] = s0, s1, s2, s3, s4, s5, s6, s7
-    LS[0], LS[1], LS[2], LS[3], LS[4], LS[5], LS[6], LS[7] = q0, q1, q2, q3, q4, q5, q6, q7
-    return W
+    return node_totals8(rows, d0, ns, w, wy, y, S, LS)
 
 
 @njit(cache=True)

@@ -78,7 +78,8 @@ class _DeviceBestFirst(_DeviceGrower):
         super().__init__(binned, targets, weights, params, rng, backend, root_seeds)
         xp = self.xp
         self.max_leaves = int(self.params.max_leaf_nodes)
-        heap = (self.n_trees, 2 * self.max_leaves)
+        # a replay pushes at most 2 max_leaves - 1 nodes, and no more than the tree has
+        heap = (self.n_trees, min(2 * self.max_leaves, 2 * self.largest_tree))
         self.heap = (xp.empty(heap, dtype=xp.float64), xp.empty(heap, dtype=xp.int64),
                      xp.empty(heap, dtype=xp.int64))
         # the host driver derives a pair's larger child when both histograms of the
@@ -101,6 +102,7 @@ class _DeviceBestFirst(_DeviceGrower):
     def _init_roots(self, counts: Any, counts_h: np.ndarray, root_seeds: Any,
                     rng: np.random.Generator) -> None:
         super()._init_roots(counts, counts_h, root_seeds, rng)
+        self.largest_tree = int(counts_h.max())
         t, T = self.table, self.n_trees
         t.reserve(T + 1, T)
         # row T names no node: the rows of a round's batch without a node point to it

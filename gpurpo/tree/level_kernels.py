@@ -140,7 +140,9 @@ Kernel contracts
        (``node_left >= 0``) they are marked leaves (``node_state`` 1) and those of
        feature >= 0 pushed, else the node is batched with its choice. Nodes reached
        and not expanded keep ``node_state`` 1.
-    heap_gain, heap_order, heap_node  float64/int64/int64 (T, H), H >= 2 max_leaves - 1
+    heap_gain, heap_order, heap_node  float64/int64/int64 (T, H), H at least the nodes a
+                                       replay may push: min(2 max_leaves, 2 c) - 1 for a
+                                       tree of c samples
     A batched node g with slot s goes to row ``r = -2 - s`` (s <= -2: ``out_small_*[r]``
     its feature, bin, missing side and gain) or ``r = S + s`` (``out_large[s]`` the
     same as float64), S = ``out_small_feature.shape[0]``; ``out_front[r] = g``,

@@ -184,20 +184,9 @@ extern "C" __global__ void tree_best_first_select(
         const long long g = eval_front[e];
         int f, bin, ml;
         double gain;
-        if (e < n_small) {
-            f = small_feature[e];
-            bin = small_bin[e];
-            ml = small_missing_left[e];
-            gain = small_gain[e];
-            node_slot[g] = -2 - (base_small + e);
-        } else {
-            const long long r = e - n_small;
-            f = (int)large[4 * r];
-            bin = (int)large[4 * r + 1];
-            ml = (int)large[4 * r + 2];
-            gain = large[4 * r + 3];
-            node_slot[g] = base_large + r;
-        }
+        tree_evaluated_choice(e, n_small, small_feature, small_bin, small_missing_left,
+                              small_gain, large, &f, &bin, &ml, &gain);
+        node_slot[g] = e < n_small ? -2 - (base_small + e) : base_large + e - n_small;
         if (f == -2) {
             node_feature[g] = -2;
             best_first_write_row(b, g, -2, 0, 0, BEST_FIRST_NEG_INF);

@@ -110,18 +110,8 @@ __device__ __forceinline__ void level_decide(
     const long long g = front[i];
     int f, b, ml;
     double gain;
-    if (e < n_small) {
-        f = small_feature[e];
-        b = small_bin[e];
-        ml = small_missing_left[e];
-        gain = small_gain[e];
-    } else {
-        const double* row = large + 4 * (e - n_small);
-        f = (int)row[0];
-        b = (int)row[1];
-        ml = (int)row[2];
-        gain = row[3];
-    }
+    tree_evaluated_choice(e, n_small, small_feature, small_bin, small_missing_left, small_gain,
+                          large, &f, &b, &ml, &gain);
     if (f == -2) {
         node_pos[g] += width;
         b = 0;
@@ -181,6 +171,30 @@ extern "C" __global__ void tree_level_split(
         if (threadIdx.x == 0) out_n_left[e] = n_left;
         __syncthreads();  // choice is rewritten by the next node
     }
+}
+
+// A new node g of the table: its samples' range, tree, depth, seed, pos and parent;
+// no children, no split.
+__device__ __forceinline__ void level_new_node(
+    long long g, long long start, long long stop, int tree, int depth, unsigned long long seed,
+    long long pos, long long parent, long long* node_start, long long* node_stop,
+    int* node_tree, int* node_depth, unsigned long long* node_seed, long long* node_pos,
+    long long* node_parent, long long* node_left, long long* node_right, int* node_feature,
+    int* node_bin, unsigned char* node_missing_left, double* node_gain)
+{
+    node_start[g] = start;
+    node_stop[g] = stop;
+    node_tree[g] = tree;
+    node_depth[g] = depth;
+    node_seed[g] = seed;
+    node_pos[g] = pos;
+    node_parent[g] = parent;
+    node_left[g] = -1;
+    node_right[g] = -1;
+    node_feature[g] = -1;
+    node_bin[g] = 0;
+    node_missing_left[g] = 0;
+    node_gain[g] = LEVEL_SPLIT_NEG_INF;
 }
 
 struct LevelRules {
@@ -291,20 +305,11 @@ extern "C" __global__ void tree_level_roots(
     long long start = 0;
     for (long long t = 0; t < n_trees; ++t) {
         const int kind = level_child_kind(counts[t], 0, r);
-        node_start[t] = start;
-        node_stop[t] = start + counts[t];
+        level_new_node(t, start, start + counts[t], (int)t, 0, seeds[t], kind == 0 ? -1 : 0, -1,
+                       node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
+                       node_parent, node_left, node_right, node_feature, node_bin,
+                       node_missing_left, node_gain);
         start += counts[t];
-        node_tree[t] = (int)t;
-        node_depth[t] = 0;
-        node_seed[t] = seeds[t];
-        node_pos[t] = kind == 0 ? -1 : 0;
-        node_parent[t] = -1;
-        node_left[t] = -1;
-        node_right[t] = -1;
-        node_feature[t] = -1;
-        node_bin[t] = 0;
-        node_missing_left[t] = 0;
-        node_gain[t] = LEVEL_SPLIT_NEG_INF;
     }
     long long j = 0, rows = 0;
     sub_offsets[0] = 0;
@@ -441,19 +446,10 @@ extern "C" __global__ void tree_level_children(
             const long long ce = side == 0 ? mid : stop;
             const int kind = ch.kind[side];
             const unsigned long long child_seed = split_child_seed(batch_seed[i], side);
-            node_start[h] = cs;
-            node_stop[h] = ce;
-            node_tree[h] = batch_tree[i];
-            node_depth[h] = depth;
-            node_seed[h] = child_seed;
-            node_pos[h] = kind == 0 ? -1 : 0;
-            node_parent[h] = g;
-            node_left[h] = -1;
-            node_right[h] = -1;
-            node_feature[h] = -1;
-            node_bin[h] = 0;
-            node_missing_left[h] = 0;
-            node_gain[h] = LEVEL_SPLIT_NEG_INF;
+            level_new_node(h, cs, ce, batch_tree[i], depth, child_seed, kind == 0 ? -1 : 0, g,
+                           node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
+                           node_parent, node_left, node_right, node_feature, node_bin,
+                           node_missing_left, node_gain);
             long long j = -1;
             if (side == ch.derived) {
                 j = base[2] + slot[side];

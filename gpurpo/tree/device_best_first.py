@@ -46,7 +46,7 @@ from gpurpo.tree import histogram, kernels, level_kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower
-from gpurpo.tree.grower import GrowResult, HostNodeTable
+from gpurpo.tree.grower import GrowResult, HostNodeTable, check_binned
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
 __all__ = ["BestFirstNodeTable", "device_best_first_supported", "grow_best_first_on_device"]
@@ -369,9 +369,7 @@ def grow_best_first_on_device(
         For growth it does not do (:func:`device_best_first_supported`), and for
         the invalid inputs :func:`~gpurpo.tree.grow_tree_best_first` rejects.
     """
-    if not isinstance(binned, BinnedMatrix):
-        raise TypeError(
-            f"binned must be a BinnedMatrix (from BinMapper.transform), got {type(binned).__name__}")
+    check_binned(binned)
     if not device_best_first_supported(binned, params):
         raise ValueError("grow_best_first_on_device grows best-first trees of the variance "
                          "criterion on dense codes: params.max_leaf_nodes must be set and "

@@ -62,6 +62,7 @@ from gpurpo.tree.grower import (
     GrowResult,
     HostNodeTable,
     centre_targets,
+    check_binned,
     default_small_node_size,
     default_subtree_size,
     draw_root_seeds,
@@ -563,9 +564,7 @@ def grow_trees_on_device(
         For growth it does not do (:func:`device_growth_supported`), and for
         the invalid inputs :func:`~gpurpo.tree.grow_trees` rejects.
     """
-    if not isinstance(binned, BinnedMatrix):
-        raise TypeError(
-            f"binned must be a BinnedMatrix (from BinMapper.transform), got {type(binned).__name__}")
+    check_binned(binned)
     if not device_growth_supported(binned, params):
         raise ValueError("grow_trees_on_device grows level-wise trees of the variance criterion "
                          "on dense codes: params.max_leaf_nodes must be None and "

@@ -133,6 +133,27 @@ def _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left,
 
 
 @njit(inline="always", cache=True)
+def _new_node(g, start, stop, tree, depth, seed, pos, parent, node_start, node_stop, node_tree,
+              node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature,
+              node_bin, node_missing_left, node_gain):
+    """A new node g of the table: its range, tree, depth, seed, pos and parent; no children,
+    no split."""
+    node_start[g] = start
+    node_stop[g] = stop
+    node_tree[g] = tree
+    node_depth[g] = depth
+    node_seed[g] = seed
+    node_pos[g] = pos
+    node_parent[g] = parent
+    node_left[g] = -1
+    node_right[g] = -1
+    node_feature[g] = -1
+    node_bin[g] = 0
+    node_missing_left[g] = 0
+    node_gain[g] = -np.inf
+
+
+@njit(inline="always", cache=True)
 def _child_kind(size, depth, subtree_size, small_size, min_split, max_depth):
     """-1 a leaf, 0 a subtree root, 1 a small node, 2 a large node."""
     if size < min_split or (max_depth >= 0 and depth >= max_depth):
@@ -257,19 +278,10 @@ def children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, b
             ce = mid if side == 0 else stop
             kind = kind0 if side == 0 else kind1
             seed = child_seed_nb(batch_seed[i], side)
-            node_start[h] = cs
-            node_stop[h] = ce
-            node_tree[h] = batch_tree[i]
-            node_depth[h] = depth
-            node_seed[h] = seed
-            node_pos[h] = -1 if kind == 0 else 0
-            node_parent[h] = g
-            node_left[h] = -1
-            node_right[h] = -1
-            node_feature[h] = -1
-            node_bin[h] = 0
-            node_missing_left[h] = 0
-            node_gain[h] = -np.inf
+            _new_node(h, cs, ce, batch_tree[i], depth, seed, -1 if kind == 0 else 0, g,
+                      node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
+                      node_parent, node_left, node_right, node_feature, node_bin,
+                      node_missing_left, node_gain)
             j = -1
             if side == derived:
                 j = base_derived + slot[side]
@@ -311,20 +323,11 @@ def roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_st
     start = 0
     for t in range(n_trees):
         kind = _child_kind(counts[t], 0, subtree_size, small_size, min_split, max_depth)
-        node_start[t] = start
-        node_stop[t] = start + counts[t]
+        _new_node(t, start, start + counts[t], t, 0, seeds[t], -1 if kind == 0 else 0, -1,
+                  node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
+                  node_parent, node_left, node_right, node_feature, node_bin, node_missing_left,
+                  node_gain)
         start += counts[t]
-        node_tree[t] = t
-        node_depth[t] = 0
-        node_seed[t] = seeds[t]
-        node_pos[t] = -1 if kind == 0 else 0
-        node_parent[t] = -1
-        node_left[t] = -1
-        node_right[t] = -1
-        node_feature[t] = -1
-        node_bin[t] = 0
-        node_missing_left[t] = 0
-        node_gain[t] = -np.inf
     j = 0
     rows = 0
     sub_offsets[0] = 0

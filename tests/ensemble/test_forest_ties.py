@@ -7,7 +7,10 @@ feature of a fresh random order at every node, so the trees of a forest differ
 there; a systematic choice makes them agree where they should not, and the
 forest's error grows (most with ``max_features=1.0`` and without bootstrap).
 These tests hold gpurpo's forests to scikit-learn's mean error within 1 %
-(relative), averaged over seeds and folds, on three such generators.
+(relative), averaged over seeds and folds, on three such generators. The ratio of
+the two errors varies from seed to seed by several percent where the features tie
+most, so those cases average enough seeds for the mean to be within a fraction of
+the 1 % tolerance.
 """
 
 import numpy as np
@@ -87,24 +90,12 @@ CASES = [
     ("classifier", RandomForestClassifier, SkRandomForestClassifier, {"max_features": "sqrt"}),
 ]
 
-# the cases that do not reach 1 % yet, with what was measured
-KNOWN_GAPS = {
-    ("RandomForestRegressor", "max_features=1.0", "correlated_counts"): (
-        "1.5 % above scikit-learn at these seeds, scikit-learn's luckiest of six seed sets "
-        "(its own error on five other sets: 1.5 % to 3.7 % higher); over the six sets of both "
-        "libraries gpurpo is 0.4 % above, and single fully-grown trees have 0.997 +- 0.014 "
-        "times its error (360 trees): the spread of the seeds, no traced difference"
-    ),
-    ("ExtraTreesRegressor", "max_features=1.0", "correlated_counts"): (
-        "1.8 % above scikit-learn at these seeds with the cut drawn in raw units as "
-        "scikit-learn draws it; over twelve seed sets of both libraries the ratio spreads "
-        "from 0.989 to 1.026 (mean 1.005)"
-    ),
-    ("ExtraTreesRegressor", "max_features=1.0", "duplicated_features"): (
-        "1.07 % above scikit-learn at these seeds; over six seed sets of both libraries the "
-        "ratio spreads from 1.001 to 1.015 (mean 1.008), with scikit-learn's partitions of "
-        "each node drawn with the same probabilities (one value per bin)"
-    ),
+#: per-seed ratios of the two errors spread by 1 % to 4 % (standard deviation over 36
+#: seeds of 3 folds): these cases average 36 seeds, the others 6
+WIDE_SPREAD = {
+    ("RandomForestRegressor", "max_features=1.0", "correlated_counts"),
+    ("ExtraTreesRegressor", "max_features=1.0", "correlated_counts"),
+    ("ExtraTreesRegressor", "max_features=1.0", "duplicated_features"),
 }
 
 
@@ -117,12 +108,13 @@ def _params():
     for case in CASES:
         for generator in GENERATORS:
             key = (case[1].__name__, "-".join(f"{k}={v}" for k, v in case[3].items()), generator.__name__)
-            marks = [pytest.mark.xfail(reason=KNOWN_GAPS[key], strict=True)] if key in KNOWN_GAPS else []
-            out.append(pytest.param(generator, *case, marks=marks, id=f"{_case_id(case)}-{generator.__name__}"))
+            seeds = range(36) if key in WIDE_SPREAD else range(6)
+            out.append(pytest.param(generator, *case, seeds, id=f"{_case_id(case)}-{generator.__name__}"))
     return out
 
 
-@pytest.mark.parametrize("generator, task, ours, theirs, params", _params())
-def test_forest_error_within_one_percent_of_scikit_learn_on_tie_heavy_data(generator, task, ours, theirs, params):
-    ours_error, theirs_error = _mean_errors(generator, task, ours, theirs, params)
+@pytest.mark.parametrize("generator, task, ours, theirs, params, seeds", _params())
+def test_forest_error_within_one_percent_of_scikit_learn_on_tie_heavy_data(
+        generator, task, ours, theirs, params, seeds):
+    ours_error, theirs_error = _mean_errors(generator, task, ours, theirs, params, seeds)
     assert ours_error <= 1.01 * theirs_error, (ours_error, theirs_error)

@@ -11,7 +11,10 @@
 // if they were leaves, so a round may split nodes that a later replay, knowing
 // more, does not expand (they end up as leaves). When a replay expands no new
 // node, it is best-first growth on complete information, and its marks
-// (node_state) are the tree.
+// (node_state) are the tree. So is a replay whose every batched node is the last
+// split of its tree (its expansion brings the tree to max_leaves leaves): the
+// children that the round creates stay leaves whatever their evaluation, and the
+// kernel counts in pending[0] the batched rows that are not such a split.
 //
 // The round's batch has a row per evaluation slot: rows 0 .. S - 1 for nodes
 // evaluated by tree_split_small (slot -2 - row in node_slot), rows S + s for
@@ -131,7 +134,9 @@ __device__ void best_first_write_row(const BestFirstRound& b, long long g, int f
 // (feature -2: they continue) batched as they are; (3) node_state cleared; (4)
 // one thread per tree replays best-first growth with a heap in its row of the
 // heap_* scratch, marking node_state 1 (a leaf) or 2 (expanded) and batching
-// every expanded node that is not split yet.
+// every expanded node that is not split yet. pending[0]: the rows batched with
+// feature -2 and the expanded nodes batched while their tree had fewer than
+// max_leaves leaves after them.
 extern "C" __global__ void tree_best_first_select(
     const long long* __restrict__ eval_front, long long n_eval, long long n_small,
     const int* __restrict__ small_feature, const int* __restrict__ small_bin,
@@ -153,7 +158,7 @@ extern "C" __global__ void tree_best_first_select(
     unsigned long long* __restrict__ out_seed, long long n_small_rows,
     int* __restrict__ out_small_feature, int* __restrict__ out_small_bin,
     unsigned char* __restrict__ out_small_missing_left, double* __restrict__ out_small_gain,
-    double* __restrict__ out_large)
+    double* __restrict__ out_large, long long* __restrict__ pending)
 {
     const BestFirstRound b = {node_start, node_stop, node_tree, node_depth, node_seed,
                               node_slot, n_small_rows, out_front, out_ranges, out_tree,
@@ -179,6 +184,7 @@ extern "C" __global__ void tree_best_first_select(
             out_large[4 * r + 3] = BEST_FIRST_NEG_INF;
         }
     }
+    if (threadIdx.x == 0) pending[0] = 0;
     __syncthreads();
     for (long long e = threadIdx.x; e < n_eval; e += blockDim.x) {
         const long long g = eval_front[e];
@@ -190,6 +196,7 @@ extern "C" __global__ void tree_best_first_select(
         if (f == -2) {
             node_feature[g] = -2;
             best_first_write_row(b, g, -2, 0, 0, BEST_FIRST_NEG_INF);
+            atomicAdd((unsigned long long*)pending, 1ULL);
             continue;
         }
         tree_keep_choice(&f, &bin, &ml, &gain, (double)n_scored * root_weight[node_tree[g]],
@@ -207,6 +214,7 @@ extern "C" __global__ void tree_best_first_select(
         long long* hn = heap_node + t * heap_width;
         node_state[t] = 1;
         long long size = 0, pushed = 0, leaves = 1;
+        unsigned long long short_of_max = 0ULL;
         if (node_feature[t] >= 0) size = best_first_push(hg, ho, hn, size, node_gain[t], pushed++, t);
         while (size > 0 && leaves < max_leaves) {
             const long long g = best_first_pop(hg, ho, hn, size);
@@ -223,7 +231,9 @@ extern "C" __global__ void tree_best_first_select(
             } else {
                 best_first_write_row(b, g, node_feature[g], node_bin[g], node_missing_left[g],
                                      node_gain[g]);
+                if (leaves < max_leaves) short_of_max += 1ULL;
             }
         }
+        if (short_of_max) atomicAdd((unsigned long long*)pending, short_of_max);
     }
 }

@@ -117,6 +117,7 @@ def forest_batch_activity(
 def best_first_batch_activity(
     n: int, n_trees: int = 1, p: int = 20, m: int = 4, max_leaf_nodes: int = 31,
     n_candidates: int | None = None, seed: int = 0, backend: Any = EMULATED,
+    max_depth: int | None = None,
 ) -> dict[str, Any]:
     """Counters of growing a batch of best-first trees (boosting's) on the emulated backend.
 
@@ -141,6 +142,8 @@ def best_first_batch_activity(
         Seed of the data and of the growth.
     backend : Backend
         A CUDA backend.
+    max_depth : int or None
+        The trees' depth limit.
 
     Returns
     -------
@@ -155,7 +158,8 @@ def best_first_batch_activity(
 
     X, Y = _data(n, p, m, seed)
     targets = np.repeat(Y[:, None, :], n_trees, axis=1)
-    params = GrowthParams(max_leaf_nodes=max_leaf_nodes, n_candidates=n_candidates)
+    params = GrowthParams(max_leaf_nodes=max_leaf_nodes, n_candidates=n_candidates,
+                          max_depth=max_depth)
     mapper = BinMapper().fit(X)
     with count_device_activity():
         binned = mapper.transform(X, backend)

@@ -161,7 +161,8 @@ def best_first_select(backend: Backend, eval_front: Any, n_small: int, small_fea
                       node_slot: Any, node_state: Any, heap_gain: Any, heap_order: Any,
                       heap_node: Any, out_front: Any, out_ranges: Any, out_tree: Any,
                       out_depth: Any, out_seed: Any, out_small_feature: Any, out_small_bin: Any,
-                      out_small_missing_left: Any, out_small_gain: Any, out_large: Any) -> None:
+                      out_small_missing_left: Any, out_small_gain: Any, out_large: Any,
+                      pending: Any) -> None:
     """``tree_best_first_select``: one block."""
     attrs = backend.device_attributes()
     block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
@@ -175,4 +176,4 @@ def best_first_select(backend: Backend, eval_front: Any, n_small: int, small_fea
         node_state, _i64(heap_gain.shape[0]), _i64(heap_gain.shape[1]), heap_gain, heap_order,
         heap_node, _i64(out_front.shape[0]), out_front, out_ranges, out_tree, out_depth,
         out_seed, _i64(out_small_feature.shape[0]), out_small_feature, out_small_bin,
-        out_small_missing_left, out_small_gain, out_large))
+        out_small_missing_left, out_small_gain, out_large, pending))

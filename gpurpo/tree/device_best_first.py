@@ -25,8 +25,20 @@ evaluated. A round:
 A round may thus split a node that a later replay, knowing more, leaves a
 leaf (its children outrank it); when a replay expands no new node it has run
 on complete information, and its marks (``node_state``: 1 a leaf, 2 split, 0
-not in the tree) are the trees. A round advances every open branch by one
-level, so growth takes about one round per level of the deepest tree.
+not in the tree) are the trees. Growth also ends with the round whose every
+batched node is the last split of its tree (the select kernel's ``pending``
+count is 0), or whose children are all leaves by the stopping rules (none to
+evaluate): the next replay would expand the same nodes, so the children are
+not evaluated and a last replay (no copy) only marks them. A round advances
+every open branch by one level, so a tree of depth D takes D rounds, and one
+more to confirm it when its deepest nodes could split but the leaf budget
+stops them.
+
+The round's copy holds the children's counts, ``pending`` and, in the first
+round, the check of the targets (all in the table's ``head``); a table of at
+most ``TABLE_COPY_BYTES`` comes whole with it, so that the last round's copy
+is also the trees' (the nodes of a tree are its roots and the children of its
+split nodes, which every copy knows).
 
 With all ``p`` features the histograms of the large nodes stay on the device
 in a pool (one row per large evaluation, rows of a round contiguous) so that
@@ -45,11 +57,15 @@ from gpurpo.backend import Backend, count_device_activity
 from gpurpo.tree import histogram, kernels, level_kernels
 from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
-from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower
+from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower, check_targets
 from gpurpo.tree.grower import GrowResult, HostNodeTable, check_binned
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
-__all__ = ["BestFirstNodeTable", "device_best_first_supported", "grow_best_first_on_device"]
+__all__ = ["BestFirstNodeTable", "TABLE_COPY_BYTES", "device_best_first_supported",
+           "grow_best_first_on_device"]
+
+#: a node table of at most this many bytes comes to the host with every round's counts
+TABLE_COPY_BYTES = 64 * 1024
 
 
 def device_best_first_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
@@ -63,15 +79,21 @@ class BestFirstNodeTable(DeviceNodeTable):
     """:class:`DeviceNodeTable` with two more fields: ``slot`` (a node's evaluation
     slot: ``-2 - s`` for the s-th small evaluation, s >= 0 for the s-th large one,
     its histogram's row in the pool) and ``state`` (after a round: 0 not in its
-    tree, 1 a leaf, 2 split)."""
+    tree, 1 a leaf, 2 split), and a ``head`` of counters: those of
+    ``tree_level_children``, ``pending`` of ``tree_best_first_select`` and the
+    deferred check of the targets (1: finite)."""
 
     FIELDS = DeviceNodeTable.FIELDS + (("slot", "int64"), ("state", "uint8"))
+    PENDING = level_kernels.N_COUNTERS
+    TARGETS_FINITE = PENDING + 1
+    HEAD = TARGETS_FINITE + 1
 
 
 class _DeviceBestFirst(_DeviceGrower):
     """One batch of trees grown best first on the device (module docstring)."""
 
     _table_class = BestFirstNodeTable
+    _defers_target_check = True
 
     def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
                  rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
@@ -90,6 +112,9 @@ class _DeviceBestFirst(_DeviceGrower):
         self.pool = None
         self.base_small = self.base_large = 0
         self.evaluated: tuple = ()
+        self.pending = 1
+        # the table as the last round's copy left it (None: not copied with the counts)
+        self.host_fields: dict | None = None
 
     def _subtree_size(self, small: int) -> int:
         return 0
@@ -111,6 +136,8 @@ class _DeviceBestFirst(_DeviceGrower):
         # by every round's replay.
         self.dummy = T
         self.used = T + 1
+        if self.target_check is not None:
+            t.head[BestFirstNodeTable.TARGETS_FINITE] = self.target_check
 
     # ------------------------------------------------------------------ rounds
 
@@ -120,6 +147,12 @@ class _DeviceBestFirst(_DeviceGrower):
             self._record_activity(level_activity, self._round)
             if not self.created and not sum(self.groups):
                 # the replay batched nothing: it ran on complete information
+                break
+            if not self.pending or not sum(self.groups):
+                # every batched node was the last split of its tree, or their children
+                # are all leaves by the stopping rules: the next replay would expand
+                # what this one did; it marks the new leaves (no copy)
+                self._record_activity(level_activity, self._mark_last_children)
                 break
             self._record_activity(level_activity, self._evaluate)
         return self._finish()
@@ -246,19 +279,7 @@ class _DeviceBestFirst(_DeviceGrower):
         n_rows = n_small_rows + n_large_rows
         # a round splits at most max_leaves - 1 nodes per tree
         t.reserve(self.used + 2 * min(n_rows, self.n_trees * (self.max_leaves - 1)), self.used)
-        batch = (xp.empty(n_rows, dtype=xp.int64), xp.empty((n_rows, 2), dtype=xp.int64),
-                 xp.empty(n_rows, dtype=xp.int32), xp.empty(n_rows, dtype=xp.int32),
-                 xp.empty(n_rows, dtype=xp.uint64))
-        choices = (xp.empty(n_small_rows, dtype=xp.int32), xp.empty(n_small_rows, dtype=xp.int32),
-                   xp.empty(n_small_rows, dtype=xp.uint8),
-                   xp.empty(n_small_rows, dtype=xp.float64),
-                   xp.empty((n_large_rows, 4), dtype=xp.float64))
-        level_kernels.launch(
-            self.backend, "tree_best_first_select", front, n_small, *small_out, best,
-            self.w_root, self.m, float(self.params.min_impurity_decrease), base_small,
-            base_large, self.used, self.max_leaves, self.dummy, t.start, t.stop, t.tree,
-            t.depth, t.seed, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, t.slot,
-            t.state, *self.heap, *batch, *choices)
+        batch, choices = self._select(front, n_small, small_out, best, base_small, base_large)
         out_front, ranges, tree, depth, seed = batch
         dec_feature = xp.empty(n_rows, dtype=xp.int32)
         dec_bin = xp.empty(n_rows, dtype=xp.int32)
@@ -276,16 +297,16 @@ class _DeviceBestFirst(_DeviceGrower):
                xp.empty(cap + n_rows, dtype=xp.int32), xp.empty(cap + n_rows, dtype=xp.int64))
         derive = (xp.empty(cap, dtype=xp.int64), xp.empty(cap, dtype=xp.int64))
         sub_offsets = xp.empty(cap + 1, dtype=xp.int64)
-        counts = xp.empty(level_kernels.N_COUNTERS, dtype=xp.int64)
         level_kernels.launch(
             self.backend, "tree_level_children", out_front, 0, n_small_rows, int(self.subtract),
             ranges, tree, depth, seed, dec_feature, n_left, 0, self.small, self.min_split,
             self.max_depth, self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
             t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, *derive,
-            sub_offsets, counts)
-        # the one copy to the host of the round
+            sub_offsets, t.head[: level_kernels.N_COUNTERS])
+        head = self._copy_head()
         created, _, n_small, n_derived, n_direct, _, n_helpers = (
-            int(c) for c in self.backend.to_host(counts))
+            int(c) for c in head[: level_kernels.N_COUNTERS])
+        self.pending = int(head[BestFirstNodeTable.PENDING])
         self.used += created
         self.created = created
         self.groups = (0, n_small, n_derived, n_direct)
@@ -294,6 +315,53 @@ class _DeviceBestFirst(_DeviceGrower):
         self.front = nxt[0][:n_next]
         self.batch = tuple(a[: n_next + n_helpers] for a in nxt[1:])
         self.derive = tuple(a[:n_derived] for a in derive)
+
+    def _select(self, front: Any, n_small: int, small_out: tuple, best: Any, base_small: int,
+                base_large: int) -> tuple[tuple, tuple]:
+        """``tree_best_first_select`` on the table: the round's batch and its rows' choices
+        (``pending`` into the table's head)."""
+        xp, t = self.xp, self.table
+        n_small_rows, n_large_rows = self.base_small, self.base_large
+        n_rows = n_small_rows + n_large_rows
+        batch = (xp.empty(n_rows, dtype=xp.int64), xp.empty((n_rows, 2), dtype=xp.int64),
+                 xp.empty(n_rows, dtype=xp.int32), xp.empty(n_rows, dtype=xp.int32),
+                 xp.empty(n_rows, dtype=xp.uint64))
+        choices = (xp.empty(n_small_rows, dtype=xp.int32), xp.empty(n_small_rows, dtype=xp.int32),
+                   xp.empty(n_small_rows, dtype=xp.uint8),
+                   xp.empty(n_small_rows, dtype=xp.float64),
+                   xp.empty((n_large_rows, 4), dtype=xp.float64))
+        pending = t.head[BestFirstNodeTable.PENDING : BestFirstNodeTable.PENDING + 1]
+        level_kernels.launch(
+            self.backend, "tree_best_first_select", front, n_small, *small_out, best,
+            self.w_root, self.m, float(self.params.min_impurity_decrease), base_small,
+            base_large, self.used, self.max_leaves, self.dummy, t.start, t.stop, t.tree,
+            t.depth, t.seed, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, t.slot,
+            t.state, *self.heap, *batch, *choices, pending)
+        return batch, choices
+
+    def _copy_head(self) -> np.ndarray:
+        """The round's one copy to the host: the table's head, with the whole table when it
+        is small (``host_fields``); checks the targets on the first."""
+        t = self.table
+        if t.buffer.nbytes <= TABLE_COPY_BYTES:
+            self.host_fields = t.to_host(self.backend, t.capacity)
+            head = self.host_fields["head"]
+        else:
+            self.host_fields = None
+            head = np.asarray(self.backend.to_host(t.head))
+        if self.target_check is not None:
+            check_targets(head[BestFirstNodeTable.TARGETS_FINITE])
+            self.target_check = None
+        return head
+
+    def _mark_last_children(self) -> None:
+        """The last replay: marks the leaves created by the round that completed the trees
+        (no evaluation to record)."""
+        xp = self.xp
+        empty = (xp.empty(0, dtype=xp.int32), xp.empty(0, dtype=xp.int32),
+                 xp.empty(0, dtype=xp.uint8), xp.empty(0, dtype=xp.float64))
+        self._select(xp.empty(0, dtype=xp.int64), 0, empty, xp.empty((0, 4), dtype=xp.float64),
+                     self.base_small, self.base_large)
 
     # ------------------------------------------------------------------ output
 
@@ -308,10 +376,20 @@ class _DeviceBestFirst(_DeviceGrower):
         return self._structures(nodes, leaf_of_sample, leaf_weight)
 
     def _host_nodes(self) -> HostNodeTable:
-        """The nodes in the trees (``state`` > 0), renumbered in id order (one copy)."""
-        fields = self.table.to_host(self.backend, self.used)
+        """The nodes in the trees, renumbered in id order: the roots and the children of
+        the split nodes (``state`` 2), from the last round's copy of the table, else one
+        copy."""
+        fields = self.host_fields
+        if fields is None:
+            fields = self.table.to_host(self.backend, self.used)
+        fields = {name: view[: self.used] for name, view in fields.items() if name != "head"}
         state = fields["state"]
-        live = np.flatnonzero(state > 0)
+        split_nodes = np.flatnonzero((state == 2) & (fields["left"] >= 0))
+        in_tree = np.zeros(self.used, dtype=bool)
+        in_tree[: self.n_trees] = True
+        in_tree[fields["left"][split_nodes]] = True
+        in_tree[fields["right"][split_nodes]] = True
+        live = np.flatnonzero(in_tree)
         new_id = np.full(self.used, -1, dtype=np.int64)
         new_id[live] = np.arange(len(live))
         nodes = HostNodeTable()
@@ -319,7 +397,7 @@ class _DeviceBestFirst(_DeviceGrower):
         nodes.size = len(live)
         for name, _, _ in HostNodeTable._FIELDS:
             getattr(nodes, name)[: len(live)] = fields[name][live]
-        split = state[live] == 2
+        split = (state[live] == 2) & (fields["left"][live] >= 0)
         for name in ("left", "right"):
             getattr(nodes, name)[: len(live)] = np.where(
                 split, new_id[np.maximum(fields[name][live], 0)], -1)
@@ -336,10 +414,10 @@ class _DeviceBestFirst(_DeviceGrower):
         replay's ``state`` 1), as ``tree_level_leaf_marks_table`` reads a leaf."""
         xp, t = self.xp, self.table
         state = t.state[: self.used]
+        # state 0, 1, 2 as "feature" -2, -1, 0 and "pos" -1, 0, 1: state 1 is a leaf
         level_kernels.launch(self.backend, "tree_level_leaf_marks_table",
-                             xp.where(state == 1, -1, 0).astype(xp.int32),
-                             xp.where(state > 0, 0, -1).astype(xp.int64),
-                             t.start[: self.used], mark)
+                             xp.subtract(state, 2, dtype=xp.int32),
+                             xp.subtract(state, 1, dtype=xp.int64), t.start[: self.used], mark)
 
 
 def grow_best_first_on_device(

@@ -104,10 +104,14 @@ class DeviceNodeTable:
         self.xp = xp
         self._allocate(int(capacity))
 
+    #: int64 counters at the head of the buffer, before the fields (``head``)
+    HEAD = 0
+
     @classmethod
     def _views(cls, buffer: Any, capacity: int) -> dict[str, Any]:
-        """Every field's typed view of ``buffer`` (fields one after the other, 8-byte aligned)."""
-        views, at = {}, 0
+        """Every field's typed view of ``buffer`` (after the ``HEAD`` counters, fields one
+        after the other, 8-byte aligned)."""
+        views, at = {"head": buffer[: 8 * cls.HEAD].view("int64")}, 8 * cls.HEAD
         for name, dtype in cls.FIELDS:
             size = capacity * np.dtype(dtype).itemsize
             views[name] = buffer[at : at + size].view(dtype)
@@ -116,7 +120,8 @@ class DeviceNodeTable:
 
     def _allocate(self, capacity: int) -> None:
         self.capacity = capacity
-        n_bytes = sum(-(-capacity * np.dtype(d).itemsize // 8) * 8 for _, d in self.FIELDS)
+        n_bytes = 8 * self.HEAD + sum(-(-capacity * np.dtype(d).itemsize // 8) * 8
+                                      for _, d in self.FIELDS)
         self.buffer = self.xp.empty(n_bytes, dtype=self.xp.uint8)
         for name, view in self._views(self.buffer, capacity).items():
             setattr(self, name, view)
@@ -126,20 +131,36 @@ class DeviceNodeTable:
         if rows <= self.capacity:
             return
         old = {name: getattr(self, name) for name, _ in self.FIELDS}
+        head = self.head
         self._allocate(max(int(rows), 2 * self.capacity))
         for name, _ in self.FIELDS:
             getattr(self, name)[:used] = old[name][:used]
+        if self.HEAD:
+            self.head[:] = head
 
     def to_host(self, backend: Backend, used: int) -> dict[str, np.ndarray]:
-        """The first ``used`` rows of every field, from one device-to-host copy."""
+        """The first ``used`` rows of every field and the ``head`` counters, from one
+        device-to-host copy."""
         host = np.asarray(backend.to_host(self.buffer))
-        return {name: view[:used] for name, view in self._views(host, self.capacity).items()}
+        views = self._views(host, self.capacity)
+        return {name: view if name == "head" else view[:used] for name, view in views.items()}
+
+
+def check_targets(finite: Any) -> None:
+    """Raise the error of targets that are not finite in float32 (``finite`` false)."""
+    if not finite:
+        raise ValueError(
+            "targets must be finite in float32: the outputs (or their projections) "
+            "overflow float32's range; rescale y")
 
 
 class _DeviceGrower:
     """One batch of trees grown level by level on the device (module docstring)."""
 
     _table_class = DeviceNodeTable
+    #: with unit weights, whether the targets' check waits for the first copy of counts
+    #: (``target_check``, a device flag, read by the subclass) instead of its own copy
+    _defers_target_check = False
 
     def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
                  rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
@@ -169,36 +190,43 @@ class _DeviceGrower:
         else:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
             counts = xp.bincount(tree_idx, minlength=n_trees)
-        if unit:
-            # the weights are the ones made above: only the targets to check
+        self.target_check = None
+        if unit and self._defers_target_check:
+            # every tree's size and weight are known: the check of the targets reaches
+            # the host with the first counts that growth copies (check_targets)
+            self.target_check = xp.isfinite(targets).all()
+            counts_h = np.full(n_trees, n, dtype=np.int64)
             w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
-            finite = xp.isfinite(targets).all().astype(xp.float64)
-            flags = xp.stack([xp.ones_like(finite), xp.ones_like(finite), finite])
+            unit_weights = True
         else:
-            w_sum = weights.sum(axis=1, dtype=xp.float64)
-            flags = xp.stack([
-                xp.isfinite(weights).all() & (weights >= 0).all(),
-                ((weights == 0) | (weights == 1)).all(),
-                xp.isfinite(targets).all(),
-            ]).astype(xp.float64)
-        # the checks of the inputs and the trees' sizes and weights in one copy
-        facts = backend.to_host(xp.concatenate([flags, counts.astype(xp.float64), w_sum]))
-        if not facts[0]:
-            raise ValueError("weights must be finite and non-negative")
-        if not facts[2]:
-            raise ValueError(
-                "targets must be finite in float32: the outputs (or their projections) "
-                "overflow float32's range; rescale y")
-        counts_h = facts[3 : 3 + n_trees].astype(np.int64)
-        if not counts_h.all():
-            raise ValueError(
-                "weights must give every tree at least one sample of positive weight; "
-                f"tree {int(np.argmin(counts_h))} has none")
+            if unit:
+                # the weights are the ones made above: only the targets to check
+                w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
+                finite = xp.isfinite(targets).all().astype(xp.float64)
+                flags = xp.stack([xp.ones_like(finite), xp.ones_like(finite), finite])
+            else:
+                w_sum = weights.sum(axis=1, dtype=xp.float64)
+                flags = xp.stack([
+                    xp.isfinite(weights).all() & (weights >= 0).all(),
+                    ((weights == 0) | (weights == 1)).all(),
+                    xp.isfinite(targets).all(),
+                ]).astype(xp.float64)
+            # the checks of the inputs and the trees' sizes and weights in one copy
+            facts = backend.to_host(xp.concatenate([flags, counts.astype(xp.float64), w_sum]))
+            if not facts[0]:
+                raise ValueError("weights must be finite and non-negative")
+            check_targets(facts[2])
+            counts_h = facts[3 : 3 + n_trees].astype(np.int64)
+            if not counts_h.all():
+                raise ValueError(
+                    "weights must give every tree at least one sample of positive weight; "
+                    f"tree {int(np.argmin(counts_h))} has none")
+            unit_weights = bool(unit or facts[1])
         self.n, self.p, self.m, self.n_trees = n, p, m, n_trees
         self.weights = weights
         self.w_root = w_sum
         # weights of 0 and 1 only: a node's weight is its number of samples
-        self.unit_weights = bool(unit or facts[1])
+        self.unit_weights = unit_weights
         self.channels = histogram.n_channels(m, self.unit_weights)
         self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
@@ -245,6 +273,9 @@ class _DeviceGrower:
         xp, T = self.xp, self.n_trees
         if root_seeds is None:
             root_seeds = draw_root_seeds(rng, T)
+            if T == 1:
+                # one seed is filled in by a kernel (its argument): no copy to the device
+                root_seeds = xp.full(1, root_seeds[0], dtype=xp.uint64)
         root_seeds = xp.asarray(root_seeds, dtype=xp.uint64)
         if root_seeds.shape != (T,):
             raise ValueError(f"root_seeds must have shape (n_trees={T},), got {root_seeds.shape}")

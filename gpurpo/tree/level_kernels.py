@@ -118,7 +118,7 @@ Kernel contracts
     out_leaf_weight float64 (L,)       leaf ``cum[q] - 1`` (q its first position): 0.0 +
                                        its samples' weights in position order
 
-``tree_best_first_select(eval_front, n_small, small_feature, small_bin, small_missing_left, small_gain, large, root_weight, n_scored, min_impurity_decrease, base_small, base_large, n_nodes, max_leaves, dummy, node_start, node_stop, node_tree, node_depth, node_seed, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot, node_state, heap_gain, heap_order, heap_node, out_front, out_ranges, out_tree, out_depth, out_seed, out_small_feature, out_small_bin, out_small_missing_left, out_small_gain, out_large)``
+``tree_best_first_select(eval_front, n_small, small_feature, small_bin, small_missing_left, small_gain, large, root_weight, n_scored, min_impurity_decrease, base_small, base_large, n_nodes, max_leaves, dummy, node_start, node_stop, node_tree, node_depth, node_seed, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot, node_state, heap_gain, heap_order, heap_node, out_front, out_ranges, out_tree, out_depth, out_seed, out_small_feature, out_small_bin, out_small_missing_left, out_small_gain, out_large, pending)``
     One round of best-first growth (:mod:`gpurpo.tree.device_best_first`; CPU twin in
     :mod:`gpurpo.tree._numba.tree_best_first`, CUDA in ``kernels/tree_best_first.cu``).
     eval_front   int64   (E,)          the nodes evaluated last: the first ``n_small`` by
@@ -149,6 +149,11 @@ Kernel contracts
     ``out_ranges[r]`` its ``(start, stop)``, ``out_tree``, ``out_depth``, ``out_seed``
     its fields. The batch is the frontier of ``tree_level_split`` and
     ``tree_level_children`` with ``n_sub = 0`` and ``n_small = S``.
+    pending      int64   (1,)          the batched rows that may change a tree: those of
+                                       feature -2 and the nodes batched while their tree
+                                       had fewer than ``max_leaves`` leaves after them.
+                                       0: splitting the batch completes every tree, the
+                                       children it creates being leaves
 """
 
 from __future__ import annotations

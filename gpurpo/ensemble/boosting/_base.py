@@ -471,8 +471,8 @@ class _BaseGradientBoosting(BaseEstimator):
         self.n_estimators_ = len(model)
         self.init_ = np.asarray(to_host(model.init))
         self.steps_ = (
-            np.stack([np.asarray(to_host(r)) for r in self._steps]) if self._steps
-            else np.zeros((0, d))
+            np.asarray(to_host(xp.stack([xp.asarray(r) for r in self._steps])))
+            if self._steps else np.zeros((0, d))
         )
         self.outputs_ = list(self._outputs)
         return self

@@ -112,12 +112,13 @@ def leaf_label_sums(
     inside = leaf >= 0
     w_in = xp.where(inside, weights, 0.0)
     safe_leaf = xp.where(inside, leaf, 0)
-    w_leaf = xp.bincount(safe_leaf, weights=w_in, minlength=n_leaves)
+    # scatter-adds into arrays of known size (a bincount reads the largest leaf back)
+    w_leaf = xp.zeros(n_leaves, dtype=xp.float64)
+    xp.add.at(w_leaf, safe_leaf, w_in)
     if label_with.shape[1] == 1:
-        sums = xp.bincount(
-            safe_leaf, weights=w_in * label_with[:, 0].astype(xp.float64), minlength=n_leaves
-        )
-        return w_leaf, sums[:, None]
+        sums = xp.zeros((n_leaves, 1), dtype=xp.float64)
+        xp.add.at(sums[:, 0], safe_leaf, w_in * label_with[:, 0].astype(xp.float64))
+        return w_leaf, sums
     sums = kernels.accumulate_leaves_dense(
         backend, leaf, w_in, xp.ascontiguousarray(label_with), n_leaves
     )

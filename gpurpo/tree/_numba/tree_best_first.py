@@ -101,9 +101,10 @@ def select(eval_front, n_small, small_feature, small_bin, small_missing_left, sm
            node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot,
            node_state, heap_gain, heap_order, heap_node, out_front, out_ranges, out_tree,
            out_depth, out_seed, out_small_feature, out_small_bin, out_small_missing_left,
-           out_small_gain, out_large):
+           out_small_gain, out_large, pending):
     """Record the last evaluations, replay best-first growth, batch this round's splits
-    (see ``tree_best_first_select``)."""
+    and count in ``pending[0]`` the batched rows that may change a tree (see
+    ``tree_best_first_select``)."""
     n_small_rows = out_small_feature.shape[0]
     n_rows = out_front.shape[0]
     for row in prange(n_rows):
@@ -143,14 +144,21 @@ def select(eval_front, n_small, small_feature, small_bin, small_missing_left, sm
         node_bin[g] = b
         node_missing_left[g] = ml
         node_gain[g] = gain
+    continuing = 0
+    for e in range(eval_front.shape[0]):
+        if node_feature[eval_front[e]] == -2:
+            continuing += 1
     for g in prange(n_nodes):
         node_state[g] = 0
+    short_of_max = 0
     for t in prange(heap_gain.shape[0]):
-        _replay(t, max_leaves, node_start, node_stop, node_tree, node_depth, node_seed,
-                node_left, node_right, node_feature, node_bin, node_missing_left, node_gain,
-                node_slot, node_state, heap_gain[t], heap_order[t], heap_node[t], out_front,
-                out_ranges, out_tree, out_depth, out_seed, out_small_feature, out_small_bin,
-                out_small_missing_left, out_small_gain, out_large)
+        short_of_max += _replay(
+            t, max_leaves, node_start, node_stop, node_tree, node_depth, node_seed, node_left,
+            node_right, node_feature, node_bin, node_missing_left, node_gain, node_slot,
+            node_state, heap_gain[t], heap_order[t], heap_node[t], out_front, out_ranges,
+            out_tree, out_depth, out_seed, out_small_feature, out_small_bin,
+            out_small_missing_left, out_small_gain, out_large)
+    pending[0] = continuing + short_of_max
 
 
 @njit(cache=True)
@@ -159,7 +167,9 @@ def _replay(t, max_leaves, node_start, node_stop, node_tree, node_depth, node_se
             node_state, heap_gain, heap_order, heap_node, out_front, out_ranges, out_tree,
             out_depth, out_seed, out_small_feature, out_small_bin, out_small_missing_left,
             out_small_gain, out_large):
-    """Best-first growth of tree t (root: node t) replayed on what is known of it."""
+    """Best-first growth of tree t (root: node t) replayed on what is known of it; returns
+    how many nodes it batched while the tree had fewer than ``max_leaves`` leaves after
+    them."""
     node_state[t] = 1
     size = 0
     pushed = 0
@@ -167,6 +177,7 @@ def _replay(t, max_leaves, node_start, node_stop, node_tree, node_depth, node_se
         size = _push(heap_gain, heap_order, heap_node, size, node_gain[t], pushed, t)
         pushed += 1
     leaves = 1
+    short_of_max = 0
     while size > 0 and leaves < max_leaves:
         g = _pop(heap_gain, heap_order, heap_node, size)
         size -= 1
@@ -184,3 +195,6 @@ def _replay(t, max_leaves, node_start, node_stop, node_tree, node_depth, node_se
                        node_feature[g], node_bin[g], node_missing_left[g], node_gain[g],
                        out_front, out_ranges, out_tree, out_depth, out_seed, out_small_feature,
                        out_small_bin, out_small_missing_left, out_small_gain, out_large)
+            if leaves < max_leaves:
+                short_of_max += 1
+    return short_of_max

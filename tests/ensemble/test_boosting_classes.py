@@ -28,9 +28,9 @@ def test_multiclass_scores_are_the_one_vs_rest_binary_models(monkeypatch):
     # iterations is the 8-iteration binary model of class k. Every tree gets the same
     # root seed (its nodes' visiting orders, which break ties between equal gains), so
     # that both models grow the same trees from the same targets.
-    import gpurpo.tree.grower as grower
+    import gpurpo.ensemble.boosting.iteration_draws as iteration_draws
 
-    monkeypatch.setattr(grower, "draw_root_seeds",
+    monkeypatch.setattr(iteration_draws, "draw_root_seeds",
                         lambda rng, n_trees: np.full(n_trees, 12345, dtype=np.uint64))
     X, y = _classes(300)
     params = dict(strategy="single_target", n_estimators=8, max_leaf_nodes=5,

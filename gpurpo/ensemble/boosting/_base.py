@@ -32,10 +32,10 @@ from gpurpo.backend import (
 )
 from gpurpo.ensemble.boosting._early_stopping import EarlyStopping, validation_split
 from gpurpo.ensemble.boosting._progress import BoostingProgress
+from gpurpo.ensemble.boosting.iteration_draws import IterationDraw, IterationDraws
 from gpurpo.ensemble.boosting.iteration_trees import (
     STRATEGIES,
     StageTreeFitter,
-    draw_projection,
     leaves_of,
 )
 from gpurpo.ensemble.boosting.losses import Loss, get_loss, weighted_mean
@@ -417,11 +417,16 @@ class _BaseGradientBoosting(BaseEstimator):
         def score() -> float:
             return self._validation_score(Y_val, F_val)
 
+        n_in = (max(1, int(round(float(self.subsample) * n))) if self.subsample < 1.0
+                else None)
+        draws = IterationDraws(backend, self.strategy, self.projection, cfg["n_components"],
+                               d, n, n_in)
         G = loss.negative_gradient(backend, Yb, F)
         with progress:
             for m in range(len(model), n_rounds):
                 stage, rho, projection = self._boost_one(
-                    m, loss, cfg, fitter, backend, Yb, F, G, w, unit, rng
+                    m, loss, cfg, fitter, backend, Yb, F, G, w, unit,
+                    draws.next(rng, n_rounds - m), rng
                 )
                 model.append(stage)
                 self._steps.append(rho)
@@ -526,9 +531,11 @@ class _BaseGradientBoosting(BaseEstimator):
         G: Any,
         w: Any,
         unit: bool,
+        draw: IterationDraw,
         rng: np.random.Generator,
     ) -> tuple[Stage, Any, Any]:
-        """Iteration ``m`` (Algorithms 2-4, lines 4-8) from the gradient ``G`` at ``F``.
+        """Iteration ``m`` (Algorithms 2-4, lines 4-8) from the gradient ``G`` at ``F``,
+        with the iteration's random ``draw`` (subsample, projection, root seed).
 
         Updates ``F`` in place.
 
@@ -536,24 +543,22 @@ class _BaseGradientBoosting(BaseEstimator):
         """
         xp = backend.xp
         n, d = F.shape
-        rows = None
+        rows = draw.rows
         w_iter, unit_iter = w, unit
-        if self.subsample < 1.0:
+        if rows is not None:
             # stochastic gradient boosting: the tree and the step see a random subset
-            n_in = max(1, int(round(float(self.subsample) * n)))
-            rows = np.sort(rng.choice(n, size=n_in, replace=False))
             mask = xp.zeros(n, dtype=xp.float64)
-            mask[backend.asarray(rows)] = 1.0
+            mask[rows] = 1.0
             w_iter, unit_iter = w * mask, False
             if not unit and not float(w_iter.sum()) > 0:
                 w_iter, unit_iter, rows = w, unit, None
         output = m % d if self.strategy == "single_target" else None
-        projection = draw_projection(self.strategy, self.projection, cfg["n_components"], d, rng)
+        projection = draw.projection
         # second-order split: the loss's hessian (None for the squared error, whose
         # constant hessian makes the gain the variance criterion's)
         hessian = loss.hessian(backend, G) if self.split_criterion == "newton" else None
         structure, values, leaf = fitter.fit(
-            G, w_iter, unit_iter, projection, output, rng, hessian
+            G, w_iter, unit_iter, draw.device_projection, output, rng, hessian, draw.root_seed
         )
         lr = float(self.learning_rate)
         if self.leaf_step == "per_leaf":
@@ -570,7 +575,7 @@ class _BaseGradientBoosting(BaseEstimator):
             return stage, rho, projection
         H = values[leaf]
         if rows is not None:
-            sel = backend.asarray(rows)
+            sel = rows
             Ys, Fs, Hs, ws, Gs, leaf_s = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel], leaf[sel]
         else:
             Ys, Fs, Hs, ws, Gs, leaf_s = Yb, F, H, w_iter, G, leaf

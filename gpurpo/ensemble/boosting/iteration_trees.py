@@ -30,7 +30,7 @@ stages that :mod:`gpurpo.dask` runs over row-split data.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from gpurpo.tree.growth import grow_tree_best_first, grow_trees
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
 
 __all__ = [
-    "STRATEGIES", "StageTreeFitter", "draw_projection", "leaf_label_sums", "leaf_means",
+    "STRATEGIES", "GatheredProjection", "StageTreeFitter", "draw_projection", "leaf_label_sums", "leaf_means",
     "project_gradient", "squared_projection", "leaves_of",
 ]
 
@@ -70,9 +70,34 @@ def draw_projection(
     return None
 
 
+@dataclass(frozen=True)
+class GatheredProjection:
+    """A sparse projection ``Phi`` (q x d) on the device as the columns and values of its
+    rows, for a product that gathers the columns it needs.
+
+    Attributes
+    ----------
+    columns : int64 backend array (q, w)
+        Row r's columns, padded with column 0.
+    values : float32 backend array (q, w)
+        Row r's values, padded with zeros: ``(Phi y)_r = sum_j values[r, j]
+        y[columns[r, j]]``.
+    """
+
+    columns: Any
+    values: Any
+
+    def squared(self) -> GatheredProjection:
+        """The projection with every entry squared."""
+        return GatheredProjection(self.columns, self.values * self.values)
+
+
 def project_gradient(backend: Backend, G: Any, projection: Any) -> Any:
-    """``G Phi^T`` as a dense float32 (n, q) array, for dense or CSR ``Phi``."""
+    """``G Phi^T`` as a dense float32 (n, q) array, for dense, CSR or gathered ``Phi``."""
     xp = backend.xp
+    if isinstance(projection, GatheredProjection):
+        gathered = G[:, projection.columns] * projection.values[None, :, :]
+        return xp.ascontiguousarray(gathered.sum(axis=2), dtype=xp.float32)
     P = backend.asarray(projection, dtype=xp.float32)
     if backend.issparse(P):
         return dense_times_sparse_t(xp, G, P.tocsr(), xp.float32)
@@ -80,7 +105,10 @@ def project_gradient(backend: Backend, G: Any, projection: Any) -> Any:
 
 
 def squared_projection(projection: Any) -> Any:
-    """The projection with every entry squared (dense array or sparse matrix)."""
+    """The projection with every entry squared (dense array, sparse matrix or
+    :class:`GatheredProjection`)."""
+    if isinstance(projection, GatheredProjection):
+        return projection.squared()
     if hasattr(projection, "multiply") and hasattr(projection, "tocsr"):
         return projection.multiply(projection).tocsr()
     return projection * projection
@@ -212,6 +240,7 @@ class StageTreeFitter:
         output: int | None,
         rng: np.random.Generator,
         hessian: Any = None,
+        root_seed: Any = None,
     ) -> tuple[TreeStructure, Any, Any]:
         """Grow the tree on the gradient ``G`` and label its leaves.
 
@@ -223,8 +252,8 @@ class StageTreeFitter:
             Sample weights of this iteration (0 for rows left out).
         unit_weights : bool
             True when every weight is 1 (no weights passed to the grower).
-        projection : host matrix or None
-            From :func:`draw_projection`.
+        projection : host matrix, backend array, GatheredProjection or None
+            From :func:`draw_projection`, or its device form.
         output : int or None
             The output of a single-target iteration.
         rng : numpy Generator
@@ -235,6 +264,8 @@ class StageTreeFitter:
             gradient and hessian (:meth:`split_targets`). None: the
             variance of the (projected) gradient. The leaves are labelled
             the same way in both cases.
+        root_seed : uint64 array (1,) or None
+            The tree's root seed (None: drawn from ``rng``).
 
         Returns
         -------
@@ -250,7 +281,8 @@ class StageTreeFitter:
         grower_weights = None if unit_weights else weights.astype(xp.float32)[None, :]
         params = self.params if hessian is None else self.newton_params
         grow = grow_tree_best_first if self.params.max_leaf_nodes is not None else grow_trees
-        result = grow(self.binned, targets, grower_weights, params, rng, self.backend)
+        result = grow(self.binned, targets, grower_weights, params, rng, self.backend,
+                      root_seed)
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
         inside = leaf >= 0

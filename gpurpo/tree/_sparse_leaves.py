@@ -10,7 +10,8 @@ transposition") runs over the samples grouped by leaf, with a dense
 accumulator of ``d`` entries: for each leaf, the rows of its samples are
 added in increasing sample order (the order of SciPy's product, so the same
 sums bit for bit), and the labels touched are emitted sorted, exact zeros
-dropped (as SciPy's product does).
+dropped (as SciPy's product does); each leaf's sums are then multiplied by
+one over its weight, as they are emitted.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpurpo.tree._numba._shared import _prefetch
+
 __all__ = ["leaf_values_csr", "stack_csr_arrays"]
+
+# Samples ahead (in leaf order) whose rows leaf_values_csr prefetches.
+_PREFETCH_SAMPLES = 8
 
 
 @njit(cache=True, nogil=True)
@@ -34,31 +40,48 @@ def _sort_small(a, n):
 
 
 @njit(cache=True, nogil=True)
-def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_outputs,
-                    canonical):
-    """CSR arrays of ``A^T diag(scale) Y`` for ``Y`` in CSR (``indptr``, ``indices``, ``data``).
+def _prefetch_rows(members, q0, q1, indptr, indices, data):
+    """Hint the loads of the rows of ``members[q0:q1]``: their first indices and values,
+    and their last values (a row of a few labels spans one or two lines of each)."""
+    for q in range(q0, q1):
+        i = members[q]
+        r0 = indptr[i]
+        r1 = indptr[i + 1]
+        if r1 > r0:
+            _prefetch(indices, r0)
+            _prefetch(data, r0)
+            _prefetch(data, r1 - 1)
 
-    With ``canonical`` (each row's column indices increasing and distinct), a
-    leaf of one sample is that sample's row scaled, copied in order without
-    the accumulator (the same values: each sum is ``0.0 + s * y``); fully
-    grown trees are mostly such leaves.
+
+@njit(cache=True, nogil=True)
+def leaf_values_csr(leaf_of_sample, scale, leaf_scale, indptr, indices, data, n_leaves,
+                    n_outputs):
+    """CSR arrays of ``diag(leaf_scale) A^T diag(scale) Y`` for ``Y`` in CSR (``indptr``,
+    ``indices``, ``data``): each leaf's sums first, then their product by its factor.
+
+    A leaf of one sample whose row's column indices are increasing and distinct
+    (canonical) is that row scaled, copied in order without the accumulator (the
+    same values: each sum is ``0.0 + s * y``); fully grown trees are mostly such
+    leaves. The leaves are visited in order, their samples' rows gathered from
+    all over ``Y``: the rows of the samples ``_PREFETCH_SAMPLES`` ahead are
+    prefetched (their row pointers twice as far ahead), so that their loads
+    overlap instead of waiting one after the other on a ``Y`` out of the cache.
 
     Parameters
     ----------
     leaf_of_sample : int array (n,)
         Leaf of each sample, -1 when the sample is not in the tree.
     scale : float64 array (n,)
-        Factor of each sample's row (its weight; the caller divides each leaf's sums
-        by the leaf's weight).
+        Factor of each sample's row (its weight).
+    leaf_scale : float64 array (n_leaves,)
+        Factor of each leaf's sums (one over the leaf's weight).
     indptr, indices, data : CSR arrays of Y (n, n_outputs)
     n_leaves, n_outputs : int
-    canonical : bool
-        Whether every row's column indices are increasing and distinct.
 
     Returns
     -------
     (out_indptr int64 (n_leaves + 1,), out_indices int32, out_data float64): row ``l``
-    holds the nonzero sums of leaf ``l``, its column indices increasing.
+    holds the nonzero values of leaf ``l``, its column indices increasing.
     """
     n = leaf_of_sample.shape[0]
     # samples grouped by leaf, increasing within each leaf (a stable counting sort)
@@ -69,18 +92,17 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
             first[leaf + 1] += 1
     for leaf in range(n_leaves):
         first[leaf + 1] += first[leaf]
-    members = np.empty(first[n_leaves], dtype=np.int64)
+    n_members = first[n_leaves]
+    members = np.empty(n_members, dtype=np.int64)
     fill = first[:n_leaves].copy()
+    # and a bound on the output size: every label of every member
+    bound = 0
     for i in range(n):
         leaf = leaf_of_sample[i]
         if leaf >= 0:
             members[fill[leaf]] = i
             fill[leaf] += 1
-    # a bound on the output size: every label of every member
-    bound = 0
-    for q in range(members.shape[0]):
-        i = members[q]
-        bound += indptr[i + 1] - indptr[i]
+            bound += indptr[i + 1] - indptr[i]
     out_indptr = np.zeros(n_leaves + 1, dtype=np.int64)
     out_indices = np.empty(bound, dtype=np.int32)
     out_data = np.empty(bound, dtype=np.float64)
@@ -88,20 +110,42 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
     seen = np.zeros(n_outputs, dtype=np.bool_)
     touched = np.empty(n_outputs, dtype=np.int64)
     nnz = 0
+    ahead = 0  # members whose rows are prefetched
+    ahead_ptr = 0  # members whose row pointers are
     for leaf in range(n_leaves):
-        if canonical and first[leaf + 1] - first[leaf] == 1:
-            i = members[first[leaf]]
+        q0 = first[leaf]
+        q1 = first[leaf + 1]
+        stop = min(n_members, q1 + 2 * _PREFETCH_SAMPLES)
+        for q in range(ahead_ptr, stop):
+            _prefetch(indptr, members[q])
+        ahead_ptr = max(ahead_ptr, stop)
+        stop = min(n_members, q1 + _PREFETCH_SAMPLES)
+        _prefetch_rows(members, ahead, stop, indptr, indices, data)
+        ahead = max(ahead, stop)
+        factor = leaf_scale[leaf]
+        if q1 - q0 == 1:
+            i = members[q0]
             s = scale[i]
+            start = nnz
+            last = -1
+            canonical = True
             for r in range(indptr[i], indptr[i + 1]):
+                k = indices[r]
+                if k <= last:
+                    canonical = False
+                    break
+                last = k
                 v = s * np.float64(data[r])
                 if v != 0.0:
-                    out_indices[nnz] = indices[r]
-                    out_data[nnz] = v
+                    out_indices[nnz] = k
+                    out_data[nnz] = v * factor
                     nnz += 1
-            out_indptr[leaf + 1] = nnz
-            continue
+            if canonical:
+                out_indptr[leaf + 1] = nnz
+                continue
+            nnz = start  # unsorted or repeated labels: summed below
         n_touched = 0
-        for q in range(first[leaf], first[leaf + 1]):
+        for q in range(q0, q1):
             i = members[q]
             s = scale[i]
             for r in range(indptr[i], indptr[i + 1]):
@@ -119,7 +163,7 @@ def leaf_values_csr(leaf_of_sample, scale, indptr, indices, data, n_leaves, n_ou
             k = touched[t]
             if sums[k] != 0.0:
                 out_indices[nnz] = k
-                out_data[nnz] = sums[k]
+                out_data[nnz] = sums[k] * factor
                 nnz += 1
             sums[k] = 0.0
             seen[k] = False

@@ -133,10 +133,8 @@ def leaf_values(
         # the weighted sums first, then each leaf's division: the dense kernels' order,
         # so that equal label frequencies stay exactly equal (ties in predict)
         indptr, indices, data = leaf_values_csr(
-            leaf, w, Yc.indptr, Yc.indices, Yc.data,
-            int(n_leaves), int(Y.shape[1]), bool(Yc.has_canonical_format),
+            leaf, w, inv, Yc.indptr, Yc.indices, Yc.data, int(n_leaves), int(Y.shape[1]),
         )
-        data *= np.repeat(inv, np.diff(indptr))
         return LeafValues(sp.csr_matrix((data, indices, indptr), shape=(int(n_leaves), Y.shape[1])))
     if sparse_out:
         rows = xp.nonzero(inside)[0]

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["number_nodes", "sum_internal_weights", "absorb_subtrees", "leaf_table", "pack_tree"]
+__all__ = ["number_nodes", "sum_internal_weights", "absorb_subtrees", "leaf_table", "pack_tree",
+           "place_leaf_samples"]
 
 
 @njit(cache=True, nogil=True)
@@ -205,3 +206,24 @@ def leaf_table(left, feature, tree, start, stop, leaf_index):
         leaf_rank[j] = leaf_index[g]
         j += 1
     return leaf_ids, leaf_start, leaf_length, leaf_tree, leaf_rank
+
+
+@njit(cache=True, nogil=True)
+def place_leaf_samples(sample_indices, weights, leaf_start, leaf_length, leaf_tree, leaf_rank,
+                       leaf_of_sample, leaf_weight):
+    """The leaf of every sample and each leaf's weighted sample count, in one pass.
+
+    Leaf ``j`` holds the samples ``sample_indices[leaf_start[j]:leaf_start[j] +
+    leaf_length[j]]`` of tree ``leaf_tree[j]``: each gets ``leaf_of_sample[t, s] =
+    leaf_rank[j]``, and ``leaf_weight[j]`` is the float64 sum of their ``weights[t, s]``,
+    added in buffer order (as ``numpy.bincount`` adds them).
+    """
+    for j in range(leaf_start.shape[0]):
+        t = leaf_tree[j]
+        rank = leaf_rank[j]
+        total = 0.0
+        for pos in range(leaf_start[j], leaf_start[j] + leaf_length[j]):
+            s = sample_indices[pos]
+            leaf_of_sample[t, s] = rank
+            total += np.float64(weights[t, s])
+        leaf_weight[j] = total

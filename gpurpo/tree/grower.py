@@ -78,6 +78,7 @@ from gpurpo.tree._node_tables import (
     absorb_subtrees,
     leaf_table,
     number_nodes,
+    place_leaf_samples,
 )
 from gpurpo.tree._pack import pack_structures
 from gpurpo.tree._params import GrowthParams
@@ -964,6 +965,11 @@ class HostGrower:
         leaf_of_sample = xp.full((self.n_trees, self.n), -1, dtype=xp.int32)
         if not len(leaf_ids):
             return leaf_of_sample, None
+        if xp is np:
+            leaf_weight = np.empty(len(leaf_ids), dtype=np.float64)
+            place_leaf_samples(self.sample_indices, self.weights, leaf_start, leaf_length,
+                               leaf_tree, leaf_rank, leaf_of_sample, leaf_weight)
+            return leaf_of_sample, leaf_weight
         pos, node_of = segment_positions(
             xp, self._dev(leaf_start, xp.int64), self._dev(leaf_length, xp.int64),
             int(leaf_length.sum()),

@@ -92,6 +92,21 @@ def test_emulated_cuda_grows_the_host_drivers_trees(case):
     _assert_same_trees(params, EMULATED, n=200, p=6, m=2, n_trees=2, seed=1)
 
 
+@pytest.mark.parametrize("table_bytes", [0, 1 << 30], ids=["table at the end", "table per round"])
+@pytest.mark.parametrize("data", [{"weights": False}, {}], ids=["unit weights", "weights"])
+def test_the_nodes_come_back_with_the_counts_or_at_the_end(table_bytes, data, monkeypatch):
+    # a small node table comes with every round's counts (the last copy is the trees'),
+    # a large one once at the end: the same trees either way, with or without the
+    # deferred check of the targets (unit weights)
+    from gpurpo.tree import device_best_first
+
+    monkeypatch.setattr(device_best_first, "TABLE_COPY_BYTES", table_bytes)
+    for params in (GrowthParams(max_leaf_nodes=31, small_node_size=64),
+                   GrowthParams(max_leaf_nodes=40, max_depth=4, small_node_size=64),
+                   GrowthParams(max_leaf_nodes=2)):
+        _assert_same_trees(params, NUMPY, n_trees=2, **data)
+
+
 def test_grow_tree_best_first_takes_the_device_path_on_cuda_backends():
     X, targets, W = _problem(200, 6, 2, 2, 3)
     binned = BinMapper().fit(X).transform(X, EMULATED)

@@ -93,7 +93,6 @@ class _DeviceBestFirst(_DeviceGrower):
     """One batch of trees grown best first on the device (module docstring)."""
 
     _table_class = BestFirstNodeTable
-    _defers_target_check = True
 
     def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
                  rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
@@ -136,8 +135,6 @@ class _DeviceBestFirst(_DeviceGrower):
         # by every round's replay.
         self.dummy = T
         self.used = T + 1
-        if self.target_check is not None:
-            t.head[BestFirstNodeTable.TARGETS_FINITE] = self.target_check
 
     # ------------------------------------------------------------------ rounds
 
@@ -350,7 +347,7 @@ class _DeviceBestFirst(_DeviceGrower):
             self.host_fields = None
             head = np.asarray(self.backend.to_host(t.head))
         if self.target_check is not None:
-            check_targets(head[BestFirstNodeTable.TARGETS_FINITE])
+            check_targets(head[t.TARGETS_FINITE])
             self.target_check = None
         return head
 
@@ -364,16 +361,6 @@ class _DeviceBestFirst(_DeviceGrower):
                      self.base_small, self.base_large)
 
     # ------------------------------------------------------------------ output
-
-    def _finish(self) -> GrowResult:
-        nodes = self._host_nodes()
-        leaf_of_sample, leaf_weight = self._place()
-        if self.unit_weights:
-            # a leaf's weight is its number of samples: no copy
-            leaves = np.flatnonzero(nodes.left[: nodes.size] < 0)
-            leaves = leaves[np.argsort(nodes.start[leaves], kind="stable")]
-            leaf_weight = (nodes.stop[leaves] - nodes.start[leaves]).astype(np.float64)
-        return self._structures(nodes, leaf_of_sample, leaf_weight)
 
     def _host_nodes(self) -> HostNodeTable:
         """The nodes in the trees, renumbered in id order: the roots and the children of

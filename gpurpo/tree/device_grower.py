@@ -40,7 +40,10 @@ When growth ends the host reads the node table and the subtree outputs (two
 copies), absorbs the subtrees and builds the structures; the leaves are
 numbered within each tree by position of their samples (depth first, left
 before right), which ``tree_level_place`` also writes for every sample, with
-every leaf's weight (a third copy).
+every leaf's weight (a third copy, unless every weight is 0 or 1: a leaf's
+weight is then its number of samples). Without weights the setup copies
+nothing: every tree's size is known, and the check that the targets are
+finite is written to the table's ``head`` and read with the table.
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ class DeviceNodeTable:
     ``tree``, ``depth``, ``seed``, ``pos`` (first position of its visiting order
     still to evaluate; -1: grown by ``tree_grow_subtrees``), ``parent``,
     ``left``, ``right`` (-1: none), ``feature`` (-1: a leaf), ``bin``,
-    ``missing_left``, ``gain``.
+    ``missing_left``, ``gain``; and a ``head`` of counters before them (the
+    deferred check of the targets).
     """
 
     FIELDS = (
@@ -104,8 +108,10 @@ class DeviceNodeTable:
         self.xp = xp
         self._allocate(int(capacity))
 
+    #: row of ``head`` holding the deferred check of the targets (1: all finite)
+    TARGETS_FINITE = 0
     #: int64 counters at the head of the buffer, before the fields (``head``)
-    HEAD = 0
+    HEAD = 1
 
     @classmethod
     def _views(cls, buffer: Any, capacity: int) -> dict[str, Any]:
@@ -135,8 +141,7 @@ class DeviceNodeTable:
         self._allocate(max(int(rows), 2 * self.capacity))
         for name, _ in self.FIELDS:
             getattr(self, name)[:used] = old[name][:used]
-        if self.HEAD:
-            self.head[:] = head
+        self.head[:] = head
 
     def to_host(self, backend: Backend, used: int) -> dict[str, np.ndarray]:
         """The first ``used`` rows of every field and the ``head`` counters, from one
@@ -158,9 +163,6 @@ class _DeviceGrower:
     """One batch of trees grown level by level on the device (module docstring)."""
 
     _table_class = DeviceNodeTable
-    #: with unit weights, whether the targets' check waits for the first copy of counts
-    #: (``target_check``, a device flag, read by the subclass) instead of its own copy
-    _defers_target_check = False
 
     def __init__(self, binned: BinnedMatrix, targets: Any, weights: Any, params: GrowthParams,
                  rng: np.random.Generator, backend: Backend, root_seeds: Any) -> None:
@@ -191,26 +193,21 @@ class _DeviceGrower:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
             counts = xp.bincount(tree_idx, minlength=n_trees)
         self.target_check = None
-        if unit and self._defers_target_check:
-            # every tree's size and weight are known: the check of the targets reaches
-            # the host with the first counts that growth copies (check_targets)
+        if unit:
+            # every tree's size and weight are known: the check of the targets is written
+            # to the node table's head and reaches the host with a copy that growth makes
+            # anyway (check_targets)
             self.target_check = xp.isfinite(targets).all()
             counts_h = np.full(n_trees, n, dtype=np.int64)
             w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
             unit_weights = True
         else:
-            if unit:
-                # the weights are the ones made above: only the targets to check
-                w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
-                finite = xp.isfinite(targets).all().astype(xp.float64)
-                flags = xp.stack([xp.ones_like(finite), xp.ones_like(finite), finite])
-            else:
-                w_sum = weights.sum(axis=1, dtype=xp.float64)
-                flags = xp.stack([
-                    xp.isfinite(weights).all() & (weights >= 0).all(),
-                    ((weights == 0) | (weights == 1)).all(),
-                    xp.isfinite(targets).all(),
-                ]).astype(xp.float64)
+            w_sum = weights.sum(axis=1, dtype=xp.float64)
+            flags = xp.stack([
+                xp.isfinite(weights).all() & (weights >= 0).all(),
+                ((weights == 0) | (weights == 1)).all(),
+                xp.isfinite(targets).all(),
+            ]).astype(xp.float64)
             # the checks of the inputs and the trees' sizes and weights in one copy
             facts = backend.to_host(xp.concatenate([flags, counts.astype(xp.float64), w_sum]))
             if not facts[0]:
@@ -221,7 +218,7 @@ class _DeviceGrower:
                 raise ValueError(
                     "weights must give every tree at least one sample of positive weight; "
                     f"tree {int(np.argmin(counts_h))} has none")
-            unit_weights = bool(unit or facts[1])
+            unit_weights = bool(facts[1])
         self.n, self.p, self.m, self.n_trees = n, p, m, n_trees
         self.weights = weights
         self.w_root = w_sum
@@ -304,6 +301,8 @@ class _DeviceGrower:
         self.sub_offsets = sub_offsets[: self.groups[0] + 1]
         self.sub_rows = int((2 * counts_h[kind_h == 0] - 1).sum())
         self.used = T
+        if self.target_check is not None:
+            t.head[t.TARGETS_FINITE] = self.target_check
 
     # ------------------------------------------------------------------ levels
 
@@ -473,12 +472,21 @@ class _DeviceGrower:
     def _finish(self) -> GrowResult:
         nodes = self._host_nodes()
         leaf_of_sample, leaf_weight = self._place()
+        if self.unit_weights:
+            # a leaf's weight is its number of samples: no copy
+            leaves = np.flatnonzero(nodes.left[: nodes.size] < 0)
+            leaves = leaves[np.argsort(nodes.start[leaves], kind="stable")]
+            leaf_weight = (nodes.stop[leaves] - nodes.start[leaves]).astype(np.float64)
         return self._structures(nodes, leaf_of_sample, leaf_weight)
 
     def _host_nodes(self) -> HostNodeTable:
-        """The node table and the absorbed subtree outputs on the host (two copies)."""
+        """The node table (with the deferred check of the targets) and the absorbed
+        subtree outputs on the host (two copies)."""
         used = self.used
         fields = self.table.to_host(self.backend, used)
+        if self.target_check is not None:
+            check_targets(fields["head"][self.table.TARGETS_FINITE])
+            self.target_check = None
         levels = self._subtrees_to_host()
         nodes = HostNodeTable()
         grown = sum(int(out.count.sum()) - len(roots) for roots, out in levels)

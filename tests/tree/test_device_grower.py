@@ -104,6 +104,8 @@ def test_what_the_device_path_grows():
     ({"weights": -1.0}, "weights must be finite and non-negative"),
     ({"weights": 0.0}, "tree 0 has none"),
     ({"targets": np.inf}, "targets must be finite in float32"),
+    # without weights the check is read with the node table at the end
+    ({"targets": np.nan, "unit": True}, "targets must be finite in float32"),
     ({"seeds": 3}, r"root_seeds must have shape \(n_trees=2,\)"),
     ({"shape": (49, 2, 1)}, r"targets must have shape \(n_samples=50"),
 ])
@@ -118,7 +120,8 @@ def test_bad_inputs_are_named(change, message):
         targets[3, 0, 0] = change["targets"]
     seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
     with pytest.raises(ValueError, match=message):
-        grow_trees_on_device(binned, targets, weights, GrowthParams(), None, NUMPY, seeds)
+        grow_trees_on_device(binned, targets, None if change.get("unit") else weights,
+                             GrowthParams(), None, NUMPY, seeds)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

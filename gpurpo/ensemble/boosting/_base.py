@@ -435,7 +435,7 @@ class _BaseGradientBoosting(BaseEstimator):
                     self.projections_.append(projection)
                 # the training loss of this iteration and the gradient of the next, in one pass
                 G, rows = loss.gradient_and_row_loss(backend, Yb, F)
-                train_losses.append(weighted_mean(backend, rows, w))
+                train_losses.append(weighted_mean(backend, rows, None if unit else w))
 
                 stop = False
                 if F_val is not None:

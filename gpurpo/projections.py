@@ -62,6 +62,7 @@ from gpurpo._validation import check_array, check_float
 from gpurpo.backend import Backend, check_random_state, resolve_backend, spawn_seeds
 
 __all__ = [
+    "GATHER_NNZ_PER_ROW",
     "KINDS",
     "N_COMPONENTS_OPTIONS",
     "dense_times_sparse_t",
@@ -443,19 +444,19 @@ def _shape(a: Any) -> tuple[int, ...]:
 #: Dense Y times sparse components with at most this many nonzeros per row (e.g.
 #: output sub-sampling, one per row) gathers the columns of Y it needs instead of
 #: multiplying the transposed Y (which the sparse product would copy whole).
-_GATHER_NNZ_PER_ROW = 4
+GATHER_NNZ_PER_ROW = 4
 
 
 def dense_times_sparse_t(xp: Any, Y: Any, C: Any, dtype: Any) -> Any:
     """``Y @ C.T`` as a C-ordered ``dtype`` array, for a dense ``Y`` (n, d) and a CSR ``C`` (k, d).
 
-    With at most ``_GATHER_NNZ_PER_ROW`` nonzeros per row of ``C`` (output
+    With at most ``GATHER_NNZ_PER_ROW`` nonzeros per row of ``C`` (output
     sub-sampling has one), the ``nnz`` needed columns of ``Y`` are gathered,
     scaled and summed into their rows; otherwise the sparse product
     ``(C @ Y.T).T`` is used.
     """
     nnz, k = int(C.nnz), C.shape[0]
-    if nnz > _GATHER_NNZ_PER_ROW * k:
+    if nnz > GATHER_NNZ_PER_ROW * k:
         return xp.ascontiguousarray((C @ Y.T).T, dtype=dtype)
     if nnz == 0:
         return xp.zeros((Y.shape[0], k), dtype=dtype)

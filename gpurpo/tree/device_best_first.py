@@ -370,8 +370,9 @@ class _DeviceBestFirst(_DeviceGrower):
         if fields is None:
             fields = self.table.to_host(self.backend, self.used)
         fields = {name: view[: self.used] for name, view in fields.items() if name != "head"}
-        state = fields["state"]
-        split_nodes = np.flatnonzero((state == 2) & (fields["left"] >= 0))
+        # split: expanded by the replay and given children
+        is_split = (fields["state"] == 2) & (fields["left"] >= 0)
+        split_nodes = np.flatnonzero(is_split)
         in_tree = np.zeros(self.used, dtype=bool)
         in_tree[: self.n_trees] = True
         in_tree[fields["left"][split_nodes]] = True
@@ -384,7 +385,7 @@ class _DeviceBestFirst(_DeviceGrower):
         nodes.size = len(live)
         for name, _, _ in HostNodeTable._FIELDS:
             getattr(nodes, name)[: len(live)] = fields[name][live]
-        split = (state[live] == 2) & (fields["left"][live] >= 0)
+        split = is_split[live]
         for name in ("left", "right"):
             getattr(nodes, name)[: len(live)] = np.where(
                 split, new_id[np.maximum(fields[name][live], 0)], -1)

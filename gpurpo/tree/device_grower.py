@@ -472,12 +472,9 @@ class _DeviceGrower:
     def _finish(self) -> GrowResult:
         nodes = self._host_nodes()
         leaf_of_sample, leaf_weight = self._place()
-        if self.unit_weights:
-            # a leaf's weight is its number of samples: no copy
-            leaves = np.flatnonzero(nodes.left[: nodes.size] < 0)
-            leaves = leaves[np.argsort(nodes.start[leaves], kind="stable")]
-            leaf_weight = (nodes.stop[leaves] - nodes.start[leaves]).astype(np.float64)
-        return self._structures(nodes, leaf_of_sample, leaf_weight)
+        # with weights of 0 and 1 only, a leaf's weight is its number of samples: no copy
+        return self._structures(nodes, leaf_of_sample,
+                                None if self.unit_weights else leaf_weight)
 
     def _host_nodes(self) -> HostNodeTable:
         """The node table (with the deferred check of the targets) and the absorbed
@@ -571,7 +568,10 @@ class _DeviceGrower:
         per_tree = np.bincount(leaf_tree, minlength=self.n_trees)
         first_leaf = np.concatenate([[0], np.cumsum(per_tree)[:-1]])
         leaf_index[leaf_ids] = (np.arange(len(leaf_ids)) - first_leaf[leaf_tree]).astype(np.int32)
-        weights = self.backend.to_host(leaf_weight[: len(leaf_ids)])
+        if leaf_weight is None:
+            weights = (nodes.stop[leaf_ids] - nodes.start[leaf_ids]).astype(np.float64)
+        else:
+            weights = self.backend.to_host(leaf_weight[: len(leaf_ids)])
         structures = pack_structures(nodes, self.binned, leaf_ids, weights, leaf_index,
                                      local_id, node_order, tree_counts)
         return GrowResult(structures=structures, leaf_of_sample=leaf_of_sample)

@@ -14,7 +14,8 @@ on a GPU an iteration then starts without copying anything to the device.
 The projection reaches the device in the form its product takes
 (:func:`~gpurpo.ensemble.boosting.iteration_trees.project_gradient`): dense
 rows for the dense kinds, and for sparse kinds of at most
-``GATHER_NNZ_PER_ROW`` nonzeros per row (output subsampling has one) the
+:data:`gpurpo.projections.GATHER_NNZ_PER_ROW` nonzeros per row (output
+subsampling has one; the rule of :func:`gpurpo.projections.dense_times_sparse_t`) the
 columns and values of every row, padded to the block's widest row with
 zero values, whose product gathers the columns it needs. Sparse kinds with
 more nonzeros per row keep their host matrix, copied when used.
@@ -30,16 +31,15 @@ import scipy.sparse as sp
 
 from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting.iteration_trees import GatheredProjection, draw_projection
+from gpurpo.projections import GATHER_NNZ_PER_ROW
 from gpurpo.tree.grower import draw_root_seeds
 
-__all__ = ["BLOCK", "GATHER_NNZ_PER_ROW", "IterationDraw", "IterationDraws"]
+__all__ = ["BLOCK", "IterationDraw", "IterationDraws"]
 
 #: iterations drawn ahead at most
 BLOCK = 16
 #: bytes of device projections held for a block at most (dense rows)
 BLOCK_BYTES = 64 * 2**20
-#: sparse projections of at most this many nonzeros per row are gathered
-GATHER_NNZ_PER_ROW = 4
 
 
 @dataclass(frozen=True)
@@ -121,11 +121,11 @@ class IterationDraws:
         parts = {"seeds": np.asarray(seeds, dtype=np.uint64)}
         if rows:
             parts["rows"] = np.stack(rows).astype(np.int64)
-        form = _device_form(projections)
+        form, width = _device_form(projections)
         if form == "dense":
             parts["dense"] = np.stack([np.asarray(p, dtype=np.float32) for p in projections])
         elif form == "gathered":
-            parts["columns"], parts["values"] = _padded_rows(projections)
+            parts["columns"], parts["values"] = _padded_rows(projections, width)
         device = _upload(self.backend, parts)
         draws = []
         for i, projection in enumerate(projections):
@@ -141,22 +141,22 @@ class IterationDraws:
         return draws
 
 
-def _device_form(projections: list[Any]) -> str | None:
+def _device_form(projections: list[Any]) -> tuple[str | None, int]:
     """How a block's projections go to the device: ``"dense"``, ``"gathered"``, or None
-    (none drawn, or sparse with too many nonzeros per row: kept on the host)."""
+    (none drawn, or sparse with too many nonzeros per row: kept on the host), and the
+    widest row of sparse ones (at least 1)."""
     if projections[0] is None:
-        return None
+        return None, 0
     if not sp.issparse(projections[0]):
-        return "dense"
-    widest = max(int(np.diff(p.indptr).max(initial=0)) for p in projections)
-    return "gathered" if widest <= GATHER_NNZ_PER_ROW else None
+        return "dense", 0
+    widest = max(1, max(int(np.diff(p.indptr).max(initial=0)) for p in projections))
+    return ("gathered" if widest <= GATHER_NNZ_PER_ROW else None), widest
 
 
-def _padded_rows(projections: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Columns (int64) and values (float32) of the rows of CSR projections, (K, q, w),
-    padded with column 0 and value 0 to the widest row w."""
+def _padded_rows(projections: list[Any], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Columns (int64) and values (float32) of the rows of CSR projections, (K, q, width),
+    padded with column 0 and value 0 to ``width``, the widest row."""
     q = projections[0].shape[0]
-    width = max(1, max(int(np.diff(p.indptr).max(initial=0)) for p in projections))
     columns = np.zeros((len(projections), q, width), dtype=np.int64)
     values = np.zeros((len(projections), q, width), dtype=np.float32)
     for i, p in enumerate(projections):

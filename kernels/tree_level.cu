@@ -133,12 +133,14 @@ __device__ __forceinline__ void level_decide(
 }
 
 // One block per evaluated frontier node, blocks looping over them: thread 0 decides
-// (level_decide: min_impurity_decrease applied), then the block partitions the
-// node's samples stably by its split (block_stable_partition, read from ``src``, a
-// copy made by the launcher); out_n_left is 0 for a node that does not split.
+// (level_decide: min_impurity_decrease applied), then the block copies a splitting
+// node's samples to the same range of ``scratch`` (as long as sample_indices; a
+// node's range is its block's alone) and partitions them stably by its split from
+// there back into sample_indices (block_stable_partition); out_n_left is 0 for a
+// node that does not split.
 extern "C" __global__ void tree_level_split(
     const unsigned char* __restrict__ codes, long long n, int missing_bin,
-    const int* __restrict__ src, int* __restrict__ sample_indices,
+    int* __restrict__ scratch, int* __restrict__ sample_indices,
     const long long* __restrict__ front, long long n_sub, long long n_small, long long n_front,
     const long long* __restrict__ ranges,
     const int* __restrict__ small_feature, const int* __restrict__ small_bin,
@@ -163,11 +165,16 @@ extern "C" __global__ void tree_level_split(
         __syncthreads();
         const long long i = n_sub + e;
         const long long start = ranges[2 * i];
+        const long long size = ranges[2 * i + 1] - start;
         long long n_left = 0;
-        if (choice[0] >= 0)
-            n_left = block_stable_partition(codes + (long long)choice[0] * n, src + start,
-                                            sample_indices + start, ranges[2 * i + 1] - start,
-                                            choice[1], choice[2], missing_bin);
+        if (choice[0] >= 0) {
+            for (long long a = threadIdx.x; a < size; a += blockDim.x)
+                scratch[start + a] = sample_indices[start + a];
+            __syncthreads();
+            n_left = block_stable_partition(codes + (long long)choice[0] * n, scratch + start,
+                                            sample_indices + start, size, choice[1],
+                                            choice[2], missing_bin);
+        }
         if (threadIdx.x == 0) out_n_left[e] = n_left;
         __syncthreads();  // choice is rewritten by the next node
     }

@@ -58,8 +58,9 @@ def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, f
           node_feature: Any, node_bin: Any, node_missing_left: Any, node_gain: Any,
           node_pos: Any, out_feature: Any, out_bin: Any, out_missing_left: Any,
           out_n_left: Any) -> None:
-    """``tree_level_split``: one block per evaluated node, reading the samples from a copy
-    of ``sample_indices`` (one device copy) and writing them back in place."""
+    """``tree_level_split``: one block per evaluated node, which stages a splitting
+    node's samples in the same range of a scratch array and partitions them from there
+    back in place (one launch; only the splitting nodes' samples are copied)."""
     n_front = int(front.shape[0])
     n_eval = n_front - int(n_sub)
     if n_eval == 0:
@@ -69,10 +70,10 @@ def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, f
         raise RuntimeError(f"tree_level_split assumes 32-thread warps, got {attrs['warp_size']}")
     block = _block_size(attrs, PARTITION_BLOCK)
     grid = max(1, min(n_eval, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
-    src = sample_indices.copy()
+    scratch = backend.xp.empty_like(sample_indices)
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")
     kernel((grid,), (block,), (
-        codes, _i64(codes.shape[1]), _i32(missing_bin), src, sample_indices, front, _i64(n_sub),
+        codes, _i64(codes.shape[1]), _i32(missing_bin), scratch, sample_indices, front, _i64(n_sub),
         _i64(n_small), _i64(n_front), ranges, small_feature, small_bin, small_missing_left,
         small_gain, large, batch_tree, root_weight, _i32(n_scored),
         _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,

@@ -17,7 +17,7 @@ level by level and per tree level (total / depth of the deepest tree):
 Best-first trees (boosting's, ``max_leaf_nodes``) grow in rounds
 (:mod:`gpurpo.tree.device_best_first`), about one per level of the deepest tree:
 
-* every round (selection, split, children) launches 4 kernels and copies one array
+* every round (selection, split, children) launches 3 kernels and copies one array
   of counts to the host; every evaluation of a frontier copies nothing; a round and
   the evaluation of its children take at most 12 launches;
 * a tree of depth D takes D rounds when its last round splits only the last leaf of
@@ -48,11 +48,11 @@ from gpurpo.testing.device_activity import (
 ROWS, MORE_ROWS, TREES = 300, 1200, 8
 PER_LEVEL = ("launches", "d2h", "h2d", "syncs")
 
-#: launches of a level: the split of the evaluated nodes (a copy of the samples and the
-#: kernel), children; one per subtree or small-node call; node statistics, feature
+#: launches of a level: the split of the evaluated nodes (one kernel, which stages the
+#: splitting nodes' samples itself), children; one per subtree or small-node call; node statistics, feature
 #: draws, zeroed histograms, histograms, scores and best slots for the large nodes (and
 #: a subtraction for derived ones: all features only)
-COMMON, SUBTREES, SMALL, LARGE, DERIVED = 3, 1, 1, 6, 1
+COMMON, SUBTREES, SMALL, LARGE, DERIVED = 2, 1, 1, 6, 1
 
 
 def _expected_launches(groups):
@@ -196,7 +196,7 @@ def test_best_first_rounds_copy_one_array_and_evaluations_none(best_first):
         evaluations, rounds = _steps(result)
         # a round per level of the deepest tree and one that finds the trees complete
         assert len(rounds) == result["depth"] + 1
-        assert [r[1:] for r in rounds] == [(4, 1, 0)] * len(rounds)
+        assert [r[1:] for r in rounds] == [(3, 1, 0)] * len(rounds)
         assert all(e[2:] == (0, 0) for e in evaluations)
         assert result["h2d"] == 0
         # the root's evaluation, then a round and its children's

@@ -226,7 +226,7 @@ class _DeviceGrower:
         self.unit_weights = unit_weights
         self.channels = histogram.n_channels(m, self.unit_weights)
         self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
-        self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
+        self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32, copy=False))
         self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
         # all features: each slot holds its feature (siblings' histograms subtract)
         self.width = self.k

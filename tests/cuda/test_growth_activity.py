@@ -28,10 +28,12 @@ Best-first trees (boosting's, ``max_leaf_nodes``) grow in rounds
   trees and for 4 times the rows.
 
 A boosting round (the second of a fit: gradients, projection, the tree, leaf values
-and step sizes) copies to the host once per round of its tree's growth and nothing
-else, and nothing to the device (its random draws come in blocks of iterations,
+and step sizes) launches at most 12 kernels per level of its tree (the work around
+the tree is fused, :mod:`gpurpo.ensemble.boosting.round_kernels`), copies to the
+host once per round of its tree's growth and nothing else, and nothing to the
+device (its random draws come in blocks of iterations,
 :mod:`gpurpo.ensemble.boosting.iteration_draws`); it is expected to fail the
-per-level targets (strictly), with the measured figures in the reason.
+per-level target of copies (strictly), with the measured figures in the reason.
 """
 
 from __future__ import annotations
@@ -131,19 +133,25 @@ def test_no_copy_to_the_device_after_the_upload(batch, more_rows):
     assert batch["h2d"] == 0 and more_rows["h2d"] == 0
 
 
+@pytest.mark.parametrize("case", ["forest batch", "boosting round", "boosting round, multi_output"])
+def test_at_most_12_launches_per_level(case, batch, boosting_rounds):
+    # the round's work around its tree (gradients, step, scores) is one fused kernel each
+    result = batch if case == "forest batch" else boosting_rounds[
+        "multi_output" if case.endswith("multi_output") else "relabel_rpo"]
+    assert result["launches_per_level"] <= 12, _per_level(result)
+
+
 @pytest.mark.parametrize("case", ["forest batch", "boosting round"])
-def test_at_most_12_launches_and_1_copy_to_the_host_per_level(case, batch, request):
+def test_at_most_1_copy_to_the_host_per_level(case, batch, request):
     if case == "boosting round":
         request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "relabel_rpo, 300 rows, tree depth 7: 15.7 launches and 1.14 copies to the host "
-            "per level. The copies: one per round of growth, 8 for 7 levels, the last round "
-            "confirming the tree (dropping it needs frontier sizes kept on the device). "
-            "The launches: 10.3 per level for the growth, the rest one array operation "
-            "each for the gradients, the projection, the leaf values and the step sizes")))
+            "relabel_rpo, 300 rows, tree depth 7: 1.14 copies to the host per level, one "
+            "per round of growth, 8 for 7 levels: the last round confirms the tree. "
+            "Dropping it needs the children's evaluation launched without their counts "
+            "(frontier sizes kept on the device)")))
         result = request.getfixturevalue("boosting_rounds")["relabel_rpo"]
     else:
         result = batch
-    assert result["launches_per_level"] <= 12, _per_level(result)
     assert result["d2h_per_level"] <= 1, _per_level(result)
 
 

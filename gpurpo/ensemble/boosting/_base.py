@@ -39,6 +39,7 @@ from gpurpo.ensemble.boosting.iteration_trees import (
     leaves_of,
 )
 from gpurpo.ensemble.boosting.losses import Loss, get_loss, weighted_mean
+from gpurpo.ensemble.boosting.round_kernels import add_leaf_values
 from gpurpo.ensemble.boosting.staged_model import Stage, StagedModel
 from gpurpo.projections import KINDS, resolve_n_components
 from gpurpo.tree import GrowthParams, n_candidate_features
@@ -573,17 +574,18 @@ class _BaseGradientBoosting(BaseEstimator):
             F[:, cols] += values[leaf] * scale[None, cols]
             stage = Stage(structure=structure, values=values, scale=scale, output=output)
             return stage, rho, projection
-        H = values[leaf]
-        if rows is not None:
-            sel = rows
-            Ys, Fs, Hs, ws, Gs, leaf_s = Yb[sel], F[sel], H[sel], w_iter[sel], G[sel], leaf[sel]
-        else:
-            Ys, Fs, Hs, ws, Gs, leaf_s = Yb, F, H, w_iter, G, leaf
         if output is None:
-            rho = loss.fit_step(backend, Ys, Fs, Hs, ws, Gs, leaf=leaf_s, values=values)
-            scale = lr * rho
-            F += H * scale[None, :]
+            rho, scale = loss.fit_step_from_leaves(backend, Yb, F, w_iter, rows, G, leaf,
+                                                   values, lr)
+            add_leaf_values(backend, F, values, leaf, scale)
         else:
+            H = values[leaf]
+            if rows is not None:
+                sel = rows
+                Ys, Fs, Hs, ws, Gs, leaf_s = (Yb[sel], F[sel], H[sel], w_iter[sel], G[sel],
+                                              leaf[sel])
+            else:
+                Ys, Fs, Hs, ws, Gs, leaf_s = Yb, F, H, w_iter, G, leaf
             j = output
             rho_j = loss.fit_step(
                 backend, Ys[:, j : j + 1], Fs[:, j : j + 1], Hs, ws, Gs[:, j : j + 1],

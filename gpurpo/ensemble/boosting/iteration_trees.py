@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend
+from gpurpo.ensemble.boosting.round_kernels import leaf_label_means
 from gpurpo.projections import dense_times_sparse_t, make_projection
 from gpurpo.tree import GrowthParams, kernels
 from gpurpo.tree.binning import BinnedMatrix
@@ -286,8 +287,7 @@ class StageTreeFitter:
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
         inside = leaf >= 0
-        values = leaf_means(xp, *leaf_label_sums(
-            self.backend, leaf, weights, label_with, structure.n_leaves))
+        values = leaf_label_means(self.backend, leaf, weights, label_with, structure.n_leaves)
         if grower_weights is not None:
             outside = xp.nonzero(~inside)[0]
             if int(outside.shape[0]):

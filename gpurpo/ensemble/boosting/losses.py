@@ -67,6 +67,10 @@ from gpurpo.ensemble.boosting.logistic_kernels import (
     logistic_row_loss,
     sigmoid,
 )
+from gpurpo.ensemble.boosting.round_kernels import (
+    least_squares_step_from_leaves,
+    squared_gradient_and_row_loss,
+)
 from gpurpo.ensemble.boosting.step_sizes import (
     MAX_LOGIT_STEP,
     least_squares_step,
@@ -184,6 +188,37 @@ class Loss:
         """
         raise NotImplementedError
 
+    def fit_step_from_leaves(
+        self, backend: Backend, Y: Any, F: Any, w: Any, rows: Any, G: Any, leaf: Any,
+        values: Any, learning_rate: float,
+    ) -> tuple[Any, Any]:
+        """:meth:`fit_step` for a tree given by its leaves, and the step's scale.
+
+        Parameters
+        ----------
+        backend : Backend
+        Y, F, G : arrays of shape (n, d)
+            Targets, current scores and the negative gradient at ``F``.
+        w : array of shape (n,)
+            Sample weights, 0 outside ``rows``.
+        rows : int array or None
+            The rows the step is fitted on (stochastic subsampling), None for all.
+        leaf : int array of shape (n,)
+        values : array of shape (L, d) or (L, 1)
+            The tree predicts ``H = values[leaf]``.
+        learning_rate : float
+
+        Returns
+        -------
+        rho, scale : float64 arrays of shape (d,)
+            The step and ``learning_rate * rho``.
+        """
+        H = values[leaf]
+        if rows is not None:
+            Y, F, H, w, G, leaf = Y[rows], F[rows], H[rows], w[rows], G[rows], leaf[rows]
+        rho = self.fit_step(backend, Y, F, H, w, G, leaf=leaf, values=values)
+        return rho, learning_rate * rho
+
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
     ) -> Any:
@@ -257,6 +292,18 @@ class SquaredError(Loss):
         leaf: Any = None, values: Any = None,
     ) -> Any:
         return least_squares_step(backend.xp, Y - F, H, w)
+
+    def fit_step_from_leaves(
+        self, backend: Backend, Y: Any, F: Any, w: Any, rows: Any, G: Any, leaf: Any,
+        values: Any, learning_rate: float,
+    ) -> tuple[Any, Any]:
+        """The least-squares step from the leaves in one pass (``w`` is 0 outside
+        ``rows``, so all rows are read): :func:`least_squares_step_from_leaves`."""
+        return least_squares_step_from_leaves(backend, Y, F, values, leaf, w, learning_rate)
+
+    def gradient_and_row_loss(self, backend: Backend, Y: Any, F: Any) -> tuple[Any, Any]:
+        """Both in one pass: :func:`squared_gradient_and_row_loss`."""
+        return squared_gradient_and_row_loss(backend, Y, F)
 
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int

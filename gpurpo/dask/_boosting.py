@@ -319,7 +319,7 @@ class _DaskGradientBoosting(BaseEstimator):
                 rho_c = least_squares_ratio(np, np.sum([a for a, _ in parts], axis=0),
                                             np.sum([b for _, b in parts], axis=0))
             else:
-                rho_c = logistic_search(np, _DistributedLine(workers, values),
+                rho_c = logistic_search(NUMPY, _DistributedLine(workers, values),
                                         d if output is None else 1)
             if output is None:
                 rho = rho_c

@@ -16,7 +16,7 @@ import scipy.special
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpurpo.backend import Backend
+from gpurpo.backend import NUMPY, Backend
 from gpurpo.ensemble.boosting.losses import LOSSES, get_loss
 from gpurpo.ensemble.boosting.step_sizes import MAX_LOGIT_STEP
 
@@ -363,3 +363,112 @@ def test_gradient_and_row_loss_equal_the_separate_computations(name, backend):
                                rtol=0, atol=1e-7)
     pointwise = np.logaddexp(0.0, -Y * F) if name == "log_loss" else ref_pointwise(name, Y, F)
     np.testing.assert_allclose(rows, pointwise.mean(axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("n, d, narrow", [(1, 1, True), (700, 5, True), (1100, 40, False),
+                                          (300, 130, False)])
+def test_logistic_cuda_kernels_agree_with_the_numba_kernels(n, d, narrow):
+    """kernels/boost_logistic.cu on the emulator against the numba kernels: the
+    derivatives bit for bit (the same products in the same order), the gradient and
+    the row losses up to the last bits of exp and log1p."""
+    from gpurpo.ensemble.boosting.logistic_kernels import (
+        LogisticLine,
+        logistic_gradient,
+        logistic_gradient_and_row_loss,
+        logistic_row_loss,
+    )
+
+    rng = np.random.default_rng(n + d)
+    Y = np.where(rng.random((n, d)) < 0.3, 1.0, -1.0)
+    F = 3.0 * rng.standard_normal((n, d))
+    F.flat[:3] = (800.0, -800.0, 0.0)
+    n_leaves = 6
+    leaf = rng.integers(0, n_leaves, size=n)
+    values = rng.standard_normal((n_leaves, 1 if narrow else d))
+    w = rng.random(n)
+    w[::4] = 0.0
+    rho = np.linspace(-1.5, 1.5, d)
+    columns = np.arange(d) % 3 != 1
+    got = {}
+    for backend in BACKENDS:
+        line = LogisticLine(backend, Y, F, values[leaf], w, leaf=leaf, values=values)
+        grad, rows = logistic_gradient_and_row_loss(backend, Y, F)
+        got[backend.name] = [backend.to_host(a) for a in (
+            *line.derivatives(rho), *line.derivatives(rho, columns), grad, rows,
+            logistic_gradient(backend, Y, F), logistic_row_loss(backend, Y, F))]
+    cpu, emulated = got["numpy"], got["emulated"]
+    for a, b in zip(cpu[:4], emulated[:4]):
+        np.testing.assert_array_equal(a, b)
+    assert not emulated[2][~columns].any()
+    for a, b in zip(cpu[4:], emulated[4:]):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-7 if a.dtype == np.float32 else 0)
+    np.testing.assert_array_equal(emulated[4], emulated[6])
+    np.testing.assert_array_equal(emulated[5], emulated[7])
+    np.testing.assert_allclose(emulated[5], np.logaddexp(0.0, -Y * F).mean(axis=1), rtol=1e-13)
+
+
+def _reference_search(line, d, max_logit_step, max_iter, tol, margin=1e-6):
+    """The logistic step search as NumPy array operations (the kernel's reference)."""
+    hmax = np.asarray(line.max_abs_step_direction(), dtype=np.float64)
+    active = hmax > 0
+    cap = np.where(active, max_logit_step / np.where(active, hmax, 1.0), 0.0)
+    zero = np.zeros(d)
+    d0, curv = line.derivatives(zero)
+    direction = np.where(d0 < 0, 1.0, -1.0)
+    edge = direction * cap
+    lo = np.where(direction > 0, zero, -cap)
+    hi = np.where(direction > 0, cap, zero)
+    edge_open = np.ones(d, dtype=bool)
+    todo = active & (d0 != 0)
+    rho, deriv = zero, d0
+    for _ in range(max_iter):
+        at_edge = rho == edge
+        edge_open &= ~at_edge
+        todo &= ~(at_edge & (deriv * direction < 0))
+        lo = np.where(deriv < 0, rho, lo)
+        hi = np.where(deriv > 0, rho, hi)
+        newton = rho - deriv / np.where(curv > 0, curv, 1.0)
+        width = margin * (hi - lo)
+        beyond = edge_open & (direction * (newton - edge) > 0)
+        inside = (curv > 0) & (((newton >= lo - width) & (newton <= hi + width)) | beyond)
+        new = np.where(inside, np.clip(newton, lo, hi), 0.5 * (lo + hi))
+        new = np.where(todo & (deriv != 0), new, rho)
+        todo &= np.abs(new - rho) * hmax > tol
+        rho = new
+        if not todo.any():
+            break
+        deriv, curv = line.derivatives(rho, todo)
+    else:
+        lo = np.where(deriv < 0, rho, lo)
+        hi = np.where(deriv > 0, rho, hi)
+        rho = np.where(todo, np.where(direction > 0, lo, hi), rho)
+    return np.where(active & (d0 != 0), rho, 0.0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@pytest.mark.parametrize("max_logit_step, max_iter", [(10.0, 40), (0.05, 40), (10.0, 2)])
+def test_logistic_search_kernel_matches_the_array_search(backend, max_logit_step, max_iter):
+    """boost_logistic_search_step against the search written as NumPy array operations:
+    the same step bit for bit, with steps stopped at their bound (0.05 logits) and
+    searches out of iterations (2)."""
+    from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
+    from gpurpo.ensemble.boosting.step_sizes import logistic_search
+
+    rng = np.random.default_rng(7)
+    n, d, n_leaves = 800, 9, 5
+    Y = np.where(rng.random((n, d)) < 0.3, 1.0, -1.0)
+    Y[:, 0] = 1.0  # separable: the step runs to its bound
+    F = 2.0 * rng.standard_normal((n, d))
+    leaf = rng.integers(0, n_leaves, size=n)
+    values = rng.standard_normal((n_leaves, d))
+    values[:, 1] = 0.0  # no direction: no step
+    values[:, 0] = np.abs(values[:, 0])
+    w = rng.random(n)
+    want = _reference_search(LogisticLine(NUMPY, Y, F, None, w, leaf=leaf, values=values), d,
+                             max_logit_step, max_iter, 1e-5)
+    line = LogisticLine(backend, Y, F, None, w, leaf=leaf, values=values)
+    got = backend.to_host(logistic_search(backend, line, d, max_logit_step, max_iter, 1e-5))
+    np.testing.assert_array_equal(got, want)
+    assert got[1] == 0.0 and got[0] > 0
+    if max_logit_step < 1:
+        assert np.all(np.abs(got) * np.abs(values).max(axis=0) <= max_logit_step * (1 + 1e-12))

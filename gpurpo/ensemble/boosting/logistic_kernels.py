@@ -1,4 +1,4 @@
-"""Fused elementwise kernels of the multi-label logistic loss.
+"""Fused kernels of the multi-label logistic loss.
 
 With ``d`` labels every boosting iteration evaluates the logistic function on
 the whole (n, d) score matrix several times: once for the gradient, once for
@@ -13,7 +13,9 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     Y float64 (n, d) labels in {-1, 1}; F float64 (n, d) scores;
     out float32 (n, d): ``out = [y > 0] - sigmoid(F)``.
 ``boost_logistic_row_loss(Y, F, out)``
-    out float64 (n,): ``out[i] = mean_j log(1 + exp(-y_ij F_ij))``.
+    out float64 (n,): ``out[i] = mean_j log(1 + exp(-y_ij F_ij))``, summed in
+    warp order (lane ``j mod 32`` in order, then the lanes as
+    :func:`~gpurpo.ensemble.boosting.round_kernels.warp_lanes_total`).
 ``boost_logistic_gradient_row_loss(Y, F, grad, loss)``
     Both of the above from one exponential per entry: grad float32 (n, d)
     as ``boost_logistic_gradient`` and loss float64 (n,) as
@@ -27,6 +29,19 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     ``curv[leaf_i, j] += w_i p (1 - p)``: the per-leaf gradient and
     curvature sums of one Newton step per (leaf, output). The CPU kernel
     deals column blocks to threads (no partial sums), rows summed in order.
+``boost_logistic_search_step(rho, lo, hi, edge_open, todo, edge, direction, hmax,``
+``deriv, curv, margin_factor, tol, n_todo)``
+    One iteration of the step search for every output ``j`` (float64 (d,)
+    arrays; ``edge_open``, ``todo`` uint8 (d,); ``n_todo`` int64 (1,) out), the
+    update of :func:`~gpurpo.ensemble.boosting.step_sizes.logistic_search`
+    operation for operation: with ``g = deriv_j`` the bracket end on the side
+    ``g`` gives moves to ``rho_j``; the Newton point ``rho_j - g / curv_j`` is
+    taken (clipped to the bracket) when ``curv_j > 0`` and it lies in the
+    bracket widened by ``margin_factor`` of its width or beyond an edge still
+    open, else the bracket's middle; an output moves only while to do (and
+    ``g != 0``), and stays to do while ``|step change| hmax_j > tol``. An output
+    at its edge closes the edge, and stops when still descending there.
+    ``n_todo[0]``: the outputs still to do.
 ``boost_logistic_derivatives(Y, E, leaf, values, T, w, columns, first, second)``
     The tree prediction of sample i for output j is ``h_ij = values[leaf_i, j]``
     (``values[leaf_i, 0]`` when values has one column). E float64 (n, d) is
@@ -34,21 +49,26 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     float64 (L, k), k = d or 1; T float64 (L, d) is ``exp(-clip(rho_j
     h_lj, -350, 350))`` for the current step ``rho`` (L x d exponentials per
     evaluation instead of n x d); w float64 (n,); columns uint8 (d,):
-    outputs with 0 are skipped (their sums stay 0); first, second float64
-    (d,) ZEROED by the caller. With ``p = 1 / (1 + E_ij T_{leaf_i j})``
+    outputs with 0 are skipped (their sums are 0); first, second float64
+    (d,) out. With ``p = 1 / (1 + E_ij T_{leaf_i j})``
     ``= sigmoid(F_ij + rho_j h_ij)``:
-    ``first_j += sum_i w_i h_ij (p - [y_ij > 0])`` and
-    ``second_j += sum_i w_i h_ij^2 p (1 - p)``: the first and second
+    ``first_j = sum_i (w_i h_ij) (p - [y_ij > 0])`` and
+    ``second_j = sum_i (w_i h_ij h_ij) (p (1 - p))``, over the rows of
+    positive weight in blocks of 512 (in order within a block, then the
+    blocks' sums in block order): the first and second
     derivatives in ``rho_j`` of ``sum_i w_i log(1 + exp(-y_ij (F_ij + rho_j h_ij)))``.
     ``E = exp(-clip(F, -350, 350))``: products ``E T`` stay finite, and the
     clamp changes ``p`` by less than ``exp(-340)`` while the step moves no
     score by more than 10 logits.
 
-The CPU versions are numba loops (rows dealt to threads, per-thread partial
-sums merged at the end). The CUDA-side versions are the same formulas as
-``xp`` array expressions, used on CuPy (where each pass runs at memory
-bandwidth) and by the emulated backend; tests hold the two against each
-other and against plain NumPy references.
+The CPU versions are numba loops (rows dealt to threads). The CUDA versions
+(``kernels/boost_logistic.cu``: a warp per row for the gradient and the row
+losses, a thread per output and row block for the derivatives) sum in the
+same order, so they differ from the CPU's at most by the last bits of the
+exponentials and logarithms of the device's math library, and not at all in
+the derivatives; the per-leaf sums are ``xp`` array expressions on CUDA
+backends. Tests hold every version against the others and against plain
+NumPy references.
 
 :class:`LogisticLine` is also the per-worker line of distributed boosting
 (:mod:`gpurpo.dask`), whose derivatives the client sums over the workers.
@@ -63,10 +83,13 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import Backend, register_kernel
+from gpurpo.ensemble.boosting.round_kernels import CPU_ROW_CHUNK, WARP_LANES, warp_lanes_total
+from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
 from gpurpo.tree.kernels import accumulate_leaves_dense
 
 __all__ = [
     "LogisticLine",
+    "logistic_search_step",
     "logistic_gradient",
     "logistic_gradient_and_row_loss",
     "logistic_leaf_sums",
@@ -79,6 +102,10 @@ __all__ = [
 _ROW_BLOCK = 512
 # Columns per task of the per-leaf sums kernel.
 _COL_BLOCK = 64
+# Columns per CUDA block of the derivative kernel (one thread per column).
+_COLUMN_TILE = 128
+# Threads of the search kernel's one block (LOGISTIC_SEARCH_THREADS of the source).
+_SEARCH_THREADS = 256
 # exp(-F) and exp(-rho h) are clamped to exp(+-350): their product never overflows.
 _EXP_CLAMP = 350.0
 
@@ -122,26 +149,32 @@ def _gradient_cpu(Y, F, out):
 @njit(parallel=True, cache=True)
 def _row_loss_cpu(Y, F, out):
     n, d = F.shape
-    for i in prange(n):
-        acc = 0.0
-        for j in range(d):
-            f = F[i, j]
-            acc += _loss_term(Y[i, j], f, math.exp(-abs(f)))
-        out[i] = acc / d
+    n_chunks = (n + CPU_ROW_CHUNK - 1) // CPU_ROW_CHUNK
+    for c in prange(n_chunks):
+        lanes = np.empty(WARP_LANES)
+        for i in range(c * CPU_ROW_CHUNK, min(n, (c + 1) * CPU_ROW_CHUNK)):
+            lanes[:] = 0.0
+            for j in range(d):
+                f = F[i, j]
+                lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, math.exp(-abs(f)))
+            out[i] = warp_lanes_total(lanes) / d
 
 
 @njit(parallel=True, cache=True)
 def _gradient_row_loss_cpu(Y, F, grad, loss):
     n, d = F.shape
-    for i in prange(n):
-        acc = 0.0
-        for j in range(d):
-            f = F[i, j]
-            e, p = _exp_and_sigmoid(f)
-            t = 1.0 if Y[i, j] > 0 else 0.0
-            grad[i, j] = np.float32(t - p)
-            acc += _loss_term(Y[i, j], f, e)
-        loss[i] = acc / d
+    n_chunks = (n + CPU_ROW_CHUNK - 1) // CPU_ROW_CHUNK
+    for c in prange(n_chunks):
+        lanes = np.empty(WARP_LANES)
+        for i in range(c * CPU_ROW_CHUNK, min(n, (c + 1) * CPU_ROW_CHUNK)):
+            lanes[:] = 0.0
+            for j in range(d):
+                f = F[i, j]
+                e, p = _exp_and_sigmoid(f)
+                t = 1.0 if Y[i, j] > 0 else 0.0
+                grad[i, j] = np.float32(t - p)
+                lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, e)
+            loss[i] = warp_lanes_total(lanes) / d
 
 
 @njit(parallel=True, cache=True)
@@ -203,6 +236,8 @@ def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
                     wh = wi * h
                     p1[j] += wh * (p - t)
                     p2[j] += wh * h * (p * (1.0 - p))
+    first[:] = 0.0
+    second[:] = 0.0
     for b in range(n_blocks):
         for c in range(n_cols):
             j = cols[c]
@@ -210,24 +245,97 @@ def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
             second[j] += part2[b, j]
 
 
+@njit(cache=True)
+def _search_step_cpu(rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv, curv,
+                     margin_factor, tol, n_todo):
+    count = 0
+    for j in range(rho.shape[0]):
+        r = rho[j]
+        g = deriv[j]
+        c = curv[j]
+        at_edge = r == edge[j]
+        is_open = edge_open[j] != 0 and not at_edge
+        to_do = todo[j] != 0 and not (at_edge and g * direction[j] < 0.0)
+        low = r if g < 0.0 else lo[j]
+        high = r if g > 0.0 else hi[j]
+        newton = r - g / (c if c > 0.0 else 1.0)
+        margin = margin_factor * (high - low)
+        beyond = is_open and direction[j] * (newton - edge[j]) > 0.0
+        inside = c > 0.0 and ((newton >= low - margin and newton <= high + margin) or beyond)
+        nxt = min(max(newton, low), high) if inside else 0.5 * (low + high)
+        if not (to_do and g != 0.0):
+            nxt = r
+        to_do = to_do and abs(nxt - r) * hmax[j] > tol
+        rho[j] = nxt
+        lo[j] = low
+        hi[j] = high
+        edge_open[j] = 1 if is_open else 0
+        todo[j] = 1 if to_do else 0
+        count += 1 if to_do else 0
+    n_todo[0] = count
+
+
 # --------------------------------------------------------------------------
-# array expressions (CuPy and the emulated backend)
+# CUDA (kernels/boost_logistic.cu); the leaf sums as array expressions
 # --------------------------------------------------------------------------
 
 
-def _gradient_xp(backend: Backend, Y, F, out):
+def _function(backend: Backend, name: str) -> Any:
+    return backend.load_module("boost_logistic.cu").get_function(name)
+
+
+def _scores_cuda(backend: Backend, Y, F, grad, loss, write_grad: int, write_loss: int) -> None:
+    n, d = (int(s) for s in F.shape)
+    if n * d == 0:
+        return
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    _function(backend, "boost_logistic_scores")(
+        (_grid(n * WARP_LANES, block, attrs),), (block,),
+        (Y, F, grad, loss, np.int64(n), np.int64(d), np.int32(write_grad),
+         np.int32(write_loss)))
+
+
+def _gradient_cuda(backend: Backend, Y, F, out):
+    _scores_cuda(backend, Y, F, out, backend.xp.empty(1, dtype=backend.xp.float64), 1, 0)
+
+
+def _row_loss_cuda(backend: Backend, Y, F, out):
+    _scores_cuda(backend, Y, F, backend.xp.empty(1, dtype=backend.xp.float32), out, 0, 1)
+
+
+def _gradient_row_loss_cuda(backend: Backend, Y, F, grad, loss):
+    _scores_cuda(backend, Y, F, grad, loss, 1, 1)
+
+
+def _derivatives_cuda(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
     xp = backend.xp
-    out[...] = ((Y > 0).astype(xp.float64) - sigmoid(xp, F)).astype(xp.float32)
+    n, d = (int(s) for s in E.shape)
+    if d == 0:
+        return
+    n_blocks = max(1, (n + _ROW_BLOCK - 1) // _ROW_BLOCK)
+    part1 = xp.empty((n_blocks, d), dtype=xp.float64)
+    part2 = xp.empty((n_blocks, d), dtype=xp.float64)
+    attrs = backend.device_attributes()
+    tile = _block_size(attrs, _COLUMN_TILE)
+    _function(backend, "boost_logistic_derivative_partials")(
+        (n_blocks, -(-d // tile)), (tile,),
+        (Y, E, leaf, values, np.int64(values.shape[1]), T, w, columns, np.int64(n),
+         np.int64(d), np.int64(_ROW_BLOCK), part1, part2))
+    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    _function(backend, "boost_logistic_derivatives_finish")(
+        (_grid(d, block, attrs),), (block,),
+        (part1, part2, np.int64(n_blocks), np.int64(d), columns, first, second))
 
 
-def _row_loss_xp(backend: Backend, Y, F, out):
-    xp = backend.xp
-    out[...] = xp.mean(xp.logaddexp(0.0, -Y * F), axis=1)
-
-
-def _gradient_row_loss_xp(backend: Backend, Y, F, grad, loss):
-    _gradient_xp(backend, Y, F, grad)
-    _row_loss_xp(backend, Y, F, loss)
+def _search_step_cuda(backend: Backend, rho, lo, hi, edge_open, todo, edge, direction, hmax,
+                      deriv, curv, margin_factor, tol, n_todo):
+    attrs = backend.device_attributes()
+    block = _block_size(attrs, _SEARCH_THREADS)
+    _function(backend, "boost_logistic_search_step")(
+        (1,), (block,),
+        (rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv, curv,
+         np.int64(rho.shape[0]), np.float64(margin_factor), np.float64(tol), n_todo))
 
 
 def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
@@ -239,44 +347,14 @@ def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
     curv += accumulate_leaves_dense(backend, leaf32, w, P * (1.0 - P), n_leaves)
 
 
-def _column_sums(xp, A, weights=None):
-    """``sum_i weights_i A[i, :]`` as a matrix-vector product.
-
-    A product is bandwidth-bound on every backend, whereas CuPy's
-    ``sum(axis=0)`` of a C-ordered (n, d) array reduces each column with
-    strided loads (measured on an H200: 7.6 ms for n = 248,000, d = 101).
-    """
-    if weights is None:
-        weights = xp.ones(A.shape[0], dtype=A.dtype)
-    return weights @ A
-
-
-def _derivatives_xp(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
-    xp = backend.xp
-    P = 1.0 / (1.0 + E * T[leaf])
-    keep = columns != 0
-    if values.shape[1] == 1:
-        # one tree output for all labels: the leaf values become the weights
-        h = values[leaf, 0]
-        wh = w * h
-        d1 = _column_sums(xp, P - (Y > 0), wh)
-        d2 = _column_sums(xp, P * (1.0 - P), wh * h)
-    else:
-        H = values[leaf]
-        WH = w[:, None] * H
-        d1 = _column_sums(xp, WH * (P - (Y > 0)))
-        d2 = _column_sums(xp, WH * H * (P * (1.0 - P)))
-    first += xp.where(keep, d1, 0.0)
-    second += xp.where(keep, d2, 0.0)
-
-
-register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_xp)
-register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_xp)
-register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_xp)
+register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_cuda)
+register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_cuda)
+register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_cuda)
 register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_xp)
 register_kernel(
-    "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_xp
+    "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_cuda
 )
+register_kernel("boost_logistic_search_step", cpu=_search_step_cpu, cuda=_search_step_cuda)
 
 
 # --------------------------------------------------------------------------
@@ -329,6 +407,24 @@ def logistic_leaf_sums(
         _f64(xp, w), grad, curv,
     )
     return grad, curv
+
+
+def logistic_search_step(backend: Backend, state: dict[str, Any], deriv: Any, curv: Any,
+                         margin_factor: float, tol: float) -> int:
+    """One Newton iteration of :func:`gpurpo.ensemble.boosting.step_sizes.logistic_search`
+    for every output (kernel ``boost_logistic_search_step``), in place on ``state``;
+    returns the number of outputs still to do (one copy to the host).
+
+    ``state`` holds float64 (d,) arrays ``rho``, ``lo``, ``hi`` (updated), ``edge``,
+    ``direction``, ``hmax`` and uint8 (d,) ``edge_open``, ``todo`` (updated).
+    """
+    xp = backend.xp
+    n_todo = xp.empty(1, dtype=xp.int64)
+    backend.kernel("boost_logistic_search_step")(
+        state["rho"], state["lo"], state["hi"], state["edge_open"], state["todo"],
+        state["edge"], state["direction"], state["hmax"], _f64(xp, deriv), _f64(xp, curv),
+        float(margin_factor), float(tol), n_todo)
+    return int(backend.to_host(n_todo)[0])
 
 
 class LogisticLine:
@@ -396,8 +492,8 @@ class LogisticLine:
         d = self.d
         T = xp.exp(-xp.clip(_f64(xp, rho)[None, :] * self.values, -_EXP_CLAMP, _EXP_CLAMP))
         T = xp.ascontiguousarray(xp.broadcast_to(T, (self.values.shape[0], d)))
-        first = xp.zeros(d, dtype=xp.float64)
-        second = xp.zeros(d, dtype=xp.float64)
+        first = xp.empty(d, dtype=xp.float64)
+        second = xp.empty(d, dtype=xp.float64)
         mask = xp.ones(d, dtype=xp.uint8) if columns is None else xp.asarray(columns, dtype=xp.uint8)
         self.backend.kernel("boost_logistic_derivatives")(
             self.Y, self.E, self.leaf, self.values, T, self.w, xp.ascontiguousarray(mask),

@@ -399,6 +399,16 @@ class LogLoss(Loss):
     ) -> Any:
         return logistic_step(backend, Y, F, H, w, leaf, values)
 
+    def fit_step_from_leaves(
+        self, backend: Backend, Y: Any, F: Any, w: Any, rows: Any, G: Any, leaf: Any,
+        values: Any, learning_rate: float,
+    ) -> tuple[Any, Any]:
+        """The search along the leaf values, without the (n, d) tree predictions."""
+        if rows is not None:
+            Y, F, w, leaf = Y[rows], F[rows], w[rows], leaf[rows]
+        rho = logistic_step(backend, Y, F, None, w, leaf, values)
+        return rho, learning_rate * rho
+
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
     ) -> Any:

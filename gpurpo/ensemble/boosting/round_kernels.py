@@ -50,7 +50,8 @@ from gpurpo.backend import Backend, cpu_helper, register_kernel
 from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
 
 __all__ = ["PARTIAL_CELLS", "ROWS_PER_BLOCK", "add_leaf_values", "leaf_label_means",
-           "least_squares_step_from_leaves", "row_blocks", "squared_gradient_and_row_loss"]
+           "least_squares_step_from_leaves", "row_blocks", "squared_gradient_and_row_loss",
+           "warp_lanes_total"]
 
 #: rows per partial sum of the least-squares step and the leaf values (the CUDA
 #: version's grid rows), unless the partial sums would pass ``PARTIAL_CELLS``
@@ -58,9 +59,11 @@ ROWS_PER_BLOCK = 256
 #: the most float64 partial sums a kernel keeps (32 MiB): fewer, longer row blocks past it
 PARTIAL_CELLS = 1 << 22
 #: lanes of the row sums of ``boost_squared_gradient_row_loss`` (a CUDA warp)
-_WARP = 32
+WARP_LANES = 32
 #: columns per block of ``boost_least_squares_partials``
 _COLUMN_BLOCK = 128
+#: rows per task of the CPU row kernels (their lanes allocated once per task)
+CPU_ROW_CHUNK = 1024
 
 _i64, _f64 = np.int64, np.float64
 
@@ -80,21 +83,32 @@ def row_blocks(n: int, cells_per_block: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------
 
 
+@njit(inline="always", cache=True)
+def warp_lanes_total(lanes):
+    """The sum of 32 lanes' partial sums as a CUDA warp takes it with shuffles down:
+    ``s[l] += s[l + o]`` for ``o = 16, 8, 4, 2, 1``, then ``s[0]`` (``lanes`` is
+    overwritten)."""
+    offset = WARP_LANES // 2
+    while offset > 0:
+        for lane in range(offset):
+            lanes[lane] += lanes[lane + offset]
+        offset //= 2
+    return lanes[0]
+
+
 @njit(parallel=True, cache=True)
 def _squared_gradient_row_loss_cpu(Y, F, grad, loss):
     n, d = F.shape
-    for i in prange(n):
-        lanes = np.zeros(_WARP)
-        for j in range(d):
-            r = Y[i, j] - F[i, j]
-            grad[i, j] = np.float32(r)
-            lanes[j % _WARP] += 0.5 * (r * r)
-        offset = _WARP // 2
-        while offset > 0:
-            for lane in range(offset):
-                lanes[lane] += lanes[lane + offset]
-            offset //= 2
-        loss[i] = lanes[0] / d
+    n_chunks = (n + CPU_ROW_CHUNK - 1) // CPU_ROW_CHUNK
+    for c in prange(n_chunks):
+        lanes = np.empty(WARP_LANES)
+        for i in range(c * CPU_ROW_CHUNK, min(n, (c + 1) * CPU_ROW_CHUNK)):
+            lanes[:] = 0.0
+            for j in range(d):
+                r = Y[i, j] - F[i, j]
+                grad[i, j] = np.float32(r)
+                lanes[j % WARP_LANES] += 0.5 * (r * r)
+            loss[i] = warp_lanes_total(lanes) / d
 
 
 @njit(parallel=True, cache=True)
@@ -201,7 +215,7 @@ def _squared_gradient_row_loss_cuda(backend: Backend, Y, F, grad, loss) -> None:
         return
     attrs = backend.device_attributes()
     block = _block_size(attrs, ELEMENTWISE_BLOCK)
-    grid = _grid(n * _WARP, block, attrs)
+    grid = _grid(n * WARP_LANES, block, attrs)
     _function(backend, "boost_squared_gradient_row_loss")(
         (grid,), (block,), (Y, F, grad, loss, _i64(n), _i64(d)))
 

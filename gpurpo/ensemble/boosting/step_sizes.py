@@ -35,7 +35,7 @@ from typing import Any
 
 from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting import _median_kernels  # noqa: F401  (registers the median kernels)
-from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine
+from gpurpo.ensemble.boosting.logistic_kernels import LogisticLine, logistic_search_step
 
 __all__ = [
     "MAX_LOGIT_STEP",
@@ -160,8 +160,8 @@ def logistic_step(
         Labels in {-1, 1}.
     F : array of shape (n, d)
         Current scores (log-odds).
-    H : array of shape (n, d) or (n, 1)
-        Tree predictions.
+    H : array of shape (n, d) or (n, 1), or None
+        Tree predictions (None when ``leaf`` and ``values`` are given).
     w : array of shape (n,)
         Sample weights.
     leaf, values : optional
@@ -175,69 +175,62 @@ def logistic_step(
     array of shape (d,), float64
     """
     xp = backend.xp
-    H = xp.ascontiguousarray(H, dtype=xp.float64)
+    if H is not None:
+        H = xp.ascontiguousarray(H, dtype=xp.float64)
     w = xp.ascontiguousarray(w, dtype=xp.float64)
     line = LogisticLine(backend, Y, F, H, w, leaf, values)
-    return logistic_search(xp, line, int(F.shape[1]), max_logit_step, max_iter, tol)
+    return logistic_search(backend, line, int(F.shape[1]), max_logit_step, max_iter, tol)
 
 
 def logistic_search(
-    xp: ModuleType,
+    backend: Backend,
     line: Any,
     d: int,
     max_logit_step: float = MAX_LOGIT_STEP,
     max_iter: int = _NEWTON_MAX_ITER,
     tol: float = _NEWTON_TOL,
 ) -> Any:
-    """The search of :func:`logistic_step` along ``line``, for ``d`` outputs.
+    """The search of :func:`logistic_step` along ``line``, for ``d`` outputs, on
+    ``backend`` (one kernel launch and one copy to the host per iteration:
+    :func:`~gpurpo.ensemble.boosting.logistic_kernels.logistic_search_step`).
 
     ``line`` provides ``max_abs_step_direction()`` (d,) and
     ``derivatives(rho, columns)`` (two (d,) arrays), as
     :class:`~gpurpo.ensemble.boosting.logistic_kernels.LogisticLine` does; a
     line whose rows are split over machines sums its derivatives over them.
     """
-    hmax = line.max_abs_step_direction()
+    xp = backend.xp
+    hmax = xp.ascontiguousarray(line.max_abs_step_direction(), dtype=xp.float64)
     active = hmax > 0
     cap = xp.where(active, max_logit_step / xp.where(active, hmax, 1.0), 0.0)
     zero = xp.zeros(d, dtype=xp.float64)
 
     d0, curv = line.derivatives(zero)
     direction = xp.where(d0 < 0, 1.0, -1.0)
-    edge = direction * cap
-    lo = xp.where(direction > 0, zero, -cap)
-    hi = xp.where(direction > 0, cap, zero)
     # the derivative at the bound is only computed when a Newton step reaches it
-    edge_open = xp.ones(d, dtype=bool)
-    todo = active & (d0 != 0)
-    rho = zero
+    # (edge_open); an output still descending at its bound stops there (the
+    # constrained minimiser); a Newton step landing on the bracket's end by rounding
+    # is kept (clipped), one beyond a bound whose derivative is unknown goes to it
+    state = {
+        "rho": xp.zeros(d, dtype=xp.float64),
+        "lo": xp.where(direction > 0, zero, -cap),
+        "hi": xp.where(direction > 0, cap, zero),
+        "edge": direction * cap,
+        "direction": direction,
+        "hmax": hmax,
+        "edge_open": xp.ones(d, dtype=xp.uint8),
+        "todo": (active & (d0 != 0)).astype(xp.uint8),
+    }
     deriv = d0
     for _ in range(max_iter):
-        at_edge = rho == edge
-        edge_open &= ~at_edge
-        # still descending at the bound: the constrained minimiser is the bound
-        todo &= ~(at_edge & (deriv * direction < 0))
-        lo = xp.where(deriv < 0, rho, lo)
-        hi = xp.where(deriv > 0, rho, hi)
-        safe_curv = xp.where(curv > 0, curv, 1.0)
-        newton = rho - deriv / safe_curv
-        # a Newton step landing on the bracket's end by rounding is kept (clipped);
-        # one beyond a bound whose derivative is unknown goes to the bound
-        margin = _BRACKET_MARGIN * (hi - lo)
-        beyond = edge_open & (direction * (newton - edge) > 0)
-        inside = (curv > 0) & (
-            ((newton >= lo - margin) & (newton <= hi + margin)) | beyond
-        )
-        new = xp.where(inside, xp.clip(newton, lo, hi), 0.5 * (lo + hi))
-        new = xp.where(todo & (deriv != 0), new, rho)
-        todo &= xp.abs(new - rho) * hmax > tol
-        rho = new
-        if not bool(todo.any()):
+        if not logistic_search_step(backend, state, deriv, curv, _BRACKET_MARGIN, tol):
             break
-        deriv, curv = line.derivatives(rho, todo)
+        deriv, curv = line.derivatives(state["rho"], state["todo"])
     else:
         # out of iterations: the bracket end on the side of 0 is a point where the
         # objective has only decreased from 0 (convexity), a safe step
-        lo = xp.where(deriv < 0, rho, lo)
-        hi = xp.where(deriv > 0, rho, hi)
-        rho = xp.where(todo, xp.where(direction > 0, lo, hi), rho)
-    return xp.where(active & (d0 != 0), rho, 0.0)
+        rho = state["rho"]
+        lo = xp.where(deriv < 0, rho, state["lo"])
+        hi = xp.where(deriv > 0, rho, state["hi"])
+        state["rho"] = xp.where(state["todo"] != 0, xp.where(direction > 0, lo, hi), rho)
+    return xp.where(active & (d0 != 0), state["rho"], 0.0)

@@ -1,0 +1,166 @@
+// Fused kernels of the multi-label logistic loss (contracts and CPU twins:
+// gpurpo/ensemble/boosting/logistic_kernels.py): one pass over the (n, d) scores
+// where array expressions make about ten.
+//   * boost_logistic_scores        the negative gradient and/or the mean loss of
+//                                  every row, from one exponential per entry;
+//   * boost_logistic_derivative_partials and boost_logistic_derivatives_finish
+//                                  the first and second derivatives of every
+//                                  output's objective along the tree's leaf values
+//                                  (one evaluation of the step search);
+//   * boost_logistic_search_step   one Newton iteration of the step search for
+//                                  every output.
+// Products and sums are rounded separately (__dmul_rn/__dadd_rn/__ddiv_rn: no
+// fused multiply-add) and summed in the twins' order.
+
+#define LOGISTIC_WARP 32
+
+// e = exp(-|f|) and sigmoid(f) from it: 1 / (1 + e) for f >= 0, e / (1 + e) below.
+__device__ __forceinline__ double logistic_sigmoid(double f, double* e_out)
+{
+    const double e = exp(-fabs(f));
+    const double r = __ddiv_rn(1.0, __dadd_rn(1.0, e));
+    *e_out = e;
+    return f >= 0.0 ? r : __dmul_rn(e, r);
+}
+
+// One warp per row, rows dealt to the warps of the grid. grad[i, j] = [y > 0] -
+// sigmoid(f) (when write_grad); loss[i] = the mean of log1p(e) + max(-y f, 0)
+// over the row (when write_loss): lane l sums j = l, l + 32, ... in order, then
+// the lanes combine by shuffles down (16, 8, 4, 2, 1) into lane 0.
+extern "C" __global__ void boost_logistic_scores(
+    const double* __restrict__ Y, const double* __restrict__ F, float* __restrict__ grad,
+    double* __restrict__ loss, long long n, long long d, int write_grad, int write_loss)
+{
+    const int lane = threadIdx.x & (LOGISTIC_WARP - 1);
+    const long long warps = ((long long)gridDim.x * blockDim.x) / LOGISTIC_WARP;
+    for (long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / LOGISTIC_WARP;
+         i < n; i += warps) {
+        const long long row = i * d;
+        double acc = 0.0;
+        for (long long j = lane; j < d; j += LOGISTIC_WARP) {
+            const double f = F[row + j];
+            const double y = Y[row + j];
+            double e;
+            const double p = logistic_sigmoid(f, &e);
+            if (write_grad) grad[row + j] = (float)__dadd_rn(y > 0.0 ? 1.0 : 0.0, -p);
+            if (write_loss) {
+                const double m = __dmul_rn(y, f);
+                acc = __dadd_rn(acc, __dadd_rn(log1p(e), m < 0.0 ? -m : 0.0));
+            }
+        }
+        if (!write_loss) continue;
+        for (int offset = LOGISTIC_WARP / 2; offset > 0; offset /= 2)
+            acc = __dadd_rn(acc, __shfl_down_sync(0xFFFFFFFFu, acc, offset));
+        if (lane == 0) loss[i] = __ddiv_rn(acc, (double)d);
+    }
+}
+
+// Block (b, c): rows b * rows_per_block ... of column j = c * blockDim.x +
+// threadIdx.x, in order, rows of weight 0 skipped; p = 1 / (1 + E[i, j] T[leaf, j]),
+// h = values[leaf, j] (values_cols == d) or values[leaf, 0]:
+// part1[b, j] = sum (w h) (p - [y > 0]), part2[b, j] = sum (w h h) (p (1 - p)).
+// Columns with columns[j] == 0 get 0.
+extern "C" __global__ void boost_logistic_derivative_partials(
+    const double* __restrict__ Y, const double* __restrict__ E,
+    const long long* __restrict__ leaf, const double* __restrict__ values,
+    long long values_cols, const double* __restrict__ T, const double* __restrict__ w,
+    const unsigned char* __restrict__ columns, long long n, long long d,
+    long long rows_per_block, double* __restrict__ part1, double* __restrict__ part2)
+{
+    const long long j = (long long)blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    const long long b = blockIdx.x;
+    double p1 = 0.0, p2 = 0.0;
+    if (columns[j]) {
+        const long long first = b * rows_per_block;
+        const long long last = first + rows_per_block < n ? first + rows_per_block : n;
+        const long long col = values_cols == 1 ? 0 : j;
+        for (long long i = first; i < last; ++i) {
+            const double wi = w[i];
+            if (wi == 0.0) continue;
+            const long long lf = leaf[i];
+            const double h = values[lf * values_cols + col];
+            const double p = __ddiv_rn(1.0, __dadd_rn(1.0, __dmul_rn(E[i * d + j], T[lf * d + j])));
+            const double t = Y[i * d + j] > 0.0 ? 1.0 : 0.0;
+            const double wh = __dmul_rn(wi, h);
+            p1 = __dadd_rn(p1, __dmul_rn(wh, __dadd_rn(p, -t)));
+            p2 = __dadd_rn(p2, __dmul_rn(__dmul_rn(wh, h), __dmul_rn(p, __dadd_rn(1.0, -p))));
+        }
+    }
+    part1[b * d + j] = p1;
+    part2[b * d + j] = p2;
+}
+
+// One thread per column: first[j] and second[j], the row blocks' sums added in
+// block order to 0, for the columns with columns[j] != 0 (0 for the others).
+extern "C" __global__ void boost_logistic_derivatives_finish(
+    const double* __restrict__ part1, const double* __restrict__ part2, long long n_blocks,
+    long long d, const unsigned char* __restrict__ columns, double* __restrict__ first,
+    double* __restrict__ second)
+{
+    for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < d;
+         j += (long long)gridDim.x * blockDim.x) {
+        double a = 0.0, b2 = 0.0;
+        if (!columns[j]) {
+            first[j] = a;
+            second[j] = b2;
+            continue;
+        }
+        for (long long b = 0; b < n_blocks; ++b) {
+            a = __dadd_rn(a, part1[b * d + j]);
+            b2 = __dadd_rn(b2, part2[b * d + j]);
+        }
+        first[j] = a;
+        second[j] = b2;
+    }
+}
+
+// One iteration of the safeguarded Newton search of the logistic step, for every
+// output j at once (one block; the update of gpurpo/ensemble/boosting/step_sizes.py's
+// logistic_search, operation for operation): the bracket [lo, hi] moves to rho on the
+// side its derivative gives, a Newton step inside the bracket (up to margin_factor of
+// its width, or beyond an edge whose derivative is unknown) is clipped to it, else the
+// bracket is bisected; outputs still to do (todo) move, and stay to do while a score
+// moves by more than tol. n_todo[0]: the outputs still to do.
+#define LOGISTIC_SEARCH_THREADS 256
+
+extern "C" __global__ void boost_logistic_search_step(
+    double* __restrict__ rho, double* __restrict__ lo, double* __restrict__ hi,
+    unsigned char* __restrict__ edge_open, unsigned char* __restrict__ todo,
+    const double* __restrict__ edge, const double* __restrict__ direction,
+    const double* __restrict__ hmax, const double* __restrict__ deriv,
+    const double* __restrict__ curv, long long d, double margin_factor, double tol,
+    long long* __restrict__ n_todo)
+{
+    __shared__ long long counts[LOGISTIC_SEARCH_THREADS];
+    long long mine = 0;
+    for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+        const double r = rho[j], g = deriv[j], c = curv[j], dir = direction[j];
+        const bool at_edge = r == edge[j];
+        const bool open = edge_open[j] && !at_edge;
+        bool to_do = todo[j] && !(at_edge && __dmul_rn(g, dir) < 0.0);
+        const double low = g < 0.0 ? r : lo[j];
+        const double high = g > 0.0 ? r : hi[j];
+        const double newton = __dadd_rn(r, -__ddiv_rn(g, c > 0.0 ? c : 1.0));
+        const double margin = __dmul_rn(margin_factor, __dadd_rn(high, -low));
+        const bool beyond = open && __dmul_rn(dir, __dadd_rn(newton, -edge[j])) > 0.0;
+        const bool inside = c > 0.0 && ((newton >= __dadd_rn(low, -margin)
+                                         && newton <= __dadd_rn(high, margin)) || beyond);
+        double next = inside ? fmin(fmax(newton, low), high) : __dmul_rn(0.5, __dadd_rn(low, high));
+        if (!(to_do && g != 0.0)) next = r;
+        to_do = to_do && __dmul_rn(fabs(__dadd_rn(next, -r)), hmax[j]) > tol;
+        rho[j] = next;
+        lo[j] = low;
+        hi[j] = high;
+        edge_open[j] = open ? 1 : 0;
+        todo[j] = to_do ? 1 : 0;
+        mine += to_do ? 1 : 0;
+    }
+    counts[threadIdx.x] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        long long total = 0;
+        for (int t = 0; t < (int)blockDim.x; ++t) total += counts[t];
+        n_todo[0] = total;
+    }
+}

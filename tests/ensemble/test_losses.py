@@ -16,7 +16,7 @@ import scipy.special
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpurpo.backend import NUMPY, Backend
+from gpurpo.backend import NUMPY, Backend, count_device_activity
 from gpurpo.ensemble.boosting.losses import LOSSES, get_loss
 from gpurpo.ensemble.boosting.step_sizes import MAX_LOGIT_STEP
 
@@ -421,7 +421,7 @@ def _reference_search(line, d, max_logit_step, max_iter, tol, margin=1e-6):
     edge_open = np.ones(d, dtype=bool)
     todo = active & (d0 != 0)
     rho, deriv = zero, d0
-    for _ in range(max_iter):
+    for iterations in range(1, max_iter + 1):  # noqa: B007 (the count is returned)
         at_edge = rho == edge
         edge_open &= ~at_edge
         todo &= ~(at_edge & (deriv * direction < 0))
@@ -442,7 +442,7 @@ def _reference_search(line, d, max_logit_step, max_iter, tol, margin=1e-6):
         lo = np.where(deriv < 0, rho, lo)
         hi = np.where(deriv > 0, rho, hi)
         rho = np.where(todo, np.where(direction > 0, lo, hi), rho)
-    return np.where(active & (d0 != 0), rho, 0.0)
+    return np.where(active & (d0 != 0), rho, 0.0), iterations
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
@@ -464,11 +464,23 @@ def test_logistic_search_kernel_matches_the_array_search(backend, max_logit_step
     values[:, 1] = 0.0  # no direction: no step
     values[:, 0] = np.abs(values[:, 0])
     w = rng.random(n)
-    want = _reference_search(LogisticLine(NUMPY, Y, F, None, w, leaf=leaf, values=values), d,
-                             max_logit_step, max_iter, 1e-5)
-    line = LogisticLine(backend, Y, F, None, w, leaf=leaf, values=values)
-    got = backend.to_host(logistic_search(backend, line, d, max_logit_step, max_iter, 1e-5))
+    want, iterations = _reference_search(
+        LogisticLine(NUMPY, Y, F, None, w, leaf=leaf, values=values), d, max_logit_step,
+        max_iter, 1e-5)
+    with count_device_activity():  # the data on the (emulated) device, then the search
+        line = LogisticLine(backend, *(backend.asarray(a) for a in (Y, F)), None,
+                            backend.asarray(w), leaf=backend.asarray(leaf),
+                            values=backend.asarray(values))
+        with count_device_activity() as activity:
+            got = logistic_search(backend, line, d, max_logit_step, max_iter, 1e-5)
+        got = backend.to_host(got)
     np.testing.assert_array_equal(got, want)
+    if backend.name == "emulated":
+        # one copy to the host per iteration (the number of outputs still searching),
+        # and 7 launches per iteration (the update, the leaf exponentials in 4 array
+        # operations and the derivatives' two kernels) after a setup of at most 45
+        assert activity.d2h == iterations and activity.h2d == 0
+        assert activity.launches <= 45 + 7 * iterations, (activity.launches, iterations)
     assert got[1] == 0.0 and got[0] > 0
     if max_logit_step < 1:
         assert np.all(np.abs(got) * np.abs(values).max(axis=0) <= max_logit_step * (1 + 1e-12))

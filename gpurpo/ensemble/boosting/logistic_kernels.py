@@ -478,8 +478,9 @@ class LogisticLine:
         """
         xp = self.backend.xp
         n_leaves = self.values.shape[0]
+        # a scatter-add of known size: a boolean index would read its size back
         held = xp.zeros(n_leaves, dtype=xp.float64)
-        held[self.leaf[self.w > 0]] = 1.0
+        xp.add.at(held, self.leaf, (self.w > 0).astype(xp.float64))
         hmax = xp.max(xp.where(held[:, None] > 0, xp.abs(self.values), 0.0), axis=0)
         return xp.broadcast_to(hmax, (self.d,))
 

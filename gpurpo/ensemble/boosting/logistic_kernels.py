@@ -82,7 +82,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.backend import Backend, register_kernel
+from gpurpo.backend import Backend, cpu_helper, register_kernel
 from gpurpo.ensemble.boosting.round_kernels import CPU_ROW_CHUNK, WARP_LANES, warp_lanes_total
 from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
 from gpurpo.tree.kernels import accumulate_leaves_dense
@@ -147,21 +147,9 @@ def _gradient_cpu(Y, F, out):
 
 
 @njit(parallel=True, cache=True)
-def _row_loss_cpu(Y, F, out):
-    n, d = F.shape
-    n_chunks = (n + CPU_ROW_CHUNK - 1) // CPU_ROW_CHUNK
-    for c in prange(n_chunks):
-        lanes = np.empty(WARP_LANES)
-        for i in range(c * CPU_ROW_CHUNK, min(n, (c + 1) * CPU_ROW_CHUNK)):
-            lanes[:] = 0.0
-            for j in range(d):
-                f = F[i, j]
-                lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, math.exp(-abs(f)))
-            out[i] = warp_lanes_total(lanes) / d
-
-
-@njit(parallel=True, cache=True)
-def _gradient_row_loss_cpu(Y, F, grad, loss):
+def _scores_cpu(Y, F, grad, loss, write_grad, write_loss):
+    """The gradient (``write_grad``) and the row losses (``write_loss``, in warp
+    order) from one exponential per entry, as ``boost_logistic_scores``."""
     n, d = F.shape
     n_chunks = (n + CPU_ROW_CHUNK - 1) // CPU_ROW_CHUNK
     for c in prange(n_chunks):
@@ -171,10 +159,20 @@ def _gradient_row_loss_cpu(Y, F, grad, loss):
             for j in range(d):
                 f = F[i, j]
                 e, p = _exp_and_sigmoid(f)
-                t = 1.0 if Y[i, j] > 0 else 0.0
-                grad[i, j] = np.float32(t - p)
-                lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, e)
-            loss[i] = warp_lanes_total(lanes) / d
+                if write_grad:
+                    grad[i, j] = np.float32((1.0 if Y[i, j] > 0 else 0.0) - p)
+                if write_loss:
+                    lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, e)
+            if write_loss:
+                loss[i] = warp_lanes_total(lanes) / d
+
+
+def _row_loss_cpu(Y, F, out):
+    cpu_helper(_scores_cpu)(Y, F, np.empty((1, 1), dtype=np.float32), out, False, True)
+
+
+def _gradient_row_loss_cpu(Y, F, grad, loss):
+    cpu_helper(_scores_cpu)(Y, F, grad, loss, True, True)
 
 
 @njit(parallel=True, cache=True)

@@ -13,7 +13,10 @@ score matrix ``F`` of shape ``(n, d)`` (all on one backend, NumPy or CuPy):
 * :meth:`Loss.fit_step` -- the step ``rho_m in R^d`` minimising
   ``sum_i w_i l(y_i, f_{m-1}(x_i) + rho_m * h_m(x_i))`` separately for every
   output (the per-output linear fit of the tree predictions to the outputs
-  of gbrt-rpo; used by every strategy);
+  of gbrt-rpo; used by every strategy), and :meth:`Loss.fit_step_from_leaves`,
+  the same for a tree given by its leaves (``h_m(x_i) = values[leaf_i]``),
+  which the squared error and the log loss take without the (n, d) matrix of
+  tree predictions (:mod:`gpurpo.ensemble.boosting.round_kernels`);
 * :meth:`Loss.leaf_values` -- the alternative to one step per output
   (``leaf_step="per_leaf"``): the optimal value of every (leaf, output) pair,
   ``argmin_v sum_{i in leaf} w_i l_j(y_ij, f_ij + v)``, as in Friedman's

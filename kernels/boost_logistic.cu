@@ -58,10 +58,11 @@ extern "C" __global__ void boost_logistic_scores(
 // Block (b, c): rows b * rows_per_block ... of column j = c * blockDim.x +
 // threadIdx.x, in order, rows of weight 0 skipped; p = 1 / (1 + E[i, j] T[leaf, j]),
 // h = values[leaf, j] (values_cols == d) or values[leaf, 0]:
-// part1[b, j] = sum (w h) (p - [y > 0]), part2[b, j] = sum (w h h) (p (1 - p)).
+// part1[b, j] = sum (w h) (p - positive), part2[b, j] = sum (w h h) (p (1 - p)),
+// with positive[i, j] = [y_ij > 0] (one byte).
 // Columns with columns[j] == 0 get 0.
 extern "C" __global__ void boost_logistic_derivative_partials(
-    const double* __restrict__ Y, const double* __restrict__ E,
+    const unsigned char* __restrict__ positive, const double* __restrict__ E,
     const long long* __restrict__ leaf, const double* __restrict__ values,
     long long values_cols, const double* __restrict__ T, const double* __restrict__ w,
     const unsigned char* __restrict__ columns, long long n, long long d,
@@ -81,7 +82,7 @@ extern "C" __global__ void boost_logistic_derivative_partials(
             const long long lf = leaf[i];
             const double h = values[lf * values_cols + col];
             const double p = __ddiv_rn(1.0, __dadd_rn(1.0, __dmul_rn(E[i * d + j], T[lf * d + j])));
-            const double t = Y[i * d + j] > 0.0 ? 1.0 : 0.0;
+            const double t = positive[i * d + j] ? 1.0 : 0.0;
             const double wh = __dmul_rn(wi, h);
             p1 = __dadd_rn(p1, __dmul_rn(wh, __dadd_rn(p, -t)));
             p2 = __dadd_rn(p2, __dmul_rn(__dmul_rn(wh, h), __dmul_rn(p, __dadd_rn(1.0, -p))));

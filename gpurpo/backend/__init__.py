@@ -16,6 +16,8 @@ knows which one is in use:
   by the ``"numpy"`` backend and a CUDA kernel (``kernels/*.cu`` through
   :meth:`Backend.load_module`) used by both ``"cupy"`` and the CPU emulation of
   CUDA (backend ``"emulated"``);
+* :func:`launch_block` and :func:`launch_grid` size the CUDA launches from a
+  device's attributes;
 * :func:`count_device_activity` counts the kernel launches, copies and
   synchronisations of the device backends inside a block;
 * random numbers are drawn on the host from one seeded
@@ -31,6 +33,7 @@ from gpurpo.backend._cupy import (
     cupy_available,
     is_gpu_array,
 )
+from gpurpo.backend._launch import ELEMENTWISE_BLOCK, GRID_WAVES, launch_block, launch_grid
 from gpurpo.backend._random import check_random_state, spawn_seeds
 from gpurpo.backend._registry import (
     cpu_helper,
@@ -86,4 +89,8 @@ __all__ = [
     "cpu_helper",
     "kernel_dir",
     "kernel_source",
+    "ELEMENTWISE_BLOCK",
+    "GRID_WAVES",
+    "launch_block",
+    "launch_grid",
 ]

@@ -25,7 +25,7 @@ size), not from constants tuned for one card:
   ``NODE_STATS_BLOCKS_PER_SM`` / ``PARTITION_BLOCKS_PER_SM`` blocks per
   multiprocessor;
 * elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
-  ``GRID_WAVES`` blocks per multiprocessor;
+  ``GRID_WAVES`` blocks per multiprocessor (:func:`gpurpo.backend.launch_grid`);
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
   node, blocks looping over nodes;
 * histogram scoring uses one block of ``SCORE_BLOCK`` threads per (node,
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend
+from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
 from gpurpo.tree._numba._node_split import SORT_LIMIT
 from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 
@@ -66,8 +66,6 @@ __all__ = [
 ]
 
 HIST_BLOCK = 256
-ELEMENTWISE_BLOCK = 256
-GRID_WAVES = 32
 MIN_SAMPLES_PER_BLOCK = 1024
 SPLIT_BLOCK_WARPS = 1
 SPLIT_MAX_THREADS = 64  # SPLIT_MAX_THREADS of tree_split_small.cu
@@ -86,20 +84,10 @@ SCORE_SCRATCH_BYTES = 256 * 1024**2
 _i32, _i64, _f64 = np.int32, np.int64, np.float64
 
 
-def _block_size(attrs: dict[str, int], preferred: int) -> int:
-    warp = int(attrs["warp_size"])
-    size = min(preferred, int(attrs["max_threads_per_block"]))
-    return max(warp, size // warp * warp)
-
-
 def _power_of_two_block(attrs: dict[str, int], preferred: int) -> int:
     """Largest power of two <= ``preferred`` and the device's threads per block."""
     limit = min(preferred, int(attrs["max_threads_per_block"]))
     return 1 << (max(1, limit).bit_length() - 1)
-
-
-def _grid(items: int, block: int, attrs: dict[str, int], waves: int = GRID_WAVES) -> int:
-    return int(max(1, min(math.ceil(items / block), int(attrs["multiprocessor_count"]) * waves)))
 
 
 def _contiguous_out(backend: Backend, out: Any) -> tuple[Any, bool]:
@@ -150,7 +138,7 @@ def histogram_launch_plan(
     spb = MIN_SAMPLES_PER_BLOCK if samples_per_block is None else int(samples_per_block)
     if spb < 1:
         raise ValueError(f"samples_per_block must be >= 1, got {samples_per_block}")
-    block = _block_size(attrs, HIST_BLOCK)
+    block = launch_block(attrs, HIST_BLOCK)
     resident = int(attrs["multiprocessor_count"]) * max(1, THREADS_PER_SM // block)
     avg = total_samples / max(n_nodes, 1)
     column = 4 * n_bins  # one (slot, channel) column of float32 cells
@@ -299,7 +287,7 @@ def partition(
     attrs = backend.device_attributes()
     if int(attrs["warp_size"]) != 32:
         raise RuntimeError(f"tree_partition assumes 32-thread warps, got {attrs['warp_size']}")
-    block = _block_size(attrs, PARTITION_BLOCK)
+    block = launch_block(attrs, PARTITION_BLOCK)
     grid = max(1, min(n_nodes, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
     src = sample_indices.copy()
     kernel = backend.load_module("tree_partition.cu").get_function("tree_partition")
@@ -558,17 +546,17 @@ def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any,
     if suffix is None:
         raise TypeError(f"Y must be float32 or float64, got {Y.dtype}")
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     module = backend.load_module("tree_leaves.cu")
     shared = 8 * n_leaves * d
     if shared <= int(attrs["max_shared_memory_per_block"]) and n >= 4 * n_leaves:
         kernel = module.get_function(f"tree_accumulate_leaves_dense_shared_{suffix}")
-        grid = _grid(n * d, block, attrs, waves=2)
+        grid = launch_grid(n * d, block, attrs, waves=2)
         kernel((grid,), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d), _i64(n_leaves)),
                shared_mem=shared)
     else:
         kernel = module.get_function(f"tree_accumulate_leaves_dense_{suffix}")
-        kernel((_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
+        kernel((launch_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
 
 
 def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins: Any,
@@ -578,10 +566,10 @@ def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins:
     """``tree_best_slot``: one thread per node."""
     n_nodes, k = (int(s) for s in gain.shape)
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     kernel = backend.load_module("tree_score.cu").get_function("tree_best_slot")
     kernel(
-        (_grid(n_nodes, block, attrs),),
+        (launch_grid(n_nodes, block, attrs),),
         (block,),
         (hist, q, impure, gain, bins, missing_left, node_features, order, nonconstant, node_pos,
          _i64(n_nodes), _i32(k), _i32(hist.shape[2]), _i32(hist.shape[3]), _i32(m),
@@ -594,9 +582,9 @@ def segment_sums(backend: Backend, values: Any, bounds: Any, out: Any) -> None:
     """``tree_segment_sums``: one thread per segment, summing it in order."""
     n_segments = int(out.shape[0])
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     kernel = backend.load_module("tree_segment_sums.cu").get_function("tree_segment_sums")
-    kernel((_grid(n_segments, block, attrs),), (block,), (values, bounds, _i64(n_segments), out))
+    kernel((launch_grid(n_segments, block, attrs),), (block,), (values, bounds, _i64(n_segments), out))
 
 
 def accumulate_leaves_csr(
@@ -608,10 +596,10 @@ def accumulate_leaves_csr(
     if nnz == 0 or n == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     kernel = backend.load_module("tree_leaves.cu").get_function("tree_accumulate_leaves_csr")
     kernel(
-        (_grid(nnz, block, attrs),),
+        (launch_grid(nnz, block, attrs),),
         (block,),
         (leaf_of_sample, weights, indptr, indices, data, out, _i64(n), _i64(out.shape[1])),
     )
@@ -648,9 +636,9 @@ def _launch_per_row_and_tree(backend: Backend, name: str, n: int, nodes: tuple,
     if n * n_trees == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     kernel = backend.load_module(source).get_function(name)
-    kernel((_grid(n * n_trees, block, attrs),), (block,), (*args, _i32(n_trees)))
+    kernel((launch_grid(n * n_trees, block, attrs),), (block,), (*args, _i32(n_trees)))
 
 
 def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) -> None:
@@ -660,10 +648,10 @@ def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) ->
     if n * d == 0 or n_trees == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     target, copied = _contiguous_out(backend, out)
     kernel = backend.load_module("tree_predict.cu").get_function("tree_sum_leaves_dense")
-    kernel((_grid(n * d, block, attrs),), (block,), (leaf_rows, values, target, _i64(n), _i32(n_trees), _i64(d)))
+    kernel((launch_grid(n * d, block, attrs),), (block,), (leaf_rows, values, target, _i64(n), _i32(n_trees), _i64(d)))
     if copied:
         out[...] = target
 
@@ -675,12 +663,12 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, indptr: Any, indices: Any, 
     if n * n_trees == 0 or int(indices.shape[0]) == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     target, copied = _contiguous_out(backend, out)
     kernel = backend.load_module("tree_predict.cu").get_function("tree_sum_leaves_csr")
     threads = n * n_trees * 32
     kernel(
-        (_grid(threads, block, attrs),),
+        (launch_grid(threads, block, attrs),),
         (block,),
         (leaf_rows, indptr, indices, data, target, _i64(n), _i32(n_trees), _i64(d)),
     )

@@ -4,7 +4,7 @@ bookkeeping kernels of device-resident growth).
 Each takes the backend followed by EXACTLY the arguments of its numba twin in
 :mod:`gpurpo.tree._numba.tree_level`; contracts in
 :mod:`gpurpo.tree.level_kernels`. Elementwise kernels use grid-stride loops
-(:func:`gpurpo.tree._kernels_cuda._grid`); ``split`` is one block of
+(:func:`gpurpo.backend.launch_grid`); ``split`` is one block of
 ``PARTITION_BLOCK`` threads per node, as ``tree_partition``; ``children`` is one block of
 ``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
 a contiguous chunk of the frontier; ``best_first_select`` is one block too.
@@ -16,14 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend
-from gpurpo.tree._kernels_cuda import (
-    ELEMENTWISE_BLOCK,
-    PARTITION_BLOCK,
-    PARTITION_BLOCKS_PER_SM,
-    _block_size,
-    _grid,
-)
+from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
+from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM
 
 __all__ = ["features", "split", "children", "roots", "subtract", "leaf_marks_table",
            "leaf_marks_subtrees", "place", "best_first_select", "CHILDREN_BLOCK"]
@@ -37,9 +31,9 @@ def _elementwise(backend: Backend, name: str, n_items: int, args: tuple) -> None
     if n_items == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     kernel = backend.load_module("tree_level.cu").get_function(name)
-    kernel((_grid(n_items, block, attrs),), (block,), args)
+    kernel((launch_grid(n_items, block, attrs),), (block,), args)
 
 
 def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, natural: int,
@@ -68,7 +62,7 @@ def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, f
     attrs = backend.device_attributes()
     if int(attrs["warp_size"]) != 32:
         raise RuntimeError(f"tree_level_split assumes 32-thread warps, got {attrs['warp_size']}")
-    block = _block_size(attrs, PARTITION_BLOCK)
+    block = launch_block(attrs, PARTITION_BLOCK)
     grid = max(1, min(n_eval, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
     scratch = backend.xp.empty_like(sample_indices)
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")

@@ -221,3 +221,15 @@ def test_segment_positions_equal_a_loop_over_ranges():
     pos, seg = B.segment_positions(np, starts, lengths, int(lengths.sum()))
     expected = [(s + k, i) for i, (s, n) in enumerate(zip(starts, lengths)) for k in range(n)]
     assert list(zip(pos.tolist(), seg.tolist())) == expected
+
+
+def test_launch_geometry_respects_the_device_limits():
+    attrs = {"warp_size": 32, "max_threads_per_block": 1024, "multiprocessor_count": 4}
+    assert B.launch_block(attrs, 256) == 256
+    assert B.launch_block(attrs, 100) == 96  # whole warps
+    assert B.launch_block(attrs, 8) == 32  # at least one warp
+    assert B.launch_block({**attrs, "max_threads_per_block": 512}, 1024) == 512
+    assert B.launch_grid(0, 256, attrs) == 1
+    assert B.launch_grid(257, 256, attrs) == 2  # one item per thread
+    assert B.launch_grid(10**9, 256, attrs) == 4 * B.GRID_WAVES
+    assert B.launch_grid(10**9, 256, attrs, waves=2) == 8

@@ -42,8 +42,9 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     ``g != 0``), and stays to do while ``|step change| hmax_j > tol``. An output
     at its edge closes the edge, and stops when still descending there.
     ``n_todo[0]``: the outputs still to do.
-``boost_logistic_derivatives(Y, E, leaf, values, T, w, columns, first, second)``
-    The tree prediction of sample i for output j is ``h_ij = values[leaf_i, j]``
+``boost_logistic_derivatives(positive, E, leaf, values, T, w, columns, first, second)``
+    positive uint8 (n, d): ``[y_ij > 0]``. The tree prediction of sample i for
+    output j is ``h_ij = values[leaf_i, j]``
     (``values[leaf_i, 0]`` when values has one column). E float64 (n, d) is
     ``exp(-F)`` (computed once per step search); leaf int64 (n,); values
     float64 (L, k), k = d or 1; T float64 (L, d) is ``exp(-clip(rho_j
@@ -52,7 +53,7 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     outputs with 0 are skipped (their sums are 0); first, second float64
     (d,) out. With ``p = 1 / (1 + E_ij T_{leaf_i j})``
     ``= sigmoid(F_ij + rho_j h_ij)``:
-    ``first_j = sum_i (w_i h_ij) (p - [y_ij > 0])`` and
+    ``first_j = sum_i (w_i h_ij) (p - positive_ij)`` and
     ``second_j = sum_i (w_i h_ij h_ij) (p (1 - p))``, over the rows of
     positive weight in blocks of 512 (in order within a block, then the
     blocks' sums in block order): the first and second
@@ -82,9 +83,15 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.backend import Backend, cpu_helper, register_kernel
+from gpurpo.backend import (
+    ELEMENTWISE_BLOCK,
+    Backend,
+    cpu_helper,
+    launch_block,
+    launch_grid,
+    register_kernel,
+)
 from gpurpo.ensemble.boosting.round_kernels import CPU_ROW_CHUNK, WARP_LANES, warp_lanes_total
-from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
 from gpurpo.tree.kernels import accumulate_leaves_dense
 
 __all__ = [
@@ -195,7 +202,7 @@ def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
 
 
 @njit(parallel=True, cache=True)
-def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
+def _derivatives_cpu(positive, E, leaf, values, T, w, columns, first, second):
     n, d = E.shape
     narrow = values.shape[1] == 1
     cols = np.nonzero(columns)[0]
@@ -214,7 +221,7 @@ def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
             lf = leaf[i]
             e_row = E[i]
             t_row = T[lf]
-            y_row = Y[i]
+            positive_row = positive[i]
             if narrow and every:
                 # the common case (one tree output for all labels): a vectorisable loop
                 h = values[lf, 0]
@@ -222,7 +229,7 @@ def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
                 whh = wh * h
                 for j in range(d):
                     p = 1.0 / (1.0 + e_row[j] * t_row[j])
-                    t = 1.0 if y_row[j] > 0 else 0.0
+                    t = 1.0 if positive_row[j] else 0.0
                     p1[j] += wh * (p - t)
                     p2[j] += whh * (p * (1.0 - p))
             else:
@@ -230,7 +237,7 @@ def _derivatives_cpu(Y, E, leaf, values, T, w, columns, first, second):
                     j = cols[c]
                     h = values[lf, 0] if narrow else values[lf, j]
                     p = 1.0 / (1.0 + e_row[j] * t_row[j])
-                    t = 1.0 if y_row[j] > 0 else 0.0
+                    t = 1.0 if positive_row[j] else 0.0
                     wh = wi * h
                     p1[j] += wh * (p - t)
                     p2[j] += wh * h * (p * (1.0 - p))
@@ -287,9 +294,9 @@ def _scores_cuda(backend: Backend, Y, F, grad, loss, write_grad: int, write_loss
     if n * d == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     _function(backend, "boost_logistic_scores")(
-        (_grid(n * WARP_LANES, block, attrs),), (block,),
+        (launch_grid(n * WARP_LANES, block, attrs),), (block,),
         (Y, F, grad, loss, np.int64(n), np.int64(d), np.int32(write_grad),
          np.int32(write_loss)))
 
@@ -306,7 +313,8 @@ def _gradient_row_loss_cuda(backend: Backend, Y, F, grad, loss):
     _scores_cuda(backend, Y, F, grad, loss, 1, 1)
 
 
-def _derivatives_cuda(backend: Backend, Y, E, leaf, values, T, w, columns, first, second):
+def _derivatives_cuda(backend: Backend, positive, E, leaf, values, T, w, columns, first,
+                      second):
     xp = backend.xp
     n, d = (int(s) for s in E.shape)
     if d == 0:
@@ -315,21 +323,21 @@ def _derivatives_cuda(backend: Backend, Y, E, leaf, values, T, w, columns, first
     part1 = xp.empty((n_blocks, d), dtype=xp.float64)
     part2 = xp.empty((n_blocks, d), dtype=xp.float64)
     attrs = backend.device_attributes()
-    tile = _block_size(attrs, _COLUMN_TILE)
+    tile = launch_block(attrs, _COLUMN_TILE)
     _function(backend, "boost_logistic_derivative_partials")(
         (n_blocks, -(-d // tile)), (tile,),
-        (Y, E, leaf, values, np.int64(values.shape[1]), T, w, columns, np.int64(n),
+        (positive, E, leaf, values, np.int64(values.shape[1]), T, w, columns, np.int64(n),
          np.int64(d), np.int64(_ROW_BLOCK), part1, part2))
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     _function(backend, "boost_logistic_derivatives_finish")(
-        (_grid(d, block, attrs),), (block,),
+        (launch_grid(d, block, attrs),), (block,),
         (part1, part2, np.int64(n_blocks), np.int64(d), columns, first, second))
 
 
 def _search_step_cuda(backend: Backend, rho, lo, hi, edge_open, todo, edge, direction, hmax,
                       deriv, curv, margin_factor, tol, n_todo):
     attrs = backend.device_attributes()
-    block = _block_size(attrs, _SEARCH_THREADS)
+    block = launch_block(attrs, _SEARCH_THREADS)
     _function(backend, "boost_logistic_search_step")(
         (1,), (block,),
         (rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv, curv,
@@ -454,7 +462,8 @@ class LogisticLine:
     ) -> None:
         xp = backend.xp
         self.backend = backend
-        self.Y = _f64(xp, Y)
+        # the labels as one byte each: the derivatives read them every iteration
+        self.positive = xp.ascontiguousarray(Y > 0, dtype=xp.uint8)
         self.w = _f64(xp, w)
         self.E = xp.exp(-xp.clip(_f64(xp, F), -_EXP_CLAMP, _EXP_CLAMP))
         if leaf is None or values is None:
@@ -495,7 +504,7 @@ class LogisticLine:
         second = xp.empty(d, dtype=xp.float64)
         mask = xp.ones(d, dtype=xp.uint8) if columns is None else xp.asarray(columns, dtype=xp.uint8)
         self.backend.kernel("boost_logistic_derivatives")(
-            self.Y, self.E, self.leaf, self.values, T, self.w, xp.ascontiguousarray(mask),
+            self.positive, self.E, self.leaf, self.values, T, self.w, xp.ascontiguousarray(mask),
             first, second,
         )
         return first, second

@@ -46,8 +46,14 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.backend import Backend, cpu_helper, register_kernel
-from gpurpo.tree._kernels_cuda import ELEMENTWISE_BLOCK, _block_size, _grid
+from gpurpo.backend import (
+    ELEMENTWISE_BLOCK,
+    Backend,
+    cpu_helper,
+    launch_block,
+    launch_grid,
+    register_kernel,
+)
 
 __all__ = ["PARTIAL_CELLS", "ROWS_PER_BLOCK", "add_leaf_values", "leaf_label_means",
            "least_squares_step_from_leaves", "row_blocks", "squared_gradient_and_row_loss",
@@ -214,8 +220,8 @@ def _squared_gradient_row_loss_cuda(backend: Backend, Y, F, grad, loss) -> None:
     if n == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
-    grid = _grid(n * WARP_LANES, block, attrs)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
+    grid = launch_grid(n * WARP_LANES, block, attrs)
     _function(backend, "boost_squared_gradient_row_loss")(
         (grid,), (block,), (Y, F, grad, loss, _i64(n), _i64(d)))
 
@@ -230,14 +236,14 @@ def _least_squares_step_cuda(backend: Backend, Y, F, values, leaf, w, learning_r
     num_part = xp.empty((blocks, d), dtype=xp.float64)
     den_part = xp.empty((blocks, d), dtype=xp.float64)
     attrs = backend.device_attributes()
-    columns = _block_size(attrs, _COLUMN_BLOCK)
+    columns = launch_block(attrs, _COLUMN_BLOCK)
     _function(backend, "boost_least_squares_partials")(
         (blocks, -(-d // columns)), (columns,),
         (Y, F, values, _i64(values.shape[1]), leaf, w, _i64(n), _i64(d), _i64(rows),
          num_part, den_part))
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     _function(backend, "boost_least_squares_finish")(
-        (_grid(d, block, attrs),), (block,),
+        (launch_grid(d, block, attrs),), (block,),
         (num_part, den_part, _i64(blocks), _i64(d), _f64(learning_rate), rho, scale))
 
 
@@ -251,14 +257,14 @@ def _leaf_label_means_cuda(backend: Backend, leaf, w, labels, values) -> None:
     sum_part = xp.empty((blocks, n_leaves, k), dtype=xp.float64)
     weight_part = xp.empty((blocks, n_leaves), dtype=xp.float64)
     attrs = backend.device_attributes()
-    columns = _block_size(attrs, _COLUMN_BLOCK)
+    columns = launch_block(attrs, _COLUMN_BLOCK)
     suffix = "f32" if labels.dtype == xp.float32 else "f64"
     _function(backend, f"boost_leaf_partials_{suffix}")(
         (blocks, -(-k // columns)), (columns,),
         (leaf, w, labels, _i64(n), _i64(k), _i64(n_leaves), _i64(rows), sum_part, weight_part))
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     _function(backend, "boost_leaf_means")(
-        (_grid(n_leaves * k, block, attrs),), (block,),
+        (launch_grid(n_leaves * k, block, attrs),), (block,),
         (sum_part, weight_part, _i64(blocks), _i64(k), _i64(n_leaves), values))
 
 
@@ -267,9 +273,9 @@ def _add_leaf_values_cuda(backend: Backend, F, values, leaf, scale) -> None:
     if n * d == 0:
         return
     attrs = backend.device_attributes()
-    block = _block_size(attrs, ELEMENTWISE_BLOCK)
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
     _function(backend, "boost_add_leaf_values")(
-        (_grid(n * d, block, attrs),), (block,),
+        (launch_grid(n * d, block, attrs),), (block,),
         (F, values, _i64(values.shape[1]), leaf, scale, _i64(n), _i64(d)))
 
 

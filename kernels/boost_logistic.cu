@@ -8,7 +8,10 @@
 //                                  output's objective along the tree's leaf values
 //                                  (one evaluation of the step search);
 //   * boost_logistic_search_step   one Newton iteration of the step search for
-//                                  every output.
+//                                  every output;
+//   * boost_logistic_line and boost_logistic_leaf_exponentials  the search's
+//                                  tables: exp(-F) and the labels' signs once, the
+//                                  leaves' exp(-rho h) per evaluation.
 // Products and sums are rounded separately (__dmul_rn/__dadd_rn/__ddiv_rn: no
 // fused multiply-add) and summed in the twins' order.
 
@@ -163,5 +166,42 @@ extern "C" __global__ void boost_logistic_search_step(
         long long total = 0;
         for (int t = 0; t < (int)blockDim.x; ++t) total += counts[t];
         n_todo[0] = total;
+    }
+}
+
+// exp(-clip(x, -clamp, clamp)), NaN kept.
+__device__ __forceinline__ double logistic_clamped_exp(double x, double clamp)
+{
+    const double c = x < -clamp ? -clamp : (x > clamp ? clamp : x);
+    return exp(-c);
+}
+
+// One thread per entry (grid-stride) of the (n, d) scores: E = exp(-clip(F)) and
+// positive = [y > 0], the line's tables of the step search.
+extern "C" __global__ void boost_logistic_line(
+    const double* __restrict__ Y, const double* __restrict__ F,
+    unsigned char* __restrict__ positive, double* __restrict__ E, long long total,
+    double clamp)
+{
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        positive[e] = Y[e] > 0.0 ? 1 : 0;
+        E[e] = logistic_clamped_exp(F[e], clamp);
+    }
+}
+
+// One thread per (leaf, output) cell (grid-stride): T[l, j] = exp(-clip(rho[j] *
+// values[l, j or 0])), the leaves' factors exp(-rho h) of one evaluation.
+extern "C" __global__ void boost_logistic_leaf_exponentials(
+    const double* __restrict__ rho, const double* __restrict__ values, long long values_cols,
+    double* __restrict__ T, long long n_leaves, long long d, double clamp)
+{
+    const long long cells = n_leaves * d;
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < cells;
+         e += (long long)gridDim.x * blockDim.x) {
+        const long long l = e / d;
+        const long long j = e - l * d;
+        const double h = values[l * values_cols + (values_cols == 1 ? 0 : j)];
+        T[e] = logistic_clamped_exp(__dmul_rn(rho[j], h), clamp);
     }
 }

@@ -42,6 +42,12 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     ``g != 0``), and stays to do while ``|step change| hmax_j > tol``. An output
     at its edge closes the edge, and stops when still descending there.
     ``n_todo[0]``: the outputs still to do.
+``boost_logistic_line(Y, F, positive, E, clamp)``
+    Y, F float64 (n, d); positive uint8 (n, d) out: ``[y > 0]``; E float64
+    (n, d) out: ``exp(-clip(F, -clamp, clamp))`` (NaN kept).
+``boost_logistic_leaf_exponentials(rho, values, T, clamp)``
+    rho float64 (d,); values float64 (L, k), k = d or 1; T float64 (L, d) out:
+    ``exp(-clip(rho_j values[l, j or 0], -clamp, clamp))``.
 ``boost_logistic_derivatives(positive, E, leaf, values, T, w, columns, first, second)``
     positive uint8 (n, d): ``[y_ij > 0]``. The tree prediction of sample i for
     output j is ``h_ij = values[leaf_i, j]``
@@ -280,6 +286,34 @@ def _search_step_cpu(rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv,
     n_todo[0] = count
 
 
+@njit(inline="always", cache=True)
+def _clamped_exp(x, clamp):
+    """``exp(-clip(x, -clamp, clamp))``, NaN kept."""
+    if x < -clamp:
+        x = -clamp
+    elif x > clamp:
+        x = clamp
+    return math.exp(-x)
+
+
+@njit(parallel=True, cache=True)
+def _line_cpu(Y, F, positive, E, clamp):
+    n, d = F.shape
+    for i in prange(n):
+        for j in range(d):
+            positive[i, j] = 1 if Y[i, j] > 0 else 0
+            E[i, j] = _clamped_exp(F[i, j], clamp)
+
+
+@njit(cache=True)
+def _leaf_exponentials_cpu(rho, values, T, clamp):
+    n_leaves, d = T.shape
+    per_output = values.shape[1] != 1
+    for at in range(n_leaves):
+        for j in range(d):
+            T[at, j] = _clamped_exp(rho[j] * values[at, j if per_output else 0], clamp)
+
+
 # --------------------------------------------------------------------------
 # CUDA (kernels/boost_logistic.cu); the leaf sums as array expressions
 # --------------------------------------------------------------------------
@@ -344,6 +378,29 @@ def _search_step_cuda(backend: Backend, rho, lo, hi, edge_open, todo, edge, dire
          np.int64(rho.shape[0]), np.float64(margin_factor), np.float64(tol), n_todo))
 
 
+def _line_cuda(backend: Backend, Y, F, positive, E, clamp):
+    total = int(F.size)
+    if total == 0:
+        return
+    attrs = backend.device_attributes()
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
+    _function(backend, "boost_logistic_line")(
+        (launch_grid(total, block, attrs),), (block,),
+        (Y, F, positive, E, np.int64(total), np.float64(clamp)))
+
+
+def _leaf_exponentials_cuda(backend: Backend, rho, values, T, clamp):
+    n_leaves, d = (int(s) for s in T.shape)
+    if n_leaves * d == 0:
+        return
+    attrs = backend.device_attributes()
+    block = launch_block(attrs, ELEMENTWISE_BLOCK)
+    _function(backend, "boost_logistic_leaf_exponentials")(
+        (launch_grid(n_leaves * d, block, attrs),), (block,),
+        (rho, values, np.int64(values.shape[1]), T, np.int64(n_leaves), np.int64(d),
+         np.float64(clamp)))
+
+
 def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
     xp = backend.xp
     P = sigmoid(xp, F)
@@ -361,6 +418,9 @@ register_kernel(
     "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_cuda
 )
 register_kernel("boost_logistic_search_step", cpu=_search_step_cpu, cuda=_search_step_cuda)
+register_kernel("boost_logistic_line", cpu=_line_cpu, cuda=_line_cuda)
+register_kernel("boost_logistic_leaf_exponentials", cpu=_leaf_exponentials_cpu,
+                cuda=_leaf_exponentials_cuda)
 
 
 # --------------------------------------------------------------------------
@@ -462,10 +522,14 @@ class LogisticLine:
     ) -> None:
         xp = backend.xp
         self.backend = backend
-        # the labels as one byte each: the derivatives read them every iteration
-        self.positive = xp.ascontiguousarray(Y > 0, dtype=xp.uint8)
+        # the labels as one byte each (the derivatives read them every iteration)
+        # and exp(-F), in one pass
+        F = _f64(xp, F)
+        self.positive = xp.empty(F.shape, dtype=xp.uint8)
+        self.E = xp.empty(F.shape, dtype=xp.float64)
+        backend.kernel("boost_logistic_line")(_f64(xp, Y), F, self.positive, self.E,
+                                              _EXP_CLAMP)
         self.w = _f64(xp, w)
-        self.E = xp.exp(-xp.clip(_f64(xp, F), -_EXP_CLAMP, _EXP_CLAMP))
         if leaf is None or values is None:
             H = _f64(xp, H)
             if H.shape[1] == 1:
@@ -498,8 +562,9 @@ class LogisticLine:
         """
         xp = self.backend.xp
         d = self.d
-        T = xp.exp(-xp.clip(_f64(xp, rho)[None, :] * self.values, -_EXP_CLAMP, _EXP_CLAMP))
-        T = xp.ascontiguousarray(xp.broadcast_to(T, (self.values.shape[0], d)))
+        T = xp.empty((self.values.shape[0], d), dtype=xp.float64)
+        self.backend.kernel("boost_logistic_leaf_exponentials")(_f64(xp, rho), self.values, T,
+                                                               _EXP_CLAMP)
         first = xp.empty(d, dtype=xp.float64)
         second = xp.empty(d, dtype=xp.float64)
         mask = xp.ones(d, dtype=xp.uint8) if columns is None else xp.asarray(columns, dtype=xp.uint8)

@@ -17,7 +17,8 @@ knows which one is in use:
   :meth:`Backend.load_module`) used by both ``"cupy"`` and the CPU emulation of
   CUDA (backend ``"emulated"``);
 * :func:`launch_block` and :func:`launch_grid` size the CUDA launches from a
-  device's attributes;
+  device's attributes (:func:`launch_grid_stride`, :func:`launch_column_tiles`
+  launch the two common shapes);
 * :func:`count_device_activity` counts the kernel launches, copies and
   synchronisations of the device backends inside a block;
 * random numbers are drawn on the host from one seeded
@@ -33,7 +34,15 @@ from gpurpo.backend._cupy import (
     cupy_available,
     is_gpu_array,
 )
-from gpurpo.backend._launch import ELEMENTWISE_BLOCK, GRID_WAVES, launch_block, launch_grid
+from gpurpo.backend._launch import (
+    COLUMN_TILE,
+    ELEMENTWISE_BLOCK,
+    GRID_WAVES,
+    launch_block,
+    launch_column_tiles,
+    launch_grid,
+    launch_grid_stride,
+)
 from gpurpo.backend._random import check_random_state, spawn_seeds
 from gpurpo.backend._registry import (
     cpu_helper,
@@ -93,4 +102,7 @@ __all__ = [
     "GRID_WAVES",
     "launch_block",
     "launch_grid",
+    "launch_grid_stride",
+    "launch_column_tiles",
+    "COLUMN_TILE",
 ]

@@ -4,7 +4,7 @@ bookkeeping kernels of device-resident growth).
 Each takes the backend followed by EXACTLY the arguments of its numba twin in
 :mod:`gpurpo.tree._numba.tree_level`; contracts in
 :mod:`gpurpo.tree.level_kernels`. Elementwise kernels use grid-stride loops
-(:func:`gpurpo.backend.launch_grid`); ``split`` is one block of
+(:func:`gpurpo.backend.launch_grid_stride`); ``split`` is one block of
 ``PARTITION_BLOCK`` threads per node, as ``tree_partition``; ``children`` is one block of
 ``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
 a contiguous chunk of the frontier; ``best_first_select`` is one block too.
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
+from gpurpo.backend import Backend, launch_block, launch_grid_stride
 from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM
 
 __all__ = ["features", "split", "children", "roots", "subtract", "leaf_marks_table",
@@ -28,12 +28,7 @@ _i32, _i64, _f64 = np.int32, np.int64, np.float64
 
 
 def _elementwise(backend: Backend, name: str, n_items: int, args: tuple) -> None:
-    if n_items == 0:
-        return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    kernel = backend.load_module("tree_level.cu").get_function(name)
-    kernel((launch_grid(n_items, block, attrs),), (block,), args)
+    launch_grid_stride(backend, "tree_level.cu", name, n_items, args)
 
 
 def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, natural: int,

@@ -571,13 +571,9 @@ class _BaseGradientBoosting(BaseEstimator):
             rho = xp.zeros(d, dtype=xp.float64)
             rho[cols] = 1.0
             scale = lr * rho
-            F[:, cols] += values[leaf] * scale[None, cols]
-            stage = Stage(structure=structure, values=values, scale=scale, output=output)
-            return stage, rho, projection
-        if output is None:
+        elif output is None:
             rho, scale = loss.fit_step_from_leaves(backend, Yb, F, w_iter, rows, G, leaf,
                                                    values, lr)
-            add_leaf_values(backend, F, values, leaf, scale)
         else:
             H = values[leaf]
             if rows is not None:
@@ -594,7 +590,11 @@ class _BaseGradientBoosting(BaseEstimator):
             rho = xp.zeros(d, dtype=xp.float64)
             rho[j] = rho_j[0]
             scale = lr * rho
-            F[:, j] += scale[j] * H[:, 0]
+        # the scores move by the scaled leaf values: every output, or the one of the stage
+        if output is None:
+            add_leaf_values(backend, F, values, leaf, scale)
+        else:
+            F[:, output] += scale[output] * values[leaf][:, 0]
         stage = Stage(structure=structure, values=values, scale=scale, output=output)
         return stage, rho, projection
 

@@ -90,11 +90,11 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import (
-    ELEMENTWISE_BLOCK,
     Backend,
     cpu_helper,
     launch_block,
-    launch_grid,
+    launch_column_tiles,
+    launch_grid_stride,
     register_kernel,
 )
 from gpurpo.ensemble.boosting.round_kernels import CPU_ROW_CHUNK, WARP_LANES, warp_lanes_total
@@ -115,8 +115,6 @@ __all__ = [
 _ROW_BLOCK = 512
 # Columns per task of the per-leaf sums kernel.
 _COL_BLOCK = 64
-# Columns per CUDA block of the derivative kernel (one thread per column).
-_COLUMN_TILE = 128
 # Threads of the search kernel's one block (LOGISTIC_SEARCH_THREADS of the source).
 _SEARCH_THREADS = 256
 # exp(-F) and exp(-rho h) are clamped to exp(+-350): their product never overflows.
@@ -151,15 +149,6 @@ def _loss_term(y: float, f: float, e: float) -> float:
 
 
 @njit(parallel=True, cache=True)
-def _gradient_cpu(Y, F, out):
-    n, d = F.shape
-    for i in prange(n):
-        for j in range(d):
-            t = 1.0 if Y[i, j] > 0 else 0.0
-            out[i, j] = np.float32(t - _exp_and_sigmoid(F[i, j])[1])
-
-
-@njit(parallel=True, cache=True)
 def _scores_cpu(Y, F, grad, loss, write_grad, write_loss):
     """The gradient (``write_grad``) and the row losses (``write_loss``, in warp
     order) from one exponential per entry, as ``boost_logistic_scores``."""
@@ -168,7 +157,8 @@ def _scores_cpu(Y, F, grad, loss, write_grad, write_loss):
     for c in prange(n_chunks):
         lanes = np.empty(WARP_LANES)
         for i in range(c * CPU_ROW_CHUNK, min(n, (c + 1) * CPU_ROW_CHUNK)):
-            lanes[:] = 0.0
+            if write_loss:
+                lanes[:] = 0.0
             for j in range(d):
                 f = F[i, j]
                 e, p = _exp_and_sigmoid(f)
@@ -178,6 +168,10 @@ def _scores_cpu(Y, F, grad, loss, write_grad, write_loss):
                     lanes[j % WARP_LANES] += _loss_term(Y[i, j], f, e)
             if write_loss:
                 loss[i] = warp_lanes_total(lanes) / d
+
+
+def _gradient_cpu(Y, F, out):
+    cpu_helper(_scores_cpu)(Y, F, out, np.empty(1), True, False)
 
 
 def _row_loss_cpu(Y, F, out):
@@ -319,20 +313,16 @@ def _leaf_exponentials_cpu(rho, values, T, clamp):
 # --------------------------------------------------------------------------
 
 
-def _function(backend: Backend, name: str) -> Any:
-    return backend.load_module("boost_logistic.cu").get_function(name)
+_SOURCE = "boost_logistic.cu"
 
 
 def _scores_cuda(backend: Backend, Y, F, grad, loss, write_grad: int, write_loss: int) -> None:
     n, d = (int(s) for s in F.shape)
     if n * d == 0:
         return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_logistic_scores")(
-        (launch_grid(n * WARP_LANES, block, attrs),), (block,),
-        (Y, F, grad, loss, np.int64(n), np.int64(d), np.int32(write_grad),
-         np.int32(write_loss)))
+    launch_grid_stride(backend, _SOURCE, "boost_logistic_scores", n * WARP_LANES,
+                       (Y, F, grad, loss, np.int64(n), np.int64(d), np.int32(write_grad),
+                        np.int32(write_loss)))
 
 
 def _gradient_cuda(backend: Backend, Y, F, out):
@@ -356,23 +346,17 @@ def _derivatives_cuda(backend: Backend, positive, E, leaf, values, T, w, columns
     n_blocks = max(1, (n + _ROW_BLOCK - 1) // _ROW_BLOCK)
     part1 = xp.empty((n_blocks, d), dtype=xp.float64)
     part2 = xp.empty((n_blocks, d), dtype=xp.float64)
-    attrs = backend.device_attributes()
-    tile = launch_block(attrs, _COLUMN_TILE)
-    _function(backend, "boost_logistic_derivative_partials")(
-        (n_blocks, -(-d // tile)), (tile,),
-        (positive, E, leaf, values, np.int64(values.shape[1]), T, w, columns, np.int64(n),
-         np.int64(d), np.int64(_ROW_BLOCK), part1, part2))
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_logistic_derivatives_finish")(
-        (launch_grid(d, block, attrs),), (block,),
-        (part1, part2, np.int64(n_blocks), np.int64(d), columns, first, second))
+    launch_column_tiles(backend, _SOURCE, "boost_logistic_derivative_partials", n_blocks, d,
+                        (positive, E, leaf, values, np.int64(values.shape[1]), T, w, columns,
+                         np.int64(n), np.int64(d), np.int64(_ROW_BLOCK), part1, part2))
+    launch_grid_stride(backend, _SOURCE, "boost_logistic_derivatives_finish", d,
+                       (part1, part2, np.int64(n_blocks), np.int64(d), columns, first, second))
 
 
 def _search_step_cuda(backend: Backend, rho, lo, hi, edge_open, todo, edge, direction, hmax,
                       deriv, curv, margin_factor, tol, n_todo):
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, _SEARCH_THREADS)
-    _function(backend, "boost_logistic_search_step")(
+    block = launch_block(backend.device_attributes(), _SEARCH_THREADS)
+    backend.load_module(_SOURCE).get_function("boost_logistic_search_step")(
         (1,), (block,),
         (rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv, curv,
          np.int64(rho.shape[0]), np.float64(margin_factor), np.float64(tol), n_todo))
@@ -380,25 +364,15 @@ def _search_step_cuda(backend: Backend, rho, lo, hi, edge_open, todo, edge, dire
 
 def _line_cuda(backend: Backend, Y, F, positive, E, clamp):
     total = int(F.size)
-    if total == 0:
-        return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_logistic_line")(
-        (launch_grid(total, block, attrs),), (block,),
-        (Y, F, positive, E, np.int64(total), np.float64(clamp)))
+    launch_grid_stride(backend, _SOURCE, "boost_logistic_line", total,
+                       (Y, F, positive, E, np.int64(total), np.float64(clamp)))
 
 
 def _leaf_exponentials_cuda(backend: Backend, rho, values, T, clamp):
     n_leaves, d = (int(s) for s in T.shape)
-    if n_leaves * d == 0:
-        return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_logistic_leaf_exponentials")(
-        (launch_grid(n_leaves * d, block, attrs),), (block,),
-        (rho, values, np.int64(values.shape[1]), T, np.int64(n_leaves), np.int64(d),
-         np.float64(clamp)))
+    launch_grid_stride(backend, _SOURCE, "boost_logistic_leaf_exponentials", n_leaves * d,
+                       (rho, values, np.int64(values.shape[1]), T, np.int64(n_leaves),
+                        np.int64(d), np.float64(clamp)))
 
 
 def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):

@@ -47,11 +47,10 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import (
-    ELEMENTWISE_BLOCK,
     Backend,
     cpu_helper,
-    launch_block,
-    launch_grid,
+    launch_column_tiles,
+    launch_grid_stride,
     register_kernel,
 )
 
@@ -66,8 +65,6 @@ ROWS_PER_BLOCK = 256
 PARTIAL_CELLS = 1 << 22
 #: lanes of the row sums of ``boost_squared_gradient_row_loss`` (a CUDA warp)
 WARP_LANES = 32
-#: columns per block of ``boost_least_squares_partials``
-_COLUMN_BLOCK = 128
 #: rows per task of the CPU row kernels (their lanes allocated once per task)
 CPU_ROW_CHUNK = 1024
 
@@ -211,19 +208,13 @@ def _add_leaf_values_cpu(F, values, leaf, scale):
 # --------------------------------------------------------------------------
 
 
-def _function(backend: Backend, name: str) -> Any:
-    return backend.load_module("boost_round.cu").get_function(name)
+_SOURCE = "boost_round.cu"
 
 
 def _squared_gradient_row_loss_cuda(backend: Backend, Y, F, grad, loss) -> None:
     n, d = (int(s) for s in F.shape)
-    if n == 0:
-        return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    grid = launch_grid(n * WARP_LANES, block, attrs)
-    _function(backend, "boost_squared_gradient_row_loss")(
-        (grid,), (block,), (Y, F, grad, loss, _i64(n), _i64(d)))
+    launch_grid_stride(backend, _SOURCE, "boost_squared_gradient_row_loss", n * WARP_LANES,
+                       (Y, F, grad, loss, _i64(n), _i64(d)))
 
 
 def _least_squares_step_cuda(backend: Backend, Y, F, values, leaf, w, learning_rate, rho,
@@ -235,16 +226,12 @@ def _least_squares_step_cuda(backend: Backend, Y, F, values, leaf, w, learning_r
     blocks, rows = row_blocks(n, d)
     num_part = xp.empty((blocks, d), dtype=xp.float64)
     den_part = xp.empty((blocks, d), dtype=xp.float64)
-    attrs = backend.device_attributes()
-    columns = launch_block(attrs, _COLUMN_BLOCK)
-    _function(backend, "boost_least_squares_partials")(
-        (blocks, -(-d // columns)), (columns,),
-        (Y, F, values, _i64(values.shape[1]), leaf, w, _i64(n), _i64(d), _i64(rows),
-         num_part, den_part))
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_least_squares_finish")(
-        (launch_grid(d, block, attrs),), (block,),
-        (num_part, den_part, _i64(blocks), _i64(d), _f64(learning_rate), rho, scale))
+    launch_column_tiles(backend, _SOURCE, "boost_least_squares_partials", blocks, d,
+                        (Y, F, values, _i64(values.shape[1]), leaf, w, _i64(n), _i64(d),
+                         _i64(rows), num_part, den_part))
+    launch_grid_stride(backend, _SOURCE, "boost_least_squares_finish", d,
+                       (num_part, den_part, _i64(blocks), _i64(d), _f64(learning_rate), rho,
+                        scale))
 
 
 def _leaf_label_means_cuda(backend: Backend, leaf, w, labels, values) -> None:
@@ -256,27 +243,18 @@ def _leaf_label_means_cuda(backend: Backend, leaf, w, labels, values) -> None:
     blocks, rows = row_blocks(n, n_leaves * k)
     sum_part = xp.empty((blocks, n_leaves, k), dtype=xp.float64)
     weight_part = xp.empty((blocks, n_leaves), dtype=xp.float64)
-    attrs = backend.device_attributes()
-    columns = launch_block(attrs, _COLUMN_BLOCK)
     suffix = "f32" if labels.dtype == xp.float32 else "f64"
-    _function(backend, f"boost_leaf_partials_{suffix}")(
-        (blocks, -(-k // columns)), (columns,),
-        (leaf, w, labels, _i64(n), _i64(k), _i64(n_leaves), _i64(rows), sum_part, weight_part))
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_leaf_means")(
-        (launch_grid(n_leaves * k, block, attrs),), (block,),
-        (sum_part, weight_part, _i64(blocks), _i64(k), _i64(n_leaves), values))
+    launch_column_tiles(backend, _SOURCE, f"boost_leaf_partials_{suffix}", blocks, k,
+                        (leaf, w, labels, _i64(n), _i64(k), _i64(n_leaves), _i64(rows),
+                         sum_part, weight_part))
+    launch_grid_stride(backend, _SOURCE, "boost_leaf_means", n_leaves * k,
+                       (sum_part, weight_part, _i64(blocks), _i64(k), _i64(n_leaves), values))
 
 
 def _add_leaf_values_cuda(backend: Backend, F, values, leaf, scale) -> None:
     n, d = (int(s) for s in F.shape)
-    if n * d == 0:
-        return
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    _function(backend, "boost_add_leaf_values")(
-        (launch_grid(n * d, block, attrs),), (block,),
-        (F, values, _i64(values.shape[1]), leaf, scale, _i64(n), _i64(d)))
+    launch_grid_stride(backend, _SOURCE, "boost_add_leaf_values", n * d,
+                       (F, values, _i64(values.shape[1]), leaf, scale, _i64(n), _i64(d)))
 
 
 register_kernel("boost_squared_gradient_row_loss", cpu=_squared_gradient_row_loss_cpu,

@@ -69,7 +69,6 @@ from gpurpo.tree.grower import (
     default_small_node_size,
     default_subtree_size,
     draw_root_seeds,
-    mostly_zero,
     target_mean,
 )
 from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
@@ -231,7 +230,7 @@ class _DeviceGrower:
         # all features: each slot holds its feature (siblings' histograms subtract)
         self.width = self.k
         self.random_split = params.splitter == "random"
-        small = (default_small_node_size(backend, self.k >= p, mostly_zero(binned))
+        small = (default_small_node_size(backend, self.k >= p)
                  if params.small_node_size is None else int(params.small_node_size))
         self.small = min(small, n)
         self.subtree = min(self._subtree_size(small), n)

@@ -130,9 +130,9 @@ def default_small_node_size(
     forest (20,000 x 20,000 CSR, 0.5 % nonzero, ``max_features="sqrt"``, one
     thread) took 9.4 s with the 4,096 limit and 1.4 s without, with the same
     predictions. A dense X whose codes are mostly their feature's code of 0.0
-    (:func:`mostly_zero`: word presence features) is grown the same way: a
-    delicious-shaped tree on 4 % dense binary features (12,920 x 500,
-    ``max_features="sqrt"``, one thread) grew in 34 ms instead of 44 ms.
+    (word presence features) is binned as its stored entries alone
+    (:attr:`~gpurpo.tree.binning.BinnedMatrix.dense_codes`), so it is grown the
+    same way, from its columns.
     """
     if not _has_kernel(backend, "tree_split_small"):
         return 0
@@ -141,25 +141,6 @@ def default_small_node_size(
             return UNLIMITED_NODE_SIZE
         return 512 if all_features else 4096
     return 256
-
-
-# the share of a dense X's codes, other than their feature's code of 0.0, up to which
-# it is grown as a sparse X (default_small_node_size)
-MOSTLY_ZERO_SHARE = 0.1
-
-
-def mostly_zero(binned: BinnedMatrix) -> bool:
-    """Whether at most ``MOSTLY_ZERO_SHARE`` of the NumPy backend's codes of ``binned`` differ
-    from their feature's code of 0.0 (a feature without a subtracted bin counts whole).
-
-    Text-like inputs (binary word presence features, a few % ones) held in a dense
-    array; their trees are deep and unbalanced, as those of a sparse X.
-    """
-    if binned.backend.name != "numpy":
-        return False
-    n, p = binned.n_samples, binned.n_features
-    listed = np.where(np.asarray(binned.subtracted_bin) >= 0, np.asarray(binned.listed), n)
-    return float(listed.sum()) <= MOSTLY_ZERO_SHARE * n * p
 
 
 def default_subtree_size(backend: Backend, n_features: int, small_node_size: int = 0) -> int:
@@ -341,7 +322,7 @@ class HostGrower:
         self.random_split = params.splitter == "random"
         self.small = (
             default_small_node_size(backend, self.all_features,
-                                    binned.sparse_codes is not None or mostly_zero(binned))
+                                    binned.sparse_codes is not None)
             if params.small_node_size is None
             else int(params.small_node_size)
         )

@@ -8,13 +8,14 @@ The trees are those of level-wise growth on histograms, which read no block.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from gpurpo.backend import NUMPY
 from gpurpo.tree import GrowthParams, grow_trees
 from gpurpo.tree.binning import BinMapper
-from gpurpo.tree.grower import mostly_zero
 
 
 def _columns(rng, n):
@@ -28,8 +29,9 @@ def _columns(rng, n):
     return X
 
 
+@pytest.mark.parametrize("codes", ["listed", "dense"])
 @pytest.mark.parametrize("n_trees, n_outputs", [(1, 8), (2, 3)])
-def test_bit_sets_give_the_trees_of_histograms(n_trees, n_outputs):
+def test_bit_sets_give_the_trees_of_histograms(n_trees, n_outputs, codes):
     rng = np.random.default_rng(5)
     n = 3000
     X = _columns(rng, n)
@@ -38,7 +40,10 @@ def test_bit_sets_give_the_trees_of_histograms(n_trees, n_outputs):
     targets = targets.reshape(n, n_trees, n_outputs)
     weights = rng.integers(0, 3, size=(n_trees, n)).astype(np.float32)
     binned = BinMapper().fit_transform(X, NUMPY)
-    assert mostly_zero(binned)
+    assert binned.dense_codes is None  # mostly zeros: the entries other than 0.0 listed
+    if codes == "dense":
+        # blocks filled from the dense codes, the histograms built from them
+        binned = replace(binned, dense_codes=binned.codes, sparse_codes=None)
     grown = {}
     for name, small, subtree in (("blocks", None, None), ("histograms", 0, 0)):
         params = GrowthParams(n_candidates=9, small_node_size=small, subtree_size=subtree)

@@ -97,8 +97,18 @@ def test_stored_codes_rebuild_the_codes_of_the_dense_matrix(case, fmt):
     matrix, max_bins = case
     mapper = BinMapper(max_bins=max_bins).fit(matrix)
     stored = mapper.transform(matrix.asformat(fmt), NUMPY).sparse_codes
-    expected = mapper.transform(matrix.toarray(), NUMPY).codes
-    assert mapper.transform(matrix.toarray(), NUMPY).sparse_codes is None
+    dense = matrix.toarray()
+    expected = np.empty((matrix.shape[1], matrix.shape[0]), dtype=np.uint8)
+    kernels.bin_codes(NUMPY, dense, mapper.thresholds_,
+                      (mapper.n_value_bins_ - 1).astype(np.int32), mapper.missing_bin_, expected)
+    # the dense matrix's binning: its codes, and the same listing when it lists its entries
+    dense_binned = mapper.transform(dense, NUMPY)
+    np.testing.assert_array_equal(dense_binned.codes, expected)
+    if dense_binned.sparse_codes is not None:
+        for name in ("zero_code", "row_ptr", "row_features", "row_codes", "col_ptr", "col_rows",
+                     "col_codes"):
+            np.testing.assert_array_equal(getattr(dense_binned.sparse_codes, name),
+                                          getattr(stored, name), err_msg=name)
     p, n = expected.shape
     zero_code = np.empty((p, 1), dtype=np.uint8)
     kernels.bin_codes(NUMPY, np.zeros((1, p)), mapper.thresholds_,

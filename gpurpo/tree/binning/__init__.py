@@ -29,9 +29,11 @@ on; on the CPU it reads them from the float32 values of each block of
 features that the edge fit sorts a copy of (the same codes as
 :meth:`BinMapper.transform`; see :func:`_bin_by_blocks`).
 
-Dense and sparse (SciPy / cupyx) ``X`` are binned densely; the binned matrix
-must fit in ``max_binned_bytes`` (default 4 GiB), otherwise a ``ValueError``
-says so.
+Dense ``X``, and sparse (cupyx) ``X`` on a GPU, are binned densely; the binned
+matrix must fit in ``max_binned_bytes`` (default 4 GiB), otherwise a
+``ValueError`` says so. On the CPU a sparse (SciPy) ``X`` keeps the codes of its
+stored entries only, and so does a dense ``X`` whose codes turn out to be
+mostly their feature's code of 0.0 (``BinnedMatrix.dense_codes``).
 
 The package holds the bin mapper (:mod:`._mapper`), the edge strategies that the
 mapper picks by input (columns of 0.0 and 1.0 :mod:`._binary_columns`, sorted rows

@@ -22,10 +22,13 @@ from gpurpo.tree.binning._code_tables import bin_codes_fitted
 from gpurpo.tree.binning._quantile_rule import quantile_edges
 from gpurpo.tree.binning._sorted_edges import edges_from_sorted, transpose_block_to_float32
 from gpurpo.tree.binning._sparse import (
+    MOSTLY_ZERO_SHARE,
     SparseCodes,
     canonical_csc,
     dense_codes_of,
+    listed_share,
     sparse_codes,
+    sparse_codes_of_dense,
     sparse_codes_of_values,
     sparse_column_edges,
     zero_codes_ragged,
@@ -83,8 +86,12 @@ class BinnedMatrix:
     ----------
     dense_codes : uint8 array of shape (n_features, n_samples), C-contiguous, or None
         Feature-major bin codes; ``missing_bin`` marks NaN. None for a sparse
-        X binned on the NumPy backend: its codes are listed in
-        ``sparse_codes`` only, which every CPU kernel reads instead, and
+        X binned on the NumPy backend, and for a dense one whose codes are
+        mostly their feature's code of 0.0 (at most ``MOSTLY_ZERO_SHARE`` of
+        them differ, counted as :func:`~gpurpo.tree.binning._sparse.listed_share`
+        does: word presence features): its codes are listed in
+        ``sparse_codes`` only, which every CPU kernel reads instead (a feature
+        then costs its entries other than 0.0, not every sample of a node), and
         :attr:`codes` builds the dense matrix on first use (inspection).
     n_bins : int
         Histogram width: value bins of the widest feature plus the missing
@@ -432,6 +439,13 @@ class BinMapper:
             for f0 in range(0, p, step):
                 block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None]
                 n_zero[f0 : f0 + step] = block.sum(axis=1)
+        subtracted = xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))
+        if stored is None and backend.name == "numpy" and (
+                listed_share(subtracted, n - n_zero, n) <= MOSTLY_ZERO_SHARE):
+            # mostly zeros (word presence features in a dense array): binned as the
+            # sparse X of these values would be, the CPU kernels reading its entries
+            stored = sparse_codes_of_dense(codes, zero_code)
+            codes = None
         return BinnedMatrix(
             dense_codes=codes,
             n_bins=self.n_bins_,
@@ -441,8 +455,7 @@ class BinMapper:
             edge_values_host=edge_values_host,
             edge_ptr_host=edge_ptr_host,
             backend=backend,
-            subtracted_bin=xp.ascontiguousarray(
-                xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))),
+            subtracted_bin=xp.ascontiguousarray(subtracted),
             sparse_codes=stored,
             listed=xp.ascontiguousarray((n - n_zero).astype(xp.int64)),
             shape=(int(p), int(n)),

@@ -32,18 +32,25 @@ from gpurpo.tree._numba._shared import N_CHUNKS
 from gpurpo.tree.binning._edge_lookup import _count_below
 
 __all__ = [
+    "MOSTLY_ZERO_SHARE",
     "SparseCodes",
     "canonical_csc",
     "canonical_csr",
     "sparse_bin_codes_cpu",
     "sparse_bin_codes_xp",
     "dense_codes_of",
+    "listed_share",
     "sparse_codes",
+    "sparse_codes_of_dense",
     "sparse_codes_of_values",
     "sparse_column_edges",
     "zero_codes",
     "zero_codes_ragged",
 ]
+
+#: the share of a dense X's codes, other than their feature's code of 0.0, up to which
+#: the NumPy backend lists its entries as a sparse X's (:func:`listed_share`)
+MOSTLY_ZERO_SHARE = 0.1
 
 # stored entries compared with their edge rows at once by the array version
 _XP_BLOCK_CELLS = 1 << 24
@@ -367,6 +374,58 @@ def _listed_by_rows_too(zero_code: np.ndarray, col_ptr: np.ndarray, col_rows: np
     row_codes = np.empty(col_rows.shape[0], dtype=np.uint8)
     _rows_of_columns(col_ptr, col_rows, col_codes, row_ptr, row_features, row_codes)
     return SparseCodes(zero_code, row_ptr, row_features, row_codes, col_ptr, col_rows, col_codes)
+
+
+@njit(parallel=True, cache=True)
+def _column_lengths(codes, zero_code, out):
+    """``out[f + 1]``: the number of codes of feature ``f`` other than ``zero_code[f]``."""
+    for f in prange(codes.shape[0]):
+        z = zero_code[f]
+        count = 0
+        for s in range(codes.shape[1]):
+            count += codes[f, s] != z
+        out[f + 1] = count
+
+
+@njit(parallel=True, cache=True)
+def _fill_columns(codes, zero_code, col_ptr, col_rows, col_codes):
+    """Each feature's rows whose code is not its ``zero_code``, increasing, and their codes,
+    at ``col_ptr[f]:col_ptr[f + 1]``."""
+    for f in prange(codes.shape[0]):
+        z = zero_code[f]
+        q = col_ptr[f]
+        for s in range(codes.shape[1]):
+            c = codes[f, s]
+            if c != z:
+                col_rows[q] = s
+                col_codes[q] = c
+                q += 1
+
+
+def sparse_codes_of_dense(codes: np.ndarray, zero_code: np.ndarray) -> SparseCodes:
+    """The :class:`SparseCodes` of feature-major dense ``codes`` (p, n): the entries whose
+    code is not their feature's ``zero_code``, as :func:`sparse_codes` lists those of a
+    sparse X with these codes (NumPy arrays; two passes over ``codes``)."""
+    p, n = codes.shape
+    col_ptr = np.zeros(p + 1, dtype=np.int64)
+    _column_lengths(codes, zero_code, col_ptr)
+    np.cumsum(col_ptr, out=col_ptr)
+    col_rows = np.empty(int(col_ptr[-1]), dtype=np.int32)
+    col_codes = np.empty(int(col_ptr[-1]), dtype=np.uint8)
+    _fill_columns(codes, zero_code, col_ptr, col_rows, col_codes)
+    return _listed_by_rows_too(zero_code, col_ptr, col_rows, col_codes, n)
+
+
+def listed_share(subtracted_bin: np.ndarray, listed: np.ndarray, n: int) -> float:
+    """The share of the codes of an ``(n, p)`` X that a listing of its entries holds when
+    each feature with a subtracted bin lists its ``listed`` codes other than its code of
+    0.0 and every other feature all its ``n`` codes (``BinnedMatrix.subtracted_bin``,
+    ``BinnedMatrix.listed``)."""
+    p = int(listed.shape[0])
+    if n * p == 0:
+        return 0.0
+    kept = np.where(np.asarray(subtracted_bin) >= 0, np.asarray(listed), n)
+    return float(kept.sum()) / (n * p)
 
 
 def dense_codes_of(stored: SparseCodes, n: int) -> np.ndarray:

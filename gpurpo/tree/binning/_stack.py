@@ -32,24 +32,24 @@ def stack_binned(mapper: BinMapper, parts: list[BinnedMatrix], backend: Backend)
     Returns
     -------
     BinnedMatrix
-        What ``mapper.transform`` of the stacked rows gives. A sparse X binned
-        on the CPU (stored-entry codes only) gives stored-entry codes; a sparse
-        X binned on a GPU gives the dense codes only (the kernels then read
-        those).
+        What ``mapper.transform`` of the stacked rows gives. Parts that all
+        list their stored entries only (a sparse X binned on the CPU) give
+        stored-entry codes; otherwise the parts' codes are stacked densely and
+        listed again if they are mostly zeros (:meth:`BinMapper.transform`).
 
     Raises
     ------
     ValueError
-        If ``parts`` is empty or mixes sparse and dense parts.
+        If ``parts`` is empty.
     """
     if not parts:
         raise ValueError("parts must hold at least one binned matrix")
     dense = [part.dense_codes is not None for part in parts]
-    if all(dense):
-        codes = backend.xp.concatenate([part.dense_codes for part in parts], axis=1)
-        return mapper._binned(backend.xp.ascontiguousarray(codes), backend)
     if any(dense):
-        raise ValueError("parts must be all sparse (stored-entry codes) or all dense")
+        # parts of a dense X, some of them listed as mostly zeros: the codes of all rows,
+        # which the mapper lists again if they are mostly zeros
+        codes = backend.xp.concatenate([part.codes for part in parts], axis=1)
+        return mapper._binned(backend.xp.ascontiguousarray(codes), backend)
     stored = _stack_sparse_codes([part.sparse_codes for part in parts],
                                  [part.n_samples for part in parts])
     return mapper._binned(None, backend, stored=stored)

@@ -7,6 +7,9 @@
 //                                  the first and second derivatives of every
 //                                  output's objective along the tree's leaf values
 //                                  (one evaluation of the step search);
+//   * boost_logistic_leaf_partials and boost_logistic_leaf_finish
+//                                  the gradient and curvature sums of every
+//                                  (leaf, output): one Newton step per leaf;
 //   * boost_logistic_search_step   one Newton iteration of the step search for
 //                                  every output;
 //   * boost_logistic_line and boost_logistic_leaf_exponentials  the search's
@@ -116,6 +119,57 @@ extern "C" __global__ void boost_logistic_derivatives_finish(
         }
         first[j] = a;
         second[j] = b2;
+    }
+}
+
+// Block (b, c): rows b * rows_per_block ... of column j = c * blockDim.x +
+// threadIdx.x, in order, rows of weight 0 skipped; with p = sigmoid(F[i, j]) and
+// t = [y_ij > 0]: grad_part[b, leaf_i, j] += w_i (t - p) and
+// curv_part[b, leaf_i, j] += w_i (p (1 - p)). Each thread first clears its cells of
+// block b; no cell is written by two threads.
+extern "C" __global__ void boost_logistic_leaf_partials(
+    const double* __restrict__ Y, const double* __restrict__ F,
+    const long long* __restrict__ leaf, const double* __restrict__ w, long long n, long long d,
+    long long n_leaves, long long rows_per_block, double* __restrict__ grad_part,
+    double* __restrict__ curv_part)
+{
+    const long long j = (long long)blockIdx.y * blockDim.x + threadIdx.x;
+    if (j >= d) return;
+    const long long b = blockIdx.x;
+    double* grad = grad_part + b * n_leaves * d;
+    double* curv = curv_part + b * n_leaves * d;
+    for (long long l = 0; l < n_leaves; ++l) {
+        grad[l * d + j] = 0.0;
+        curv[l * d + j] = 0.0;
+    }
+    const long long first = b * rows_per_block;
+    const long long last = first + rows_per_block < n ? first + rows_per_block : n;
+    for (long long i = first; i < last; ++i) {
+        const double wi = w[i];
+        if (wi == 0.0) continue;
+        const long long at = leaf[i] * d + j;
+        double e;
+        const double p = logistic_sigmoid(F[i * d + j], &e);
+        const double t = Y[i * d + j] > 0.0 ? 1.0 : 0.0;
+        grad[at] = __dadd_rn(grad[at], __dmul_rn(wi, __dadd_rn(t, -p)));
+        curv[at] = __dadd_rn(curv[at], __dmul_rn(wi, __dmul_rn(p, __dadd_rn(1.0, -p))));
+    }
+}
+
+// One thread per (leaf, column) cell: the row blocks' sums added in block order to 0.
+extern "C" __global__ void boost_logistic_leaf_finish(
+    const double* __restrict__ grad_part, const double* __restrict__ curv_part,
+    long long n_blocks, long long cells, double* __restrict__ grad, double* __restrict__ curv)
+{
+    for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < cells;
+         e += (long long)gridDim.x * blockDim.x) {
+        double g = 0.0, h = 0.0;
+        for (long long b = 0; b < n_blocks; ++b) {
+            g = __dadd_rn(g, grad_part[b * cells + e]);
+            h = __dadd_rn(h, curv_part[b * cells + e]);
+        }
+        grad[e] = g;
+        curv[e] = h;
     }
 }
 

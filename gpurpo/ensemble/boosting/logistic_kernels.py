@@ -23,12 +23,15 @@ Kernel contracts (registered with :func:`gpurpo.backend.register_kernel`)
     ``sigmoid(F) = r`` or ``e r`` (``r = 1 / (1 + e)``, F >= 0 or < 0) and
     ``log(1 + exp(-y F)) = log1p(e) + max(-y F, 0)`` (y = +-1).
 ``boost_logistic_leaf_sums(Y, F, leaf, w, grad, curv)``
-    leaf int64 (n,) in [0, L); w float64 (n,); grad, curv float64 (L, d)
-    ZEROED by the caller. With ``p = sigmoid(F_ij)``:
-    ``grad[leaf_i, j] += w_i ([y_ij > 0] - p)`` and
-    ``curv[leaf_i, j] += w_i p (1 - p)``: the per-leaf gradient and
-    curvature sums of one Newton step per (leaf, output). The CPU kernel
-    deals column blocks to threads (no partial sums), rows summed in order.
+    leaf int64 (n,) in [0, L); w float64 (n,); grad, curv float64 (L, d) out.
+    With ``p = sigmoid(F_ij)``: ``grad[l, j] = sum_{leaf_i = l} w_i ([y_ij > 0] - p)``
+    and ``curv[l, j] = sum_{leaf_i = l} w_i (p (1 - p))``, the per-leaf gradient
+    and curvature sums of one Newton step per (leaf, output), rows of weight 0
+    left out. Summed in a fixed order, so that every backend gives the same
+    sums run after run: each block of rows
+    (:func:`~gpurpo.ensemble.boosting.round_kernels.row_blocks` of n and
+    ``L d`` sums) in row order from 0, then the blocks in order from 0
+    (``boost_logistic_leaf_partials`` and ``boost_logistic_leaf_finish``).
 ``boost_logistic_search_step(rho, lo, hi, edge_open, todo, edge, direction, hmax,``
 ``deriv, curv, margin_factor, tol, n_todo)``
     One iteration of the step search for every output ``j`` (float64 (d,)
@@ -97,8 +100,12 @@ from gpurpo.backend import (
     launch_grid_stride,
     register_kernel,
 )
-from gpurpo.ensemble.boosting.round_kernels import CPU_ROW_CHUNK, WARP_LANES, warp_lanes_total
-from gpurpo.tree.kernels import accumulate_leaves_dense
+from gpurpo.ensemble.boosting.round_kernels import (
+    CPU_ROW_CHUNK,
+    WARP_LANES,
+    row_blocks,
+    warp_lanes_total,
+)
 
 __all__ = [
     "LogisticLine",
@@ -113,8 +120,6 @@ __all__ = [
 
 # Rows per block of the derivative kernel (one partial-sum row per block).
 _ROW_BLOCK = 512
-# Columns per task of the per-leaf sums kernel.
-_COL_BLOCK = 64
 # Threads of the search kernel's one block (LOGISTIC_SEARCH_THREADS of the source).
 _SEARCH_THREADS = 256
 # exp(-F) and exp(-rho h) are clamped to exp(+-350): their product never overflows.
@@ -183,22 +188,45 @@ def _gradient_row_loss_cpu(Y, F, grad, loss):
 
 
 @njit(parallel=True, cache=True)
-def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
+def _leaf_partials_cpu(Y, F, leaf, w, rows_per_block, grad_part, curv_part):
+    """Each row block's gradient and curvature sums per (leaf, output), its rows in order
+    (``boost_logistic_leaf_partials``); the parts zeroed by the caller."""
     n, d = F.shape
-    n_blocks = (d + _COL_BLOCK - 1) // _COL_BLOCK
-    for blk in prange(n_blocks):
-        j0 = blk * _COL_BLOCK
-        j1 = min(d, j0 + _COL_BLOCK)
-        for i in range(n):
+    for b in prange(grad_part.shape[0]):
+        for i in range(b * rows_per_block, min(n, (b + 1) * rows_per_block)):
             wi = w[i]
             if wi == 0.0:
                 continue
             lf = leaf[i]
-            for j in range(j0, j1):
+            for j in range(d):
                 p = _exp_and_sigmoid(F[i, j])[1]
                 t = 1.0 if Y[i, j] > 0 else 0.0
-                grad[lf, j] += wi * (t - p)
-                curv[lf, j] += wi * (p * (1.0 - p))
+                grad_part[b, lf, j] += wi * (t - p)
+                curv_part[b, lf, j] += wi * (p * (1.0 - p))
+
+
+@njit(cache=True)
+def _leaf_finish_cpu(grad_part, curv_part, grad, curv):
+    """The row blocks' sums added in block order (``boost_logistic_leaf_finish``)."""
+    n_leaves, d = grad.shape
+    for lf in range(n_leaves):
+        for j in range(d):
+            g = 0.0
+            h = 0.0
+            for b in range(grad_part.shape[0]):
+                g += grad_part[b, lf, j]
+                h += curv_part[b, lf, j]
+            grad[lf, j] = g
+            curv[lf, j] = h
+
+
+def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
+    n_leaves, d = grad.shape
+    blocks, rows = row_blocks(F.shape[0], n_leaves * d)
+    grad_part = np.zeros((blocks, n_leaves, d))
+    curv_part = np.zeros((blocks, n_leaves, d))
+    cpu_helper(_leaf_partials_cpu)(Y, F, leaf, w, rows, grad_part, curv_part)
+    _leaf_finish_cpu(grad_part, curv_part, grad, curv)
 
 
 @njit(parallel=True, cache=True)
@@ -375,19 +403,27 @@ def _leaf_exponentials_cuda(backend: Backend, rho, values, T, clamp):
                         np.int64(d), np.float64(clamp)))
 
 
-def _leaf_sums_xp(backend: Backend, Y, F, leaf, w, grad, curv):
+def _leaf_sums_cuda(backend: Backend, Y, F, leaf, w, grad, curv):
     xp = backend.xp
-    P = sigmoid(xp, F)
-    leaf32 = leaf.astype(xp.int32)
-    n_leaves = grad.shape[0]
-    grad += accumulate_leaves_dense(backend, leaf32, w, (Y > 0).astype(xp.float64) - P, n_leaves)
-    curv += accumulate_leaves_dense(backend, leaf32, w, P * (1.0 - P), n_leaves)
+    n, d = (int(s) for s in F.shape)
+    n_leaves = int(grad.shape[0])
+    if n_leaves * d == 0:
+        return
+    blocks, rows = row_blocks(n, n_leaves * d)
+    grad_part = xp.empty((blocks, n_leaves, d), dtype=xp.float64)
+    curv_part = xp.empty((blocks, n_leaves, d), dtype=xp.float64)
+    launch_column_tiles(backend, _SOURCE, "boost_logistic_leaf_partials", blocks, d,
+                        (Y, F, leaf, w, np.int64(n), np.int64(d), np.int64(n_leaves),
+                         np.int64(rows), grad_part, curv_part))
+    launch_grid_stride(backend, _SOURCE, "boost_logistic_leaf_finish", n_leaves * d,
+                       (grad_part, curv_part, np.int64(blocks), np.int64(n_leaves * d), grad,
+                        curv))
 
 
 register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_cuda)
 register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_cuda)
 register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_cuda)
-register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_xp)
+register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_cuda)
 register_kernel(
     "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_cuda
 )
@@ -440,8 +476,8 @@ def logistic_leaf_sums(
     """
     xp = backend.xp
     d = F.shape[1]
-    grad = xp.zeros((int(n_leaves), d), dtype=xp.float64)
-    curv = xp.zeros((int(n_leaves), d), dtype=xp.float64)
+    grad = xp.empty((int(n_leaves), d), dtype=xp.float64)
+    curv = xp.empty((int(n_leaves), d), dtype=xp.float64)
     backend.kernel("boost_logistic_leaf_sums")(
         _f64(xp, Y), _f64(xp, F), xp.ascontiguousarray(xp.reshape(leaf, (-1,)), dtype=xp.int64),
         _f64(xp, w), grad, curv,

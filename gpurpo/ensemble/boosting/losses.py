@@ -71,6 +71,7 @@ from gpurpo.ensemble.boosting.logistic_kernels import (
     sigmoid,
 )
 from gpurpo.ensemble.boosting.round_kernels import (
+    leaf_label_means,
     least_squares_step_from_leaves,
     squared_gradient_and_row_loss,
 )
@@ -80,7 +81,6 @@ from gpurpo.ensemble.boosting.step_sizes import (
     logistic_step,
     weighted_median_step,
 )
-from gpurpo.tree import kernels
 
 __all__ = [
     "LOSSES",
@@ -108,15 +108,6 @@ def log_odds(xp: ModuleType, freq: Any) -> Any:
     """The initial log-odds of the label frequencies ``freq`` (d,), clipped away from 0 and 1."""
     freq = xp.clip(freq, _PROBA_CLIP, 1.0 - _PROBA_CLIP)
     return xp.log(freq) - xp.log1p(-freq)
-
-
-def _leaf_sums(backend: Backend, leaf: Any, w: Any, A: Any, n_leaves: int) -> Any:
-    """``out[l] = sum_{i: leaf_i = l} w_i A_i``, float64 (L, d)."""
-    xp = backend.xp
-    return kernels.accumulate_leaves_dense(
-        backend, xp.asarray(leaf, dtype=xp.int32), xp.asarray(w, dtype=xp.float64),
-        xp.ascontiguousarray(A), n_leaves,
-    )
 
 
 def weighted_mean(backend: Backend, per_sample: Any, w: Any | None = None) -> Any:
@@ -311,12 +302,9 @@ class SquaredError(Loss):
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
     ) -> Any:
-        """Weighted mean residual ``y - f`` of every leaf and output."""
-        xp = backend.xp
-        sums = _leaf_sums(backend, leaf, w, Y - F, n_leaves)
-        weight = xp.bincount(xp.asarray(leaf, dtype=xp.int64), weights=w.astype(xp.float64),
-                             minlength=n_leaves)
-        return sums / xp.where(weight > 0, weight, 1.0)[:, None]
+        """Weighted mean residual ``y - f`` of every leaf and output (0 for a leaf without
+        weight), summed in a fixed order: :func:`leaf_label_means`."""
+        return leaf_label_means(backend, leaf, w, Y - F, n_leaves)
 
 
 class AbsoluteError(Loss):

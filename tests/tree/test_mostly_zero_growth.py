@@ -75,6 +75,8 @@ def test_only_mostly_zero_codes_are_listed():
     assert BinMapper().fit_transform(X, NUMPY).dense_codes is None
     X[100] = 1.0
     assert BinMapper().fit_transform(X, NUMPY).dense_codes is not None
+    # no codes at all: nothing to list
+    assert BinMapper().fit_transform(np.zeros((5, 0)), NUMPY).dense_codes.shape == (0, 5)
 
 
 def test_mostly_zero_dense_x_grows_without_histograms_the_same_trees(monkeypatch):

@@ -420,10 +420,10 @@ def listed_share(subtracted_bin: np.ndarray, listed: np.ndarray, n: int) -> floa
     """The share of the codes of an ``(n, p)`` X that a listing of its entries holds when
     each feature with a subtracted bin lists its ``listed`` codes other than its code of
     0.0 and every other feature all its ``n`` codes (``BinnedMatrix.subtracted_bin``,
-    ``BinnedMatrix.listed``)."""
+    ``BinnedMatrix.listed``); 1 for an X without codes."""
     p = int(listed.shape[0])
     if n * p == 0:
-        return 0.0
+        return 1.0
     kept = np.where(np.asarray(subtracted_bin) >= 0, np.asarray(listed), n)
     return float(kept.sum()) / (n * p)
 

@@ -17,6 +17,8 @@ from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting._median_kernels import (
     weighted_median_columns,
     weighted_median_columns_cpu,
+    weighted_median_leaves,
+    weighted_median_leaves_cpu,
     weighted_median_of,
 )
 from gpurpo.ensemble.boosting.step_sizes import weighted_median_step
@@ -130,3 +132,65 @@ def test_step_kernel_equals_the_array_version(one_column):
     w = rng.random(n)
     np.testing.assert_array_equal(weighted_median_step_cpu(R, H, w),
                                   _weighted_median_step_xp(CPU, R, H, w))
+
+
+EMULATED = Backend("emulated")
+
+
+def _leaf_medians_by_definition(R, w, leaf, n_leaves):
+    out = np.zeros((n_leaves, R.shape[1]))
+    for lf in range(n_leaves):
+        rows = leaf == lf
+        for j in range(R.shape[1]):
+            out[lf, j] = _lower_weighted_median(R[rows, j], w[rows]) if rows.any() else 0.0
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    d=st.integers(1, 4),
+    n_leaves=st.integers(1, 6),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_leaf_medians_are_the_lower_weighted_medians_of_each_leaf(n, d, n_leaves, seed):
+    """Every leaf's median of every column in one call, on the CPU kernel, the array
+    version on NumPy and the emulated backend: few distinct values and integer weights
+    (zeros, empty leaves and exact halves included), where all three follow the
+    definition exactly."""
+    rng = np.random.default_rng(seed)
+    R = rng.integers(-4, 5, size=(n, d)).astype(np.float64)
+    w = rng.integers(0, 4, size=n).astype(np.float64)
+    leaf = rng.integers(0, n_leaves, size=n)
+    want = _leaf_medians_by_definition(R, w, leaf, n_leaves)
+    np.testing.assert_array_equal(weighted_median_leaves_cpu(R, w, leaf, n_leaves), want)
+    np.testing.assert_array_equal(weighted_median_leaves(np, R, w, leaf, n_leaves), want)
+    got = EMULATED.kernel("boost_weighted_median_leaves")(
+        *(EMULATED.asarray(a) for a in (R, w, leaf)), n_leaves)
+    np.testing.assert_array_equal(EMULATED.to_host(got), want)
+
+
+def test_leaf_medians_are_the_column_kernel_on_each_leafs_rows():
+    """The CPU kernel selects from each leaf's rows in increasing order: the bits of
+    ``boost_weighted_median_columns`` on those rows, leaf by leaf."""
+    rng = np.random.default_rng(4)
+    R = rng.standard_normal((3000, 21))
+    w = rng.random(3000)
+    w[::9] = 0.0
+    leaf = rng.integers(0, 31, size=3000)
+    leaf[leaf == 7] = 8  # leaf 7 has no row: 0
+    got = weighted_median_leaves_cpu(R, w, leaf, 31)
+    for lf in range(31):
+        rows = np.flatnonzero(leaf == lf)
+        want = weighted_median_columns_cpu(R[rows], w[rows][:, None]) if rows.size else 0.0
+        np.testing.assert_array_equal(got[lf], want)
+    np.testing.assert_array_equal(weighted_median_leaves(np, R, w, leaf, 31), got)
+
+
+def test_leaf_medians_of_empty_inputs():
+    for n, d, n_leaves in ((0, 3, 2), (5, 0, 2), (5, 3, 0)):
+        R, w = np.zeros((n, d)), np.ones(n)
+        leaf = np.zeros(n, dtype=np.int64)
+        for got in (weighted_median_leaves_cpu(R, w, leaf, n_leaves),
+                    weighted_median_leaves(np, R, w, leaf, n_leaves)):
+            assert got.shape == (n_leaves, d) and not got.any()

@@ -27,6 +27,17 @@ Kernel contract (registered with :func:`gpurpo.backend.register_kernel`)
     weighted medians of the columns of ``R / H`` with weights ``w_i |H_ij|``
     (ratio 0 and weight 0 where ``H_ij = 0``), the exact absolute-error step
     of :func:`gpurpo.ensemble.boosting.step_sizes.weighted_median_step`.
+``boost_weighted_median_leaves(R, w, leaf, n_leaves)``
+    R (n, d); w (n,) non-negative; leaf int (n,) in ``[0, n_leaves)``. Returns
+    float64 (n_leaves, d): for leaf ``l`` and column ``j`` the weighted median of
+    ``R[i, j]`` over the rows ``i`` of leaf ``l`` with weights ``w[i]``, as
+    ``boost_weighted_median_columns`` takes it of those rows (in increasing row
+    order on the CPU, so that its selection gives the bits of that kernel); 0 for
+    a leaf without weight. Every leaf in one call: the numba kernel deals
+    (leaf, column block) tasks to threads; the array version sorts each column
+    by (leaf, value) once and finds every leaf's median from one cumulative
+    sum of the weights, which it rounds from the first row of the column, not of
+    the leaf (the exact-half caveat above).
 """
 
 from __future__ import annotations
@@ -139,6 +150,79 @@ def _weighted_median_blocks(A, B, w, ratios, out):
             out[j] = weighted_median_of(values[j - j0], weights[j - j0])
 
 
+@njit(parallel=True, cache=True)
+def _weighted_median_leaf_blocks(R, w, order, starts, out):
+    """``out[l, j]`` = :func:`weighted_median_of` column ``j`` of the rows
+    ``order[starts[l]:starts[l + 1]]`` (leaf ``l``'s rows, increasing) with their weights,
+    by (leaf, block of :data:`_COLUMN_BLOCK` columns) tasks."""
+    n_leaves, d = out.shape
+    n_blocks = (d + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for task in prange(n_leaves * n_blocks):
+        lf = task // n_blocks
+        j0 = (task - lf * n_blocks) * _COLUMN_BLOCK
+        j1 = min(d, j0 + _COLUMN_BLOCK)
+        a = starts[lf]
+        size = starts[lf + 1] - a
+        values = np.empty((j1 - j0, size))
+        weights = np.empty((j1 - j0, size))
+        for q in range(size):
+            i = order[a + q]
+            for j in range(j0, j1):
+                values[j - j0, q] = R[i, j]
+                weights[j - j0, q] = w[i]
+        for j in range(j0, j1):
+            out[lf, j] = weighted_median_of(values[j - j0], weights[j - j0]) if size else 0.0
+
+
+def weighted_median_leaves_cpu(R: Any, w: Any, leaf: Any, n_leaves: int) -> np.ndarray:
+    """``boost_weighted_median_leaves`` by selection (numba): each leaf's rows found by
+    one stable sort of ``leaf``."""
+    R = np.ascontiguousarray(R, dtype=np.float64)
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    leaf = np.asarray(leaf, dtype=np.int64)
+    order = np.argsort(leaf, kind="stable")
+    starts = np.zeros(n_leaves + 1, dtype=np.int64)
+    np.cumsum(np.bincount(leaf, minlength=n_leaves), out=starts[1:])
+    out = np.zeros((n_leaves, R.shape[1]), dtype=np.float64)
+    if out.size:
+        _weighted_median_leaf_blocks(R, w, order, starts, out)
+    return out
+
+
+def weighted_median_leaves(xp: ModuleType, R: Any, w: Any, leaf: Any, n_leaves: int) -> Any:
+    """``boost_weighted_median_leaves`` in array operations (every leaf at once).
+
+    Each column is sorted by (leaf, value) through unique integer keys
+    ``leaf * n + rank of the value``, so the leaves' rows form the same segments in
+    every column; the median of a segment is its first row whose weight from
+    the segment's start reaches half the segment's weight, found by counting
+    the rows before it.
+    """
+    R = R.astype(xp.float64)
+    n, d = R.shape
+    out = xp.zeros((n_leaves, d), dtype=xp.float64)
+    if n * d * n_leaves == 0:
+        return out
+    leaf = leaf.astype(xp.int64)
+    rank = xp.argsort(xp.argsort(R, axis=0), axis=0)
+    order = xp.argsort(leaf[:, None] * n + rank, axis=0)
+    values = xp.take_along_axis(R, order, axis=0)
+    cum = xp.zeros((n + 1, d), dtype=xp.float64)
+    cum[1:] = xp.cumsum(w.astype(xp.float64)[order], axis=0)
+    counts = xp.bincount(leaf, minlength=n_leaves)
+    stops = xp.cumsum(counts)
+    starts = stops - counts
+    base = cum[starts]
+    total = cum[stops] - base
+    segment = xp.searchsorted(stops, xp.arange(n), side="right")  # the leaf of each row
+    reached = (cum[1:] - base[segment]) >= 0.5 * total[segment]
+    before = xp.zeros((n + 1, d), dtype=xp.int64)
+    before[1:] = xp.cumsum(~reached, axis=0)
+    first = starts[:, None] + before[stops] - before[starts]
+    median = xp.take_along_axis(values, xp.minimum(first, n - 1), axis=0)
+    return xp.where((counts[:, None] > 0) & (total > 0), median, 0.0)
+
+
 def _medians(A: Any, B: Any, w: Any, ratios: bool) -> np.ndarray:
     A = np.ascontiguousarray(A, dtype=np.float64)
     B = np.ascontiguousarray(B, dtype=np.float64)
@@ -202,7 +286,14 @@ def _weighted_median_step_xp(backend: Backend, R: Any, H: Any, w: Any) -> Any:
     return weighted_median_columns(xp, ratio, weight)
 
 
+def _weighted_median_leaves_xp(backend: Backend, R: Any, w: Any, leaf: Any,
+                               n_leaves: int) -> Any:
+    return weighted_median_leaves(backend.xp, R, w, leaf, n_leaves)
+
+
 register_kernel("boost_weighted_median_columns", cpu=weighted_median_columns_cpu,
                 cuda=_weighted_median_columns_xp)
 register_kernel("boost_weighted_median_step", cpu=weighted_median_step_cpu,
                 cuda=_weighted_median_step_xp)
+register_kernel("boost_weighted_median_leaves", cpu=weighted_median_leaves_cpu,
+                cuda=_weighted_median_leaves_xp)

@@ -60,8 +60,6 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-
 from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting.logistic_kernels import (
     logistic_gradient,
@@ -333,18 +331,11 @@ class AbsoluteError(Loss):
     def leaf_values(
         self, backend: Backend, Y: Any, F: Any, G: Any, w: Any, leaf: Any, n_leaves: int
     ) -> Any:
-        """Weighted median residual ``y - f`` of every leaf and output (one pass per leaf)."""
+        """Weighted median residual ``y - f`` of every leaf and output, all leaves in one
+        call (``boost_weighted_median_leaves``)."""
         xp = backend.xp
-        R = (Y - F).astype(xp.float64)
-        w64 = w.astype(xp.float64)
-        leaf_host = backend.to_host(leaf)
-        out = xp.zeros((n_leaves, R.shape[1]), dtype=xp.float64)
-        median = backend.kernel("boost_weighted_median_columns")
-        for lf in range(n_leaves):
-            rows = backend.asarray(np.flatnonzero(leaf_host == lf))
-            if int(rows.shape[0]):
-                out[lf] = median(R[rows], w64[rows][:, None])
-        return out
+        return backend.kernel("boost_weighted_median_leaves")(
+            (Y - F).astype(xp.float64), w.astype(xp.float64), leaf, int(n_leaves))
 
 
 class LogLoss(Loss):

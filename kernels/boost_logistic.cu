@@ -18,6 +18,8 @@
 // Products and sums are rounded separately (__dmul_rn/__dadd_rn/__ddiv_rn: no
 // fused multiply-add) and summed in the twins' order.
 
+#include "block_order_sums.cuh"
+
 #define LOGISTIC_WARP 32
 
 // e = exp(-|f|) and sigmoid(f) from it: 1 / (1 + e) for f >= 0, e / (1 + e) below.
@@ -107,18 +109,12 @@ extern "C" __global__ void boost_logistic_derivatives_finish(
 {
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < d;
          j += (long long)gridDim.x * blockDim.x) {
-        double a = 0.0, b2 = 0.0;
         if (!columns[j]) {
-            first[j] = a;
-            second[j] = b2;
+            first[j] = 0.0;
+            second[j] = 0.0;
             continue;
         }
-        for (long long b = 0; b < n_blocks; ++b) {
-            a = __dadd_rn(a, part1[b * d + j]);
-            b2 = __dadd_rn(b2, part2[b * d + j]);
-        }
-        first[j] = a;
-        second[j] = b2;
+        block_order_sums(part1, part2, n_blocks, d, j, &first[j], &second[j]);
     }
 }
 
@@ -163,13 +159,7 @@ extern "C" __global__ void boost_logistic_leaf_finish(
 {
     for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x; e < cells;
          e += (long long)gridDim.x * blockDim.x) {
-        double g = 0.0, h = 0.0;
-        for (long long b = 0; b < n_blocks; ++b) {
-            g = __dadd_rn(g, grad_part[b * cells + e]);
-            h = __dadd_rn(h, curv_part[b * cells + e]);
-        }
-        grad[e] = g;
-        curv[e] = h;
+        block_order_sums(grad_part, curv_part, n_blocks, cells, e, &grad[e], &curv[e]);
     }
 }
 

@@ -14,6 +14,8 @@
 // multiply-add), and every sum is taken in the order the contract fixes, so the
 // CPU twins give the same bits.
 
+#include "block_order_sums.cuh"
+
 #define BOOST_WARP 32
 
 // One warp per row, rows dealt to the warps of the grid: lane l sums the
@@ -76,11 +78,8 @@ extern "C" __global__ void boost_least_squares_finish(
 {
     for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < d;
          j += (long long)gridDim.x * blockDim.x) {
-        double num = 0.0, den = 0.0;
-        for (long long b = 0; b < n_blocks; ++b) {
-            num = __dadd_rn(num, num_part[b * d + j]);
-            den = __dadd_rn(den, den_part[b * d + j]);
-        }
+        double num, den;
+        block_order_sums(num_part, den_part, n_blocks, d, j, &num, &den);
         const double step = den > 0.0 ? __ddiv_rn(num, den) : 0.0;
         rho[j] = step;
         scale[j] = __dmul_rn(learning_rate, step);

@@ -203,9 +203,9 @@ def weighted_median_leaves(xp: ModuleType, R: Any, w: Any, leaf: Any, n_leaves: 
     out = xp.zeros((n_leaves, d), dtype=xp.float64)
     if n * d * n_leaves == 0:
         return out
-    leaf = leaf.astype(xp.int64)
-    rank = xp.argsort(xp.argsort(R, axis=0), axis=0)
-    order = xp.argsort(leaf[:, None] * n + rank, axis=0)
+    # (n, d) temporaries kept few: each key array is dropped once sorted
+    order = xp.argsort(leaf.astype(xp.int64)[:, None] * n
+                       + xp.argsort(xp.argsort(R, axis=0), axis=0), axis=0)
     values = xp.take_along_axis(R, order, axis=0)
     cum = xp.zeros((n + 1, d), dtype=xp.float64)
     cum[1:] = xp.cumsum(w.astype(xp.float64)[order], axis=0)

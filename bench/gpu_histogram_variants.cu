@@ -1,17 +1,20 @@
-// Variants of tree_histograms_shared (kernels/tree_histograms.cu),
-// timed against it by bench/gpu_profile.py on a GPU. Not part of the library:
-// a variant that wins moves into kernels/ with its emulator and parity tests.
+// Variants of the histogram loop of tree_histograms_shared
+// (kernels/tree_histograms.cu), timed against it by bench/gpu_profile.py on a
+// GPU. Not part of the library: a variant that wins moves into kernels/ with
+// its emulator and parity tests.
 //
-// Same arguments and launch plan as tree_histograms_shared (one block per
-// node x sample chunk x slot tile x channel tile; n_chan_tiles must be 1 and
-// the channel tile at most blockDim.x here).
+// The library kernel's launch plan (one block per node x sample chunk x slot
+// tile x channel tile; n_chan_tiles must be 1 and the channel tile at most
+// blockDim.x here), with float32 cells and float32 output and none of the
+// library kernel's fixed-point arguments (bounds, 64-bit sums, counters).
 //
 // hist_sample_major: one thread per sample, looping over slots and channels;
 //   shared histogram channel-major ([slot][channel][bin]) so the threads of a
-//   warp (different samples) spread over banks by bin.
-// hist_lanes_int_ceiling: the library's loop with INTEGER shared atomics on a
-//   fixed-point value; its sums are not exact: it only measures how fast the
-//   shared atomics could be if they were native integer adds.
+//   warp (different samples) spread over banks by bin; float atomics.
+// hist_lanes_int_ceiling: the library's loop with ONE 32-bit integer shared
+//   atomic per value (the library adds 64-bit sums as two); its sums are not
+//   exact: it only measures how fast the shared atomics could be with
+//   32-bit fixed-point cells.
 
 __device__ __forceinline__ float variant_value(int c, int m, float w, const float* __restrict__ y)
 {

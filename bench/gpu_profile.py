@@ -268,6 +268,8 @@ def histogram_variants() -> str:
         for name in ("hist_sample_major", "hist_lanes_int_ceiling"):
             out = cupy.zeros_like(ref)
             kernel = module.get_function(name)
+            if plan["shared_mem"] > attrs["max_shared_memory_per_block"]:
+                kernel.max_dynamic_shared_size_bytes = plan["shared_mem"]
             args = (data, sample_indices, node_ranges, node_features, node_tree, weights, targets,
                     out, np.int64(n), np.int32(k), np.int32(n_bins), np.int32(C), np.int32(m),
                     np.int32(1), np.int32(plan["slot_tile"]), np.int32(plan["chan_tile"]),

@@ -168,23 +168,22 @@ class Backend:
         """Attributes used to derive launch configurations.
 
         Returns a dict with ``multiprocessor_count``,
-        ``max_shared_memory_per_block``, ``max_threads_per_block`` and
+        ``max_shared_memory_per_block`` (dynamic shared memory a launch gets
+        without opting in), ``max_shared_memory_per_block_optin`` (what a
+        kernel may opt in to, ``cudaFuncAttributeMaxDynamicSharedMemorySize``),
+        ``max_shared_memory_per_multiprocessor``, ``max_threads_per_block`` and
         ``warp_size``. The emulated backend reports a small device so that
-        launch-configuration code is exercised with several blocks.
+        launch-configuration code is exercised with several blocks. The
+        CuPy device's attributes are read once per device.
         """
         if self.name == "cupy":
             cupy = _require_cupy()
-            dev = cupy.cuda.Device()
-            attrs = dev.attributes
-            return {
-                "multiprocessor_count": int(attrs["MultiProcessorCount"]),
-                "max_shared_memory_per_block": int(attrs["MaxSharedMemoryPerBlock"]),
-                "max_threads_per_block": int(attrs["MaxThreadsPerBlock"]),
-                "warp_size": int(attrs["WarpSize"]),
-            }
+            return dict(_cupy_device_attributes(int(cupy.cuda.Device().id)))
         return {
             "multiprocessor_count": 4,
             "max_shared_memory_per_block": 48 * 1024,
+            "max_shared_memory_per_block_optin": 99 * 1024,
+            "max_shared_memory_per_multiprocessor": 100 * 1024,
             "max_threads_per_block": 1024,
             "warp_size": 32,
         }
@@ -251,3 +250,27 @@ NUMPY = Backend("numpy")
 CUPY = Backend("cupy")
 EMULATED = Backend("emulated")
 _BY_NAME = {"numpy": NUMPY, "cupy": CUPY, "emulated": EMULATED}
+
+
+#: ``cudaDevAttrMaxSharedMemoryPerMultiprocessor`` and
+#: ``cudaDevAttrMaxSharedMemoryPerBlockOptin`` of the CUDA runtime's ``cudaDeviceAttr``
+_SHARED_PER_MULTIPROCESSOR, _SHARED_PER_BLOCK_OPTIN = 81, 97
+
+
+@functools.cache
+def _cupy_device_attributes(device_id: int) -> dict[str, int]:
+    """The launch attributes of :meth:`Backend.device_attributes` of CUDA device
+    ``device_id`` (reading a device's attributes queries the driver for each of them)."""
+    cupy = _require_cupy()
+    attrs = cupy.cuda.Device(device_id).attributes
+    runtime = cupy.cuda.runtime
+    return {
+        "multiprocessor_count": int(attrs["MultiProcessorCount"]),
+        "max_shared_memory_per_block": int(attrs["MaxSharedMemoryPerBlock"]),
+        "max_shared_memory_per_block_optin": int(
+            runtime.deviceGetAttribute(_SHARED_PER_BLOCK_OPTIN, device_id)),
+        "max_shared_memory_per_multiprocessor": int(
+            runtime.deviceGetAttribute(_SHARED_PER_MULTIPROCESSOR, device_id)),
+        "max_threads_per_block": int(attrs["MaxThreadsPerBlock"]),
+        "warp_size": int(attrs["WarpSize"]),
+    }

@@ -13,7 +13,10 @@ Launch configurations are derived from :meth:`gpurpo.backend.Backend.device_attr
 size), not from constants tuned for one card:
 
 * histograms: the (slot tile x n_bins x channel tile) histogram of a block is
-  sized to the shared memory per block; when a node's whole (k x n_bins x C)
+  sized to the shared memory a block may opt in to (blocks that use more than
+  a launch gets without opting in are wider in proportion, up to the
+  device's threads per block, so that a multiprocessor keeps its resident
+  threads); when a node's whole (k x n_bins x C)
   histogram does not fit, the kernel tiles over slots, then over channels;
   when not even one (slot, channel) column fits, a global-atomics variant
   runs instead. Each node's samples are split into chunks so that the grid
@@ -66,6 +69,7 @@ __all__ = [
 ]
 
 HIST_BLOCK = 256
+HIST_CELL_BYTES = 8  # a histogram cell in shared memory: a 64-bit fixed-point sum
 MIN_SAMPLES_PER_BLOCK = 1024
 SPLIT_BLOCK_WARPS = 1
 SPLIT_MAX_THREADS = 64  # SPLIT_MAX_THREADS of tree_split_small.cu
@@ -122,9 +126,9 @@ def histogram_launch_plan(
     total_samples : int
         Length of ``sample_indices`` (sum of the node sizes).
     shared_mem_bytes : int, optional
-        Shared memory a block may use (default: the device's per-block
-        maximum); a smaller value forces slot/channel tiling or the
-        global-atomics variant.
+        Shared memory a block may use (default: the device's opt-in
+        per-block maximum, ``max_shared_memory_per_block_optin``); a smaller
+        value forces slot/channel tiling or the global-atomics variant.
     samples_per_block : int, optional
         Smallest sample chunk per block (default ``MIN_SAMPLES_PER_BLOCK``).
 
@@ -134,24 +138,37 @@ def histogram_launch_plan(
     ``grid``, ``chunks`` and, for ``"shared"``, ``slot_tile``,
     ``chan_tile``, ``n_slot_tiles``, ``n_chan_tiles``, ``shared_mem``.
     """
-    smem = int(attrs["max_shared_memory_per_block"] if shared_mem_bytes is None else shared_mem_bytes)
+    default_smem = int(attrs["max_shared_memory_per_block"])
+    smem = int(attrs.get("max_shared_memory_per_block_optin", default_smem)
+               if shared_mem_bytes is None else shared_mem_bytes)
     spb = MIN_SAMPLES_PER_BLOCK if samples_per_block is None else int(samples_per_block)
     if spb < 1:
         raise ValueError(f"samples_per_block must be >= 1, got {samples_per_block}")
-    block = launch_block(attrs, HIST_BLOCK)
-    resident = int(attrs["multiprocessor_count"]) * max(1, THREADS_PER_SM // block)
     avg = total_samples / max(n_nodes, 1)
-    column = 4 * n_bins  # one (slot, channel) column of float32 cells
-    if column + 4 <= smem:
-        node_bytes = column * n_channels + 4  # + the slot's feature index
-        if node_bytes <= smem:
+    column = HIST_CELL_BYTES * n_bins  # one (slot, channel) column of fixed-point cells
+    # a block holds its cells, its channels' scales (float64), its slots' features and
+    # a flag (int32)
+    if column + 8 + 8 <= smem:
+        node_bytes = column * n_channels + 4
+        if node_bytes + 8 * n_channels + 4 <= smem:
             chan_tile = n_channels
-            slot_tile = min(k, smem // node_bytes)
+            slot_tile = min(k, (smem - 8 * n_channels - 4) // node_bytes)
         else:
             slot_tile = 1
-            chan_tile = (smem - 4) // column
+            chan_tile = (smem - 8) // (column + 8)
         n_slot_tiles = math.ceil(k / slot_tile)
         n_chan_tiles = math.ceil(n_channels / chan_tile)
+        # the tiles of a node's slots are balanced, so the last is not nearly empty
+        slot_tile = math.ceil(k / n_slot_tiles)
+        shared = (HIST_CELL_BYTES * slot_tile * n_bins * chan_tile + 8 * chan_tile
+                  + 4 * (slot_tile + 1))
+        # beyond the shared memory of a launch without opting in, the blocks are wider
+        # in proportion, so that a multiprocessor keeps as many threads resident
+        block = launch_block(attrs, HIST_BLOCK * _power_of_two_ceil(shared / default_smem))
+        per_sm = min(max(1, THREADS_PER_SM // block),
+                     max(1, int(attrs.get("max_shared_memory_per_multiprocessor", smem))
+                         // max(shared, 1)))
+        resident = int(attrs["multiprocessor_count"]) * per_sm
         units = n_nodes * n_slot_tiles * n_chan_tiles
         chunks = max(1, min(int(avg // spb), math.ceil(2 * resident / units)))
         return {
@@ -163,10 +180,17 @@ def histogram_launch_plan(
             "chan_tile": chan_tile,
             "n_slot_tiles": n_slot_tiles,
             "n_chan_tiles": n_chan_tiles,
-            "shared_mem": 4 * (slot_tile * n_bins * chan_tile + slot_tile),
+            "shared_mem": shared,
         }
+    block = launch_block(attrs, HIST_BLOCK)
+    resident = int(attrs["multiprocessor_count"]) * max(1, THREADS_PER_SM // block)
     chunks = max(1, min(int(avg // spb), math.ceil(2 * resident / max(n_nodes, 1))))
     return {"variant": "global", "block": block, "grid": n_nodes * chunks, "chunks": chunks}
+
+
+def _power_of_two_ceil(x: float) -> int:
+    """The smallest power of two >= ``x`` (1 for ``x <= 1``)."""
+    return 1 << max(0, math.ceil(math.log2(x))) if x > 1 else 1
 
 
 def histograms(
@@ -186,9 +210,13 @@ def histograms(
     ``batch`` is the typed :class:`~gpurpo.tree._records.NodeBatch` of the
     contract (its ``sample_indices``, ``node_ranges`` and ``node_tree``).
 
+    The sums are fixed point (``kernels/tree_histograms.cu``): the channels'
+    scales come from ``tree_histogram_bounds`` (the largest ``|w|`` and
+    ``|y_c|``; it also zeroes the 64-bit sums and counters of chunked nodes),
+    and the result is exact integer sums rounded once, the same bits whatever
+    the launch plan and the run: two launches per call.
     ``shared_mem_bytes`` and ``samples_per_block`` override the launch plan
-    (see :func:`histogram_launch_plan`); the result does not depend on them
-    beyond float32 summation order.
+    (see :func:`histogram_launch_plan`).
     """
     n_nodes, k, n_bins, n_channels = (int(s) for s in out.shape)
     if n_nodes == 0 or k == 0:
@@ -206,14 +234,34 @@ def histograms(
         shared_mem_bytes,
         samples_per_block,
     )
+    xp = backend.xp
+    attrs = backend.device_attributes()
     module = backend.load_module("tree_histograms.cu")
-    common = (
-        codes, sample_indices, node_ranges, node_features, node_tree, weights, targets, out,
-        _i64(n), _i32(k), _i32(n_bins), _i32(n_channels), _i32(m), _i32(n_trees),
+    n_rows = n * n_trees
+    bounds_block = launch_block(attrs, ELEMENTWISE_BLOCK)
+    n_partial = launch_grid(max(n_rows, 1), bounds_block, attrs)
+    partial = xp.empty((n_partial, m + 1), dtype=xp.float32)
+    # integer sums in global memory, and a counter of finished chunks per unit, for
+    # nodes split into chunks (and the fallback)
+    summed = plan["variant"] == "global" or plan["chunks"] > 1
+    units = n_nodes * (plan.get("n_slot_tiles", 1) * plan.get("n_chan_tiles", 1))
+    acc = xp.empty(out.shape if summed else (1,), dtype=xp.uint64)
+    done = xp.empty(units if summed else 1, dtype=xp.uint32)
+    module.get_function("tree_histogram_bounds")(
+        (n_partial,), (bounds_block,),
+        (weights, targets, _i64(n_rows), _i32(m), partial, acc,
+         _i64(acc.size if summed else 0), done, _i64(units if summed else 0)),
     )
+    head = (codes, sample_indices, node_ranges, node_features, node_tree, weights, targets,
+            partial, out, acc, done)
+    shape = (_i64(n), _i32(k), _i32(n_bins), _i32(n_channels), _i32(m), _i32(n_trees),
+             _i32(n_partial), _i32(int(sample_indices.shape[0]).bit_length()))
     if plan["variant"] == "shared":
         kernel = module.get_function("tree_histograms_shared")
-        args = common + (
+        if plan["shared_mem"] > int(attrs["max_shared_memory_per_block"]):
+            # opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
+            kernel.max_dynamic_shared_size_bytes = plan["shared_mem"]
+        args = head + shape + (
             _i32(plan["slot_tile"]),
             _i32(plan["chan_tile"]),
             _i32(plan["n_slot_tiles"]),
@@ -223,7 +271,7 @@ def histograms(
         kernel((plan["grid"],), (plan["block"],), args, shared_mem=plan["shared_mem"])
     else:
         kernel = module.get_function("tree_histograms_global")
-        kernel((plan["grid"],), (plan["block"],), common + (_i32(plan["chunks"]),))
+        kernel((plan["grid"],), (plan["block"],), head + shape + (_i32(plan["chunks"]),))
 
 
 # --------------------------------------------------------------------------

@@ -52,7 +52,13 @@ Kernel contracts
     sample s of node i with b = codes[f, s], w = weights[t, s], t = node_tree[i]:
     ``out[i, j, b, 0] += w``; ``out[i, j, b, 1 + c] += w * targets[s, t, c]``;
     if C == m + 2, ``out[i, j, b, m + 1] += 1`` (number of samples). Slots
-    with f = -1 stay zero. Summation order is free (float32 tolerance).
+    with f = -1 stay zero. Each cell is a sum rounded once to float32: the
+    CPU kernel sums in float64 in sample order; the CUDA kernel sums exactly
+    in 64-bit fixed point (the same bits whatever its launch plan and the
+    order of its atomics), channel c's values scaled by 2^e_c (e_c = 61 - bitlen(N) - E_c,
+    N = len(sample_indices), 2^E_c > max|w| for c = 0 and > max|w| max|y_c|
+    for a target channel), so a value keeps an absolute precision of 2^-e_c
+    (``kernels/tree_histograms.cu``). The two agree to float32 rounding.
 
 ``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q)``
     sample_indices, node_ranges, node_tree, weights, targets: as above

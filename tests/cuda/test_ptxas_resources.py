@@ -36,7 +36,8 @@ SOURCES = sorted(p.name for p in backend.kernel_dir().glob("*.cu"))
 # The most threads per block each launcher asks for (gpurpo/tree/_kernels_cuda.py);
 # kernels not listed launch ELEMENTWISE_BLOCK threads.
 LAUNCH_BLOCK = {
-    "tree_histograms_shared": launch.HIST_BLOCK,
+    # blocks that opt in to more shared memory are wider, up to the device's limit
+    "tree_histograms_shared": 1024,
     "tree_histograms_global": launch.HIST_BLOCK,
     "tree_node_stats": launch.NODE_STATS_BLOCK,
     "tree_partition": launch.PARTITION_BLOCK,

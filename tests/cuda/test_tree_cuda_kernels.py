@@ -101,17 +101,46 @@ def _histogram_reference(codes, sample_indices, node_ranges, node_features, node
     return out
 
 
+def _fixed_point_reference(codes, sample_indices, node_ranges, node_features, node_tree,
+                           weights, targets, n_bins, channels):
+    """The CUDA histograms' fixed-point sums, in exact integers (NumPy int64 wraps
+    like the device's), each cell rounded once: channel c's values v (formed in
+    float64) are added as rint(v 2^e_c), e_c = 61 - bitlen(N) - E_c with 2^E_c > B_c,
+    B_0 = max|w|, B_{1+c} = max|w| max|y_c|, 1 for the count; N the positions."""
+    n_nodes, k = node_features.shape
+    m = targets.shape[2]
+    wmax = float(np.abs(weights).max(initial=0.0))
+    bounds = [wmax] + [wmax * float(np.abs(targets[..., c]).max(initial=0.0))
+                       for c in range(m)] + [1.0]
+    count_bits = int(len(sample_indices)).bit_length()
+    exps = [0 if b == 0 else 61 - count_bits - int(np.frexp(b)[1]) for b in bounds]
+    sums = np.zeros((n_nodes, k, n_bins, channels), dtype=np.int64)
+    for i in range(n_nodes):
+        t = node_tree[i]
+        s = sample_indices[node_ranges[i, 0]:node_ranges[i, 1]]
+        w = weights[t, s].astype(np.float64)
+        values = [w] + [w * targets[s, t, c].astype(np.float64) for c in range(m)]
+        values.append(np.ones(len(s)))
+        for c in range(channels):
+            q = np.rint(np.ldexp(values[c], exps[c])).astype(np.int64)
+            for j in range(k):
+                if node_features[i, j] >= 0:
+                    np.add.at(sums[i, j, :, c], codes[node_features[i, j], s], q)
+    return np.ldexp(sums.astype(np.float64), -np.asarray(exps)[:channels]).astype(np.float32)
+
+
+CELL = kcuda.HIST_CELL_BYTES
 # (name, overrides, check of the launch plan that proves the path is taken)
 _PLANS = {
     "whole-node": ({}, lambda p, k, C: p["variant"] == "shared" and p["n_slot_tiles"] == 1
                    and p["n_chan_tiles"] == 1 and p["chunks"] == 1),
-    "slot-tiles": (lambda B, C: {"shared_mem_bytes": 2 * (4 * B * C + 4)},
+    "slot-tiles": (lambda B, C: {"shared_mem_bytes": 2 * (CELL * B * C + 4) + 8 * C + 4},
                    lambda p, k, C: p["variant"] == "shared" and p["n_slot_tiles"] == 3
                    and p["n_chan_tiles"] == 1),
-    "channel-tiles": (lambda B, C: {"shared_mem_bytes": 4 * B * 2 + 4},
+    "channel-tiles": (lambda B, C: {"shared_mem_bytes": 2 * (CELL * B + 8) + 8},
                       lambda p, k, C: p["variant"] == "shared" and p["slot_tile"] == 1
                       and p["chan_tile"] == 2 and p["n_chan_tiles"] == (C + 1) // 2),
-    "global-atomics": (lambda B, C: {"shared_mem_bytes": 4 * B},
+    "global-atomics": (lambda B, C: {"shared_mem_bytes": CELL * B},
                        lambda p, k, C: p["variant"] == "global"),
     "chunked": (lambda B, C: {"samples_per_block": 16},
                 lambda p, k, C: p["variant"] == "shared" and p["chunks"] > 1),
@@ -135,6 +164,8 @@ def test_histograms_match_reference_and_numba(plan_name, with_count):
     kcuda.histograms(EMULATED, *histogram_records(*batch), out, **kwargs)
     ref = _histogram_reference(*batch, n_bins, channels)
     cpu = kernels.build_histograms(NUMPY, *histogram_records(*batch), n_bins, channels)
+    # fixed-point sums: the same bits whatever the plan
+    np.testing.assert_array_equal(out, _fixed_point_reference(*batch, n_bins, channels))
     # integer weights and counts are exact in float32
     np.testing.assert_array_equal(out[..., 0], ref[..., 0])
     np.testing.assert_array_equal(out[..., 0], cpu[..., 0])
@@ -143,6 +174,48 @@ def test_histograms_match_reference_and_numba(plan_name, with_count):
     np.testing.assert_allclose(out[..., 1:m + 1], ref[..., 1:m + 1], rtol=1e-5, atol=2e-5)
     np.testing.assert_allclose(out, cpu, rtol=1e-5, atol=2e-5)
     assert not out[0].any() and not out[4].any() and not out[1, 2].any()
+
+
+def test_histograms_opt_in_to_the_shared_memory_of_a_whole_node():
+    # 5 slots x 256 bins x 6 channels of 8-byte cells: 61 KB, more than a launch gets
+    # without opting in (48 KB on the emulated device, 99 KB with it); the emulator
+    # refuses such a launch unless the kernel opted in
+    rng = np.random.default_rng(5)
+    batch = _batch(rng, n_bins=256, m=4, n=1500, sizes=(0, 700, 40, 500, 3, 250))
+    n_bins, k, channels = 256, batch[3].shape[1], 6
+    attrs = EMULATED.device_attributes()
+    plan = kcuda.histogram_launch_plan(attrs, len(batch[2]), k, n_bins, channels, len(batch[1]))
+    assert plan["variant"] == "shared" and plan["n_slot_tiles"] == 1
+    assert attrs["max_shared_memory_per_block"] < plan["shared_mem"]
+    assert plan["shared_mem"] <= attrs["max_shared_memory_per_block_optin"]
+    # twice the default shared memory: blocks twice as wide
+    assert plan["block"] == 2 * kcuda.HIST_BLOCK
+    ref = _histogram_reference(*batch, n_bins, channels)
+    without = {"shared_mem_bytes": attrs["max_shared_memory_per_block"]}
+    tiled = kcuda.histogram_launch_plan(attrs, len(batch[2]), k, n_bins, channels,
+                                        len(batch[1]), **without)
+    # the tiles of the 5 slots are balanced: 3 and 2, not 4 and 1
+    assert tiled["n_slot_tiles"] == 2 and tiled["slot_tile"] == 3
+    assert tiled["block"] == kcuda.HIST_BLOCK
+    fixed = _fixed_point_reference(*batch, n_bins, channels)
+    for kwargs in ({}, without):
+        out = np.zeros((len(batch[2]), k, n_bins, channels), dtype=np.float32)
+        kcuda.histograms(EMULATED, *histogram_records(*batch), out, **kwargs)
+        np.testing.assert_array_equal(out, fixed)
+        np.testing.assert_array_equal(out[..., 0], ref[..., 0])
+        np.testing.assert_array_equal(out[..., -1], ref[..., -1])
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-5)
+
+
+def test_histogram_blocks_per_multiprocessor_follow_their_shared_memory():
+    attrs = dict(EMULATED.device_attributes(), multiprocessor_count=1,
+                 max_shared_memory_per_multiprocessor=100 * 1024)
+    # one node of 2^20 samples: as many chunks as fill two waves of resident blocks
+    small = kcuda.histogram_launch_plan(attrs, 1, 1, 16, 2, 1 << 20)
+    large = kcuda.histogram_launch_plan(attrs, 1, 1, 256, 30, 1 << 20)
+    assert small["block"] == kcuda.HIST_BLOCK and small["chunks"] == 2 * 2048 // small["block"]
+    # 61 KB a block: one block of 512 threads resident per multiprocessor
+    assert large["block"] == 512 and large["chunks"] == 2
 
 
 def test_histograms_with_more_channels_than_threads(monkeypatch):
@@ -157,9 +230,47 @@ def test_histograms_with_more_channels_than_threads(monkeypatch):
     out = np.zeros((len(batch[2]), 3, 5, channels), dtype=np.float32)
     kcuda.histograms(EMULATED, *histogram_records(*batch), out)
     ref = _histogram_reference(*batch, 5, channels)
+    np.testing.assert_array_equal(out, _fixed_point_reference(*batch, 5, channels))
     np.testing.assert_array_equal(out[..., 0], ref[..., 0])
     np.testing.assert_array_equal(out[..., -1], ref[..., -1])
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("plan_name", ["whole-node", "chunked", "global-atomics"])
+def test_fixed_point_histograms_of_extreme_values(plan_name):
+    # channels of 1e30 and 1e-30, an all-zero channel, a channel of one huge outlier among
+    # small values, fractional weights up to 1e4 and a channel group per 256 channels
+    # of the bounds kernel (300 channels): exact integer sums, no overflow
+    rng = np.random.default_rng(11)
+    batch = list(_batch(rng, n=2500, m=300, k=3, n_bins=5, sizes=(0, 300, 7, 2000, 3, 60)))
+    weights = rng.uniform(0, 1e4, size=batch[5].shape).astype(np.float32)
+    targets = rng.normal(size=batch[6].shape).astype(np.float32)
+    targets[..., 0] *= 1e30
+    targets[..., 1] *= 1e-30
+    targets[..., 2] = 0.0
+    targets[3, :, 3] = 1e33
+    batch[5], batch[6] = weights, targets
+    channels = 302
+    overrides, check = _PLANS[plan_name]
+    kwargs = overrides(5, channels) if callable(overrides) else overrides
+    plan = kcuda.histogram_launch_plan(EMULATED.device_attributes(), len(batch[2]), 3, 5,
+                                       channels, len(batch[1]), **kwargs)
+    assert check(plan, 3, channels), plan
+    out = np.zeros((len(batch[2]), 3, 5, channels), dtype=np.float32)
+    kcuda.histograms(EMULATED, *histogram_records(*batch), out, **kwargs)
+    np.testing.assert_array_equal(out, _fixed_point_reference(*batch, 5, channels))
+    ref = _histogram_reference(*batch, 5, channels)
+    # channel 1 + c holds target c
+    assert np.isfinite(out).all() and not out[..., 3].any() and out[..., 4].any()
+    np.testing.assert_allclose(out[..., :4], ref[..., :4], rtol=1e-5)
+    # the outlier's channel keeps an absolute precision of 2^-e_c a value: the values
+    # 1e29 times smaller than the outlier are lost to its scale, within that bound
+    bound = float(weights.max()) * 1e33
+    quantum = 2.0 ** (np.frexp(bound)[1] - 61 + len(batch[1]).bit_length())
+    err = np.abs(out[..., 4].astype(np.float64) - ref[..., 4])
+    assert (err <= ref[..., -1] * quantum / 2 + 1e-6 * np.abs(ref[..., 4])).all()
+    assert (np.abs(out[..., 4]) < quantum).any()
+    np.testing.assert_array_equal(out[..., -1], ref[..., -1])
 
 
 def test_histograms_through_the_dispatch():
@@ -899,7 +1010,8 @@ def test_bench_histogram_variants_match_the_library_kernel():
     )
     n_bins, k, m = 16, 4, targets.shape[2]
     channels = m + 2
-    kwargs = {"shared_mem_bytes": 4 * (2 * n_bins * channels + 2), "samples_per_block": 20}
+    kwargs = {"shared_mem_bytes": 2 * (CELL * n_bins * channels + 4) + 8 * channels + 4,
+              "samples_per_block": 20}
     ref = np.zeros((len(node_tree), k, n_bins, channels), dtype=np.float32)
     kcuda.histograms(EMULATED, *histogram_records(codes, sample_indices, node_ranges,
                                                   node_features, node_tree, weights, targets),

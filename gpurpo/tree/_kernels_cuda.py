@@ -239,7 +239,8 @@ def histograms(
     module = backend.load_module("tree_histograms.cu")
     n_rows = n * n_trees
     bounds_block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    n_partial = launch_grid(max(n_rows, 1), bounds_block, attrs)
+    # one row of partial maxima per block, which every histogram block reads: one wave
+    n_partial = launch_grid(max(n_rows, 1), bounds_block, attrs, waves=1)
     partial = xp.empty((n_partial, m + 1), dtype=xp.float32)
     # integer sums in global memory, and a counter of finished chunks per unit, for
     # nodes split into chunks (and the fallback)

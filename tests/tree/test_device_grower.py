@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import GrowthParams, grow_trees
+from gpurpo.tree import _kernels_cuda as kcuda
 from gpurpo.tree.binning import BinMapper
 from gpurpo.tree.device_grower import device_growth_supported, grow_trees_on_device
 from gpurpo.tree.grower import draw_root_seeds
@@ -73,6 +74,17 @@ def test_unit_weights_and_tied_features(data):
 def test_emulated_cuda_grows_the_host_growers_trees(case):
     params = GrowthParams(**{"small_node_size": 64, "subtree_size": 16, **CASES[case]})
     _assert_same_trees(params, EMULATED, n=250, n_trees=2)
+
+
+@pytest.mark.parametrize("data", [{}, {"ties": True}])
+def test_emulated_cuda_grows_them_with_chunked_histograms(monkeypatch, data):
+    # chunks of 16 samples: several blocks, running at once, add each large node's cells
+    # (64-bit fixed-point sums, the last block converts them)
+    monkeypatch.setattr(kcuda, "MIN_SAMPLES_PER_BLOCK", 16)
+    plan = kcuda.histogram_launch_plan(EMULATED.device_attributes(), 2, 5, 256, 5, 500)
+    assert plan["chunks"] > 1
+    params = GrowthParams(small_node_size=0, subtree_size=0, n_candidates=5)
+    _assert_same_trees(params, EMULATED, n=250, n_trees=2, **data)
 
 
 def test_grow_trees_takes_the_device_path_on_cuda_backends():

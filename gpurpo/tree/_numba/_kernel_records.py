@@ -84,8 +84,10 @@ NodeData = namedtuple("NodeData", ["codes", "cols", "w", "wy", "y", "rows", "m"]
 #: node costs no reference counting): its samples are ``cols[c0ff:c0ff + ns]``, their
 #: data at the rows ``rows[d0:d0 + ns]``; ``seed`` orders its features; with
 #: ``use_columns`` its positions hold increasing rows (``slot_of_row`` gives their
-#: positions) and it may read the stored-entry columns.
-NodeAt = namedtuple("NodeAt", ["c0ff", "ns", "d0", "seed", "use_columns"])
+#: positions) and it may read the stored-entry columns. ``pos_hi`` < 0: the whole
+#: search; else only the positions ``pos_lo .. pos_hi - 1`` of its visiting order, whose
+#: candidates are left in the scratch (:func:`._node_split._eval_node`).
+NodeAt = namedtuple("NodeAt", ["c0ff", "ns", "d0", "seed", "use_columns", "pos_lo", "pos_hi"])
 
 #: What the nodes' reads of a sparse X's stored entries take: per feature its
 #: subtracted bin and number of listed codes; the stored-entry columns and each row's

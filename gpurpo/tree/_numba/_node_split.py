@@ -191,6 +191,14 @@ def _settled_with(cand_f, cand_g, cand_b, cand_ml, found, f, gain, b, ml, settle
 
 
 @njit(cache=True)
+def searches_every_position(ns, n_candidates, p, min_samples_leaf):
+    """Whether :func:`_eval_node` visits every position of a node's order, stopping at
+    none: every feature is a candidate, and the node has more than ``SUBSET_LIMIT``
+    samples (no early stop once the tie rule's pick is settled) and may split."""
+    return n_candidates >= p and ns > SUBSET_LIMIT and ns >= 2 * min_samples_leaf
+
+
+@njit(cache=True)
 def _sum_and_square(total, squares, wy, y):
     """One sample's channel added to a node's sum (``w y``) and sum of ``w y^2``."""
     return total + wy, squares + wy * y
@@ -300,10 +308,22 @@ def _eval_node(data, at, columns, edges, rules, scratch, bits):
     column ``COLUMN_PREFETCH`` ahead (:func:`_prefetch_feature_meta`,
     :func:`_prefetch_column`), which matters on text-like X with hundreds of
     thousands of features. Rules: see ``tree_split_small``.
+
+    With ``at.pos_hi >= 0`` only the positions ``pos_lo .. pos_hi - 1`` of the
+    visiting order are searched and the result is ``(found, 0, 0, tol)``: the
+    range's ``found`` candidates (features not constant in the node, with
+    their best splits) in ``cand_f``, ``cand_g``, ``cand_b``, ``cand_ml`` in
+    visiting order, and the node's tie tolerance; the tie rule over the
+    candidates of consecutive ranges in order (:func:`_tie_pick`) then
+    picks what the whole search picks, for a node that visits every
+    position without stopping early (:func:`searches_every_position`). A
+    node too small or pure returns ``(-1, 0, 0, -inf)`` either way.
     """
     # the caller holds every array for the whole call (see gpurpo.tree._borrow)
     codes, cols, w, wy, y, rows, m = borrow_all(data)
-    c0ff, ns, d0, seed, use_columns = at
+    c0ff, ns, d0, seed, use_columns, pos_lo, pos_hi = at
+    # a range of the visiting order: its candidates are the result (see below)
+    part = pos_hi >= 0
     (
         subtracted_bin, listed, col_ptr, col_rows, col_codes, slot_of_row, node_codes, identity,
         entry_ptr, entry_features, row_of_col,
@@ -396,7 +416,8 @@ def _eval_node(data, at, columns, edges, rules, scratch, bits):
     # (_scan_binary8) when the best split is searched
     two_valued = mp == 8 and not random_split
     found = 0
-    pos = np.int64(0)  # not a literal: the calls taking it would be compiled twice
+    pos = np.int64(pos_lo if part else 0)
+    stop = pos_hi if part else p
     slot = 0
     n_batch = 0
     at = 0
@@ -414,7 +435,7 @@ def _eval_node(data, at, columns, edges, rules, scratch, bits):
                 _prefetch_feature_meta(ahead, subtracted_bin, listed, col_ptr)
             at += 1
             u = uniform_at_nb(seed, q) if random_split else 0.0
-        elif not (pos < p and (pos < n_candidates or found == 0)):
+        elif not (pos < stop and (pos < n_candidates or found == 0)):
             break
         elif small:
             f = perm[pos]
@@ -422,7 +443,7 @@ def _eval_node(data, at, columns, edges, rules, scratch, bits):
             # the visiting order in batches (independent hash chains overlap in the
             # CPU) of the positions still to visit
             if slot == n_batch:
-                n_batch = min(batch_cap, p - pos)
+                n_batch = min(batch_cap, stop - pos)
                 if pos < n_candidates:
                     n_batch = min(n_batch, n_candidates - pos)
                 feature_batch_nb(keys, pos, n_batch, p, lo_bits, hi_bits, perm)
@@ -670,6 +691,9 @@ def _eval_node(data, at, columns, edges, rules, scratch, bits):
         if _settled_with(cand_f, cand_g, cand_b, cand_ml, found, f, best_gain, best_b, best_ml,
                          settled, tol):
             break
+    if part:
+        # the range's candidates, in visiting order, are cand_*[:found]
+        return found, 0, 0, tol
     # ties across features: gains within tol of the best, the first visited wins
     pick = _tie_pick(cand_g, found, tol)
     if pick < 0:

@@ -31,6 +31,7 @@ from gpurpo.tree._numba.tree_split_small import (
     _eval_rules,
     _eval_scratch,
     _release_slots,
+    gather_node,
 )
 from gpurpo.tree._random import child_seed_nb
 
@@ -327,7 +328,8 @@ def _grow_in_block(block, cols, cols2, stack, seeds, data, j_root, count, base, 
             for a in range(a0, a1):
                 c = np.uint64(cols[a])
                 mask[c >> np.uint64(6)] |= np.uint64(1) << (c & np.uint64(63))
-        f, b, ml, g = _eval_node(block_data, NodeAt(a0, nsj, a0, seeds[j], no_columns),
+        f, b, ml, g = _eval_node(block_data, NodeAt(a0, nsj, a0, seeds[j], no_columns,
+                                                    np.int64(0), np.int64(-1)),
                                  block_columns, edges, eval_rules, scratch,
                                  NodeBits(words, binary, mask, w_lo, w_hi))
         for k in range(w_lo, w_hi + 1):
@@ -421,15 +423,9 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
         base = out_offsets[r]
         # gather the root's samples: global ids, weights, targets (data by local id)
         for a in range(ns_r):
-            s = sample_indices[start_r + a]
-            gid[a] = s
+            gid[a] = sample_indices[start_r + a]
             cols[a] = a
-            wa = np.float64(weights[t, s])
-            w[a] = wa
-            for c in range(m):
-                yv = targets[s, t, c]
-                y[a, c] = yv
-                wy[a, c] = wa * yv
+        gather_node(sample_indices, start_r, ns_r, t, weights, targets, w, wy, y)
         out_start[base] = 0
         out_stop[base] = ns_r
         out_depth[base] = node_depth[r]
@@ -496,7 +492,8 @@ def _subtree_chunk_roots(ch, n_chunks, codes, sparse, batch, weights, targets, r
                     node_rows[a] = gid[cols[a]]
                 use_columns = _claim_slots(node_rows, a0, nsj, use_slots, slot_of_row)
                 # the flags are False outside the blocks: no bit sets
-                f, b, ml, g = _eval_node(root_data, NodeAt(a0, nsj, a0, seeds[j], use_columns),
+                f, b, ml, g = _eval_node(root_data, NodeAt(a0, nsj, a0, seeds[j], use_columns,
+                                                           zero, zero - one),
                                          columns, edges, eval_rules, scratch,
                                          NodeBits(words, binary, mask, zero, zero - one))
                 if f >= 0 and gather:

@@ -41,7 +41,9 @@ def _problem(seed, n, p, m, layout):
 
 
 def _split(binned, targets, weights, ranges, samples, seeds, k, msl, random_split, threads,
-           monkeypatch):
+           monkeypatch, min_samples=0):
+    # ranges for nodes of every size (the kernel's own limit is a matter of speed only)
+    monkeypatch.setattr(tree_split_small, "RANGED_MIN_SAMPLES", min_samples)
     monkeypatch.setattr(tree_split_small.numba, "get_num_threads", lambda: threads)
     return kernels.split_small(
         NUMPY, binned.kernel_codes,
@@ -107,10 +109,11 @@ def test_a_node_searched_in_ranges_finds_its_split(monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("threads, serial", [(1, False), (2, False), (16, True)])
-def test_more_nodes_than_threads_take_the_node_by_node_kernel(monkeypatch, threads, serial):
-    # 3 nodes: one thread, two threads; or any number of threads inside serial_cpu_kernels
-    # (a forest's batches grown by several Python threads)
+@pytest.mark.parametrize("threads, serial, min_samples", [
+    (1, False, 0), (2, False, 0), (16, True, 0), (16, False, 51)])
+def test_other_batches_take_the_node_by_node_kernel(monkeypatch, threads, serial, min_samples):
+    # 3 nodes: one thread, two threads; any number of threads inside serial_cpu_kernels
+    # (a forest's batches grown by several Python threads); nodes below the size limit
     calls = []
     monkeypatch.setattr(tree_split_small, "split_few_nodes",
                         lambda *a: calls.append(a) or None)
@@ -118,5 +121,9 @@ def test_more_nodes_than_threads_take_the_node_by_node_kernel(monkeypatch, threa
     ranges = np.array([[0, 50], [50, 100], [100, 150]], dtype=np.int64)
     with serial_cpu_kernels() if serial else contextlib.nullcontext():
         got = _split(binned, targets, weights, ranges, np.arange(150, dtype=np.int32),
-                     np.array([1, 2, 3], dtype=np.uint64), 6, 1, False, threads, monkeypatch)
+                     np.array([1, 2, 3], dtype=np.uint64), 6, 1, False, threads, monkeypatch,
+                     min_samples)
     assert not calls and (got[0] >= 0).all()
+    _split(binned, targets, weights, ranges, np.arange(150, dtype=np.int32),
+           np.array([1, 2, 3], dtype=np.uint64), 6, 1, False, 16, monkeypatch, 50)
+    assert len(calls) == 1

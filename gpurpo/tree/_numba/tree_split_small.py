@@ -44,6 +44,9 @@ PERM_BATCH = max(32, SMALL_P)
 # about this many ranges per thread (features cost unequal times)
 MIN_RANGE = 16
 TASKS_PER_THREAD = 4
+# ... when its largest node has at least this many samples: below, the buffers of the
+# ranges cost more than they save (text-like X of 1,123 rows, 2 threads: 12 % slower)
+RANGED_MIN_SAMPLES = 4096
 
 
 @njit(cache=True)
@@ -409,16 +412,17 @@ def launch(codes, batch, weights, targets, edges, rules, sparse, out_feature, ou
     :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
     ``SparseColumns`` of the contract (:mod:`gpurpo.tree.kernels`). Inside
     :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs;
-    a batch of no more nodes than threads (and more than one thread) is searched by
-    :func:`split_few_nodes`.
+    a batch of no more nodes than threads (and more than one thread), the largest of
+    at least ``RANGED_MIN_SAMPLES`` samples, is searched by :func:`split_few_nodes`.
     """
     kernel_batch, kernel_edges, kernel_rules, kernel_sparse = kernel_records(
         batch, edges, rules, sparse)
     out = SplitOut(out_feature, out_bin, out_missing_left, out_gain)
     threads = numba.get_num_threads()
-    n_nodes = kernel_batch.node_ranges.shape[0]
+    ranges = kernel_batch.node_ranges
     kernel = cpu_helper(split_small_nodes)
-    if kernel is split_small_nodes and threads > 1 and 0 < n_nodes <= threads:
+    if (kernel is split_small_nodes and threads > 1 and 0 < ranges.shape[0] <= threads
+            and int((ranges[:, 1] - ranges[:, 0]).max()) >= RANGED_MIN_SAMPLES):
         # no more nodes than threads: their searches are split over the threads
         split_few_nodes(codes, kernel_sparse, kernel_batch, weights, targets, kernel_edges,
                         kernel_rules, out, np.int64(TASKS_PER_THREAD * threads))

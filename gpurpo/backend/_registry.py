@@ -42,27 +42,33 @@ def serial_cpu_kernels() -> Iterator[None]:
         _serial_state.on = previous
 
 
-def cpu_helper(fn: Callable[..., Any]) -> Callable[..., Any]:
+def cpu_helper(fn: Callable[..., Any], *, small: bool = False) -> Callable[..., Any]:
     """A numba host helper as this thread may call it.
 
-    Inside :func:`serial_cpu_kernels`, the single-threaded, GIL-free twin of
-    a ``parallel=True`` function (as :meth:`Backend.kernel` does for the
-    registered kernels); else ``fn`` itself. For numba functions the grower
-    calls directly, outside the kernel registry.
+    Inside :func:`serial_cpu_kernels`, or for a ``small`` call, the
+    single-threaded, GIL-free twin of a ``parallel=True`` function (as
+    :meth:`Backend.kernel` does for the registered kernels); else ``fn``
+    itself. For numba functions called outside the kernel registry, and by
+    the registered launchers that judge their calls' size.
 
     Parameters
     ----------
     fn : callable
         A numba-compiled function (or any callable).
+    small : bool, default=False
+        The call's work is too small for threads: each parallel region
+        costs the wake-up of the workers, and between regions they
+        spin-wait, which on a machine with few cores (a CI runner) slows
+        the calling thread down.
 
     Returns
     -------
     callable
         The serial twin of ``fn`` when this thread is inside
-        :func:`serial_cpu_kernels` and ``fn`` was compiled with
+        :func:`serial_cpu_kernels` or ``small``, and ``fn`` was compiled with
         ``parallel=True``; else ``fn``.
     """
-    if getattr(_serial_state, "on", False):
+    if small or getattr(_serial_state, "on", False):
         return _serial_twin(fn)
     return fn
 

@@ -443,7 +443,7 @@ def _bin_codes_xp(
 register_kernel("tree_bin_codes", cpu=_code_tables.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_bin_codes_sparse", cpu=_sparse.sparse_bin_codes_cpu, cuda=_sparse.sparse_bin_codes_xp)
 register_kernel("tree_node_stats", cpu=tree_node_stats.node_stats, cuda=_cuda.node_stats)
-register_kernel("tree_partition", cpu=tree_partition.partition, cuda=_cuda.partition)
+register_kernel("tree_partition", cpu=tree_partition.launch, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=tree_split_small.launch, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=tree_score.launch, cuda=_cuda.score_histograms)
@@ -668,7 +668,7 @@ def partition_columns(
     _require_numpy(backend, "partition_columns")
     sample_indices, ranges, out_n_left = _partition_outputs(backend, batch)
     if ranges.shape[0]:
-        tree_partition.partition_columns(
+        tree_partition.launch_columns(
             *_columns(backend, sparse_codes),
             *_edge_table(backend, edges.edge_values, edges.edge_ptr,
                          sparse_codes.col_ptr.shape[0] - 1),

@@ -309,11 +309,11 @@ def test_batches_grown_on_threads_give_the_same_forest(Forest, shared, monkeypat
 def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
     from gpurpo import backend as B
 
-    parallel = NUMPY.kernel("tree_partition")
+    parallel = NUMPY.kernel("tree_node_stats")
     with B.serial_cpu_kernels():
-        twin = NUMPY.kernel("tree_partition")
-        assert NUMPY.kernel("tree_partition") is twin  # made once
-    assert NUMPY.kernel("tree_partition") is parallel  # only inside the block
+        twin = NUMPY.kernel("tree_node_stats")
+        assert NUMPY.kernel("tree_node_stats") is twin  # made once
+    assert NUMPY.kernel("tree_node_stats") is parallel  # only inside the block
     assert parallel.targetoptions.get("parallel")
     assert twin.targetoptions.get("nogil") and not twin.targetoptions.get("parallel")
     assert twin.py_func.__code__ is parallel.py_func.__code__
@@ -328,8 +328,8 @@ def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
     called = []
     original = B.cpu_helper
 
-    def spy(fn):
-        got = original(fn)
+    def spy(fn, **kwargs):
+        got = original(fn, **kwargs)
         called.append((fn, got))
         return got
 
@@ -357,6 +357,37 @@ def test_split_kernel_launches_run_the_serial_twins(monkeypatch):
     for fn, got in called:
         assert fn.targetoptions.get("parallel")
         assert got.targetoptions.get("nogil") and not got.targetoptions.get("parallel")
+
+
+def test_small_calls_run_the_serial_twins(monkeypatch):
+    # a partition of 40 samples runs on one thread; the same call above the limit on all
+    from gpurpo import backend as B
+    from gpurpo.tree._numba import tree_partition
+
+    got = []
+    original = B.cpu_helper
+
+    def spy(fn, **kwargs):
+        got.append(original(fn, **kwargs))
+        return got[-1]
+
+    monkeypatch.setattr(tree_partition, "cpu_helper", spy)
+    rng = np.random.default_rng(1)
+    codes = rng.integers(0, 5, size=(2, 40)).astype(np.uint8)
+    results = []
+    for limit in (tree_partition.SERIAL_SAMPLES, 0):
+        monkeypatch.setattr(tree_partition, "SERIAL_SAMPLES", limit)
+        samples = np.arange(40, dtype=np.int32)
+        n_left = kernels.partition(
+            NUMPY, codes, kernels.NodeBatch(samples, np.array([[0, 40]], dtype=np.int64),
+                                            np.zeros(1, np.int32)),
+            kernels.NodeSplits(np.array([1], np.int32), np.array([2], np.int32),
+                               np.zeros(1, np.uint8)), 4)
+        results.append((samples, n_left))
+    assert got[0] is not tree_partition.partition and not got[0].targetoptions.get("parallel")
+    assert got[1] is tree_partition.partition
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    assert results[0][1][0] == results[1][1][0] == (codes[1] <= 2).sum()
 
 
 def test_grower_host_helpers_follow_serial_mode():

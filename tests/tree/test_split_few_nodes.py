@@ -42,8 +42,10 @@ def _problem(seed, n, p, m, layout):
 
 def _split(binned, targets, weights, ranges, samples, seeds, k, msl, random_split, threads,
            monkeypatch, min_samples=0):
-    # ranges for nodes of every size (the kernel's own limit is a matter of speed only)
+    # ranges, and threads, for calls of every size (the kernel's own limits are a matter
+    # of speed only)
     monkeypatch.setattr(tree_split_small, "RANGED_MIN_SAMPLES", min_samples)
+    monkeypatch.setattr(tree_split_small, "SERIAL_SEARCH", 0)
     monkeypatch.setattr(tree_split_small.numba, "get_num_threads", lambda: threads)
     return kernels.split_small(
         NUMPY, binned.kernel_codes,

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.backend import cpu_helper
 from gpurpo.tree._numba._node_codes import _node_codes_of
+from gpurpo.tree._numba._shared import SERIAL_SAMPLES, total_samples
 from gpurpo.tree._numba.tree_grow_subtrees import _partition_positions
 
 
@@ -60,3 +62,23 @@ def partition_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sampl
         out_n_left[i] = _partition_positions(
             codes, np.arange(ns).astype(np.int32), samples, np.empty_like(samples), 0, ns, 0,
             node_bin[i], node_missing_left[i], missing_bin)
+
+
+def launch(codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left,
+           missing_bin, out_n_left):
+    """``tree_partition`` on the CPU: :func:`partition`, on one thread for a call of fewer
+    than ``SERIAL_SAMPLES`` samples (:func:`gpurpo.backend.cpu_helper`)."""
+    cpu_helper(partition, small=total_samples(node_ranges) < SERIAL_SAMPLES)(
+        codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left,
+        missing_bin, out_n_left)
+
+
+def launch_columns(col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices,
+                   node_ranges, node_feature, node_bin, node_missing_left, missing_bin,
+                   out_n_left):
+    """:func:`partition_columns`, on one thread inside
+    :func:`gpurpo.backend.serial_cpu_kernels` or for a call of fewer than
+    ``SERIAL_SAMPLES`` samples."""
+    cpu_helper(partition_columns, small=total_samples(node_ranges) < SERIAL_SAMPLES)(
+        col_ptr, col_rows, col_codes, edge_values, edge_ptr, sample_indices, node_ranges,
+        node_feature, node_bin, node_missing_left, missing_bin, out_n_left)

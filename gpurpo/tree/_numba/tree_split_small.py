@@ -35,7 +35,7 @@ from gpurpo.tree._numba._node_split import (
     _tie_pick,
     searches_every_position,
 )
-from gpurpo.tree._numba._shared import N_CHUNKS
+from gpurpo.tree._numba._shared import N_CHUNKS, SERIAL_SEARCH, total_samples
 from gpurpo.tree._random import N_ROUNDS, SMALL_P, feistel_params
 
 # positions of the visiting order computed at once; holds a whole order of SMALL_P features
@@ -411,7 +411,9 @@ def launch(codes, batch, weights, targets, edges, rules, sparse, out_feature, ou
     ``batch``, ``edges``, ``rules`` and ``sparse`` are the typed
     :class:`~gpurpo.tree._records.NodeBatch`, ``EdgeTable``, ``SplitRules`` and
     ``SparseColumns`` of the contract (:mod:`gpurpo.tree.kernels`). Inside
-    :func:`gpurpo.backend.serial_cpu_kernels` the kernel's single-threaded twin runs;
+    :func:`gpurpo.backend.serial_cpu_kernels`, and for a call of fewer than
+    ``SERIAL_SEARCH`` (samples x candidate features), the kernel's single-threaded
+    twin runs;
     a batch of no more nodes than threads (and more than one thread), the largest of
     at least ``RANGED_MIN_SAMPLES`` samples, is searched by :func:`split_few_nodes`.
     """
@@ -420,7 +422,8 @@ def launch(codes, batch, weights, targets, edges, rules, sparse, out_feature, ou
     out = SplitOut(out_feature, out_bin, out_missing_left, out_gain)
     threads = numba.get_num_threads()
     ranges = kernel_batch.node_ranges
-    kernel = cpu_helper(split_small_nodes)
+    kernel = cpu_helper(split_small_nodes, small=total_samples(ranges) * min(
+        int(kernel_rules.n_candidates), codes.shape[0]) < SERIAL_SEARCH)
     if (kernel is split_small_nodes and threads > 1 and 0 < ranges.shape[0] <= threads
             and int((ranges[:, 1] - ranges[:, 0]).max()) >= RANGED_MIN_SAMPLES):
         # no more nodes than threads: their searches are split over the threads

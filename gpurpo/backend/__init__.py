@@ -45,6 +45,7 @@ from gpurpo.backend._launch import (
 )
 from gpurpo.backend._random import check_random_state, spawn_seeds
 from gpurpo.backend._registry import (
+    SERIAL_ELEMENTS,
     cpu_helper,
     register_kernel,
     registered_kernels,
@@ -96,6 +97,7 @@ __all__ = [
     "registered_kernels",
     "serial_cpu_kernels",
     "cpu_helper",
+    "SERIAL_ELEMENTS",
     "kernel_dir",
     "kernel_source",
     "ELEMENTWISE_BLOCK",

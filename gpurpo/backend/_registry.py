@@ -42,6 +42,12 @@ def serial_cpu_kernels() -> Iterator[None]:
         _serial_state.on = previous
 
 
+#: An elementwise CPU kernel over fewer elements than this runs on one thread
+#: (:func:`cpu_helper`'s ``small``): a boosting round's kernels on 1,123 rows x 53
+#: outputs, 690 calls, took 0.05 s on one thread and 0.37 s on two.
+SERIAL_ELEMENTS = 1 << 18
+
+
 def cpu_helper(fn: Callable[..., Any], *, small: bool = False) -> Callable[..., Any]:
     """A numba host helper as this thread may call it.
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpurpo.backend import cpu_helper
+from gpurpo.backend import SERIAL_ELEMENTS, cpu_helper
 from gpurpo.tree._node_tables import sum_internal_weights
 from gpurpo.tree._numba.gather_trees import gather_tree_arrays
 from gpurpo.tree.binning import BinnedMatrix
@@ -42,7 +42,7 @@ def pack_structures(
         raise RuntimeError("node table corrupted: a child's id is not above its parent's")
     tree_first = np.concatenate([[0], np.cumsum(tree_counts)[:-1]])
     arrays = {name: np.empty(size, dtype=dtype) for name, dtype in STRUCTURE_DTYPES.items()}
-    cpu_helper(gather_tree_arrays)(
+    cpu_helper(gather_tree_arrays, small=size < SERIAL_ELEMENTS)(
         node_order, is_leaf, nodes.feature[:size], nodes.bin[:size],
         nodes.missing_left[:size], nodes.left[:size], nodes.right[:size], local_id,
         leaf_index, nodes.start[:size], nodes.stop[:size], weighted, nodes.gain[:size],

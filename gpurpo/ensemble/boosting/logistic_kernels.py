@@ -93,6 +93,7 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import (
+    SERIAL_ELEMENTS,
     Backend,
     cpu_helper,
     launch_block,
@@ -176,15 +177,17 @@ def _scores_cpu(Y, F, grad, loss, write_grad, write_loss):
 
 
 def _gradient_cpu(Y, F, out):
-    cpu_helper(_scores_cpu)(Y, F, out, np.empty(1), True, False)
+    cpu_helper(_scores_cpu, small=F.size < SERIAL_ELEMENTS)(Y, F, out, np.empty(1), True,
+                                                            False)
 
 
 def _row_loss_cpu(Y, F, out):
-    cpu_helper(_scores_cpu)(Y, F, np.empty((1, 1), dtype=np.float32), out, False, True)
+    cpu_helper(_scores_cpu, small=F.size < SERIAL_ELEMENTS)(
+        Y, F, np.empty((1, 1), dtype=np.float32), out, False, True)
 
 
 def _gradient_row_loss_cpu(Y, F, grad, loss):
-    cpu_helper(_scores_cpu)(Y, F, grad, loss, True, True)
+    cpu_helper(_scores_cpu, small=F.size < SERIAL_ELEMENTS)(Y, F, grad, loss, True, True)
 
 
 @njit(parallel=True, cache=True)
@@ -225,7 +228,8 @@ def _leaf_sums_cpu(Y, F, leaf, w, grad, curv):
     blocks, rows = row_blocks(F.shape[0], n_leaves * d)
     grad_part = np.zeros((blocks, n_leaves, d))
     curv_part = np.zeros((blocks, n_leaves, d))
-    cpu_helper(_leaf_partials_cpu)(Y, F, leaf, w, rows, grad_part, curv_part)
+    cpu_helper(_leaf_partials_cpu, small=F.size < SERIAL_ELEMENTS)(
+        Y, F, leaf, w, rows, grad_part, curv_part)
     _leaf_finish_cpu(grad_part, curv_part, grad, curv)
 
 
@@ -278,6 +282,12 @@ def _derivatives_cpu(positive, E, leaf, values, T, w, columns, first, second):
             second[j] += part2[b, j]
 
 
+def _derivatives_launch(positive, E, leaf, values, T, w, columns, first, second):
+    """:func:`_derivatives_cpu`, on one thread for fewer than ``SERIAL_ELEMENTS`` entries."""
+    cpu_helper(_derivatives_cpu, small=E.size < SERIAL_ELEMENTS)(
+        positive, E, leaf, values, T, w, columns, first, second)
+
+
 @njit(cache=True)
 def _search_step_cpu(rho, lo, hi, edge_open, todo, edge, direction, hmax, deriv, curv,
                      margin_factor, tol, n_todo):
@@ -325,6 +335,11 @@ def _line_cpu(Y, F, positive, E, clamp):
         for j in range(d):
             positive[i, j] = 1 if Y[i, j] > 0 else 0
             E[i, j] = _clamped_exp(F[i, j], clamp)
+
+
+def _line_launch(Y, F, positive, E, clamp):
+    """:func:`_line_cpu`, on one thread for fewer than ``SERIAL_ELEMENTS`` entries."""
+    cpu_helper(_line_cpu, small=F.size < SERIAL_ELEMENTS)(Y, F, positive, E, clamp)
 
 
 @njit(cache=True)
@@ -422,13 +437,13 @@ def _leaf_sums_cuda(backend: Backend, Y, F, leaf, w, grad, curv):
 
 register_kernel("boost_logistic_gradient", cpu=_gradient_cpu, cuda=_gradient_cuda)
 register_kernel("boost_logistic_row_loss", cpu=_row_loss_cpu, cuda=_row_loss_cuda)
-register_kernel("boost_logistic_derivatives", cpu=_derivatives_cpu, cuda=_derivatives_cuda)
+register_kernel("boost_logistic_derivatives", cpu=_derivatives_launch, cuda=_derivatives_cuda)
 register_kernel("boost_logistic_leaf_sums", cpu=_leaf_sums_cpu, cuda=_leaf_sums_cuda)
 register_kernel(
     "boost_logistic_gradient_row_loss", cpu=_gradient_row_loss_cpu, cuda=_gradient_row_loss_cuda
 )
 register_kernel("boost_logistic_search_step", cpu=_search_step_cpu, cuda=_search_step_cuda)
-register_kernel("boost_logistic_line", cpu=_line_cpu, cuda=_line_cuda)
+register_kernel("boost_logistic_line", cpu=_line_launch, cuda=_line_cuda)
 register_kernel("boost_logistic_leaf_exponentials", cpu=_leaf_exponentials_cpu,
                 cuda=_leaf_exponentials_cuda)
 

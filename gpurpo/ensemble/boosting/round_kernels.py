@@ -47,6 +47,7 @@ import numpy as np
 from numba import njit, prange
 
 from gpurpo.backend import (
+    SERIAL_ELEMENTS,
     Backend,
     cpu_helper,
     launch_column_tiles,
@@ -149,7 +150,8 @@ def _least_squares_step_cpu(Y, F, values, leaf, w, learning_rate, rho, scale):
     blocks, rows = row_blocks(n, d)
     num_part = np.zeros((blocks, d))
     den_part = np.zeros((blocks, d))
-    cpu_helper(_least_squares_partials_cpu)(Y, F, values, leaf, w, rows, num_part, den_part)
+    cpu_helper(_least_squares_partials_cpu, small=F.size < SERIAL_ELEMENTS)(
+        Y, F, values, leaf, w, rows, num_part, den_part)
     _least_squares_finish_cpu(num_part, den_part, float(learning_rate), rho, scale)
 
 
@@ -188,7 +190,8 @@ def _leaf_label_means_cpu(leaf, w, labels, values):
     blocks, rows = row_blocks(labels.shape[0], n_leaves * k)
     sum_part = np.zeros((blocks, n_leaves, k))
     weight_part = np.zeros((blocks, n_leaves))
-    cpu_helper(_leaf_partials_cpu)(leaf, w, labels, rows, sum_part, weight_part)
+    cpu_helper(_leaf_partials_cpu, small=labels.size < SERIAL_ELEMENTS)(
+        leaf, w, labels, rows, sum_part, weight_part)
     _leaf_means_cpu(sum_part, weight_part, values)
 
 
@@ -201,6 +204,12 @@ def _add_leaf_values_cpu(F, values, leaf, scale):
         for j in range(d):
             h = row[j] if per_output else row[0]
             F[i, j] += h * scale[j]
+
+
+def _add_leaf_values_launch(F, values, leaf, scale):
+    """:func:`_add_leaf_values_cpu`, on one thread for fewer than ``SERIAL_ELEMENTS``
+    entries of ``F``."""
+    cpu_helper(_add_leaf_values_cpu, small=F.size < SERIAL_ELEMENTS)(F, values, leaf, scale)
 
 
 # --------------------------------------------------------------------------
@@ -261,7 +270,8 @@ register_kernel("boost_squared_gradient_row_loss", cpu=_squared_gradient_row_los
                 cuda=_squared_gradient_row_loss_cuda)
 register_kernel("boost_least_squares_step", cpu=_least_squares_step_cpu,
                 cuda=_least_squares_step_cuda)
-register_kernel("boost_add_leaf_values", cpu=_add_leaf_values_cpu, cuda=_add_leaf_values_cuda)
+register_kernel("boost_add_leaf_values", cpu=_add_leaf_values_launch,
+                cuda=_add_leaf_values_cuda)
 register_kernel("boost_leaf_label_means", cpu=_leaf_label_means_cpu, cuda=_leaf_label_means_cuda)
 
 

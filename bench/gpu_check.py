@@ -354,12 +354,73 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
                     f"shared {plan.get('shared_mem', 0) // 1024} KB",
         })
         del weights, targets, out
+    rows.append(_stored_rows_histograms(rng, n, p, m, n_bins))
     cupy.get_default_memory_pool().free_all_blocks()
     return (
         "Compulsory bytes per (node, sample): 4 (sample index) + 4 (weight) + 4m (targets) + "
-        "k (codes), plus the histograms written. Target: 40% of the memory bandwidth.\n\n"
+        "k (codes), plus the histograms written. Target: 40% of the memory bandwidth. "
+        "The last row: a text-like X (5 % of its codes listed) read from its stored rows, "
+        "against the same histograms from its dense codes.\n\n"
         + _table(rows)
     )
+
+
+def stored_rows_batch(xp: Any, rng: Any, n: int, p: int, n_bins: int,
+                      density: float = 0.05) -> tuple[Any, tuple[Any, ...]]:
+    """A text-like X's dense codes (p, n) (a ``density`` of them listed, the others
+    0, its features' code of 0.0) and its stored rows, the ``rows`` argument of
+    ``tree_histograms``: ``(row_ptr, row_features, row_codes, zero_code)``.
+    ``xp`` is CuPy (NumPy in the tests) and ``rng`` its generator."""
+    listed = rng.random((n, p), dtype=xp.float32) < density
+    row, feature = xp.nonzero(listed)  # rows increasing, then features
+    del listed
+    codes = xp.zeros((p, n), dtype=xp.uint8)
+    codes[feature, row] = rng.integers(1, n_bins, size=row.size).astype(xp.uint8)
+    row_ptr = xp.zeros(n + 1, dtype=xp.int64)
+    row_ptr[1:] = xp.cumsum(xp.bincount(row, minlength=n))
+    return codes, (row_ptr, feature.astype(xp.int32), codes[feature, row],
+                   xp.zeros(p, dtype=xp.uint8))
+
+
+def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int) -> dict[str, Any]:
+    """Times the histograms of one root node on all ``p`` features of a text-like X
+    (:func:`stored_rows_batch`) from its stored rows and from its dense codes; the
+    two must be the same bits."""
+    import cupy
+
+    from gpurpo.backend import CUPY
+    from gpurpo.tree import _kernels_cuda as kcuda
+    from gpurpo.tree.kernels import NodeBatch
+
+    codes, stored = stored_rows_batch(cupy, rng, n, p, n_bins)
+    weights, targets, sample_indices, node_ranges, node_features, node_tree = (
+        histogram_batch(cupy, rng, n, p, m, 1, p, False))
+    batch = NodeBatch(sample_indices, node_ranges, node_tree)
+    outs = [cupy.zeros((1, p, n_bins, m + 2), dtype=cupy.float32) for _ in range(2)]
+    no_codes = cupy.empty((p, 0), dtype=cupy.uint8)
+
+    def from_rows() -> None:
+        outs[0].fill(0)
+        kcuda.histograms(CUPY, no_codes, batch, node_features, weights, targets, outs[0],
+                         stored)
+
+    def from_codes() -> None:
+        outs[1].fill(0)
+        kcuda.histograms(CUPY, codes, batch, node_features, weights, targets, outs[1])
+
+    t_rows, t_codes = _time_gpu(from_rows), _time_gpu(from_codes)
+    plan = kcuda.histogram_launch_plan(CUPY.device_attributes(), 1, p, n_bins, m + 2, n,
+                                       stored=True)
+    return {
+        "batch": f"1 root node, k={p}, stored rows ({int(stored[1].size)} entries)",
+        "samples": n,
+        "kernel ms": 1e3 * t_rows,
+        "kernel ms from the dense codes": 1e3 * t_codes,
+        "same bits": bool((outs[0] == outs[1]).all()),
+        "plan": f"{plan['variant']}, grid {plan['grid']}, block {plan['block']}, "
+                f"chunks {plan['chunks']}, slot tile {plan.get('slot_tile', '-')}/{p}, "
+                f"shared {plan.get('shared_mem', 0) // 1024} KB",
+    }
 
 
 # --------------------------------------------------------------------------

@@ -4,8 +4,10 @@
 //
 // ``block_stable_partition`` is called by every thread of the block
 // (blockDim a multiple of 32, at most BLOCK_PARTITION_MAX_THREADS). Column
-// ``src[a]`` (a < ns) goes left when its code ``row[src[a]]`` is
-// ``<= bin``, or is the missing bin and ``miss_left`` is set. The block
+// ``src[a]`` (a < ns) goes left when its code ``code_of(src[a])`` is
+// ``<= bin``, or is the missing bin and ``miss_left`` is set (``code_of`` a
+// row of codes indexed by column, or any functor of a column: the stored
+// rows of a sparse X, csr_rows.cuh). The block
 // counts the left-going columns (shared-memory integer atomics), then walks
 // the columns blockDim at a time: a warp ballot gives each left-going
 // column its rank among the warp's, the warps' counts (shared memory) its
@@ -15,7 +17,24 @@
 
 #define BLOCK_PARTITION_MAX_THREADS 256
 
-__device__ long long block_stable_partition(const unsigned char* row, const int* src, int* dst,
+__device__ __forceinline__ int partition_code(const unsigned char* row, long long s)
+{
+    return row[s];
+}
+
+__device__ __forceinline__ int partition_code(unsigned char* row, long long s)
+{
+    return row[s];
+}
+
+template <class CodeOf>
+__device__ __forceinline__ int partition_code(const CodeOf& code_of, long long s)
+{
+    return code_of(s);
+}
+
+template <class CodeOf>
+__device__ long long block_stable_partition(const CodeOf& code_of, const int* src, int* dst,
                                             long long ns, int bin, int miss_left, int missing_bin)
 {
     __shared__ int warp_left[BLOCK_PARTITION_MAX_THREADS / 32];
@@ -29,7 +48,7 @@ __device__ long long block_stable_partition(const unsigned char* row, const int*
     __syncthreads();
     int mine = 0;
     for (long long a = tid; a < ns; a += blockDim.x) {
-        const int code = row[src[a]];
+        const int code = partition_code(code_of, src[a]);
         mine += (code == missing_bin ? miss_left != 0 : code <= bin) ? 1 : 0;
     }
     atomicAdd(&sh_n_left, mine);
@@ -43,7 +62,7 @@ __device__ long long block_stable_partition(const unsigned char* row, const int*
         bool left = false;
         if (inside) {
             s = src[a];
-            const int code = row[s];
+            const int code = partition_code(code_of, s);
             left = code == missing_bin ? miss_left != 0 : code <= bin;
         }
         const unsigned ballot = __ballot_sync(0xFFFFFFFFu, left ? 1 : 0);

@@ -39,8 +39,20 @@
 // column of n_bins cells fits in shared memory: the same work items, with
 // atomics straight into ``acc``; the node's last chunk converts its cells.
 //
+// A sparse X held without dense codes (``stored``: its stored rows, as
+// gpurpo.tree.binning.SparseCodes lists them; ``codes`` unused): a block of
+// tree_histograms_shared adds each sample's values at the codes its row lists
+// for the tile's features (its entries walked against the tile's features,
+// sorted in shared memory) and to the channels' totals, then sets each slot's
+// cell of its feature's code of 0.0 to the total minus the slot's other cells:
+// integer sums, so the same bits as from the dense codes, for work in
+// proportion to the stored entries rather than to the samples times the
+// features. tree_histograms_global looks every code up in its row.
+//
 // The launch configuration (tiles, chunks, block size, shared memory) is
 // chosen by gpurpo/tree/_kernels_cuda.py from the device attributes.
+
+#include "csr_rows.cuh"
 
 // Row b of ``partial`` (n_partial rows of m + 1 floats): the largest |w| over
 // the block's share of ``weights`` (column 0) and the largest |y_c| over its
@@ -162,28 +174,114 @@ __device__ __forceinline__ bool hist_last_writer(unsigned int* counter, int n_wr
     return is_last;
 }
 
-// Adds sample s's value of channel c0 + cc to the block's histogram of every
-// slot of the tile (cells of two 32-bit words, low word first).
-__device__ __forceinline__ void hist_add_sample(unsigned int* hist, const int* tile_f, int nj,
+// The slots of a block's tile, and for stored rows the same features sorted
+// (``sorted_f``, ``n_sorted`` of them) with their slots (``sorted_j``).
+struct HistTile {
+    const int* f;
+    int nj;
+    const int* sorted_f;
+    const int* sorted_j;
+    int n_sorted;
+};
+
+// Adds q, sample s's fixed-point value of channel cc of the tile, to the block's
+// histogram (cells of two 32-bit words, low word first) of every slot of the
+// tile: at the sample's code of the slot's feature in ``codes`` (p, n), or with
+// ``stored`` at the codes its row lists (csr_rows.cuh) only, the cells of the
+// features' codes of 0.0 being derived from the node's totals afterwards
+// (hist_derive_zero_bins).
+__device__ __forceinline__ void hist_add_sample(unsigned int* hist, const HistTile& tile,
                                                 int n_bins, int nc, int cc,
-                                                const unsigned char* __restrict__ codes, long long n,
-                                                long long s, int c0, int m,
-                                                const float* __restrict__ wrow,
-                                                const float* __restrict__ targets, int n_trees, int t,
-                                                double scale)
+                                                const unsigned char* __restrict__ codes,
+                                                long long n, int stored, const StoredRows& rows,
+                                                long long s, long long q)
 {
-    const long long q = hist_fixed(c0 + cc, m, wrow[s], targets + (s * n_trees + t) * m, scale);
     if (q == 0) return;
-    for (int jj = 0; jj < nj; ++jj) {
+    if (!stored) {
+        for (int jj = 0; jj < tile.nj; ++jj) {
+            const int f = tile.f[jj];
+            if (f < 0) continue;
+            const int b = codes[(long long)f * n + s];
+            hist_add_i64(hist + 2 * (((long long)jj * n_bins + b) * nc + cc), q);
+        }
+        return;
+    }
+    if (tile.n_sorted == 0) return;
+    // the row's entries of the tile's features: both lists increase, so each entry's
+    // feature is searched for after the previous one's
+    const long long b_end = rows.row_ptr[s + 1];
+    const int f_last = tile.sorted_f[tile.n_sorted - 1];
+    int at = 0;
+    for (long long e = csr_lower_bound(rows.row_features, rows.row_ptr[s], b_end, tile.sorted_f[0]);
+         e < b_end; ++e) {
+        const int f = rows.row_features[e];
+        if (f > f_last) break;
+        int lo = at, hi = tile.n_sorted;
+        while (lo < hi) {
+            const int mid = (lo + hi) >> 1;
+            if (tile.sorted_f[mid] < f) lo = mid + 1;
+            else hi = mid;
+        }
+        at = lo;
+        if (tile.sorted_f[lo] != f) continue;
+        const int jj = tile.sorted_j[lo];
+        hist_add_i64(hist + 2 * (((long long)jj * n_bins + rows.row_codes[e]) * nc + cc), q);
+    }
+}
+
+// Stored rows: the tile's slots of the sorted features (``sorted_f``, ``sorted_j``,
+// ``*n_sorted``), by each slot's rank among them (the slots' features are distinct).
+// Every thread of the block calls it.
+__device__ __forceinline__ void hist_sort_tile(const int* tile_f, int nj, int* sorted_f,
+                                               int* sorted_j, int* n_sorted)
+{
+    if (threadIdx.x == 0) *n_sorted = 0;
+    __syncthreads();
+    for (int jj = threadIdx.x; jj < nj; jj += blockDim.x) {
         const int f = tile_f[jj];
         if (f < 0) continue;
-        const int b = codes[(long long)f * n + s];
-        hist_add_i64(hist + 2 * (((long long)jj * n_bins + b) * nc + cc), q);
+        int rank = 0;
+        for (int g = 0; g < nj; ++g) rank += (tile_f[g] >= 0 && tile_f[g] < f) ? 1 : 0;
+        sorted_f[rank] = f;
+        sorted_j[rank] = jj;
+        atomicAdd(n_sorted, 1);
     }
+    __syncthreads();
+}
+
+// Stored rows: the cell of each slot's code of 0.0 is the node's total of the
+// channel (``totals``: the block's samples) minus the slot's other cells, exact in
+// 64-bit integers (mod 2^64; no listed entry has that code). Every thread calls it
+// after the block's adds.
+__device__ __forceinline__ void hist_derive_zero_bins(unsigned int* hist, const HistTile& tile,
+                                                      int n_bins, int nc,
+                                                      const unsigned int* totals,
+                                                      const unsigned char* __restrict__ zero_code)
+{
+    for (int q = threadIdx.x; q < tile.nj * nc; q += blockDim.x) {
+        const int jj = q / nc;
+        const int cc = q - jj * nc;
+        const int f = tile.f[jj];
+        if (f < 0) continue;
+        const int z = zero_code[f];
+        unsigned long long rest = (unsigned long long)hist_read_i64(totals + 2 * cc);
+        for (int b = 0; b < n_bins; ++b)
+            if (b != z) rest -= (unsigned long long)hist_read_i64(
+                hist + 2 * (((long long)jj * n_bins + b) * nc + cc));
+        unsigned int* cell = hist + 2 * (((long long)jj * n_bins + z) * nc + cc);
+        cell[0] = (unsigned int)rest;
+        cell[1] = (unsigned int)(rest >> 32);
+    }
+    __syncthreads();
 }
 
 extern "C" __global__ void tree_histograms_shared(
     const unsigned char* __restrict__ codes,
+    const long long* __restrict__ row_ptr,
+    const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes,
+    const unsigned char* __restrict__ zero_code,
+    int stored,
     const int* __restrict__ sample_indices,
     const long long* __restrict__ node_ranges,
     const int* __restrict__ node_features,
@@ -208,8 +306,9 @@ extern "C" __global__ void tree_histograms_shared(
     int n_chan_tiles,
     int n_chunks)
 {
-    // cells (two 32-bit words each), then the tile's scales, its features and the
-    // flag of the last chunk
+    // cells (two 32-bit words each), the channels' totals (stored rows), then the
+    // tile's scales, its features, the sorted features and their slots (stored rows),
+    // the flag of the last chunk and the number of sorted features
     extern __shared__ unsigned long long smem[];
     // tiles vary fastest: the blocks of one sample chunk run together and read
     // its samples, weights and targets once from DRAM, then from L2
@@ -228,15 +327,36 @@ extern "C" __global__ void tree_histograms_shared(
     const long long cells = (long long)nj * n_bins * nc;
 
     unsigned int* hist = (unsigned int*)smem;
-    double* tile_scale = (double*)(smem + (long long)slot_tile * n_bins * chan_tile);
+    unsigned int* totals = (unsigned int*)(smem + (long long)slot_tile * n_bins * chan_tile);
+    double* tile_scale = (double*)(smem + (long long)slot_tile * n_bins * chan_tile
+                                   + (stored ? chan_tile : 0));
     int* tile_f = (int*)(tile_scale + chan_tile);
-    int* last_chunk = tile_f + slot_tile;
+    int* sorted_f = tile_f + slot_tile;
+    int* sorted_j = sorted_f + (stored ? slot_tile : 0);
+    int* last_chunk = sorted_j + (stored ? slot_tile : 0);
+    int* n_sorted = last_chunk + 1;
 
-    for (long long q = threadIdx.x; q < cells; q += blockDim.x) smem[q] = 0ull;
+    for (long long q = threadIdx.x; q < cells + (stored ? nc : 0); q += blockDim.x)
+        smem[q < cells ? q : (long long)slot_tile * n_bins * chan_tile + (q - cells)] = 0ull;
     for (int jj = threadIdx.x; jj < nj; jj += blockDim.x) tile_f[jj] = node_features[node * k + j0 + jj];
     for (int cc = threadIdx.x; cc < nc; cc += blockDim.x)
         tile_scale[cc] = hist_scale(c0 + cc, m, partial, n_partial, count_bits);
     __syncthreads();
+    HistTile tile;
+    tile.f = tile_f;
+    tile.nj = nj;
+    tile.sorted_f = sorted_f;
+    tile.sorted_j = sorted_j;
+    tile.n_sorted = 0;
+    if (stored) {
+        hist_sort_tile(tile_f, nj, sorted_f, sorted_j, n_sorted);
+        tile.n_sorted = *n_sorted;
+    }
+    StoredRows rows;
+    rows.row_ptr = row_ptr;
+    rows.row_features = row_features;
+    rows.row_codes = row_codes;
+    rows.zero_code = zero_code;
 
     const long long start = node_ranges[2 * node];
     const long long stop = node_ranges[2 * node + 1];
@@ -256,20 +376,34 @@ extern "C" __global__ void tree_histograms_shared(
             const int cc = threadIdx.x - lane * nc;
             if (lane < lanes) {
                 const double scale = tile_scale[cc];
-                for (long long a = a0 + lane; a < a1; a += lanes)
-                    hist_add_sample(hist, tile_f, nj, n_bins, nc, cc, codes, n,
-                                    sample_indices[a], c0, m, wrow, targets, n_trees, t, scale);
+                long long total = 0;
+                for (long long a = a0 + lane; a < a1; a += lanes) {
+                    const long long s = sample_indices[a];
+                    const long long q = hist_fixed(c0 + cc, m, wrow[s],
+                                                   targets + (s * n_trees + t) * m, scale);
+                    total += q;
+                    hist_add_sample(hist, tile, n_bins, nc, cc, codes, n, stored, rows, s, q);
+                }
+                if (stored) hist_add_i64(totals + 2 * cc, total);
             }
         } else {
             // more channels than threads (very large m): threads take channels
-            for (int cc = threadIdx.x; cc < nc; cc += blockDim.x)
-                for (long long a = a0; a < a1; ++a)
-                    hist_add_sample(hist, tile_f, nj, n_bins, nc, cc, codes, n,
-                                    sample_indices[a], c0, m, wrow, targets, n_trees, t,
-                                    tile_scale[cc]);
+            for (int cc = threadIdx.x; cc < nc; cc += blockDim.x) {
+                long long total = 0;
+                for (long long a = a0; a < a1; ++a) {
+                    const long long s = sample_indices[a];
+                    const long long q = hist_fixed(c0 + cc, m, wrow[s],
+                                                   targets + (s * n_trees + t) * m,
+                                                   tile_scale[cc]);
+                    total += q;
+                    hist_add_sample(hist, tile, n_bins, nc, cc, codes, n, stored, rows, s, q);
+                }
+                if (stored) hist_add_i64(totals + 2 * cc, total);
+            }
         }
     }
     __syncthreads();
+    if (stored) hist_derive_zero_bins(hist, tile, n_bins, nc, totals, zero_code);
 
     // the tile's only writer stores its cells; the chunks of a node add theirs to
     // ``acc`` and the last of them stores the sums
@@ -298,6 +432,11 @@ extern "C" __global__ void tree_histograms_shared(
 
 extern "C" __global__ void tree_histograms_global(
     const unsigned char* __restrict__ codes,
+    const long long* __restrict__ row_ptr,
+    const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes,
+    const unsigned char* __restrict__ zero_code,
+    int stored,
     const int* __restrict__ sample_indices,
     const long long* __restrict__ node_ranges,
     const int* __restrict__ node_features,
@@ -330,6 +469,11 @@ extern "C" __global__ void tree_histograms_global(
     const float* wrow = weights + (long long)t * n;
     const int* feats = node_features + node * k;
     const long long n_items = a1 > a0 ? (a1 - a0) * n_channels : 0;
+    StoredRows rows;
+    rows.row_ptr = row_ptr;
+    rows.row_features = row_features;
+    rows.row_codes = row_codes;
+    rows.zero_code = zero_code;
     for (long long it = threadIdx.x; it < n_items; it += blockDim.x) {
         const long long a = a0 + it / n_channels;
         const int c = (int)(it % n_channels);
@@ -342,7 +486,8 @@ extern "C" __global__ void tree_histograms_global(
         for (int j = 0; j < k; ++j) {
             const int f = feats[j];
             if (f < 0) continue;
-            const int b = codes[(long long)f * n + s];
+            // stored rows: every code looked up (the fallback derives no bins)
+            const int b = stored ? stored_code(rows, s, f) : codes[(long long)f * n + s];
             atomicAdd(acc + ((node * k + j) * n_bins + b) * n_channels + c, (unsigned long long)q);
         }
     }

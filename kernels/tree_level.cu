@@ -22,6 +22,7 @@
 // leaf its weight, summed in position order.
 
 #include "block_partition.cuh"
+#include "csr_rows.cuh"
 #include "tree_choice.cuh"
 #include "tree_random.cuh"
 
@@ -137,9 +138,13 @@ __device__ __forceinline__ void level_decide(
 // node's samples to the same range of ``scratch`` (as long as sample_indices; a
 // node's range is its block's alone) and partitions them stably by its split from
 // there back into sample_indices (block_stable_partition); out_n_left is 0 for a
-// node that does not split.
+// node that does not split. The codes are ``codes`` (p, n), or with ``stored`` a
+// sparse X's stored rows (csr_rows.cuh), looked up sample by sample.
 extern "C" __global__ void tree_level_split(
-    const unsigned char* __restrict__ codes, long long n, int missing_bin,
+    const unsigned char* __restrict__ codes, long long n,
+    const long long* __restrict__ row_ptr, const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes, const unsigned char* __restrict__ zero_code,
+    int stored, int missing_bin,
     int* __restrict__ scratch, int* __restrict__ sample_indices,
     const long long* __restrict__ front, long long n_sub, long long n_small, long long n_front,
     const long long* __restrict__ ranges,
@@ -171,9 +176,15 @@ extern "C" __global__ void tree_level_split(
             for (long long a = threadIdx.x; a < size; a += blockDim.x)
                 scratch[start + a] = sample_indices[start + a];
             __syncthreads();
-            n_left = block_stable_partition(codes + (long long)choice[0] * n, scratch + start,
-                                            sample_indices + start, size, choice[1],
-                                            choice[2], missing_bin);
+            FeatureCodes code_of;
+            code_of.codes = stored ? nullptr : codes + (long long)choice[0] * n;
+            code_of.rows.row_ptr = row_ptr;
+            code_of.rows.row_features = row_features;
+            code_of.rows.row_codes = row_codes;
+            code_of.rows.zero_code = zero_code;
+            code_of.feature = choice[0];
+            n_left = block_stable_partition(code_of, scratch + start, sample_indices + start,
+                                            size, choice[1], choice[2], missing_bin);
         }
         if (threadIdx.x == 0) out_n_left[e] = n_left;
         __syncthreads();  // choice is rewritten by the next node

@@ -8,8 +8,10 @@
 // SPLIT_MAX_THREADS threads). The node's samples are seen through a
 // ``SplitView``: position a of the node is column ``col[a]`` of the codes
 // rows, the weights and the targets, so that the level-wise kernel reads the
-// training data in place (columns = sample ids) and the subtree kernel its
-// private copy (columns = positions in the copy). The block
+// training data in place (columns = sample ids; a sparse X held without
+// dense codes: each code looked up in its sample's stored row, csr_rows.cuh)
+// and the subtree kernel its private copy (columns = positions in the
+// copy). The block
 //   1. sums the node's weights W, weighted targets S and Q = sum w ||y||^2
 //      (float64, in position order like the CPU kernel: Q channel by channel,
 //      then the channels' sums in channel order) and detects pure nodes;
@@ -65,6 +67,7 @@
 
 #include "block_partition.cuh"
 #include "bin_edges.cuh"
+#include "csr_rows.cuh"
 #include "tree_random.cuh"
 
 // The launchers use one warp per block (a node's work is mostly serial
@@ -98,6 +101,8 @@ __device__ __forceinline__ bool split_better(double g, int key, double g2, int k
 struct SplitView {
     const unsigned char* codes;  // feature f's codes: codes + f * code_stride, indexed by column
     long long code_stride;
+    int stored;                  // 1: no codes, columns are rows of ``rows`` (a sparse X)
+    StoredRows rows;
     const int* col;              // column of each position of the node
     const float* w;              // weight of a column
     const float* y;              // targets of a column: y + column * y_stride
@@ -105,6 +110,16 @@ struct SplitView {
     long long ns;                // positions 0 .. ns - 1
     unsigned long long seed;
 };
+
+// Feature f's codes of the view, indexed by column.
+__device__ __forceinline__ FeatureCodes split_feature_codes(const SplitView& v, int f)
+{
+    FeatureCodes row;
+    row.codes = v.stored ? nullptr : v.codes + (long long)f * v.code_stride;
+    row.rows = v.rows;
+    row.feature = f;
+    return row;
+}
 
 struct SplitRules {
     const double* edge_values; // the raw upper bin edges, then the bin lows (bin_edges.cuh)
@@ -268,10 +283,10 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
         int f = -1, nonconst = 0;
         if (pos < p) {
             f = small ? small_order[pos] : split_feature_at(keys, pos, p, r.feistel_lo, r.feistel_hi);
-            const unsigned char* row = v.codes + (long long)f * v.code_stride;
-            const unsigned char first = row[col[0]];
+            const FeatureCodes row = split_feature_codes(v, f);
+            const int first = row(col[0]);
             for (long long a = 1; a < ns; ++a) {
-                if (row[col[a]] != first) {
+                if (row(col[a]) != first) {
                     nonconst = 1;
                     break;
                 }
@@ -298,9 +313,9 @@ __device__ SplitChoice split_node(const SplitView& v, const SplitRules& r, const
         // ---- 3. evaluate the selected features in order (cnt is zero here)
         for (int q = 0; q < n_sel; ++q) {
             const int fq = sel_feature[q];
-            const unsigned char* row = v.codes + (long long)fq * v.code_stride;
+            const FeatureCodes row = split_feature_codes(v, fq);
             for (long long a = tid; a < ns; a += nthreads) {
-                const unsigned char code = row[col[a]];
+                const unsigned char code = (unsigned char)row(col[a]);
                 ccode[a] = code;
                 atomicAdd(&cnt[code], 1);
             }
@@ -618,6 +633,11 @@ __device__ __forceinline__ SplitRules split_rules(
 
 extern "C" __global__ void tree_split_small(
     const unsigned char* __restrict__ codes,
+    const long long* __restrict__ row_ptr,
+    const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes,
+    const unsigned char* __restrict__ zero_code,
+    int stored,
     const int* __restrict__ subtracted_bin,
     const long long* __restrict__ listed,
     const int* __restrict__ sample_indices,
@@ -664,6 +684,11 @@ extern "C" __global__ void tree_split_small(
         SplitView v;
         v.codes = codes;
         v.code_stride = n;
+        v.stored = stored;
+        v.rows.row_ptr = row_ptr;
+        v.rows.row_features = row_features;
+        v.rows.row_codes = row_codes;
+        v.rows.zero_code = zero_code;
         v.col = sample_indices + start;
         v.w = weights + (long long)t * n;
         v.y = targets + (long long)t * m;
@@ -835,6 +860,7 @@ extern "C" __global__ void tree_grow_subtrees(
             SplitView v;
             v.codes = blk_codes;
             v.code_stride = ns_r;
+            v.stored = 0;
             v.col = cols + a0;
             v.w = wl;
             v.y = yl;

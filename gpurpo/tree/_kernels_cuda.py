@@ -114,6 +114,7 @@ def histogram_launch_plan(
     total_samples: int,
     shared_mem_bytes: int | None = None,
     samples_per_block: int | None = None,
+    stored: bool = False,
 ) -> dict[str, Any]:
     """Launch configuration of ``tree_histograms`` for a batch.
 
@@ -131,6 +132,9 @@ def histogram_launch_plan(
         value forces slot/channel tiling or the global-atomics variant.
     samples_per_block : int, optional
         Smallest sample chunk per block (default ``MIN_SAMPLES_PER_BLOCK``).
+    stored : bool
+        Codes read from a sparse X's stored rows: a block also holds its channels'
+        totals and its slots' features sorted, with their slots.
 
     Returns
     -------
@@ -147,21 +151,25 @@ def histogram_launch_plan(
     avg = total_samples / max(n_nodes, 1)
     column = HIST_CELL_BYTES * n_bins  # one (slot, channel) column of fixed-point cells
     # a block holds its cells, its channels' scales (float64), its slots' features and
-    # a flag (int32)
-    if column + 8 + 8 <= smem:
-        node_bytes = column * n_channels + 4
-        if node_bytes + 8 * n_channels + 4 <= smem:
+    # a flag (int32); for stored rows also its channels' totals (int64), its slots'
+    # features sorted and their slots, and their number (int32)
+    per_channel = 16 if stored else 8
+    per_slot = 12 if stored else 4
+    fixed = 8 if stored else 4
+    if column + per_channel + per_slot + fixed <= smem:
+        node_bytes = column * n_channels + per_slot
+        if node_bytes + per_channel * n_channels + fixed <= smem:
             chan_tile = n_channels
-            slot_tile = min(k, (smem - 8 * n_channels - 4) // node_bytes)
+            slot_tile = min(k, (smem - per_channel * n_channels - fixed) // node_bytes)
         else:
             slot_tile = 1
-            chan_tile = (smem - 8) // (column + 8)
+            chan_tile = (smem - per_slot - fixed) // (column + per_channel)
         n_slot_tiles = math.ceil(k / slot_tile)
         n_chan_tiles = math.ceil(n_channels / chan_tile)
         # the tiles of a node's slots are balanced, so the last is not nearly empty
         slot_tile = math.ceil(k / n_slot_tiles)
-        shared = (HIST_CELL_BYTES * slot_tile * n_bins * chan_tile + 8 * chan_tile
-                  + 4 * (slot_tile + 1))
+        shared = (HIST_CELL_BYTES * slot_tile * n_bins * chan_tile + per_channel * chan_tile
+                  + per_slot * slot_tile + fixed)
         # beyond the shared memory of a launch without opting in, the blocks are wider
         # in proportion, so that a multiprocessor keeps as many threads resident
         block = launch_block(attrs, HIST_BLOCK * _power_of_two_ceil(shared / default_smem))
@@ -201,11 +209,18 @@ def histograms(
     weights: Any,
     targets: Any,
     out: Any,
+    rows: Any = None,
     *,
     shared_mem_bytes: int | None = None,
     samples_per_block: int | None = None,
 ) -> None:
     """``tree_histograms``: shared-memory privatised histograms (global fallback).
+
+    With ``codes`` of shape (p, 0) the codes are a sparse X's stored rows
+    (``rows``: the ``row_ptr, row_features, row_codes, zero_code`` arrays of its
+    :class:`~gpurpo.tree.binning.SparseCodes`, typed): a block adds the listed
+    codes only and derives each slot's cell of its feature's code of 0.0 from the
+    node's totals, the same bits as from the dense codes.
 
     ``batch`` is the typed :class:`~gpurpo.tree._records.NodeBatch` of the
     contract (its ``sample_indices``, ``node_ranges`` and ``node_tree``).
@@ -222,8 +237,18 @@ def histograms(
     if n_nodes == 0 or k == 0:
         return
     sample_indices, node_ranges, node_tree = batch.sample_indices, batch.node_ranges, batch.node_tree
-    n = int(codes.shape[1])
+    n = int(weights.shape[1])
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
+    xp = backend.xp
+    stored = int(codes.shape[1]) == 0
+    if stored:
+        if rows is None or int(rows[0].shape[0]) != n + 1:
+            raise ValueError("codes of shape (p, 0) need rows: the stored rows of the "
+                             f"sparse X of {n} samples")
+    else:
+        # never read with dense codes (empty: no launch)
+        rows = (xp.empty(1, dtype=xp.int64), xp.empty(0, dtype=xp.int32),
+                xp.empty(0, dtype=xp.uint8), xp.empty(1, dtype=xp.uint8))
     plan = histogram_launch_plan(
         backend.device_attributes(),
         n_nodes,
@@ -233,8 +258,8 @@ def histograms(
         int(sample_indices.shape[0]),
         shared_mem_bytes,
         samples_per_block,
+        stored,
     )
-    xp = backend.xp
     attrs = backend.device_attributes()
     module = backend.load_module("tree_histograms.cu")
     n_rows = n * n_trees
@@ -253,8 +278,8 @@ def histograms(
         (weights, targets, _i64(n_rows), _i32(m), partial, acc,
          _i64(acc.size if summed else 0), done, _i64(units if summed else 0)),
     )
-    head = (codes, sample_indices, node_ranges, node_features, node_tree, weights, targets,
-            partial, out, acc, done)
+    head = (codes, *rows, _i32(1 if stored else 0), sample_indices, node_ranges,
+            node_features, node_tree, weights, targets, partial, out, acc, done)
     shape = (_i64(n), _i32(k), _i32(n_bins), _i32(n_channels), _i32(m), _i32(n_trees),
              _i32(n_partial), _i32(int(sample_indices.shape[0]).bit_length()))
     if plan["variant"] == "shared":
@@ -401,7 +426,8 @@ def _split_launch(
             f"missing_bin must be in [1, 255] for uint8 codes, got {rules.missing_bin}")
     if int(targets.shape[2]) < 1:
         raise ValueError(f"targets must have at least one output, got shape {targets.shape}")
-    p, n = (int(s) for s in codes.shape)
+    # n from the targets: ``codes`` has no columns for a sparse X held as its stored rows
+    p, n = int(codes.shape[0]), int(targets.shape[0])
     if rules.max_node_size is not None:
         max_ns = max(1, int(rules.max_node_size))
     else:
@@ -428,9 +454,10 @@ def split_small_nodes(
 ) -> None:
     """``tree_split_small``: one block per node, bit-compatible with the numba kernel.
 
-    The block scans the node's codes in parallel, so the stored-entry columns
-    of a sparse X (``sparse.sparse_codes``) are not read; the subtracted bins'
-    sums are derived as the numba kernel derives them.
+    The block scans the node's codes in parallel: the dense ``codes``, or for
+    ``codes`` of shape (p, 0) each sample's code looked up in its stored row
+    (``sparse.sparse_codes``' rows; its columns are not read); the subtracted
+    bins' sums are derived as the numba kernel derives them.
     """
     xp = backend.xp
     node_ranges = batch.node_ranges
@@ -441,11 +468,17 @@ def split_small_nodes(
         backend, codes, node_ranges, targets, rules)
     n_blocks = _split_blocks(backend, n_nodes, _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_split_small")
+    rows = sparse.sparse_codes
+    if codes.shape[1] == 0 and rows.row_ptr.shape[0] != n + 1:
+        raise ValueError("codes of shape (p, 0) need the stored rows of the sparse X "
+                         "(sparse.sparse_codes)")
     kernel(
         (n_blocks,),
         (block,),
         (
-            codes, sparse.subtracted_bin, sparse.listed, batch.sample_indices, node_ranges,
+            codes, rows.row_ptr, rows.row_features, rows.row_codes, rows.zero_code,
+            _i32(1 if codes.shape[1] == 0 else 0), sparse.subtracted_bin, sparse.listed,
+            batch.sample_indices, node_ranges,
             batch.node_tree, batch.node_seed, weights, targets, edges.edge_values,
             edges.edge_ptr, _i64(n), _i32(p), _i32(n_trees), _i32(m), _i64(n_nodes),
             *_rule_scalars(rules), _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),

@@ -40,7 +40,8 @@ def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, n
         out_features, out_positions, out_uniforms))
 
 
-def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, front: Any,
+def split(backend: Backend, codes: Any, row_ptr: Any, row_features: Any, row_codes: Any,
+          zero_code: Any, missing_bin: int, sample_indices: Any, front: Any,
           n_sub: int, n_small: int, ranges: Any, small_feature: Any, small_bin: Any,
           small_missing_left: Any, small_gain: Any, large: Any, batch_tree: Any,
           root_weight: Any, n_scored: int, min_impurity_decrease: float, width: int,
@@ -49,7 +50,8 @@ def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, f
           out_n_left: Any) -> None:
     """``tree_level_split``: one block per evaluated node, which stages a splitting
     node's samples in the same range of a scratch array and partitions them from there
-    back in place (one launch; only the splitting nodes' samples are copied)."""
+    back in place (one launch; only the splitting nodes' samples are copied). With
+    ``codes`` of shape (p, 0) each sample's code is looked up in the stored rows."""
     n_front = int(front.shape[0])
     n_eval = n_front - int(n_sub)
     if n_eval == 0:
@@ -62,7 +64,8 @@ def split(backend: Backend, codes: Any, missing_bin: int, sample_indices: Any, f
     scratch = backend.xp.empty_like(sample_indices)
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")
     kernel((grid,), (block,), (
-        codes, _i64(codes.shape[1]), _i32(missing_bin), scratch, sample_indices, front, _i64(n_sub),
+        codes, _i64(codes.shape[1]), row_ptr, row_features, row_codes, zero_code,
+        _i32(1 if codes.shape[1] == 0 else 0), _i32(missing_bin), scratch, sample_indices, front, _i64(n_sub),
         _i64(n_small), _i64(n_front), ranges, small_feature, small_bin, small_missing_left,
         small_gain, large, batch_tree, root_weight, _i32(n_scored),
         _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,

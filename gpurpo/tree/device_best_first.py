@@ -70,9 +70,10 @@ TABLE_COPY_BYTES = 64 * 1024
 
 def device_best_first_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
     """Whether :func:`grow_best_first_on_device` grows these trees: best-first growth
-    (``max_leaf_nodes`` set) of the variance criterion on dense codes."""
-    return (binned.dense_codes is not None and params.max_leaf_nodes is not None
-            and params.criterion == "variance")
+    (``max_leaf_nodes`` set) of the variance criterion, on dense codes or on a sparse
+    X's stored entries alone (``binned`` either way)."""
+    check_binned(binned)
+    return params.max_leaf_nodes is not None and params.criterion == "variance"
 
 
 class BestFirstNodeTable(DeviceNodeTable):
@@ -283,7 +284,7 @@ class _DeviceBestFirst(_DeviceGrower):
         dec_missing_left = xp.empty(n_rows, dtype=xp.uint8)
         n_left = xp.empty(n_rows, dtype=xp.int64)
         level_kernels.launch(
-            self.backend, "tree_level_split", self.binned.codes, self.binned.missing_bin,
+            self.backend, "tree_level_split", *self._split_codes(), self.binned.missing_bin,
             self.sample_indices, out_front, 0, n_small_rows, ranges, *choices, tree,
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
@@ -438,7 +439,7 @@ def grow_best_first_on_device(
     check_binned(binned)
     if not device_best_first_supported(binned, params):
         raise ValueError("grow_best_first_on_device grows best-first trees of the variance "
-                         "criterion on dense codes: params.max_leaf_nodes must be set and "
+                         "criterion: params.max_leaf_nodes must be set and "
                          "params.criterion 'variance'")
     return _DeviceBestFirst(binned, targets, weights, params, rng, backend, root_seeds).run(
         level_activity)

@@ -79,9 +79,10 @@ __all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
 
 def device_growth_supported(binned: BinnedMatrix, params: GrowthParams) -> bool:
     """Whether :func:`grow_trees_on_device` grows these trees: level-wise growth
-    (no ``max_leaf_nodes``) of the variance criterion on dense codes."""
-    return (binned.dense_codes is not None and params.max_leaf_nodes is None
-            and params.criterion == "variance")
+    (no ``max_leaf_nodes``) of the variance criterion, on dense codes or on a sparse
+    X's stored entries alone (``binned`` either way)."""
+    check_binned(binned)
+    return params.max_leaf_nodes is None and params.criterion == "variance"
 
 
 class DeviceNodeTable:
@@ -324,6 +325,14 @@ class _DeviceGrower:
         """The split kernels' views of the binned matrix, typed once for all levels."""
         return self._typed_sparse
 
+    def _split_codes(self) -> tuple[Any, Any, Any, Any, Any]:
+        """The ``codes, row_ptr, row_features, row_codes, zero_code`` arguments of
+        ``tree_level_split``: the dense codes, or a (p, 0) array and the stored rows of a
+        sparse X binned without them."""
+        rows = self._typed_sparse.sparse_codes
+        return (self.binned.kernel_codes, rows.row_ptr, rows.row_features, rows.row_codes,
+                rows.zero_code)
+
     def _level(self) -> None:
         xp, t = self.xp, self.table
         n_sub, n_small, n_derived, n_direct = self.groups
@@ -359,7 +368,7 @@ class _DeviceGrower:
         dec_missing_left = xp.empty(n_eval, dtype=xp.uint8)
         n_left = xp.empty(n_eval, dtype=xp.int64)
         level_kernels.launch(
-            self.backend, "tree_level_split", self.binned.codes, self.binned.missing_bin,
+            self.backend, "tree_level_split", *self._split_codes(), self.binned.missing_bin,
             self.sample_indices, front, n_sub, n_small, ranges, *small_out, best, tree,
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
@@ -604,8 +613,8 @@ def grow_trees_on_device(
     """
     check_binned(binned)
     if not device_growth_supported(binned, params):
-        raise ValueError("grow_trees_on_device grows level-wise trees of the variance criterion "
-                         "on dense codes: params.max_leaf_nodes must be None and "
+        raise ValueError("grow_trees_on_device grows level-wise trees of the variance criterion: "
+                         "params.max_leaf_nodes must be None and "
                          "params.criterion 'variance'")
     grower = _DeviceGrower(binned, targets, weights, params, rng, backend, root_seeds)
     return grower.run(level_activity)

@@ -89,7 +89,8 @@ def grow_trees(
     check_binned(binned)
     if backend.uses_cuda_kernels and device_growth_supported(binned, params):
         return grow_trees_on_device(binned, targets, weights, params, rng, backend, root_seeds)
-    return run_level_wise(HostGrower(binned, targets, weights, params, rng, backend, root_seeds))
+    return run_level_wise(HostGrower(_host_codes(binned, backend), targets, weights, params, rng,
+                                     backend, root_seeds))
 
 
 def grow_tree_best_first(
@@ -150,4 +151,15 @@ def grow_tree_best_first(
     if backend.uses_cuda_kernels and device_best_first_supported(binned, params):
         return grow_best_first_on_device(binned, targets, weights, params, rng, backend,
                                          root_seeds)
-    return run_best_first(HostGrower(binned, targets, weights, params, rng, backend, root_seeds))
+    return run_best_first(HostGrower(_host_codes(binned, backend), targets, weights, params, rng,
+                                     backend, root_seeds))
+
+
+def _host_codes(binned: BinnedMatrix, backend: Backend) -> BinnedMatrix:
+    """``binned`` for the host-orchestrated grower: on CUDA backends with its dense codes
+    (:attr:`~gpurpo.tree.binning.BinnedMatrix.codes` builds them from a sparse X's
+    stored entries, within ``max_binned_bytes``), which its CUDA kernels read; the
+    CPU kernels read the stored entries themselves."""
+    if backend.uses_cuda_kernels and binned.dense_codes is None:
+        binned.codes  # builds and keeps them
+    return binned

@@ -87,6 +87,10 @@ def node_histograms(
         raise TypeError(
             f"no histogram builder for binned inputs of type {type(binned).__name__}")
     nodes = (batch, node_features, weights, targets, binned.n_bins, channels)
+    if binned.dense_codes is None and binned.backend.uses_cuda_kernels:
+        # the CUDA kernels read the stored rows
+        return kernels.build_histograms(binned.backend, binned.kernel_codes, *nodes, out=out,
+                                        stored=binned.sparse_codes)
     if binned.dense_codes is None:
         if out is not None:
             raise ValueError("out is taken for dense codes only")

@@ -36,8 +36,13 @@ Kernel contracts
     (numba per feature; for CUDA backends an ``xp`` version comparing blocks of
     stored entries with their edge rows, :mod:`gpurpo.tree.binning._sparse`)
 
-``tree_histograms(codes, batch, node_features, weights, targets, out)``
-    codes        uint8   (p, n)        feature-major bin codes
+``tree_histograms(codes, batch, node_features, weights, targets, out, rows=None)``
+    codes        uint8   (p, n)        feature-major bin codes; (p, 0) for a sparse X
+                                       held as its stored entries, then ``rows``
+    rows         tuple                 ``(row_ptr, row_features, row_codes, zero_code)``
+                                       of its :class:`~gpurpo.tree.binning.SparseCodes`
+                                       (int64 (n + 1,), int32, uint8, uint8 (p,)): every
+                                       code is ``zero_code[f]`` but the listed ones
     batch        NodeBatch             the nodes (:mod:`gpurpo.tree._records`; its
                                        ``node_seed`` and ``node_depth`` unused):
     sample_indices int32 (total,)      samples of the nodes, node ``i`` owning
@@ -58,7 +63,10 @@ Kernel contracts
     order of its atomics), channel c's values scaled by 2^e_c (e_c = 61 - bitlen(N) - E_c,
     N = len(sample_indices), 2^E_c > max|w| for c = 0 and > max|w| max|y_c|
     for a target channel), so a value keeps an absolute precision of 2^-e_c
-    (``kernels/tree_histograms.cu``). The two agree to float32 rounding.
+    (``kernels/tree_histograms.cu``). The two agree to float32 rounding. From
+    ``rows``, the CUDA kernel adds the listed codes and derives each slot's
+    cell of ``zero_code[f]`` from the node's totals, in the same integers: the
+    same bits as from the dense codes.
 
 ``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q)``
     sample_indices, node_ranges, node_tree, weights, targets: as above
@@ -105,7 +113,9 @@ Kernel contracts
                                        codes), or ``col_ptr`` of length 0 when there are none;
                                        with the columns, the numba kernel also takes
                                        ``codes`` of shape (p, 0) (no dense codes) and
-                                       gathers a node's codes of a feature from them
+                                       gathers a node's codes of a feature from them;
+                                       the CUDA kernel then looks each sample's code up
+                                       in its row (``sparse_codes``' rows)
     node_seed    uint64  (N,)          per-node seed of ``batch`` (see gpurpo.tree._random)
     edges        EdgeTable             the ragged edge table:
     edge_values  float64 (E,)          the features' increasing upper bin edges, feature
@@ -723,12 +733,16 @@ def build_histograms(
     n_bins: int,
     n_channels: int,
     out: Any = None,
+    stored: Any = None,
 ) -> Any:
     """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
 
     See ``tree_histograms`` in the module docstring; ``batch`` (a
     :class:`NodeBatch`) gives the nodes' samples and trees. ``out`` (zeroed,
     C-contiguous, of that shape) receives them instead of a new array.
+    ``codes`` of shape ``(p, 0)``: the codes of a sparse X held without them,
+    read from the rows of ``stored`` (its
+    :class:`~gpurpo.tree.binning.SparseCodes`); the same histograms.
     """
     xp = backend.xp
     batch = _histogram_batch(backend, batch)
@@ -743,8 +757,17 @@ def build_histograms(
     if out.size == 0:
         return out
     features, weights, targets = _histogram_data(backend, node_features, weights, targets)
+    rows = None
+    if int(codes.shape[1]) == 0:
+        if stored is None:
+            raise ValueError("codes of shape (p, 0) need stored, the SparseCodes of the X")
+        zero_code, row_ptr, row_features, row_codes = _rows(backend, stored, int(codes.shape[0]))
+        if int(row_ptr.shape[0]) != int(weights.shape[1]) + 1:
+            raise ValueError(f"stored lists {int(row_ptr.shape[0]) - 1} rows, the weights "
+                             f"{int(weights.shape[1])} samples")
+        rows = (row_ptr, row_features, row_codes, zero_code)
     backend.kernel("tree_histograms")(
-        _c(backend, codes, xp.uint8), batch, features, weights, targets, out,
+        _c(backend, codes, xp.uint8), batch, features, weights, targets, out, rows,
     )
     return out
 

@@ -31,7 +31,7 @@ Kernel contracts
     ``out_positions[i, j]`` the position at which node i visits feature j (so that
     siblings' histograms share their slots and subtract).
 
-``tree_level_split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left)``
+``tree_level_split(codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left)``
     For ``e < F - S`` (frontier position ``i = S + e``, node ``g = front[i]``), the
     choice of ``tree_split_small`` (``small_*``, (M,)) for ``e < M``, else row
     ``e - M`` of ``large`` float64 (L, 4) (``tree_best_slot``: feature, bin,
@@ -43,7 +43,11 @@ Kernel contracts
     after the frontier's are not read) are
     partitioned as by ``tree_partition`` (:mod:`gpurpo.tree.kernels`) with
     ``codes`` uint8 (p, n); ``out_n_left`` int64 (F - S,) is its number of samples
-    sent left, 0 for the others.
+    sent left, 0 for the others. ``codes`` of shape (p, 0): a sparse X held as its
+    stored rows (``row_ptr`` int64 (n + 1,), ``row_features`` int32, ``row_codes``
+    uint8: the rows of its :class:`~gpurpo.tree.binning.SparseCodes`), each
+    sample's code looked up in its row, ``zero_code[f]`` (uint8 (p,)) where it
+    lists none; with dense codes they are not read.
 
 ``tree_level_children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist, next_sibling, sub_offsets, counts)``
     ranges, batch_tree, batch_depth, batch_seed  the frontier's launch batch

@@ -14,6 +14,7 @@ import pytest
 from gpurpo.backend import EMULATED, NUMPY
 from gpurpo.tree import level_kernels
 from gpurpo.tree._random import child_seed_nb, feature_at, uniform_at
+from gpurpo.tree.binning._sparse import sparse_codes_of_dense
 
 BACKENDS = (NUMPY, EMULATED)
 
@@ -84,7 +85,8 @@ def _decide_reference(front, n_sub, n_small, small, large, tree, root_weight, n_
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed):
+@pytest.mark.parametrize("stored", [False, True])
+def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed, stored):
     from test_tree_kernels import partition_reference
 
     rng = np.random.default_rng(seed)
@@ -96,6 +98,16 @@ def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed):
     ranges = np.stack([stops - sizes, stops], axis=1).astype(np.int64)
     n = int(stops[-1]) + 3
     codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)
+    zero_code = rng.integers(0, n_bins, p).astype(np.uint8)
+    # most codes the feature's code of 0.0, as in a sparse X
+    codes = np.where(rng.uniform(size=(p, n)) < 0.7, zero_code[:, None], codes).astype(np.uint8)
+    if stored:
+        rows = sparse_codes_of_dense(codes, zero_code)
+        code_args = (np.empty((p, 0), np.uint8), rows.row_ptr, rows.row_features,
+                     rows.row_codes, zero_code)
+    else:
+        code_args = (codes, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8),
+                     zero_code)
     samples = rng.permutation(n).astype(np.int32)
     small = (rng.integers(-1, p, n_small).astype(np.int32),
              rng.integers(0, n_bins - 1, n_small).astype(np.int32),
@@ -119,14 +131,14 @@ def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed):
                 np.zeros(n_front - n_sub, np.uint8), np.full(n_front - n_sub, -9, np.int64)]
         # the launch batch may hold rows after the frontier's (helpers): never read
         batch = np.concatenate([ranges, np.full((5, 2), 10**9, np.int64)])
-        got = _launch(backend, "tree_level_split", codes, n_bins - 1, samples, front, n_sub,
+        got = _launch(backend, "tree_level_split", *code_args, n_bins - 1, samples, front, n_sub,
                       n_small, batch, *small, large, tree, root_weight, 4, mid, 3, *table, *outs)
         for a, b in zip(got[-9:-4], expected_table):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
         for a, b in zip(got[-4:-1], expected_out):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
         np.testing.assert_array_equal(got[-1], expected_left, err_msg=backend.name)
-        np.testing.assert_array_equal(got[2], expected_samples, err_msg=backend.name)
+        np.testing.assert_array_equal(got[6], expected_samples, err_msg=backend.name)
 
 
 def _children_reference(front, n_sub, n_small, subtract, ranges, tree, depth, seed, dec,

@@ -13,6 +13,7 @@ from numba import njit, prange
 from gpurpo.tree._borrow import borrow_all
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._shared import N_CHUNKS
+from gpurpo.tree._numba.tree_partition import stored_code
 from gpurpo.tree.binning._edge_lookup import _zero_code
 
 
@@ -69,7 +70,7 @@ def _node_feature_histogram(row, sample_indices, e0, e1, rows, r0, n_channels, w
 @njit(cache=True)
 def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_features, i0, i1,
                      rows, row_start, with_count, acc, out, col_ptr, col_rows, col_codes,
-                     edge_values, edge_ptr, row_buf, pos_buf):
+                     edge_values, edge_ptr, row_buf, pos_buf, stored):
     """The (node, feature) tasks ``ch, ch + n_chunks, ...`` of the nodes ``i0 .. i1 - 1`` of
     :func:`histograms_in_groups`, from their gathered weighted rows (node ``i``'s first at
     ``rows[row_start[i - i0]]``).
@@ -81,7 +82,11 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     (length n) and summed as a row of the codes, the same sums: the column is
     written over the node's code of 0.0 when it holds at most 8 entries per
     sample of the node, else each sample is looked up in it
-    (:func:`_node_codes_of`, into ``pos_buf``).
+    (:func:`_node_codes_of`, into ``pos_buf``). With ``stored`` (a
+    :class:`~gpurpo.tree.binning.SparseCodes`' rows, ``(row_ptr, row_features,
+    row_codes, zero_code)``, ``row_ptr`` of length n + 1) each sample's code is
+    looked up in its row instead (:func:`stored_code`), as the CUDA kernel's
+    fallback does.
     """
     (
         codes, sample_indices, node_ranges, node_features, rows, row_start, acc, out, col_ptr,
@@ -93,6 +98,8 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
     k = node_features.shape[1]
     n_channels = out.shape[3]
     gather = codes.shape[1] == 0
+    row_ptr, row_features, row_codes, zero_code = stored
+    by_rows = gather and row_ptr.shape[0] > 1
     for task in range(ch, (i1 - i0) * k, n_chunks):
         i = i0 + task // k
         j = task - (i - i0) * k
@@ -103,7 +110,11 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         start = node_ranges[i, 0]
         stop = node_ranges[i, 1]
         row = row_buf
-        if gather and col_ptr[f + 1] - col_ptr[f] <= 8 * (stop - start):
+        if by_rows:
+            for a in range(start, stop):
+                s = sample_indices[a]
+                row_buf[s] = stored_code(row_ptr, row_features, row_codes, zero_code, s, f)
+        elif gather and col_ptr[f + 1] - col_ptr[f] <= 8 * (stop - start):
             # the node's samples at the code of 0.0, then the whole column: its rows
             # outside the node are written too but never read for this task
             zero = _zero_code(edge_values, edge_ptr, f)
@@ -126,10 +137,11 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
 @njit(parallel=True, cache=True)
 def _histograms_grouped(codes, col_ptr, col_rows, col_codes, edge_values, edge_ptr,
                         sample_indices, node_ranges, node_features, node_tree, weights, targets,
-                        out, rows_bytes):
+                        out, rows_bytes, stored):
     """``tree_histograms`` on the host from the dense ``codes``, or from a sparse X's
-    stored-entry columns (``codes`` of shape ``(p, 0)``), by groups of nodes whose
-    gathered rows fit ``rows_bytes`` (at least one node a group).
+    stored-entry columns (``codes`` of shape ``(p, 0)``) or rows (``stored``, see
+    :func:`_histogram_chunk`), by groups of nodes whose gathered rows fit
+    ``rows_bytes`` (at least one node a group).
 
     Each node's weights and weighted targets are gathered once, in the order
     of its samples (:func:`_gather_weighted_rows`, float64 rows of ``m + 1``
@@ -168,8 +180,15 @@ def _histograms_grouped(codes, col_ptr, col_rows, col_codes, edge_values, edge_p
                              np.empty((n_bins, n_channels), dtype=np.float64), out, col_ptr,
                              col_rows, col_codes, edge_values, edge_ptr,
                              np.empty(targets.shape[0] if gather else 1, dtype=np.uint8),
-                             np.empty(max(max_ns, 1) if gather else 1, dtype=np.uint8))
+                             np.empty(max(max_ns, 1) if gather else 1, dtype=np.uint8),
+                             stored)
         i0 = i1
+
+
+def _no_rows():
+    """``stored`` of :func:`_histograms_grouped` when there are no stored rows."""
+    return (np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int32),
+            np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint8))
 
 
 def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node_tree, weights,
@@ -180,15 +199,27 @@ def histograms_in_groups(codes, sample_indices, node_ranges, node_features, node
     no_ptr = np.zeros(1, dtype=np.int64)
     _histograms_grouped(codes, no_ptr, np.empty(0, dtype=np.int32), np.empty(0, dtype=np.uint8),
                         np.empty(0, dtype=np.float64), no_ptr, sample_indices, node_ranges,
-                        node_features, node_tree, weights, targets, out, rows_bytes)
+                        node_features, node_tree, weights, targets, out, rows_bytes, _no_rows())
 
 
-def histograms(codes, batch, node_features, weights, targets, out):
+def histograms(codes, batch, node_features, weights, targets, out, rows=None):
     """``tree_histograms`` on the host (see kernels.py): :func:`histograms_in_groups` with
     groups of ``HISTOGRAM_ROWS_BYTES``, on the arrays of ``batch`` (a typed
-    :class:`~gpurpo.tree._records.NodeBatch`)."""
-    histograms_in_groups(codes, batch.sample_indices, batch.node_ranges, node_features,
-                         batch.node_tree, weights, targets, out, HISTOGRAM_ROWS_BYTES)
+    :class:`~gpurpo.tree._records.NodeBatch`); with ``codes`` of shape (p, 0), from
+    ``rows``, the ``row_ptr, row_features, row_codes, zero_code`` of a sparse X's
+    stored rows."""
+    if codes.shape[1] != 0:
+        histograms_in_groups(codes, batch.sample_indices, batch.node_ranges, node_features,
+                             batch.node_tree, weights, targets, out, HISTOGRAM_ROWS_BYTES)
+        return
+    if rows is None or rows[0].shape[0] != weights.shape[1] + 1:
+        raise ValueError("codes of shape (p, 0) need rows: the stored rows of the sparse X "
+                         f"of {weights.shape[1]} samples")
+    no_ptr = np.zeros(1, dtype=np.int64)
+    _histograms_grouped(codes, no_ptr, np.empty(0, dtype=np.int32), np.empty(0, dtype=np.uint8),
+                        np.empty(0, dtype=np.float64), no_ptr, batch.sample_indices,
+                        batch.node_ranges, node_features, batch.node_tree, weights, targets, out,
+                        HISTOGRAM_ROWS_BYTES, tuple(rows))
 
 
 def histograms_columns(col_ptr, col_rows, col_codes, edges, batch, node_features, weights,
@@ -200,4 +231,4 @@ def histograms_columns(col_ptr, col_rows, col_codes, edges, batch, node_features
     no_codes = np.empty((edge_ptr.shape[0] - 1, 0), dtype=np.uint8)
     _histograms_grouped(no_codes, col_ptr, col_rows, col_codes, edges.edge_values, edge_ptr,
                         batch.sample_indices, batch.node_ranges, node_features, batch.node_tree,
-                        weights, targets, out, HISTOGRAM_ROWS_BYTES)
+                        weights, targets, out, HISTOGRAM_ROWS_BYTES, _no_rows())

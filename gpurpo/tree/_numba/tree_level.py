@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.tree._numba.tree_partition import partition
+from gpurpo.tree._numba.tree_partition import partition, partition_rows
 from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
@@ -64,18 +64,26 @@ def features(seed, pos, p, random_split, natural, out_features, out_positions, o
 
 
 @njit(cache=True)
-def split(codes, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature,
-          small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored,
-          min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain,
-          node_pos, out_feature, out_bin, out_missing_left, out_n_left):
+def split(codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices,
+          front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left,
+          small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
+          node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin,
+          out_missing_left, out_n_left):
     """The evaluated frontier nodes' choices into the table, then the stable partition of
-    the splitting nodes' samples (see ``tree_level_split``)."""
+    the splitting nodes' samples (see ``tree_level_split``): by their ``codes``, or with
+    ``codes`` of shape (p, 0) by their stored rows."""
     _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
             large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature,
             node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin,
             out_missing_left)
-    partition(codes, sample_indices, ranges[n_sub : front.shape[0]], out_feature, out_bin,
-              out_missing_left, missing_bin, out_n_left)
+    node_ranges = ranges[n_sub : front.shape[0]]
+    if codes.shape[1] == 0:
+        partition_rows(row_ptr, row_features, row_codes, zero_code, sample_indices,
+                       node_ranges, out_feature, out_bin, out_missing_left, missing_bin,
+                       out_n_left)
+    else:
+        partition(codes, sample_indices, node_ranges, out_feature, out_bin, out_missing_left,
+                  missing_bin, out_n_left)
 
 
 @njit(inline="always", cache=True)

@@ -12,33 +12,80 @@ from gpurpo.tree._numba._shared import SERIAL_SAMPLES, total_samples
 from gpurpo.tree._numba.tree_grow_subtrees import _partition_positions
 
 
+@njit(inline="always", cache=True)
+def stored_code(row_ptr, row_features, row_codes, zero_code, s, f):
+    """The code of feature ``f`` of row ``s`` of a sparse X held as its stored rows
+    (``SparseCodes``): binary search among the row's features, else ``zero_code[f]``."""
+    lo = row_ptr[s]
+    hi = row_ptr[s + 1]
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if row_features[mid] < f:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and row_features[lo] == f:
+        return row_codes[lo]
+    return zero_code[f]
+
+
+@njit(inline="always", cache=True)
+def _partition_node(codes, row_ptr, row_features, row_codes, zero_code, sample_indices, start,
+                    stop, f, b, miss_left, missing_bin):
+    """Reorders ``sample_indices[start:stop]`` stably, those going left first (code
+    ``<= b``, or ``missing_bin`` when ``miss_left``); their codes of feature ``f`` from
+    the dense ``codes``, or with ``codes`` of shape (p, 0) looked up in the stored rows
+    (:func:`stored_code`). Returns the number going left."""
+    by_rows = codes.shape[1] == 0
+    right = np.empty(stop - start, dtype=sample_indices.dtype)
+    w = start
+    r = 0
+    for a in range(start, stop):
+        s = sample_indices[a]
+        if by_rows:
+            code = stored_code(row_ptr, row_features, row_codes, zero_code, s, f)
+        else:
+            code = codes[f, s]
+        if (miss_left if code == missing_bin else code <= b):
+            sample_indices[w] = s  # w <= a: not read again
+            w += 1
+        else:
+            right[r] = s
+            r += 1
+    for j in range(r):
+        sample_indices[w + j] = right[j]
+    return w - start
+
+
 @njit(parallel=True, cache=True)
 def partition(codes, sample_indices, node_ranges, node_feature, node_bin, node_missing_left,
               missing_bin, out_n_left):
+    """``tree_partition`` of dense ``codes`` (see kernels.py): each splitting node's
+    samples reordered stably, left-going first; a node of feature < 0 keeps them."""
+    no_ptr = np.zeros(1, dtype=np.int64)
+    no_features = np.empty(0, dtype=np.int32)
+    no_codes = np.empty(0, dtype=np.uint8)
     for i in prange(node_ranges.shape[0]):
-        start = node_ranges[i, 0]
-        stop = node_ranges[i, 1]
         f = node_feature[i]
-        if f < 0:  # not splitting: its samples stay
-            out_n_left[i] = 0
-            continue
-        b = node_bin[i]
-        miss_left = node_missing_left[i] != 0
-        right = np.empty(stop - start, dtype=sample_indices.dtype)
-        w = start
-        r = 0
-        for a in range(start, stop):
-            s = sample_indices[a]
-            code = codes[f, s]
-            if (miss_left if code == missing_bin else code <= b):
-                sample_indices[w] = s  # w <= a: not read again
-                w += 1
-            else:
-                right[r] = s
-                r += 1
-        for j in range(r):
-            sample_indices[w + j] = right[j]
-        out_n_left[i] = w - start
+        out_n_left[i] = 0 if f < 0 else _partition_node(
+            codes, no_ptr, no_features, no_codes, no_codes, sample_indices, node_ranges[i, 0],
+            node_ranges[i, 1], f, node_bin[i], node_missing_left[i] != 0, missing_bin)
+
+
+@njit(parallel=True, cache=True)
+def partition_rows(row_ptr, row_features, row_codes, zero_code, sample_indices, node_ranges,
+                   node_feature, node_bin, node_missing_left, missing_bin, out_n_left):
+    """:func:`partition` of a sparse X held as its stored rows: each sample's code of the
+    node's feature is looked up in its row (:func:`stored_code`), as the CUDA kernel
+    does. Same result."""
+    no_codes = np.empty((zero_code.shape[0], 0), dtype=np.uint8)
+    for i in prange(node_ranges.shape[0]):
+        f = node_feature[i]
+        out_n_left[i] = 0 if f < 0 else _partition_node(
+            no_codes, row_ptr, row_features, row_codes, zero_code, sample_indices,
+            node_ranges[i, 0], node_ranges[i, 1], f, node_bin[i], node_missing_left[i] != 0,
+            missing_bin)
 
 
 @njit(parallel=True, cache=True)

@@ -30,6 +30,7 @@ from gpurpo.tree.binning._sparse import (
     sparse_codes,
     sparse_codes_of_dense,
     sparse_codes_of_values,
+    sparse_codes_on_device,
     sparse_column_edges,
     zero_codes_ragged,
 )
@@ -188,7 +189,7 @@ class BinnedMatrix:
                     f"{self.max_dense_bytes}; the CPU kernels read its stored entries "
                     "instead (sparse_codes); raise max_binned_bytes to build them"
                 )
-            self.dense_codes = dense_codes_of(self.sparse_codes, n)
+            self.dense_codes = dense_codes_of(self.sparse_codes, n, self.backend.xp)
         return self.dense_codes
 
     @property
@@ -197,7 +198,8 @@ class BinnedMatrix:
         ``(n_features, 0)`` array when there are none (the kernels then read
         ``sparse_codes``' columns)."""
         if self.dense_codes is None:
-            return np.empty((self.n_features, 0), dtype=np.uint8)
+            xp = self.backend.xp
+            return xp.empty((self.n_features, 0), dtype=xp.uint8)
         return self.dense_codes
 
 
@@ -405,8 +407,9 @@ class BinMapper:
         """The codes with this mapper's bins and edges, on ``backend``.
 
         ``X_sparse``: the sparse X the codes are of, in canonical CSC form.
-        ``codes`` None (with ``X_sparse``, NumPy backend): the stored entries
-        are binned from their values and the dense codes are not built.
+        ``codes`` None (with ``X_sparse``): the stored entries are binned from
+        their values (on the host for NumPy, in ``xp`` on CUDA backends) and the
+        dense codes are not built.
         ``stored``: the codes of the stored entries of a sparse X when already
         listed (then neither ``X_sparse`` nor ``codes`` is needed).
         ``n_zero``: each feature's number of codes equal to its code of 0.0,
@@ -423,9 +426,13 @@ class BinMapper:
         zero_code = zero_codes_ragged(edge_values, edge_ptr, xp)
         if stored is not None:
             p, n = self.n_features_in_, int(stored.row_ptr.shape[0]) - 1
-        elif codes is None:
+        elif codes is None and backend.name == "numpy":
             stored = sparse_codes_of_values(X_sparse, edge_values_host, edge_ptr_host,
                                             self.missing_bin_, zero_code)
+            p, n = self.n_features_in_, X_sparse.shape[0]
+        elif codes is None:
+            stored = sparse_codes_on_device(X_sparse, backend.asarray(self.thresholds_),
+                                            self.missing_bin_, zero_code, backend)
             p, n = self.n_features_in_, X_sparse.shape[0]
         else:
             stored = (None if X_sparse is None
@@ -483,10 +490,11 @@ class BinMapper:
     def transform(self, X: Any, backend: Backend) -> BinnedMatrix:
         """Bin ``X`` on ``backend`` into a feature-major uint8 matrix.
 
-        A sparse X on the NumPy backend is binned at its stored entries only
-        (``sparse_codes``): memory proportional to its nonzeros, and no
+        A sparse X is binned at its stored entries only (``sparse_codes``), on
+        every backend: memory proportional to its nonzeros, and no
         ``max_binned_bytes`` check until something needs the dense codes
-        (:attr:`BinnedMatrix.codes`).
+        (:attr:`BinnedMatrix.codes`); the CPU kernels read its columns, the CUDA
+        growth kernels its rows.
 
         Parameters
         ----------
@@ -503,7 +511,7 @@ class BinMapper:
                 f"X has {p} features, but the bin mapper was fitted with "
                 f"{self.n_features_in_} features"
             )
-        if backend.name == "numpy" and backend.issparse(X):
+        if backend.issparse(X):
             # the stored entries only: the dense codes are built if a fit needs them
             # (BinnedMatrix.codes, which checks max_binned_bytes then)
             return self._binned(None, backend, X_sparse=canonical_csc(X))

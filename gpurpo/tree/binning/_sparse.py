@@ -43,6 +43,7 @@ __all__ = [
     "sparse_codes",
     "sparse_codes_of_dense",
     "sparse_codes_of_values",
+    "sparse_codes_on_device",
     "sparse_column_edges",
     "zero_codes",
     "zero_codes_ragged",
@@ -237,19 +238,49 @@ def sparse_bin_codes_xp(
     compared with their features' rows by blocks.
     """
     xp = backend.xp
-    p, width = edges.shape
     out[...] = zero_codes(edges)[:, None]
     nnz = int(data.shape[0])
     if nnz == 0:
         return
     feature = xp.searchsorted(indptr, xp.arange(nnz), side="right") - 1
-    step = max(1, _XP_BLOCK_CELLS // max(width, 1))
+    out[feature, indices] = _entry_codes_xp(edges, feature, data, missing_bin, xp)
+
+
+def _entry_codes_xp(table: Any, feature: Any, data: Any, missing_bin: int, xp: Any) -> Any:
+    """uint8 codes of stored values ``data`` of the features ``feature``: ``#{edges_f < x}``
+    from the +inf padded thresholds ``table`` (p, width), ``missing_bin`` for NaN;
+    blocks of ``_XP_BLOCK_CELLS`` comparisons."""
+    nnz = int(data.shape[0])
+    out = xp.empty(nnz, dtype=xp.uint8)
+    step = max(1, _XP_BLOCK_CELLS // max(int(table.shape[1]), 1))
     for t0 in range(0, nnz, step):
         t1 = min(nnz, t0 + step)
         x = data[t0:t1].astype(xp.float64)
-        f = feature[t0:t1]
-        codes = (edges[f] < x[:, None]).sum(axis=1)
-        out[f, indices[t0:t1]] = xp.where(xp.isnan(x), missing_bin, codes).astype(xp.uint8)
+        codes = (table[feature[t0:t1]] < x[:, None]).sum(axis=1)
+        out[t0:t1] = xp.where(xp.isnan(x), missing_bin, codes).astype(xp.uint8)
+    return out
+
+
+def sparse_codes_on_device(X: Any, table: Any, missing_bin: int, zero_code: Any,
+                           backend: Backend) -> SparseCodes:
+    """The :class:`SparseCodes` of sparse ``X`` (n, p) on a CUDA backend, binned from its
+    stored values with the +inf padded thresholds ``table`` (p, width), without the
+    dense ``(p, n)`` codes: the codes :func:`sparse_bin_codes_xp` writes at the
+    stored entries, entries coded ``zero_code[f]`` left out, listed column by
+    column and row by row (memory in proportion to the stored entries)."""
+    xp = backend.xp
+    csc = canonical_csc(X)
+    csr = _canonical(X.tocsr())
+    lists = []
+    for matrix, by_row in ((csr, True), (csc, False)):
+        indptr = backend.asarray(matrix.indptr).astype(xp.int64)
+        indices = backend.asarray(matrix.indices).astype(xp.int64)
+        major = xp.searchsorted(indptr, xp.arange(indices.shape[0]), side="right") - 1
+        feature = indices if by_row else major
+        codes = _entry_codes_xp(table, feature, backend.asarray(matrix.data), missing_bin, xp)
+        lists.append(_kept_entries(indices, major, codes, zero_code[feature],
+                                   int(indptr.shape[0]) - 1, xp))
+    return SparseCodes(zero_code, *lists[0], *lists[1])
 
 
 @dataclass
@@ -428,12 +459,13 @@ def listed_share(subtracted_bin: np.ndarray, listed: np.ndarray, n: int) -> floa
     return float(kept.sum()) / (n * p)
 
 
-def dense_codes_of(stored: SparseCodes, n: int) -> np.ndarray:
-    """The feature-major ``(p, n)`` uint8 codes that ``stored`` lists (NumPy arrays)."""
+def dense_codes_of(stored: SparseCodes, n: int, xp: Any = np) -> Any:
+    """The feature-major ``(p, n)`` uint8 codes that ``stored`` lists (arrays of ``xp``)."""
     p = stored.col_ptr.shape[0] - 1
-    codes = np.empty((p, n), dtype=np.uint8)
+    codes = xp.empty((p, n), dtype=xp.uint8)
     codes[...] = stored.zero_code[:, None]
-    feature = np.repeat(np.arange(p), np.diff(stored.col_ptr))
+    feature = xp.searchsorted(stored.col_ptr, xp.arange(stored.col_rows.shape[0]),
+                              side="right") - 1
     codes[feature, stored.col_rows] = stored.col_codes
     return codes
 

@@ -44,14 +44,17 @@ __device__ __forceinline__ int stored_code(const StoredRows& r, long long s, int
     return (e < b && r.row_features[e] == f) ? r.row_codes[e] : r.zero_code[f];
 }
 
-// The codes of one feature for a kernel: dense (``codes`` a row of n codes, indexed by
-// sample) when ``codes`` is set, else looked up in the stored rows.
+// The codes of one feature for a kernel, indexed by column: dense (``codes`` a row of
+// codes) when ``codes`` is set, else looked up in the stored rows, column c being
+// sample ``sample_of[c]`` (c itself when ``sample_of`` is null).
 struct FeatureCodes {
     const unsigned char* codes;
     StoredRows rows;
     int feature;
-    __device__ __forceinline__ int operator()(long long s) const
+    const int* sample_of;
+    __device__ __forceinline__ int operator()(long long c) const
     {
-        return codes ? (int)codes[s] : stored_code(rows, s, feature);
+        if (codes) return (int)codes[c];
+        return stored_code(rows, sample_of ? (long long)sample_of[c] : c, feature);
     }
 };

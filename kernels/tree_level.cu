@@ -183,6 +183,7 @@ extern "C" __global__ void tree_level_split(
             code_of.rows.row_codes = row_codes;
             code_of.rows.zero_code = zero_code;
             code_of.feature = choice[0];
+            code_of.sample_of = nullptr;
             n_left = block_stable_partition(code_of, scratch + start, sample_indices + start,
                                             size, choice[1], choice[2], missing_bin);
         }

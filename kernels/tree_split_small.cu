@@ -57,9 +57,9 @@
 //
 // ``tree_grow_subtrees``: one block per subtree root (blocks loop over the
 // roots). The block copies the root's samples into its scratch (the codes of
-// every feature, feature-major, ``ns`` bytes per feature, or for a sparse
-// X given row by row the features' zero codes overwritten by the samples'
-// stored entries; weights; targets), then grows the subtree depth first exactly as the CPU kernel:
+// every feature, feature-major, ``ns`` bytes per feature, except for a sparse
+// X given row by row, whose codes it looks up in the samples' rows; weights;
+// targets), then grows the subtree depth first exactly as the CPU kernel:
 // thread 0 keeps the stack of nodes to visit (left child on top) and numbers
 // the children when a node splits; every node is evaluated by
 // ``split_node``; a split partitions the node's positions stably, left
@@ -101,8 +101,9 @@ __device__ __forceinline__ bool split_better(double g, int key, double g2, int k
 struct SplitView {
     const unsigned char* codes;  // feature f's codes: codes + f * code_stride, indexed by column
     long long code_stride;
-    int stored;                  // 1: no codes, columns are rows of ``rows`` (a sparse X)
-    StoredRows rows;
+    int stored;                  // 1: codes looked up in ``rows`` (a sparse X's stored rows),
+    StoredRows rows;             // column c being sample col_sample[c] (c when null)
+    const int* col_sample;
     const int* col;              // column of each position of the node
     const float* w;              // weight of a column
     const float* y;              // targets of a column: y + column * y_stride
@@ -118,6 +119,7 @@ __device__ __forceinline__ FeatureCodes split_feature_codes(const SplitView& v, 
     row.codes = v.stored ? nullptr : v.codes + (long long)f * v.code_stride;
     row.rows = v.rows;
     row.feature = f;
+    row.sample_of = v.col_sample;
     return row;
 }
 
@@ -689,6 +691,7 @@ extern "C" __global__ void tree_split_small(
         v.rows.row_features = row_features;
         v.rows.row_codes = row_codes;
         v.rows.zero_code = zero_code;
+        v.col_sample = nullptr;
         v.col = sample_indices + start;
         v.w = weights + (long long)t * n;
         v.y = targets + (long long)t * m;
@@ -777,7 +780,14 @@ extern "C" __global__ void tree_grow_subtrees(
                                          missing_bin, tie_rtol, sort_limit);
     const SplitScratch sc = split_scratch(blk, max_ns, m, cand_stride, order_buf, code_buf, s_buf,
                                           ls_buf, cand_f, cand_g, cand_b, cand_ml);
-    unsigned char* blk_codes = block_buf + blk * (long long)p * max_ns;
+    // stored rows: no copy of the codes, each looked up in its sample's row
+    const int stored = n_row_ptr > 0;
+    unsigned char* blk_codes = stored ? nullptr : block_buf + blk * (long long)p * max_ns;
+    StoredRows rows;
+    rows.row_ptr = row_ptr;
+    rows.row_features = row_features;
+    rows.row_codes = row_codes;
+    rows.zero_code = zero_code;
     int* cols = col_buf + blk * max_ns;
     int* cols2 = col2_buf + blk * max_ns;
     int* gid = gid_buf + blk * max_ns;
@@ -801,18 +811,7 @@ extern "C" __global__ void tree_grow_subtrees(
             wl[a] = weights[(long long)t * n + s];
             for (int c = 0; c < m; ++c) yl[a * m + c] = targets[(s * n_trees + t) * m + c];
         }
-        if (n_row_ptr > 0) {
-            // a sparse X row by row: every feature's code of 0.0, then the samples'
-            // stored entries (distinct features within a row: no write conflicts)
-            for (long long q = tid; q < (long long)p * ns_r; q += nthreads)
-                blk_codes[q] = zero_code[q / ns_r];
-            __syncthreads();
-            for (long long a = 0; a < ns_r; ++a) {
-                const long long s = sample_indices[start_r + a];
-                for (long long e = row_ptr[s] + tid; e < row_ptr[s + 1]; e += nthreads)
-                    blk_codes[(long long)row_features[e] * ns_r + a] = row_codes[e];
-            }
-        } else {
+        if (!stored) {
             for (long long q = tid; q < (long long)p * ns_r; q += nthreads) {
                 const long long f = q / ns_r;
                 const long long a = q - f * ns_r;
@@ -860,7 +859,9 @@ extern "C" __global__ void tree_grow_subtrees(
             SplitView v;
             v.codes = blk_codes;
             v.code_stride = ns_r;
-            v.stored = 0;
+            v.stored = stored;
+            v.rows = rows;
+            v.col_sample = gid;
             v.col = cols + a0;
             v.w = wl;
             v.y = yl;
@@ -872,7 +873,7 @@ extern "C" __global__ void tree_grow_subtrees(
                 __dadd_rn(__ddiv_rn(choice.gain, scale), eps) < min_impurity_decrease)
                 continue;
             const long long nl = block_stable_partition(
-                blk_codes + (long long)choice.feature * ns_r, cols + a0, cols2 + a0, a1 - a0,
+                split_feature_codes(v, choice.feature), cols + a0, cols2 + a0, a1 - a0,
                 choice.bin, choice.missing_left, missing_bin);
             for (long long a = a0 + tid; a < a1; a += nthreads) cols[a] = cols2[a];
             if (tid == 0) {

@@ -511,8 +511,8 @@ def grow_subtrees(
 
     Each block copies its root's samples (codes of every feature, weights,
     targets) into its own scratch and grows the subtree depth first there
-    (for a sparse X given row by row, the codes are the zero codes overwritten
-    by the samples' entries);
+    (for a sparse X given row by row, the codes are not copied but looked up
+    in the samples' rows: no ``p`` bytes per sample of scratch);
     the number of blocks follows the device (SM count) and the scratch budget
     ``SPLIT_SCRATCH_BYTES``. The stored-entry columns (``col_*`` of
     ``sparse.sparse_codes``) serve the CPU kernel's roots above its block
@@ -528,11 +528,13 @@ def grow_subtrees(
         backend, codes, node_ranges, targets, rules)
     if max_ns >= 2**30:
         raise ValueError(f"a subtree root holds {max_ns} samples; the subtree kernel takes < 2**30")
+    rows = sparse.sparse_codes
+    # stored rows: no copy of the codes (each looked up in its sample's row)
+    copied = 0 if rows.row_ptr.shape[0] else p
     # codes block, columns (3 int arrays), weights, targets, stack, seeds
-    per_block = (p + 12 + 4 + 4 * m + 4 + 16) * max_ns + 8
+    per_block = (copied + 12 + 4 + 4 * m + 4 + 16) * max_ns + 8
     n_blocks = _split_blocks(backend, n_roots, per_block + _split_scratch_bytes(max_ns, m, cand_stride))
     kernel = backend.load_module("tree_split_small.cu").get_function("tree_grow_subtrees")
-    rows = sparse.sparse_codes
     n_candidates, min_samples_leaf, random_split, missing_bin, tie_rtol = _rule_scalars(rules)
     kernel(
         (n_blocks,),
@@ -546,7 +548,7 @@ def grow_subtrees(
             _i32(rules.min_samples_split), _i32(rules.depth_limit),
             _f64(rules.min_impurity_decrease), root_weight, random_split, missing_bin, tie_rtol,
             _i32(SORT_LIMIT), _i64(max_ns), _i32(cand_stride),
-            xp.empty(n_blocks * p * max_ns, dtype=xp.uint8),
+            xp.empty(max(1, n_blocks * copied * max_ns), dtype=xp.uint8),
             xp.empty(n_blocks * max_ns, dtype=xp.int32),
             xp.empty(n_blocks * max_ns, dtype=xp.int32),
             xp.empty(n_blocks * max_ns, dtype=xp.int32),

@@ -90,6 +90,29 @@ def test_histogram_variants_on_device_match_numba(cp, gpu):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4, err_msg=str(kwargs))
 
 
+def test_stored_row_histograms_on_device_equal_the_dense_codes(cp, gpu):
+    from _sparse_codes import code_rows
+    from _split_records import histogram_records
+    from test_tree_cuda_kernels import _batch, _make_sparse_like
+
+    from gpurpo.tree import _kernels_cuda as kcuda
+
+    rng = np.random.default_rng(2)
+    codes, *rest = _batch(rng, n=5000, sizes=(0, 5, 40, 3000, 3, 1500))
+    n_bins, k, m = 17, rest[2].shape[1], rest[-1].shape[2]
+    zero_code = _make_sparse_like(rng, codes, 0.9, n_bins).astype(np.uint8)
+    stored = code_rows(codes, zero_code)
+    rows = tuple(cp.asarray(a) for a in (stored.row_ptr, stored.row_features, stored.row_codes,
+                                         zero_code))
+    device = [cp.asarray(a) for a in rest]
+    for kwargs in ({}, {"samples_per_block": 64}, {"shared_mem_bytes": 8 * n_bins}):
+        outs = [cp.zeros((len(rest[1]), k, n_bins, m + 2), dtype=cp.float32) for _ in range(2)]
+        kcuda.histograms(gpu, *histogram_records(cp.asarray(codes), *device), outs[0], **kwargs)
+        kcuda.histograms(gpu, *histogram_records(cp.empty((codes.shape[0], 0), cp.uint8),
+                                                 *device), outs[1], rows, **kwargs)
+        np.testing.assert_array_equal(outs[1].get(), outs[0].get(), err_msg=str(kwargs))
+
+
 def test_split_small_on_device_matches_numba(cp, gpu):
     from _split_records import split_records
     from test_tree_cuda_kernels import SIZES, _split_problem

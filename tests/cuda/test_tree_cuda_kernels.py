@@ -1173,8 +1173,9 @@ def test_grow_subtrees_on_sparse_like_features_matches_numba(
     random_split, seed, p, share, sizes, k, checked, min_nodes
 ):
     # most codes are each feature's dominant code (the zero of a sparse input); the
-    # kernels copy the roots' codes from the codes matrix, or from the zero codes and the
-    # other codes row by row: the same subtrees every way
+    # kernels copy the roots' codes from the codes matrix, or look them up in the rows
+    # (CUDA) or columns (numba) of the other codes, with or without the dense codes:
+    # the same subtrees every way
     rng = np.random.default_rng(seed + random_split)
     n_bins = 12
     problem = _split_problem(rng, sizes, p=p, n_bins=n_bins)
@@ -1190,6 +1191,10 @@ def test_grow_subtrees_on_sparse_like_features_matches_numba(
     by_rows = _subtrees_both(*args, sparse_codes=rows)
     _assert_same_subtrees(by_rows)
     _assert_same_subtrees({"emulated": by_rows["numpy"], "numpy": got["numpy"]})
+    no_codes = (np.empty((p, 0), np.uint8), *problem[1:])
+    stored_only = _subtrees_both(no_codes, *args[1:], sparse_codes=rows)
+    _assert_same_subtrees(stored_only)
+    _assert_same_subtrees({"emulated": stored_only["emulated"], "numpy": got["numpy"]})
 
 
 @pytest.mark.parametrize("p, max_depth, mss", [(1, None, 2), (7, 0, 2), (7, None, 10_000)])

@@ -189,7 +189,9 @@ struct HistTile {
 // tile: at the sample's code of the slot's feature in ``codes`` (p, n), or with
 // ``stored`` at the codes its row lists (csr_rows.cuh) only, the cells of the
 // features' codes of 0.0 being derived from the node's totals afterwards
-// (hist_derive_zero_bins).
+// (hist_derive_zero_bins). A row is walked entry by entry, or, when it holds
+// more entries than the tile's features times the bits of its length (few
+// candidate features of a long row), searched for each feature.
 __device__ __forceinline__ void hist_add_sample(unsigned int* hist, const HistTile& tile,
                                                 int n_bins, int nc, int cc,
                                                 const unsigned char* __restrict__ codes,
@@ -207,13 +209,25 @@ __device__ __forceinline__ void hist_add_sample(unsigned int* hist, const HistTi
         return;
     }
     if (tile.n_sorted == 0) return;
-    // the row's entries of the tile's features: both lists increase, so each entry's
-    // feature is searched for after the previous one's
     const long long b_end = rows.row_ptr[s + 1];
+    long long e = rows.row_ptr[s];
+    if ((long long)tile.n_sorted * (64 - __clzll(b_end - e)) < b_end - e) {
+        // a row of many more entries than the tile has features: each feature is
+        // searched for among the entries after the previous one's
+        for (int r = 0; r < tile.n_sorted && e < b_end; ++r) {
+            const int f = tile.sorted_f[r];
+            e = csr_lower_bound(rows.row_features, e, b_end, f);
+            if (e < b_end && rows.row_features[e] == f)
+                hist_add_i64(hist + 2 * (((long long)tile.sorted_j[r] * n_bins + rows.row_codes[e])
+                                         * nc + cc), q);
+        }
+        return;
+    }
+    // else the row's entries within the tile's features: both lists increase, so each
+    // entry's feature is searched for after the previous one's
     const int f_last = tile.sorted_f[tile.n_sorted - 1];
     int at = 0;
-    for (long long e = csr_lower_bound(rows.row_features, rows.row_ptr[s], b_end, tile.sorted_f[0]);
-         e < b_end; ++e) {
+    for (e = csr_lower_bound(rows.row_features, e, b_end, tile.sorted_f[0]); e < b_end; ++e) {
         const int f = rows.row_features[e];
         if (f > f_last) break;
         int lo = at, hi = tile.n_sorted;

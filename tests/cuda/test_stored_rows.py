@@ -92,6 +92,35 @@ def test_histograms_from_stored_rows_are_those_of_the_dense_codes(plan_name, wit
     np.testing.assert_allclose(cpu, out, rtol=1e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("k", [3, 40])
+def test_histograms_of_long_and_short_rows_from_stored_rows(k):
+    # rows of 1 to about 60 entries of 64 features: with 3 candidate features the long
+    # rows are searched for each feature, the short ones walked; with 40 all are walked
+    rng = np.random.default_rng(10 + k)
+    n, p, n_bins, m = 700, 64, 9, 2
+    density = rng.choice([0.02, 0.3, 0.95], size=n)
+    codes = np.where(rng.random((p, n)) < density, rng.integers(1, n_bins, size=(p, n)), 0)
+    codes = codes.astype(np.uint8)
+    sizes = (300, 250, 150)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    sample_indices = np.concatenate([rng.choice(n, size=s, replace=False) for s in sizes])
+    node_ranges = np.stack([starts, starts + np.asarray(sizes)], axis=1).astype(np.int64)
+    node_features = np.stack([rng.choice(p, size=k, replace=False) for _ in sizes])
+    rest = (sample_indices.astype(np.int32), node_ranges, node_features.astype(np.int32),
+            np.array([0, 1, 0], np.int32), rng.integers(0, 3, size=(2, n)).astype(np.float32),
+            rng.normal(size=(n, 2, m)).astype(np.float32))
+    stored = code_rows(codes, np.zeros(p, np.uint8))
+    lengths = np.diff(stored.row_ptr)
+    assert (lengths > 3 * np.ceil(np.log2(lengths + 1))).any()
+    assert (lengths <= 3 * np.ceil(np.log2(lengths + 1))).any()
+    for kwargs in ({}, {"samples_per_block": 16}):
+        out = np.zeros((3, k, n_bins, m + 2), dtype=np.float32)
+        kcuda.histograms(EMULATED, *histogram_records(np.empty((p, 0), np.uint8), *rest), out,
+                         _rows(stored), **kwargs)
+        want = _fixed_point_reference(codes, *rest, n_bins, m + 2)
+        np.testing.assert_array_equal(out, want)
+
+
 def test_histograms_need_the_rows_of_the_samples():
     rng = np.random.default_rng(6)
     codes, *rest = _batch(rng)

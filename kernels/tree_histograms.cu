@@ -8,6 +8,9 @@
 //     out[i, j, b, 1 + c] += w * targets[s, t, c]      (c < m)
 //     out[i, j, b, m + 1] += 1                         (when C == m + 2)
 //
+// Every cell of ``out`` is written (0 for slots of feature -1 and empty bins), so
+// ``out`` needs no zeroing.
+//
 // Sums in fixed point: channel c's value v (formed in double, exact) is added
 // as the 64-bit integer rint(v * 2^e_c), and each cell is converted once to
 // float32, (float)((double)sum * 2^-e_c). Integer sums are exact, so the
@@ -438,7 +441,7 @@ extern "C" __global__ void tree_histograms_shared(
             } else {
                 const long long v = n_chunks > 1 ? (long long)__ldcg(acc + dst)
                                                  : hist_read_i64(hist + 2 * q);
-                if (v != 0) out[dst] = (float)((double)v / tile_scale[cc]);
+                out[dst] = (float)((double)v / tile_scale[cc]);
             }
         }
     }
@@ -511,9 +514,7 @@ extern "C" __global__ void tree_histograms_global(
     const long long cells = (long long)k * n_bins * n_channels;
     for (long long q = threadIdx.x; q < cells; q += blockDim.x) {
         const long long v = (long long)__ldcg(acc + node * cells + q);
-        if (v != 0)
-            out[node * cells + q] = (float)((double)v / hist_scale((int)(q % n_channels), m,
-                                                                    partial, n_partial,
-                                                                    count_bits));
+        out[node * cells + q] = (float)((double)v / hist_scale((int)(q % n_channels), m, partial,
+                                                               n_partial, count_bits));
     }
 }

@@ -445,7 +445,8 @@ class _DeviceGrower:
             1, self.p, self.binned.n_bins, self.channels))
         keep = all_features and n_rows <= budget
         if keep:
-            hist = xp.zeros((n_rows, self.p, self.binned.n_bins, self.channels), dtype=xp.float32)
+            # every cell written: the histograms' kernel, or the subtraction
+            hist = xp.empty((n_rows, self.p, self.binned.n_bins, self.channels), dtype=xp.float32)
             direct = slice(n_derived, n_rows)
             histogram.node_histograms(
                 self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),

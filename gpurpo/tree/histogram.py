@@ -77,7 +77,8 @@ def node_histograms(
     channels : int
         ``m + 1`` or ``m + 2``.
     out : float32 array (N, k, n_bins, channels), optional
-        Zeroed array that receives the histograms (dense codes only).
+        Array that receives the histograms, every cell written (dense codes, or
+        a sparse X's stored rows on CUDA backends).
 
     Returns
     -------

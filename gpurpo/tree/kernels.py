@@ -52,7 +52,8 @@ Kernel contracts
     node_features int32  (N, k)        feature of each slot; ``-1`` = unused slot
     weights      float32 (T, n)        sample weight of each sample in each tree
     targets      float32 (n, T, m)     (projected) targets of each sample for each tree
-    out          float32 (N, k, B, C)  ZEROED by the caller; C = m + 1 or m + 2.
+    out          float32 (N, k, B, C)  every cell written (no zeroing needed); C = m + 1
+                                       or m + 2.
     For every node i, slot j with f = node_features[i, j] >= 0 and every
     sample s of node i with b = codes[f, s], w = weights[t, s], t = node_tree[i]:
     ``out[i, j, b, 0] += w``; ``out[i, j, b, 1 + c] += w * targets[s, t, c]``;
@@ -692,14 +693,15 @@ def partition_columns(
 
 def _histogram_out(backend: Backend, node_features: Any, targets: Any, n_bins: int,
                    n_channels: int) -> Any:
-    """The zeroed ``(N, k, n_bins, n_channels)`` float32 histograms, channels checked."""
+    """The ``(N, k, n_bins, n_channels)`` float32 histograms (not zeroed: the kernels write
+    every cell), channels checked."""
     m = targets.shape[2]
     if n_channels not in (m + 1, m + 2):
         raise ValueError(
             f"n_channels must be m + 1 or m + 2 = {m + 1} or {m + 2}, got {n_channels}"
         )
     n_nodes, k = node_features.shape
-    return backend.xp.zeros((n_nodes, k, n_bins, n_channels), dtype=backend.xp.float32)
+    return backend.xp.empty((n_nodes, k, n_bins, n_channels), dtype=backend.xp.float32)
 
 
 def _histogram_batch(backend: Backend, batch: NodeBatch) -> NodeBatch:
@@ -738,8 +740,8 @@ def build_histograms(
     """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
 
     See ``tree_histograms`` in the module docstring; ``batch`` (a
-    :class:`NodeBatch`) gives the nodes' samples and trees. ``out`` (zeroed,
-    C-contiguous, of that shape) receives them instead of a new array.
+    :class:`NodeBatch`) gives the nodes' samples and trees. ``out`` (C-contiguous,
+    of that shape; every cell is written) receives them instead of a new array.
     ``codes`` of shape ``(p, 0)``: the codes of a sparse X held without them,
     read from the rows of ``stored`` (its
     :class:`~gpurpo.tree.binning.SparseCodes`); the same histograms.

@@ -78,7 +78,7 @@ def test_histograms_from_stored_rows_are_those_of_the_dense_codes(plan_name, wit
     stored = code_rows(codes, zero_code)
     assert stored.row_features.size < 0.3 * codes.size
     no_codes = np.empty((codes.shape[0], 0), np.uint8)
-    out = np.zeros((len(batch[2]), k, n_bins, channels), dtype=np.float32)
+    out = np.full((len(batch[2]), k, n_bins, channels), np.nan, dtype=np.float32)
     kcuda.histograms(EMULATED, *histogram_records(no_codes, *rest), out, _rows(stored), **kwargs)
     dense = np.zeros_like(out)
     kcuda.histograms(EMULATED, *histogram_records(*batch), dense, **kwargs)

@@ -104,9 +104,10 @@ def _histogram_chunk(ch, n_chunks, codes, sample_indices, node_ranges, node_feat
         i = i0 + task // k
         j = task - (i - i0) * k
         f = node_features[i, j]
-        if f < 0:
-            continue
         _clear_accumulator(acc, n_channels)
+        if f < 0:  # an unused slot: zeros
+            _store_accumulator(acc, out, i, j, n_channels)
+            continue
         start = node_ranges[i, 0]
         stop = node_ranges[i, 1]
         row = row_buf

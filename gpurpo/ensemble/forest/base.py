@@ -445,7 +445,8 @@ class BaseForest(BaseEstimator):
             with serial_cpu_kernels():
                 return grow_batch(b0, b1)
 
-        def add_oob(chunk: TreeChunk, counts: np.ndarray, first_tree: int) -> None:
+        def add_oob(chunk: TreeChunk, counts: Any, first_tree: int) -> None:
+            counts = np.asarray(backend.to_host(counts))  # drawn on the device: one copy
             oob_count[:] += (counts == 0).sum(axis=0).astype(np.int64)
             if sparse_oob:
                 in_bag[first_tree : first_tree + chunk.n_trees] = counts > 0

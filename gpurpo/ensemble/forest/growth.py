@@ -27,7 +27,7 @@ from gpurpo.backend import Backend, to_host
 from gpurpo.ensemble.forest.batches import out_of_memory_error
 from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
 from gpurpo.ensemble.forest.tree_chunks import TreeChunk
-from gpurpo.ensemble.forest.warm_start import Sampling, draw_counts
+from gpurpo.ensemble.forest.warm_start import Sampling, draw_counts, draw_counts_on
 from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees, leaf_values
 from gpurpo.tree.batch_leaves import stacked_leaf_values_csr
 from gpurpo.tree.binning import BinnedMatrix
@@ -106,8 +106,10 @@ class TreeGrowth:
         -------
         chunk : TreeChunk
             The packed trees.
-        counts : float64 ndarray (b1 - b0, n)
-            Each tree's draw counts (ones without bootstrap).
+        counts : array (b1 - b0, n)
+            Each tree's draw counts (ones without bootstrap): float64 on the host,
+            or with bootstrap float32 on ``backend`` (counted there,
+            :func:`~gpurpo.ensemble.forest.warm_start.draw_counts_on`).
         seconds : float
             Time spent.
 
@@ -119,15 +121,19 @@ class TreeGrowth:
         start = time.perf_counter()
         backend = self.backend
         sw = self.sample_weight
-        counts = draw_counts(self.sampling, self.seeds[b0:b1, 0])
-        # with bootstrap (or no sample weights) the weights are the draw counts, exact
-        # in float32; without bootstrap they are the sample weights, and the leaves
-        # average with their float64 values (as the single tree does)
-        drawn = sw is None or self.bootstrap
-        w_host = counts if drawn else counts * sw[None, :]
-        unit = sw is None and not self.bootstrap
-        weights = None if unit else backend.asarray(w_host.astype(np.float32))
-        leaf_weights = weights if drawn else backend.asarray(w_host)
+        # with bootstrap the weights are the draw counts, exact in float32; without
+        # bootstrap they are the sample weights, and the leaves average with their
+        # float64 values (as the single tree does)
+        if self.bootstrap:
+            counts = draw_counts_on(self.sampling, self.seeds[b0:b1, 0], backend)
+            weights = leaf_weights = counts
+        else:
+            counts = draw_counts(self.sampling, self.seeds[b0:b1, 0])
+            weights = leaf_weights = None
+            if sw is not None:
+                w_host = counts * sw[None, :]
+                weights = backend.asarray(w_host.astype(np.float32))
+                leaf_weights = backend.asarray(w_host)
         m = self.plan.n_components
         if self.verbose > 1:
             tqdm.write(

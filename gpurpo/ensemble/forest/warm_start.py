@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from gpurpo.ensemble.forest.batches import bootstrap_counts
+from gpurpo.backend import Backend
+from gpurpo.ensemble.forest.batches import bootstrap_counts, bootstrap_indices
 
 __all__ = [
-    "WARM_FIXED", "WARM_NO_NEW_TREES", "Sampling", "draw_counts", "generator_at", "param_key",
+    "WARM_FIXED", "WARM_NO_NEW_TREES", "Sampling", "draw_counts", "draw_counts_on",
+    "generator_at", "param_key",
 ]
 
 #: Parameters that the trees of a forest share (its bin edges and its projections): a
@@ -74,3 +76,24 @@ def draw_counts(sampling: Sampling, boot_seeds: np.ndarray) -> np.ndarray:
     return np.stack(
         [bootstrap_counts(s, n, sampling.n_draws, sampling.draw_p) for s in boot_seeds]
     )
+
+
+def draw_counts_on(sampling: Sampling, boot_seeds: np.ndarray, backend: Backend) -> Any:
+    """:func:`draw_counts` as float32 (T, n) on ``backend``, the same counts.
+
+    On CUDA backends with bootstrap, the rows are drawn on the host (the same
+    streams as :func:`bootstrap_indices`) and counted on the device, in one
+    ``bincount`` of the batch's draws: the host's share is the draws alone,
+    not the counting (a scattered pass over ``n`` counts per tree, most of the
+    host's time per tree at a million rows) nor a ``(T, n)`` copy of counts.
+    """
+    if not (sampling.bootstrap and backend.uses_cuda_kernels):
+        return backend.asarray(draw_counts(sampling, boot_seeds).astype(np.float32))
+    xp, n, n_trees = backend.xp, sampling.n_samples, len(boot_seeds)
+    draws = np.empty((n_trees, sampling.n_draws), dtype=np.int64)
+    for t, seed in enumerate(boot_seeds):
+        draws[t] = bootstrap_indices(seed, n, sampling.n_draws, sampling.draw_p)
+    # tree t's rows counted at t n + row: one count array for the batch
+    draws += (np.arange(n_trees, dtype=np.int64) * n)[:, None]
+    counts = xp.bincount(backend.asarray(draws.ravel()), minlength=n_trees * n)
+    return counts.reshape(n_trees, n).astype(xp.float32)

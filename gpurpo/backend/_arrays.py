@@ -11,14 +11,24 @@ from gpurpo.backend._activity import nbytes_of, record_d2h
 from gpurpo.backend._cupy import is_gpu_array
 from gpurpo.backend._device_arrays import DeviceArray
 
+#: device arrays of at least this many bytes come to the host through pinned memory
+#: when asked (``to_host(a, pinned=True)``)
+PINNED_MIN_BYTES = 1 << 20
 
-def to_host(a: Any) -> Any:
+
+def to_host(a: Any, pinned: bool = False) -> Any:
     """Return a NumPy array / SciPy sparse matrix for any supported input.
 
     Parameters
     ----------
     a : array, sparse matrix or None
         NumPy/SciPy or CuPy/cupyx data.
+    pinned : bool, default=False
+        For a CuPy array of at least ``PINNED_MIN_BYTES``: copy it into
+        page-locked host memory (``cupyx.empty_pinned``, from CuPy's pinned
+        memory pool), which the device writes directly, at about twice the
+        speed of a copy to pageable memory. For arrays the caller reads and
+        drops (the grown trees' tables), not for arrays handed to users.
 
     Returns
     -------
@@ -32,7 +42,13 @@ def to_host(a: Any) -> Any:
     if a is None:
         return None
     if is_gpu_array(a):
-        out = a.get()
+        if pinned and a.ndim and a.flags.c_contiguous and a.nbytes >= PINNED_MIN_BYTES:
+            import cupyx
+
+            out = cupyx.empty_pinned(a.shape, dtype=a.dtype)
+            a.get(out=out)
+        else:
+            out = a.get()
         record_d2h(nbytes_of(out))
         return out
     if isinstance(a, DeviceArray):

@@ -147,13 +147,15 @@ class Backend:
             a = a.astype(dtype)
         return a
 
-    def to_host(self, a: Any) -> Any:
+    def to_host(self, a: Any, pinned: bool = False) -> Any:
         """``a`` on the host: the module function :func:`to_host`.
 
         Parameters
         ----------
         a : array, sparse matrix or None
             NumPy/SciPy or CuPy/cupyx data.
+        pinned : bool, default=False
+            Large CuPy arrays through page-locked memory (see :func:`to_host`).
 
         Returns
         -------
@@ -162,7 +164,7 @@ class Backend:
             :func:`~gpurpo.backend.count_device_activity` blocks), else ``a``
             itself (no copy).
         """
-        return to_host(a)
+        return to_host(a, pinned)
 
     def device_attributes(self) -> dict[str, int]:
         """Attributes used to derive launch configurations.

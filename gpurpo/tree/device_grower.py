@@ -145,10 +145,20 @@ class DeviceNodeTable:
 
     def to_host(self, backend: Backend, used: int) -> dict[str, np.ndarray]:
         """The first ``used`` rows of every field and the ``head`` counters, from one
-        device-to-host copy."""
-        host = np.asarray(backend.to_host(self.buffer))
-        views = self._views(host, self.capacity)
-        return {name: view if name == "head" else view[:used] for name, view in views.items()}
+        device-to-host copy (through pinned memory on CuPy) of those rows only: below
+        the capacity, they are first gathered on the device, in the layout of a table
+        of capacity ``used``."""
+        used = max(0, min(int(used), self.capacity))
+        buffer = self.buffer
+        if used < self.capacity:
+            parts, at = [buffer[: 8 * self.HEAD]], 8 * self.HEAD
+            for _, dtype in self.FIELDS:
+                size = self.capacity * np.dtype(dtype).itemsize
+                parts.append(buffer[at : at + -(-used * np.dtype(dtype).itemsize // 8) * 8])
+                at += -(-size // 8) * 8
+            buffer = self.xp.concatenate(parts)
+        host = np.asarray(backend.to_host(buffer, pinned=True))
+        return self._views(host, used)
 
 
 def check_targets(finite: Any) -> None:
@@ -522,7 +532,7 @@ class _DeviceGrower:
         for roots, out in self.subtrees:
             # the offsets lie outside the buffer (the level's sub_offsets)
             parts += [roots.view(xp.uint8), out.offsets.view(xp.uint8), out.buffer]
-        flat = np.asarray(self.backend.to_host(xp.concatenate(parts)))
+        flat = np.asarray(self.backend.to_host(xp.concatenate(parts), pinned=True))
         levels = []
         at = 0
         for roots, out in self.subtrees:

@@ -113,6 +113,16 @@ def test_stored_row_histograms_on_device_equal_the_dense_codes(cp, gpu):
         np.testing.assert_array_equal(outs[1].get(), outs[0].get(), err_msg=str(kwargs))
 
 
+def test_large_copies_come_back_through_pinned_memory(cp, gpu):
+    a = cp.arange(1 << 18, dtype=cp.float64)  # 2 MiB
+    host = gpu.to_host(a, pinned=True)
+    np.testing.assert_array_equal(host, np.arange(1 << 18, dtype=np.float64))
+    attributes = cp.cuda.runtime.pointerGetAttributes(host.ctypes.data)
+    assert attributes.type == cp.cuda.runtime.memoryTypeHost
+    small = gpu.to_host(cp.arange(10), pinned=True)  # below the limit: pageable
+    np.testing.assert_array_equal(small, np.arange(10))
+
+
 def test_split_small_on_device_matches_numba(cp, gpu):
     from _split_records import split_records
     from test_tree_cuda_kernels import SIZES, _split_problem

@@ -189,9 +189,19 @@ def test_node_table_grows_and_comes_back_in_one_copy(backend):
         assert table.capacity == 5
         table.reserve(7, 3)  # doubles, keeping the first 3 rows
         assert table.capacity == 10
+        table.head[:] = backend.asarray(np.array([7]))
         with count_device_activity() as copies:
             host = table.to_host(backend, 3)
+        with count_device_activity() as whole:
+            full = table.to_host(backend, table.capacity)
     assert copies.d2h == (1 if backend is EMULATED else 0)
     for name, expected in values.items():
         assert host[name].dtype == np.dtype(dict(DeviceNodeTable.FIELDS)[name])
         np.testing.assert_array_equal(host[name], expected[:3], err_msg=name)
+        np.testing.assert_array_equal(full[name][:3], expected[:3], err_msg=name)
+    assert host["head"][0] == full["head"][0] == 7
+    if backend is EMULATED:
+        # the used rows only: 8 bytes of head, each field's 3 rows padded to 8 bytes
+        used_bytes = 8 + sum(-(-3 * np.dtype(d).itemsize // 8) * 8
+                             for _, d in DeviceNodeTable.FIELDS)
+        assert copies.d2h_bytes == used_bytes < whole.d2h_bytes == table.buffer.nbytes

@@ -407,8 +407,8 @@ class DecisionTreeRegressor(RegressorMixin, _BaseTree):
         Maximum number of bins per feature for non-missing values.
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
-        larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy (the GPU still makes one).
+        larger X is refused with a ValueError. A sparse X is binned at its stored
+        entries only (on the CPU and the GPU) and needs no such copy.
     random_state : None, int or Generator
         Seeds binning subsample, projection and per-node randomness.
     device : {"auto", "cpu", "cuda"}

@@ -115,8 +115,8 @@ class GradientBoostingRegressor(RegressorMixin, _BaseGradientBoosting):
         Quantile bins per feature (one more bin holds missing values).
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
-        larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy (the GPU still makes one).
+        larger X is refused with a ValueError. A sparse X is binned at its stored
+        entries only (on the CPU and the GPU) and needs no such copy.
     validation_fraction : float in (0, 1), default=0.1
         Rows held out for early stopping when ``n_iter_no_change`` is set and
         no ``eval_set`` is given.

@@ -335,8 +335,8 @@ _PARAMETERS = """
         Maximum number of quantile bins per feature (one more holds NaN).
     max_binned_bytes : int, default=4294967296 (4 GiB)
         Largest binned copy of X a fit may make (uint8 codes, n x p bytes); a
-        larger X is refused with a ValueError. A sparse X on the CPU is binned at
-        its stored entries only and needs no such copy (the GPU still makes one).
+        larger X is refused with a ValueError. A sparse X is binned at its stored
+        entries only (on the CPU and the GPU) and needs no such copy.
     batch_size : int or "auto", default="auto"
         Largest number of trees grown together (level by level, one
         projection product per batch); the trees are dealt into batches as

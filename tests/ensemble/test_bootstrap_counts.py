@@ -39,7 +39,7 @@ def test_counts_on_the_device_are_the_host_counts(n_draws, weighted):
             want[t], np.bincount(bootstrap_indices(seed, n, n_draws, draw_p), minlength=n))
     with count_device_activity() as activity:
         got = draw_counts_on(sampling, seeds, EMULATED)
-    assert activity.h2d == 1  # the batch's draws, not (T, n) counts
+    assert activity.h2d == 1 and activity.h2d_bytes == 4 * 4 * n_draws  # int32 draws
     assert got.dtype == np.float32 and got.shape == (4, n)
     np.testing.assert_array_equal(np.asarray(EMULATED.to_host(got)), want)
     np.testing.assert_array_equal(draw_counts_on(sampling, seeds, NUMPY), want)

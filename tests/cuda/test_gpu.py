@@ -467,9 +467,9 @@ def test_explicit_transfers_are_bounded_per_level(cp):
         Y = cp.asarray(rng.normal(size=(n, 4)))
         calls = []
 
-        def counting(self, a, calls=calls):
+        def counting(self, a, pinned=False, calls=calls):
             calls.append(type(a).__module__)
-            return original(self, a)
+            return original(self, a, pinned)
 
         with mock.patch.object(gb.Backend, "to_host", counting):
             model = DecisionTreeRegressor(max_depth=depth, random_state=0).fit(X, Y)

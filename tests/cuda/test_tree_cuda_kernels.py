@@ -1265,9 +1265,9 @@ def test_transfers_per_level_on_emulated_cuda(monkeypatch):
     original = gb.Backend.to_host
     calls = []
 
-    def counting(self, a):
+    def counting(self, a, pinned=False):
         calls.append(1)
-        return original(self, a)
+        return original(self, a, pinned)
 
     monkeypatch.setattr(gb.Backend, "to_host", counting)
     for n, depth in ((2000, 8), (6000, 8), (800, None)):

@@ -240,3 +240,41 @@ def test_bench_stored_rows_batch_lists_the_codes_it_times():
     kcuda.histograms(EMULATED, *histogram_records(codes, *records), outs[1])
     np.testing.assert_array_equal(outs[0], outs[1])
     assert outs[0][..., -1].sum() == n * p
+
+
+@pytest.mark.parametrize("max_leaf_nodes", [None, 16])
+def test_growth_on_stored_rows_has_the_device_activity_of_dense_codes(max_leaf_nodes):
+    # the same trees from the dense X and from its CSR form, with no more launches and
+    # the same copies: nothing per node on the host for stored rows
+    from gpurpo.backend import count_device_activity
+    from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees
+
+    rng = np.random.default_rng(11)
+    n, p, T, m = 1500, 40, 3, 2
+    X = sp.random(n, p, density=0.08, format="csr", random_state=rng)
+    dense = X.toarray()
+    Y = (dense[:, :5] @ rng.normal(size=(5, T * m))).reshape(n, T, m)
+    Y = (Y + 0.1 * rng.normal(size=Y.shape)).astype(np.float32)
+    W = rng.multinomial(n, np.full(n, 1 / n), size=T).astype(np.float32)
+    mapper = BinMapper(max_bins=32).fit(dense)
+    if max_leaf_nodes is None:
+        params, grow = GrowthParams(n_candidates=8), grow_trees
+    else:
+        params, grow = GrowthParams(max_leaf_nodes=max_leaf_nodes), grow_tree_best_first
+    got = {}
+    for name, data in (("dense", dense), ("stored", X)):
+        with count_device_activity():
+            binned = mapper.transform(data, EMULATED)
+            targets, weights = EMULATED.asarray(Y), EMULATED.asarray(W)
+            with count_device_activity() as activity:
+                result = grow(binned, targets, weights, params, np.random.default_rng(1),
+                              EMULATED)
+        assert (binned.dense_codes is None) == (name == "stored")
+        got[name] = (activity, [s.node_count for s in result.structures],
+                     np.asarray(EMULATED.to_host(result.leaf_of_sample)))
+    (dense_a, dense_nodes, dense_leaves), (stored_a, stored_nodes, stored_leaves) = (
+        got["dense"], got["stored"])
+    assert stored_nodes == dense_nodes and sum(dense_nodes) > 3 * 20
+    np.testing.assert_array_equal(stored_leaves, dense_leaves)
+    assert stored_a.launches <= dense_a.launches
+    assert (stored_a.d2h, stored_a.h2d) == (dense_a.d2h, dense_a.h2d)

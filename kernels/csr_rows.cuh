@@ -36,6 +36,18 @@ struct StoredRows {
     const unsigned char* zero_code;  // (p,) code of 0.0 of each feature
 };
 
+__device__ __forceinline__ StoredRows stored_rows(const long long* row_ptr, const int* row_features,
+                                                 const unsigned char* row_codes,
+                                                 const unsigned char* zero_code)
+{
+    StoredRows r;
+    r.row_ptr = row_ptr;
+    r.row_features = row_features;
+    r.row_codes = row_codes;
+    r.zero_code = zero_code;
+    return r;
+}
+
 // The code of feature f of row s.
 __device__ __forceinline__ int stored_code(const StoredRows& r, long long s, int f)
 {

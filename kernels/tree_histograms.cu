@@ -233,15 +233,9 @@ __device__ __forceinline__ void hist_add_sample(unsigned int* hist, const HistTi
     for (e = csr_lower_bound(rows.row_features, e, b_end, tile.sorted_f[0]); e < b_end; ++e) {
         const int f = rows.row_features[e];
         if (f > f_last) break;
-        int lo = at, hi = tile.n_sorted;
-        while (lo < hi) {
-            const int mid = (lo + hi) >> 1;
-            if (tile.sorted_f[mid] < f) lo = mid + 1;
-            else hi = mid;
-        }
-        at = lo;
-        if (tile.sorted_f[lo] != f) continue;
-        const int jj = tile.sorted_j[lo];
+        at = (int)csr_lower_bound(tile.sorted_f, at, tile.n_sorted, f);
+        if (tile.sorted_f[at] != f) continue;
+        const int jj = tile.sorted_j[at];
         hist_add_i64(hist + 2 * (((long long)jj * n_bins + rows.row_codes[e]) * nc + cc), q);
     }
 }
@@ -369,11 +363,7 @@ extern "C" __global__ void tree_histograms_shared(
         hist_sort_tile(tile_f, nj, sorted_f, sorted_j, n_sorted);
         tile.n_sorted = *n_sorted;
     }
-    StoredRows rows;
-    rows.row_ptr = row_ptr;
-    rows.row_features = row_features;
-    rows.row_codes = row_codes;
-    rows.zero_code = zero_code;
+    const StoredRows rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
 
     const long long start = node_ranges[2 * node];
     const long long stop = node_ranges[2 * node + 1];
@@ -486,11 +476,7 @@ extern "C" __global__ void tree_histograms_global(
     const float* wrow = weights + (long long)t * n;
     const int* feats = node_features + node * k;
     const long long n_items = a1 > a0 ? (a1 - a0) * n_channels : 0;
-    StoredRows rows;
-    rows.row_ptr = row_ptr;
-    rows.row_features = row_features;
-    rows.row_codes = row_codes;
-    rows.zero_code = zero_code;
+    const StoredRows rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
     for (long long it = threadIdx.x; it < n_items; it += blockDim.x) {
         const long long a = a0 + it / n_channels;
         const int c = (int)(it % n_channels);

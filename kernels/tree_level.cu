@@ -178,10 +178,7 @@ extern "C" __global__ void tree_level_split(
             __syncthreads();
             FeatureCodes code_of;
             code_of.codes = stored ? nullptr : codes + (long long)choice[0] * n;
-            code_of.rows.row_ptr = row_ptr;
-            code_of.rows.row_features = row_features;
-            code_of.rows.row_codes = row_codes;
-            code_of.rows.zero_code = zero_code;
+            code_of.rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
             code_of.feature = choice[0];
             code_of.sample_of = nullptr;
             n_left = block_stable_partition(code_of, scratch + start, sample_indices + start,

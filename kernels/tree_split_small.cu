@@ -687,10 +687,7 @@ extern "C" __global__ void tree_split_small(
         v.codes = codes;
         v.code_stride = n;
         v.stored = stored;
-        v.rows.row_ptr = row_ptr;
-        v.rows.row_features = row_features;
-        v.rows.row_codes = row_codes;
-        v.rows.zero_code = zero_code;
+        v.rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
         v.col_sample = nullptr;
         v.col = sample_indices + start;
         v.w = weights + (long long)t * n;
@@ -783,11 +780,7 @@ extern "C" __global__ void tree_grow_subtrees(
     // stored rows: no copy of the codes, each looked up in its sample's row
     const int stored = n_row_ptr > 0;
     unsigned char* blk_codes = stored ? nullptr : block_buf + blk * (long long)p * max_ns;
-    StoredRows rows;
-    rows.row_ptr = row_ptr;
-    rows.row_features = row_features;
-    rows.row_codes = row_codes;
-    rows.zero_code = zero_code;
+    const StoredRows rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
     int* cols = col_buf + blk * max_ns;
     int* cols2 = col2_buf + blk * max_ns;
     int* gid = gid_buf + blk * max_ns;

@@ -354,13 +354,15 @@ def section_histograms(state: dict[str, Any], quick: bool) -> str:
                     f"shared {plan.get('shared_mem', 0) // 1024} KB",
         })
         del weights, targets, out
-    rows.append(_stored_rows_histograms(rng, n, p, m, n_bins))
+    for k in (p, max(1, round(p ** 0.5))):
+        rows.append(_stored_rows_histograms(rng, n, p, m, n_bins, k))
     cupy.get_default_memory_pool().free_all_blocks()
     return (
         "Compulsory bytes per (node, sample): 4 (sample index) + 4 (weight) + 4m (targets) + "
         "k (codes), plus the histograms written. Target: 40% of the memory bandwidth. "
-        "The last row: a text-like X (5 % of its codes listed) read from its stored rows, "
-        "against the same histograms from its dense codes.\n\n"
+        "The last two rows: a text-like X (5 % of its codes listed; a sparse X, or a dense "
+        "one of mostly zeros) read from its stored rows on all features (boosting) and on "
+        "sqrt(p) of them (forests), against the same histograms from its dense codes.\n\n"
         + _table(rows)
     )
 
@@ -382,10 +384,11 @@ def stored_rows_batch(xp: Any, rng: Any, n: int, p: int, n_bins: int,
                    xp.zeros(p, dtype=xp.uint8))
 
 
-def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int) -> dict[str, Any]:
-    """Times the histograms of one root node on all ``p`` features of a text-like X
-    (:func:`stored_rows_batch`) from its stored rows and from its dense codes; the
-    two must be the same bits."""
+def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int,
+                            k: int) -> dict[str, Any]:
+    """Times the histograms of one root node on ``k`` of the ``p`` features of a
+    text-like X (:func:`stored_rows_batch`) from its stored rows and from its dense
+    codes; the two must be the same bits."""
     import cupy
 
     from gpurpo.backend import CUPY
@@ -394,9 +397,9 @@ def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int) -> di
 
     codes, stored = stored_rows_batch(cupy, rng, n, p, n_bins)
     weights, targets, sample_indices, node_ranges, node_features, node_tree = (
-        histogram_batch(cupy, rng, n, p, m, 1, p, False))
+        histogram_batch(cupy, rng, n, p, m, 1, k, False))
     batch = NodeBatch(sample_indices, node_ranges, node_tree)
-    outs = [cupy.zeros((1, p, n_bins, m + 2), dtype=cupy.float32) for _ in range(2)]
+    outs = [cupy.zeros((1, k, n_bins, m + 2), dtype=cupy.float32) for _ in range(2)]
     no_codes = cupy.empty((p, 0), dtype=cupy.uint8)
 
     def from_rows() -> None:
@@ -409,16 +412,16 @@ def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int) -> di
         kcuda.histograms(CUPY, codes, batch, node_features, weights, targets, outs[1])
 
     t_rows, t_codes = _time_gpu(from_rows), _time_gpu(from_codes)
-    plan = kcuda.histogram_launch_plan(CUPY.device_attributes(), 1, p, n_bins, m + 2, n,
+    plan = kcuda.histogram_launch_plan(CUPY.device_attributes(), 1, k, n_bins, m + 2, n,
                                        stored=True)
     return {
-        "batch": f"1 root node, k={p}, stored rows ({int(stored[1].size)} entries)",
+        "batch": f"1 root node, k={k} of {p}, stored rows ({int(stored[1].size)} entries)",
         "samples": n,
         "kernel ms": 1e3 * t_rows,
         "kernel ms from the dense codes": 1e3 * t_codes,
         "same bits": bool((outs[0] == outs[1]).all()),
         "plan": f"{plan['variant']}, grid {plan['grid']}, block {plan['block']}, "
-                f"chunks {plan['chunks']}, slot tile {plan.get('slot_tile', '-')}/{p}, "
+                f"chunks {plan['chunks']}, slot tile {plan.get('slot_tile', '-')}/{k}, "
                 f"shared {plan.get('shared_mem', 0) // 1024} KB",
     }
 

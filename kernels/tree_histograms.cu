@@ -31,7 +31,9 @@
 // float32 when it is its tile's only writer (one chunk), or adds them with
 // native 64-bit global atomics into ``acc`` (several chunks), and the last
 // chunk of the tile to finish (a counter per tile in ``done``) converts the
-// tile's sums. Work items are (sample, channel) pairs:
+// tile's sums and sets them and its counter back to zero, so that ``acc`` and
+// ``done`` are zero again after the launch: a growth keeps them for all its
+// levels, zeroed once. Work items are (sample, channel) pairs:
 // consecutive threads take consecutive channels of one sample, so target
 // loads are coalesced and the threads of a warp hit distinct shared-memory
 // cells unless their samples share a bin; each thread keeps its channel and
@@ -429,11 +431,19 @@ extern "C" __global__ void tree_histograms_shared(
                 const long long v = hist_read_i64(hist + 2 * q);
                 if (v != 0) atomicAdd(acc + dst, (unsigned long long)v);
             } else {
-                const long long v = n_chunks > 1 ? (long long)__ldcg(acc + dst)
-                                                 : hist_read_i64(hist + 2 * q);
+                long long v;
+                if (n_chunks > 1) {
+                    // read, then left at zero for the next launch on the same scratch
+                    v = (long long)__ldcg(acc + dst);
+                    acc[dst] = 0ull;
+                } else {
+                    v = hist_read_i64(hist + 2 * q);
+                }
                 out[dst] = (float)((double)v / tile_scale[cc]);
             }
         }
+        if (pass == 1 && n_chunks > 1 && threadIdx.x == 0)
+            done[(node * n_slot_tiles + st_idx) * n_chan_tiles + ct_idx] = 0u;
     }
 }
 
@@ -500,7 +510,9 @@ extern "C" __global__ void tree_histograms_global(
     const long long cells = (long long)k * n_bins * n_channels;
     for (long long q = threadIdx.x; q < cells; q += blockDim.x) {
         const long long v = (long long)__ldcg(acc + node * cells + q);
+        acc[node * cells + q] = 0ull;  // left at zero for the next launch on the scratch
         out[node * cells + q] = (float)((double)v / hist_scale((int)(q % n_channels), m, partial,
                                                                n_partial, count_bits));
     }
+    if (threadIdx.x == 0) done[node] = 0u;
 }

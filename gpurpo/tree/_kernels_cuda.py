@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
+from gpurpo.tree._histogram_scratch import HistogramScratch, histogram_bounds
 from gpurpo.tree._numba._node_split import SORT_LIMIT
 from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 
@@ -211,6 +212,7 @@ def histograms(
     out: Any,
     rows: Any = None,
     *,
+    scratch: HistogramScratch | None = None,
     shared_mem_bytes: int | None = None,
     samples_per_block: int | None = None,
 ) -> None:
@@ -229,7 +231,9 @@ def histograms(
     scales come from ``tree_histogram_bounds`` (the largest ``|w|`` and
     ``|y_c|``; it also zeroes the 64-bit sums and counters of chunked nodes),
     and the result is exact integer sums rounded once, the same bits whatever
-    the launch plan and the run: two launches per call.
+    the launch plan and the run: two launches per call; one with ``scratch``
+    (:class:`~gpurpo.tree._histogram_scratch.HistogramScratch` of these weights
+    and targets: a growth's maxima, read once, and its zeroed sums).
     ``shared_mem_bytes`` and ``samples_per_block`` override the launch plan
     (see :func:`histogram_launch_plan`).
     """
@@ -262,22 +266,23 @@ def histograms(
     )
     attrs = backend.device_attributes()
     module = backend.load_module("tree_histograms.cu")
-    n_rows = n * n_trees
-    bounds_block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    # one row of partial maxima per block, which every histogram block reads: one wave
-    n_partial = launch_grid(max(n_rows, 1), bounds_block, attrs, waves=1)
-    partial = xp.empty((n_partial, m + 1), dtype=xp.float32)
     # integer sums in global memory, and a counter of finished chunks per unit, for
-    # nodes split into chunks (and the fallback)
+    # nodes split into chunks (and the fallback), zero before the launch
     summed = plan["variant"] == "global" or plan["chunks"] > 1
     units = n_nodes * (plan.get("n_slot_tiles", 1) * plan.get("n_chan_tiles", 1))
-    acc = xp.empty(out.shape if summed else (1,), dtype=xp.uint64)
-    done = xp.empty(units if summed else 1, dtype=xp.uint32)
-    module.get_function("tree_histogram_bounds")(
-        (n_partial,), (bounds_block,),
-        (weights, targets, _i64(n_rows), _i32(m), partial, acc,
-         _i64(acc.size if summed else 0), done, _i64(units if summed else 0)),
-    )
+    acc_cells, n_done = (int(out.size), units) if summed else (0, 0)
+    if scratch is None or not summed:
+        # never read unless summed
+        acc = xp.empty(max(acc_cells, 1), dtype=xp.uint64)
+        done = xp.empty(max(n_done, 1), dtype=xp.uint32)
+    if scratch is None:
+        partial = histogram_bounds(backend, weights, targets, acc, acc_cells, done, n_done)
+    else:
+        scratch.check(weights, targets)
+        partial = scratch.partial
+        if summed:
+            acc, done = scratch.sums(acc_cells, n_done)
+    n_partial = int(partial.shape[0])
     head = (codes, *rows, _i32(1 if stored else 0), sample_indices, node_ranges,
             node_features, node_tree, weights, targets, partial, out, acc, done)
     shape = (_i64(n), _i32(k), _i32(n_bins), _i32(n_channels), _i32(m), _i32(n_trees),

@@ -209,7 +209,8 @@ class _DeviceBestFirst(_DeviceGrower):
         direct = slice(n_derived, n_rows)
         histogram.node_histograms(
             self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),
-            feats[direct], self.weights, self.targets, self.channels, out=hist[direct])
+            feats[direct], self.weights, self.targets, self.channels, out=hist[direct],
+            scratch=self.hist_scratch)
         if n_derived:
             level_kernels.launch(backend, "tree_level_subtract", hist, n_derived,
                                  n_large - n_derived, self.pool, *self.derive)

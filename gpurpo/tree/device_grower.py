@@ -249,9 +249,16 @@ class _DeviceGrower:
         self.min_split = max(2, int(params.min_samples_split), 2 * self.msl)
         self.max_depth = -1 if params.max_depth is None else int(params.max_depth)
         self._init_roots(counts, counts_h, root_seeds, rng)
+        # the maxima of the histograms' fixed-point scales, read once for all levels when
+        # a root is large (a node has no more samples than its parent)
+        self.hist_scratch = (
+            kernels.histogram_scratch(backend, self.weights, self.targets,
+                                      int(self.sample_indices.shape[0]), self.width,
+                                      binned.n_bins, self.channels)
+            if int(counts_h.max()) > self.small else None)
         self.subtrees: list[tuple[Any, Subtrees]] = []
         self._typed_sparse = kernels._typed_sparse(
-            backend, kernels.SparseColumns(binned.subtracted_bin, binned.sparse_codes,
+            backend, kernels.SparseColumns(binned.subtracted_bin, binned.kernel_sparse_codes,
                                            binned.listed),
             binned.kernel_codes.shape)
 
@@ -460,7 +467,8 @@ class _DeviceGrower:
             direct = slice(n_derived, n_rows)
             histogram.node_histograms(
                 self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),
-                feats[direct], self.weights, self.targets, self.channels, out=hist[direct])
+                feats[direct], self.weights, self.targets, self.channels, out=hist[direct],
+                scratch=self.hist_scratch)
             if n_derived:
                 level_kernels.launch(backend, "tree_level_subtract", hist, n_derived,
                                      n_large - n_derived, self.prev_hist, *self.derive)
@@ -476,7 +484,8 @@ class _DeviceGrower:
             else:
                 h = histogram.node_histograms(
                     self.binned, kernels.NodeBatch(self.sample_indices, ranges[c], tree[c]),
-                    feats[c], self.weights, self.targets, self.channels)
+                    feats[c], self.weights, self.targets, self.channels,
+                    scratch=self.hist_scratch)
             slots = score_histograms(
                 backend, h, feats[c], self.m, self.msl, self.edges,
                 random_split=self.random_split,

@@ -538,7 +538,7 @@ class HostGrower:
             self.edges,
             kernels.SplitRules(self.k, self.msl, self.random_split, self.binned.missing_bin,
                                TIE_RTOL),
-            kernels.SparseColumns(self.binned.subtracted_bin, self.binned.sparse_codes,
+            kernels.SparseColumns(self.binned.subtracted_bin, self.binned.kernel_sparse_codes,
                                   self.binned.listed),
         )
         return tuple(self.backend.to_host(a) for a in out)
@@ -873,7 +873,7 @@ class HostGrower:
                 max_depth=params.max_depth,
                 min_impurity_decrease=params.min_impurity_decrease,
             ),
-            kernels.SparseColumns(self.binned.subtracted_bin, self.binned.sparse_codes,
+            kernels.SparseColumns(self.binned.subtracted_bin, self.binned.kernel_sparse_codes,
                                   self.binned.listed),
         )
         out = out.to_host(self.backend)  # one device-to-host copy

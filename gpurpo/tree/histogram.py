@@ -58,6 +58,7 @@ def node_histograms(
     targets: Any,
     channels: int,
     out: Any = None,
+    scratch: Any = None,
 ) -> Any:
     """Histograms of a batch of nodes (see the module docstring for the layout).
 
@@ -65,7 +66,9 @@ def node_histograms(
     ----------
     binned : BinnedMatrix
         Binned inputs: dense codes of shape (p, n), or a sparse X's stored
-        entries alone (read column by column).
+        entries alone (read column by column on the CPU); on CUDA backends the
+        listed entries of the rows whenever ``sparse_codes`` lists them
+        (:attr:`~gpurpo.tree.binning.BinnedMatrix.stored_rows_held`).
     batch : NodeBatch
         The nodes: ``sample_indices`` int32 (total,), ``node_ranges`` int64
         (N, 2) (each node's [start, stop) in ``sample_indices``) and
@@ -79,6 +82,10 @@ def node_histograms(
     out : float32 array (N, k, n_bins, channels), optional
         Array that receives the histograms, every cell written (dense codes, or
         a sparse X's stored rows on CUDA backends).
+    scratch : optional
+        :func:`gpurpo.tree.kernels.histogram_scratch` of ``weights`` and ``targets``,
+        which the histogram launches of a growth share on CUDA backends (dense codes
+        or stored rows).
 
     Returns
     -------
@@ -88,17 +95,21 @@ def node_histograms(
         raise TypeError(
             f"no histogram builder for binned inputs of type {type(binned).__name__}")
     nodes = (batch, node_features, weights, targets, binned.n_bins, channels)
-    if binned.dense_codes is None and binned.backend.uses_cuda_kernels:
-        # the CUDA kernels read the stored rows
-        return kernels.build_histograms(binned.backend, binned.kernel_codes, *nodes, out=out,
-                                        stored=binned.sparse_codes)
+    if binned.stored_rows_held:
+        # the CUDA kernels add the listed entries of the rows (a sparse X, or a dense one
+        # of mostly zeros) and derive each feature's cell of its code of 0.0
+        xp = binned.backend.xp
+        return kernels.build_histograms(
+            binned.backend, xp.empty((binned.n_features, 0), dtype=xp.uint8), *nodes, out=out,
+            stored=binned.sparse_codes, scratch=scratch)
     if binned.dense_codes is None:
         if out is not None:
             raise ValueError("out is taken for dense codes only")
         return kernels.build_histograms_columns(
             binned.backend, binned.sparse_codes, EdgeTable(binned.edge_values, binned.edge_ptr),
             *nodes)
-    return kernels.build_histograms(binned.backend, binned.codes, *nodes, out=out)
+    return kernels.build_histograms(binned.backend, binned.codes, *nodes, out=out,
+                                    scratch=scratch)
 
 
 def subtract(parent: Any, child: Any, in_place: bool = False) -> Any:

@@ -67,7 +67,10 @@ Kernel contracts
     (``kernels/tree_histograms.cu``). The two agree to float32 rounding. From
     ``rows``, the CUDA kernel adds the listed codes and derives each slot's
     cell of ``zero_code[f]`` from the node's totals, in the same integers: the
-    same bits as from the dense codes.
+    same bits as from the dense codes. The CUDA kernel also takes ``scratch``
+    (keyword; :func:`histogram_scratch`): the maxima of the weights and targets,
+    read once per growth instead of once per launch, and zeroed integer sums for
+    nodes split into sample chunks, which their last chunk leaves at zero.
 
 ``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q)``
     sample_indices, node_ranges, node_tree, weights, targets: as above
@@ -376,6 +379,7 @@ from typing import Any
 
 from gpurpo._validation import check_float
 from gpurpo.backend import Backend, register_kernel
+from gpurpo.tree import _histogram_scratch
 from gpurpo.tree import _kernels_cuda as _cuda
 from gpurpo.tree._numba import (
     tree_grow_subtrees,
@@ -410,6 +414,7 @@ __all__ = [
     "bin_codes",
     "bin_codes_sparse",
     "build_histograms",
+    "histogram_scratch",
     "node_stats",
     "split_small",
     "score_histograms",
@@ -736,6 +741,7 @@ def build_histograms(
     n_channels: int,
     out: Any = None,
     stored: Any = None,
+    scratch: Any = None,
 ) -> Any:
     """Allocate and fill the ``(N, k, n_bins, n_channels)`` float32 histograms.
 
@@ -745,6 +751,8 @@ def build_histograms(
     ``codes`` of shape ``(p, 0)``: the codes of a sparse X held without them,
     read from the rows of ``stored`` (its
     :class:`~gpurpo.tree.binning.SparseCodes`); the same histograms.
+    ``scratch``: :func:`histogram_scratch` of these weights and targets, shared by
+    the launches of a growth (None: each launch reads the maxima itself).
     """
     xp = backend.xp
     batch = _histogram_batch(backend, batch)
@@ -768,10 +776,36 @@ def build_histograms(
             raise ValueError(f"stored lists {int(row_ptr.shape[0]) - 1} rows, the weights "
                              f"{int(weights.shape[1])} samples")
         rows = (row_ptr, row_features, row_codes, zero_code)
-    backend.kernel("tree_histograms")(
-        _c(backend, codes, xp.uint8), batch, features, weights, targets, out, rows,
-    )
+    launch = backend.kernel("tree_histograms")
+    if scratch is None:
+        launch(_c(backend, codes, xp.uint8), batch, features, weights, targets, out, rows)
+    else:
+        launch(_c(backend, codes, xp.uint8), batch, features, weights, targets, out, rows,
+               scratch=scratch)
     return out
+
+
+def histogram_scratch(backend: Backend, weights: Any, targets: Any, total_samples: int,
+                      width: int, n_bins: int, n_channels: int) -> Any:
+    """What the CUDA histogram launches of a growth on ``weights`` (T, n) and ``targets``
+    (n, T, m) share (:class:`~gpurpo.tree._histogram_scratch.HistogramScratch`: the
+    maxima of the fixed-point scales, read once, and the zeroed sums of nodes split
+    into sample chunks), for :func:`build_histograms`'s ``scratch``; None on the CPU,
+    whose kernel sums in float32 without scales.
+
+    ``total_samples`` is the length of the growth's ``sample_indices``; the launches
+    split nodes into chunks only when the batch has at least ``2 *
+    MIN_SAMPLES_PER_BLOCK`` of them per node, and then the sums of T nodes of
+    ``width`` slots of ``n_bins`` x ``n_channels`` cells are zeroed with the maxima.
+    """
+    if not backend.uses_cuda_kernels:
+        return None
+    xp = backend.xp
+    n_trees = int(weights.shape[0])
+    chunked = int(total_samples) >= 2 * _cuda.MIN_SAMPLES_PER_BLOCK
+    return _histogram_scratch.HistogramScratch(
+        backend, _c(backend, weights, xp.float32), _c(backend, targets, xp.float32),
+        n_trees if chunked else 0, width, n_bins, n_channels)
 
 
 def build_histograms_columns(

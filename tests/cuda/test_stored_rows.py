@@ -243,11 +243,14 @@ def test_bench_stored_rows_batch_lists_the_codes_it_times():
 
 
 @pytest.mark.parametrize("max_leaf_nodes", [None, 16])
-def test_growth_on_stored_rows_has_the_device_activity_of_dense_codes(max_leaf_nodes):
-    # the same trees from the dense X and from its CSR form, with no more launches and
-    # the same copies: nothing per node on the host for stored rows
+def test_growth_on_stored_rows_has_the_device_activity_of_dense_codes(max_leaf_nodes,
+                                                                      monkeypatch):
+    # the same trees from the dense X (its codes alone, or listed as mostly zeros too)
+    # and from its CSR form, with no more launches and the same copies: nothing per
+    # node on the host for stored rows
     from gpurpo.backend import count_device_activity
     from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees
+    from gpurpo.tree.binning import _mapper
 
     rng = np.random.default_rng(11)
     n, p, T, m = 1500, 40, 3, 2
@@ -262,19 +265,25 @@ def test_growth_on_stored_rows_has_the_device_activity_of_dense_codes(max_leaf_n
     else:
         params, grow = GrowthParams(max_leaf_nodes=max_leaf_nodes), grow_tree_best_first
     got = {}
-    for name, data in (("dense", dense), ("stored", X)):
-        with count_device_activity():
-            binned = mapper.transform(data, EMULATED)
-            targets, weights = EMULATED.asarray(Y), EMULATED.asarray(W)
-            with count_device_activity() as activity:
-                result = grow(binned, targets, weights, params, np.random.default_rng(1),
-                              EMULATED)
+    for name, data in (("dense", dense), ("listed", dense), ("stored", X)):
+        with monkeypatch.context() as patch:
+            if name == "dense":
+                patch.setattr(_mapper, "MOSTLY_ZERO_SHARE", -1.0)
+            with count_device_activity():
+                binned = mapper.transform(data, EMULATED)
+                targets, weights = EMULATED.asarray(Y), EMULATED.asarray(W)
+                with count_device_activity() as activity:
+                    result = grow(binned, targets, weights, params, np.random.default_rng(1),
+                                  EMULATED)
         assert (binned.dense_codes is None) == (name == "stored")
+        assert binned.stored_rows_held == (name != "dense")
         got[name] = (activity, [s.node_count for s in result.structures],
                      np.asarray(EMULATED.to_host(result.leaf_of_sample)))
-    (dense_a, dense_nodes, dense_leaves), (stored_a, stored_nodes, stored_leaves) = (
-        got["dense"], got["stored"])
-    assert stored_nodes == dense_nodes and sum(dense_nodes) > 3 * 20
-    np.testing.assert_array_equal(stored_leaves, dense_leaves)
-    assert stored_a.launches <= dense_a.launches
-    assert (stored_a.d2h, stored_a.h2d) == (dense_a.d2h, dense_a.h2d)
+    dense_a, dense_nodes, dense_leaves = got["dense"]
+    assert sum(dense_nodes) > 3 * 20
+    for name in ("listed", "stored"):
+        activity, nodes, leaves = got[name]
+        assert nodes == dense_nodes, name
+        np.testing.assert_array_equal(leaves, dense_leaves, err_msg=name)
+        assert activity.launches <= dense_a.launches, name
+        assert (activity.d2h, activity.h2d) == (dense_a.d2h, dense_a.h2d), name

@@ -87,13 +87,17 @@ class BinnedMatrix:
     ----------
     dense_codes : uint8 array of shape (n_features, n_samples), C-contiguous, or None
         Feature-major bin codes; ``missing_bin`` marks NaN. None for a sparse
-        X binned on the NumPy backend, and for a dense one whose codes are
-        mostly their feature's code of 0.0 (at most ``MOSTLY_ZERO_SHARE`` of
-        them differ, counted as :func:`~gpurpo.tree.binning._sparse.listed_share`
-        does: word presence features): its codes are listed in
-        ``sparse_codes`` only, which every CPU kernel reads instead (a feature
-        then costs its entries other than 0.0, not every sample of a node), and
-        :attr:`codes` builds the dense matrix on first use (inspection).
+        X (its stored entries are binned alone) and, on the NumPy backend, for
+        a dense one whose codes are mostly their feature's code of 0.0 (at
+        most ``MOSTLY_ZERO_SHARE`` of them differ, counted as
+        :func:`~gpurpo.tree.binning._sparse.listed_share` does: word presence
+        features): its codes are listed in ``sparse_codes`` only, which every
+        CPU kernel reads instead (a feature then costs its entries other than
+        0.0, not every sample of a node). On CUDA backends such a dense X
+        keeps its codes, read by the kernels that look codes up (small nodes,
+        partitions), and is listed too: the histograms of large nodes add the
+        listed entries only. :attr:`codes` builds the dense matrix on first
+        use (inspection).
     n_bins : int
         Histogram width: value bins of the widest feature plus the missing
         bin. Codes lie in ``[0, n_bins - 1]``.
@@ -123,7 +127,9 @@ class BinnedMatrix:
         nonzeros). Computed from the codes, so dense and sparse X agree.
     sparse_codes : SparseCodes or None
         For a sparse X, the codes of its stored entries by row and by column
-        (the other codes are each feature's code of 0.0); None for a dense X.
+        (the other codes are each feature's code of 0.0); for a dense X whose
+        codes are mostly their feature's code of 0.0, its other codes, listed
+        the same way; else None.
     listed : int64 array of shape (n_features,), on the backend
         Each feature's number of codes other than its code of 0.0 (for a
         sparse X, the length of its column in ``sparse_codes``): the split
@@ -191,6 +197,22 @@ class BinnedMatrix:
                 )
             self.dense_codes = dense_codes_of(self.sparse_codes, n, self.backend.xp)
         return self.dense_codes
+
+    @property
+    def kernel_sparse_codes(self) -> SparseCodes | None:
+        """The ``sparse_codes`` that the split kernels read beside :attr:`kernel_codes`:
+        the lists, except on CUDA backends when the dense codes are held (their kernels
+        then read a code where the lists would be searched for it)."""
+        if self.dense_codes is not None and self.backend.uses_cuda_kernels:
+            return None
+        return self.sparse_codes
+
+    @property
+    def stored_rows_held(self) -> bool:
+        """Whether the CUDA histogram kernels add this matrix's listed entries
+        (``sparse_codes``' rows) rather than read all its codes: on CUDA backends, for
+        a sparse X and for a dense one listed as mostly zeros."""
+        return self.sparse_codes is not None and self.backend.uses_cuda_kernels
 
     @property
     def kernel_codes(self) -> Any:
@@ -447,12 +469,15 @@ class BinMapper:
                 block = codes[f0 : f0 + step] == zero_code[f0 : f0 + step, None]
                 n_zero[f0 : f0 + step] = block.sum(axis=1)
         subtracted = xp.where(2 * n_zero >= n, zero_code.astype(xp.int32), xp.int32(-1))
-        if stored is None and backend.name == "numpy" and (
-                listed_share(subtracted, n - n_zero, n) <= MOSTLY_ZERO_SHARE):
-            # mostly zeros (word presence features in a dense array): binned as the
-            # sparse X of these values would be, the CPU kernels reading its entries
-            stored = sparse_codes_of_dense(codes, zero_code)
-            codes = None
+        if stored is None and (
+                listed_share(subtracted, n - n_zero, n, xp) <= MOSTLY_ZERO_SHARE):
+            # mostly zeros (word presence features in a dense array): listed as the
+            # sparse X of these values would be. The CPU kernels read the lists instead
+            # of the codes; the CUDA histograms add the listed entries and the other
+            # CUDA kernels read the dense codes (one read per code, no lookup)
+            stored = sparse_codes_of_dense(codes, zero_code, xp)
+            if backend.name == "numpy":
+                codes = None
         return BinnedMatrix(
             dense_codes=codes,
             n_bins=self.n_bins_,

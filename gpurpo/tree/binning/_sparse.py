@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 #: the share of a dense X's codes, other than their feature's code of 0.0, up to which
-#: the NumPy backend lists its entries as a sparse X's (:func:`listed_share`)
+#: its entries are listed as a sparse X's (:func:`listed_share`): on NumPy instead of
+#: the dense codes, on CUDA backends beside them
 MOSTLY_ZERO_SHARE = 0.1
 
 # stored entries compared with their edge rows at once by the array version
@@ -433,10 +434,13 @@ def _fill_columns(codes, zero_code, col_ptr, col_rows, col_codes):
                 q += 1
 
 
-def sparse_codes_of_dense(codes: np.ndarray, zero_code: np.ndarray) -> SparseCodes:
+def sparse_codes_of_dense(codes: Any, zero_code: Any, xp: Any = np) -> SparseCodes:
     """The :class:`SparseCodes` of feature-major dense ``codes`` (p, n): the entries whose
     code is not their feature's ``zero_code``, as :func:`sparse_codes` lists those of a
-    sparse X with these codes (NumPy arrays; two passes over ``codes``)."""
+    sparse X with these codes (arrays of ``xp``; on NumPy two passes over ``codes``)."""
+    if xp is not np:
+        return SparseCodes(zero_code, *_listed_of_dense(codes.T, zero_code[None, :], xp),
+                           *_listed_of_dense(codes, zero_code[:, None], xp))
     p, n = codes.shape
     col_ptr = np.zeros(p + 1, dtype=np.int64)
     _column_lengths(codes, zero_code, col_ptr)
@@ -447,15 +451,29 @@ def sparse_codes_of_dense(codes: np.ndarray, zero_code: np.ndarray) -> SparseCod
     return _listed_by_rows_too(zero_code, col_ptr, col_rows, col_codes, n)
 
 
-def listed_share(subtracted_bin: np.ndarray, listed: np.ndarray, n: int) -> float:
+def _listed_of_dense(codes: Any, zero: Any, xp: Any) -> tuple[Any, Any, Any]:
+    """(pointers, indices, codes) of the codes of ``codes`` (major, minor), a view of the
+    feature-major codes or of their transpose, that are not ``zero`` (their feature's
+    code of 0.0, broadcast): major by major, minor increasing."""
+    keep = codes != zero
+    ptr = xp.zeros(int(codes.shape[0]) + 1, dtype=xp.int64)
+    ptr[1:] = xp.cumsum(keep.sum(axis=1, dtype=xp.int64))
+    minor = xp.nonzero(keep)[1]
+    return (ptr, xp.ascontiguousarray(minor.astype(xp.int32)),
+            xp.ascontiguousarray(codes[keep]))
+
+
+def listed_share(subtracted_bin: Any, listed: Any, n: int, xp: Any = np) -> float:
     """The share of the codes of an ``(n, p)`` X that a listing of its entries holds when
     each feature with a subtracted bin lists its ``listed`` codes other than its code of
     0.0 and every other feature all its ``n`` codes (``BinnedMatrix.subtracted_bin``,
-    ``BinnedMatrix.listed``); 1 for an X without codes."""
+    ``BinnedMatrix.listed``, arrays of ``xp``); 1 for an X without codes."""
     p = int(listed.shape[0])
     if n * p == 0:
         return 1.0
-    kept = np.where(np.asarray(subtracted_bin) >= 0, np.asarray(listed), n)
+    if xp is np:
+        subtracted_bin, listed = np.asarray(subtracted_bin), np.asarray(listed)
+    kept = xp.where(subtracted_bin >= 0, listed, n)
     return float(kept.sum()) / (n * p)
 
 

@@ -27,7 +27,7 @@ knows which one is in use:
 """
 
 from gpurpo.backend._activity import DeviceActivity, count_device_activity, record_device_activity
-from gpurpo.backend._arrays import segment_ids, segment_positions, to_host
+from gpurpo.backend._arrays import bincount, segment_ids, segment_positions, to_host
 from gpurpo.backend._backend import BACKEND_NAMES, CUPY, EMULATED, NUMPY, Backend
 from gpurpo.backend._cupy import (
     BackendUnavailableError,
@@ -89,6 +89,7 @@ __all__ = [
     "namespace_of",
     "is_gpu_array",
     "to_host",
+    "bincount",
     "segment_ids",
     "segment_positions",
     "check_random_state",

@@ -1,4 +1,4 @@
-"""Host transfers and segment helpers shared by the backends' algorithm code."""
+"""Host transfers, counting and segment helpers shared by the backends' algorithm code."""
 
 from __future__ import annotations
 
@@ -56,6 +56,15 @@ def to_host(a: Any, pinned: bool = False) -> Any:
         record_d2h(plain.nbytes)
         return plain
     return a
+
+
+def bincount(xp: ModuleType, x: Any, minlength: int, weights: Any = None) -> Any:
+    """``xp.bincount(x, weights, minlength)``, also for an empty ``x``: zeros of length
+    ``minlength`` (int64, or float64 with ``weights``), as NumPy gives. CuPy before
+    14.2 raises on an empty ``x`` whatever ``minlength`` (it reduces ``max(x)``)."""
+    if int(x.shape[0]) == 0:
+        return xp.zeros(int(minlength), dtype=xp.int64 if weights is None else xp.float64)
+    return xp.bincount(x, weights=weights, minlength=int(minlength))
 
 
 def segment_ids(xp: ModuleType, lengths: Any, total: int) -> Any:

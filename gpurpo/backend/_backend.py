@@ -20,6 +20,23 @@ from gpurpo.backend._sources import _load_cupy_module, _load_emulated_module
 BACKEND_NAMES = ("numpy", "cupy", "emulated")
 
 
+#: the dtypes of cupyx.scipy.sparse matrices (type characters)
+CUPYX_SPARSE_DTYPES = "?fdFD"
+
+
+def device_sparse_dtype(dtype: Any, requested: Any = None) -> np.dtype:
+    """The dtype in which a SciPy sparse matrix of ``dtype`` goes to a cupyx matrix:
+    ``requested`` when given, else ``dtype`` when cupyx holds it (bool, float32,
+    float64, complex), float32 for float16 and float64 for integers (word counts,
+    label indicators), whose cupyx matrices raise ValueError."""
+    if requested is not None:
+        return np.dtype(requested)
+    dtype = np.dtype(dtype)
+    if dtype.char in CUPYX_SPARSE_DTYPES:
+        return dtype
+    return np.dtype(np.float32 if dtype == np.float16 else np.float64)
+
+
 @dataclass(frozen=True)
 class Backend:
     """One compute backend: its array module, sparse module and kernels.
@@ -136,6 +153,10 @@ class Backend:
 
             if not is_gpu_array(a):
                 a = getattr(_sp, f"{fmt}_matrix")(a)
+                # cupyx holds a few dtypes only (integer counts are cast on the host)
+                on_device = device_sparse_dtype(a.dtype, dtype)
+                if a.dtype != on_device:
+                    a = a.astype(on_device)
                 a = (cusparse.csr_matrix if fmt == "csr" else cusparse.csc_matrix)(a)
             elif a.format != fmt:
                 a = a.asformat(fmt)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpurpo.backend import bincount
+
 # LRAP counts ranks directly (O(nnz d), one boolean per (row, label,
 # relevant slot): at most 2 * _FEW_RELEVANT bytes per cell, within the
 # ranking budget) when no row of a block has more relevant labels than
@@ -27,8 +29,8 @@ def _ranking_counts(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
     new_group[:, 1:] = s_sorted[:, 1:] != s_sorted[:, :-1]
     group = xp.cumsum(new_group, axis=1) - 1
     flat = (group + (xp.arange(c) * d)[:, None]).ravel()
-    size = xp.bincount(flat, minlength=c * d).reshape(c, d)
-    rel_size = xp.bincount(flat, weights=rel.ravel(), minlength=c * d).reshape(c, d)
+    size = bincount(xp, flat, c * d).reshape(c, d)
+    rel_size = bincount(xp, flat, c * d, weights=rel.ravel()).reshape(c, d)
     R = xp.take_along_axis(xp.cumsum(size, axis=1), group, axis=1)
     L = xp.take_along_axis(xp.cumsum(rel_size, axis=1), group, axis=1)
     return (rel * (L / R)).sum(axis=1), rel.sum(axis=1)
@@ -46,7 +48,7 @@ def _ranking_counts_few(T: Any, S: Any, xp: Any) -> tuple[Any, Any]:
     """
     c = S.shape[0]
     rows, cols = xp.nonzero(T)
-    n_rel = xp.bincount(rows, minlength=c)
+    n_rel = bincount(xp, rows, c)
     if rows.shape[0] == 0:
         return xp.zeros(c), n_rel.astype(xp.float64)
     width = int(n_rel.max())

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, segment_positions
+from gpurpo.backend import Backend, bincount, segment_positions
 from gpurpo.tree import kernels
 
 __all__ = ["stacked_leaf_values_csr", "MAX_ENTRIES"]
@@ -171,7 +171,7 @@ def stacked_leaf_values_csr(
     entry_row = keys // d
     inv = xp.where(leaf_weight > 0, 1.0 / xp.where(leaf_weight > 0, leaf_weight, 1.0), 0.0)
     out_indptr = xp.zeros(n_rows + 1, dtype=xp.int64)
-    out_indptr[1:] = xp.cumsum(xp.bincount(entry_row, minlength=n_rows))
+    out_indptr[1:] = xp.cumsum(bincount(xp, entry_row, n_rows))
     index_type = xp.int32 if max(n_rows, d, int(keys.shape[0])) < 2**31 else xp.int64
     values = backend.sparse.csr_matrix(
         (sums * inv[entry_row], (keys % d).astype(index_type), out_indptr.astype(index_type)),

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, count_device_activity
+from gpurpo.backend import Backend, bincount, count_device_activity
 from gpurpo.tree import histogram, kernels, level_kernels
 from gpurpo.tree._node_tables import absorb_subtrees, number_nodes
 from gpurpo.tree._pack import pack_structures
@@ -201,7 +201,7 @@ class _DeviceGrower:
             counts = xp.full(n_trees, n, dtype=xp.int64)
         else:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
-            counts = xp.bincount(tree_idx, minlength=n_trees)
+            counts = bincount(xp, tree_idx, n_trees)
         self.target_check = None
         if unit:
             # every tree's size and weight are known: the check of the targets is written

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, registered_kernels, segment_positions
+from gpurpo.backend import Backend, bincount, registered_kernels, segment_positions
 from gpurpo.tree import histogram, kernels
 from gpurpo.tree._node_tables import (
     absorb_subtrees,
@@ -354,7 +354,7 @@ class HostGrower:
         # Root sample lists: samples with a positive weight, tree by tree.
         tree_idx, sample_idx = xp.nonzero(weights > 0)
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32))
-        counts = backend.to_host(xp.bincount(tree_idx, minlength=n_trees)).astype(np.int64)
+        counts = backend.to_host(bincount(xp, tree_idx, n_trees)).astype(np.int64)
         if not counts.all():
             raise ValueError(
                 "weights must give every tree at least one sample of positive weight; "
@@ -370,7 +370,8 @@ class HostGrower:
         self.nodes.reserve(int(max_nodes.sum()))
         if root_seeds is None:
             root_seeds = draw_root_seeds(rng, n_trees)
-        root_seeds = np.asarray(root_seeds, dtype=np.uint64)
+        # seeds drawn on the device (boosting's blocks of draws) come to the host
+        root_seeds = np.asarray(backend.to_host(root_seeds), dtype=np.uint64)
         if root_seeds.shape != (n_trees,):
             raise ValueError(
                 f"root_seeds must have shape (n_trees={n_trees},), got {root_seeds.shape}"
@@ -960,7 +961,7 @@ class HostGrower:
         leaf_of_sample[t_of, samples] = self._dev(leaf_rank, xp.int32)[node_of]
         w_leaf = self.weights[t_of, samples].astype(xp.float64)
         leaf_weight = self.backend.to_host(
-            xp.bincount(node_of, weights=w_leaf, minlength=len(leaf_ids))
+            bincount(xp, node_of, len(leaf_ids), weights=w_leaf)
         )
         return leaf_of_sample, leaf_weight
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gpurpo.backend import Backend, to_host
+from gpurpo.backend import Backend, bincount, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
@@ -124,7 +124,7 @@ def leaf_values(
     w = xp.ones(n, dtype=xp.float64) if weights is None else xp.asarray(weights, dtype=xp.float64)
     inside = leaf >= 0
     w = xp.where(inside, w, 0.0)
-    w_leaf = xp.bincount(xp.where(inside, leaf, 0), weights=w, minlength=int(n_leaves))
+    w_leaf = bincount(xp, xp.where(inside, leaf, 0), int(n_leaves), weights=w)
     inv = xp.where(w_leaf > 0, 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0), 0.0)
     sparse_y = backend.issparse(Y)
     sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)

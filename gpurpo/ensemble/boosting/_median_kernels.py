@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.backend import Backend, register_kernel
+from gpurpo.backend import Backend, bincount, register_kernel
 
 
 @njit(inline="always", cache=True)
@@ -209,7 +209,7 @@ def weighted_median_leaves(xp: ModuleType, R: Any, w: Any, leaf: Any, n_leaves: 
     values = xp.take_along_axis(R, order, axis=0)
     cum = xp.zeros((n + 1, d), dtype=xp.float64)
     cum[1:] = xp.cumsum(w.astype(xp.float64)[order], axis=0)
-    counts = xp.bincount(leaf, minlength=n_leaves)
+    counts = bincount(xp, leaf, n_leaves)
     stops = xp.cumsum(counts)
     starts = stops - counts
     base = cum[starts]

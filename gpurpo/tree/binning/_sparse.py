@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.backend import Backend
+from gpurpo.backend import Backend, bincount
 from gpurpo.tree._numba._shared import N_CHUNKS
 from gpurpo.tree.binning._edge_lookup import _count_below
 
@@ -341,7 +341,7 @@ def _kept_entries(indices: Any, major: Any, entry_codes: Any, entry_zero: Any, n
     ``entry_zero`` (their feature's code of 0.0), ``major`` the row or column of each."""
     keep = entry_codes != entry_zero
     ptr = xp.zeros(n_major + 1, dtype=xp.int64)
-    ptr[1:] = xp.cumsum(xp.bincount(major[keep], minlength=n_major))
+    ptr[1:] = xp.cumsum(bincount(xp, major[keep], n_major))
     return (ptr, xp.ascontiguousarray(indices[keep].astype(xp.int32)),
             xp.ascontiguousarray(entry_codes[keep]))
 

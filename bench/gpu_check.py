@@ -62,11 +62,14 @@ ROWS_MIN_BUDGET_S = 480.0
 
 
 class Report:
-    """Markdown sections collected during the run."""
+    """Markdown sections collected during the run; ``write(report, final)``, when given,
+    is called after every section (``final`` False) so that a run cut short leaves the
+    sections it finished."""
 
-    def __init__(self) -> None:
+    def __init__(self, write: Callable[[Report, bool], Any] | None = None) -> None:
         self.sections: list[tuple[str, str]] = []
         self.start = time.perf_counter()
+        self.write = write
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -74,6 +77,8 @@ class Report:
     def add(self, title: str, body: str) -> None:
         self.sections.append((title, body.rstrip() + "\n"))
         print(f"\n## {title}\n{body}", flush=True)
+        if self.write is not None:
+            self.write(self, False)
 
     def run(self, title: str, fn: Callable[[], str]) -> None:
         t0 = time.perf_counter()
@@ -101,9 +106,20 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 
 def _fmt(v: Any) -> str:
+    """A table cell: floats to 4 significant digits; text on one line, its pipes escaped
+    (an error's message stays inside its cell)."""
     if isinstance(v, float):
         return f"{v:.4g}"
-    return str(v)
+    return " ".join(str(v).split()).replace("|", "\\|")
+
+
+def _host_cores() -> int:
+    """The CPU cores this process may run on (its affinity, else the machine's count):
+    what numba lets a benchmark set as its threads."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _version(name: str) -> str:
@@ -194,7 +210,7 @@ _NO_ARRAY_API_COMPAT = textwrap.dedent(
 def section_environment(state: dict[str, Any]) -> str:
     lines = [
         f"- python {platform.python_version()} ({sys.executable}), {platform.platform()}",
-        f"- host CPUs: {os.cpu_count()}",
+        f"- host CPUs: {os.cpu_count()} ({_host_cores()} usable)",
     ]
     required = ("numpy", "scipy", "sklearn", "numba", "cupy", "pytest")
     optional = ("torch", "array_api_compat", "hypothesis", "cuda.bindings")
@@ -240,8 +256,10 @@ def section_environment(state: dict[str, Any]) -> str:
 
 
 def section_tests(timeout: float) -> str:
+    # every test marked gpu (the CUDA kernels, Dask on GPUs, the label space, linear
+    # algebra, metrics and device activity on CuPy arrays)
     cmd = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rA", "-p", "no:cacheprovider",
-           "tests/cuda/test_gpu.py", "tests/dask/test_dask_gpu.py"]
+           "tests"]
     try:
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -447,9 +465,9 @@ def section_transfers(quick: bool) -> str:
         Y = rng.standard_normal((n, 8))
         calls: list[str] = []
 
-        def counting(self: Any, a: Any, calls: list[str] = calls) -> Any:
+        def counting(self: Any, a: Any, pinned: bool = False, calls: list[str] = calls) -> Any:
             calls.append(type(a).__module__)
-            return original(self, a)
+            return original(self, a, pinned)
 
         t0 = time.perf_counter()
         with mock.patch.object(gb.Backend, "to_host", counting):
@@ -625,7 +643,7 @@ def _cpu_forest_trees(quick: bool) -> int:
     The CPU path grows one tree per thread, so a forest of fewer trees than cores leaves
     cores idle and its time per tree overstates that of the full forest.
     """
-    return 10 if quick else max(2, os.cpu_count() or 1)
+    return 10 if quick else max(2, _host_cores())
 
 
 def _forest_child(device: str, n_trees: int, path: Path, timeout: float) -> dict[str, Any]:
@@ -673,7 +691,7 @@ def section_forest(quick: bool, deadline: float, reserve: float) -> str:
     return (f"RandomForestClassifier(projection='gaussian', n_components=7, max_features='sqrt') "
             f"on n = {n}, p = {p}, d = {d} sparse labels ({r} per row), fully grown trees; "
             f"data generated in {gen:.1f} s. Each fit is a child process; CPU and GPU on this "
-            f"machine ({os.cpu_count()} CPU cores). {ACTIVITY_NOTE}\n\n" + _table(rows) + ratio)
+            f"machine ({_host_cores()} CPU cores). {ACTIVITY_NOTE}\n\n" + _table(rows) + ratio)
 
 
 # --------------------------------------------------------------------------
@@ -732,7 +750,7 @@ def section_forest_rows(quick: bool, deadline: float, reserve: float,
         })
     return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: gpurpo's forests of bench/forest.py "
             f"(Gaussian m = round(ln d), max_features = sqrt, fully grown, bootstrap) at {factor}x "
-            f"the rows; the CPU path on all {os.cpu_count()} host cores with fewer trees (its "
+            f"the rows; the CPU path on all {_host_cores()} host cores with fewer trees (its "
             f"LRAP is that of fewer trees). One process, same data.\n\n" + _table(rows))
 
 
@@ -742,7 +760,7 @@ def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") ->
     timeout = min(150.0, deadline - time.perf_counter())
     if timeout < 30:
         return "Not run: no time left in the budget.\n"
-    threads = os.cpu_count() or 1
+    threads = _host_cores()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sparse.json"
         cmd = [sys.executable, str(ROOT / "bench" / "sparse_forest.py"), "--device", device,
@@ -857,13 +875,34 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.budget < 60:
         parser.error(f"--budget must be at least 60 seconds, got {args.budget}")
-    report = Report()
+    state: dict[str, Any] = {}
+
+    def write(report: Report, final: bool) -> Path:
+        device = (state.get("device") or {}).get("name", "no-gpu")
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
+        out_dir = Path(args.out)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"gpu-check-{slug}{'-quick' if args.quick else ''}.md"
+        # only a finished run names its commit as "git <hash>", which
+        # .ci/gpu_verification.py reads as verified
+        verified = (f"git {_git_rev()}" if final else
+                    f"unfinished after {len(report.sections)} sections, commit {_git_rev()}")
+        header = (
+            f"# gpurpo GPU check: {device}\n\n"
+            f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
+            f"{' --quick' if args.quick else ''}"
+            f"{f' --budget {args.budget:g}' if args.budget != TOTAL_BUDGET_S else ''}`, "
+            f"total {report.elapsed():.0f} s, {verified}\n"
+        )
+        path.write_text(report.markdown(header))
+        return path
+
+    report = Report(write)
     deadline = time.perf_counter() + args.budget
     # the GPU suite took 133 s on an H200 (kernel compilation included); on a fresh machine
-    # with cold numba and NVRTC caches, 19 of 36 tests ran in 210 s (numba and NVRTC compiling from cold), all
-    # 36 in 42 s once compiled
+    # with cold numba and NVRTC caches, 19 of its then 36 tests ran in 210 s (numba and
+    # NVRTC compiling from cold), all 36 in 42 s once compiled
     tests_timeout = min(180.0 if args.quick else 300.0, 0.5 * args.budget)
-    state: dict[str, Any] = {}
     report.run("Environment", lambda: section_environment(state))
     if not state.get("gpu"):
         report.add("Skipped", "No working CUDA device (see above): GPU tests and benchmarks "
@@ -891,20 +930,7 @@ def main(argv: list[str] | None = None) -> int:
         report.run("Boosting fit, GPU vs CPU", lambda: section_boosting(args.quick, deadline))
         report.run("Forest on text-like sparse X, GPU vs scikit-learn",
                    lambda: section_sparse_forest(args.quick, deadline))
-    device = (state.get("device") or {}).get("name", "no-gpu")
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-")
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"gpu-check-{slug}{'-quick' if args.quick else ''}.md"
-    header = (
-        f"# gpurpo GPU check: {device}\n\n"
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, `bash bench/gpu_check.sh"
-        f"{' --quick' if args.quick else ''}"
-        f"{f' --budget {args.budget:g}' if args.budget != TOTAL_BUDGET_S else ''}`, "
-        f"total {report.elapsed():.0f} s, git "
-        f"{_git_rev()}\n"
-    )
-    path.write_text(report.markdown(header))
+    path = write(report, True)
     print(f"\nreport written to {path}")
     return 0
 

@@ -13,4 +13,14 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
-exec timeout "${GPU_CHECK_TIMEOUT:-900}" "$PY" bench/gpu_check.py "$@"
+# the outer limit leaves 300 s beyond the run's --budget (600 s by default) for the report
+BUDGET=600
+ARGS=("$@")
+for ((i = 0; i < ${#ARGS[@]}; i++)); do
+  case "${ARGS[i]}" in
+    --budget) BUDGET="${ARGS[i + 1]:-600}" ;;
+    --budget=*) BUDGET="${ARGS[i]#--budget=}" ;;
+  esac
+done
+LIMIT="${GPU_CHECK_TIMEOUT:-$(( ${BUDGET%.*} + 300 ))}"
+exec timeout "$LIMIT" "$PY" bench/gpu_check.py "$@"

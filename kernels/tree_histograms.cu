@@ -20,7 +20,8 @@
 // the channel's bound: max|w| for c = 0, max|w| * max|y_c| for a target
 // channel, 1 for the count (hist_scale). Every |rint(v * 2^e_c)| is then at
 // most 2^(61 - bitlen(N)) and a node's sum of them below 2^62. The maxima
-// come from tree_histogram_bounds, one row of partial maxima per block.
+// come from tree_histogram_bounds, one row of partial maxima per block, read
+// once per growth (gpurpo/tree/_histogram_scratch.py).
 //
 // tree_histograms_shared: one block per (node, sample chunk, slot tile,
 // channel tile). The block privatises the (slot_tile x n_bins x chan_tile)
@@ -42,7 +43,8 @@
 //
 // tree_histograms_global: the fallback when not even one (slot, channel)
 // column of n_bins cells fits in shared memory: the same work items, with
-// atomics straight into ``acc``; the node's last chunk converts its cells.
+// atomics straight into ``acc``; the node's last chunk converts its cells and
+// sets them and its counter back to zero.
 //
 // A sparse X held without dense codes (``stored``: its stored rows, as
 // gpurpo.tree.binning.SparseCodes lists them; ``codes`` unused): a block of

@@ -584,7 +584,8 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
         -------
         int64 array or CSR matrix (n, d), or array (n,)
             Multi-label: 1 where :meth:`predict_proba` is > 0.5 (CSR with
-            sparse leaves). Single-label: the most probable class of
+            sparse leaves; float64 data in a cupyx CSR, which holds no
+            integers). Single-label: the most probable class of
             ``classes_`` (first on ties). In ``X``'s namespace (CuPy/cupyx
             for CuPy/cupyx ``X``, else NumPy/SciPy); non-numeric classes come
             back as a NumPy array.
@@ -596,7 +597,9 @@ class DecisionTreeClassifier(ClassifierMixin, _BaseTree):
                 out = proba.tocsr()
                 out.data = (out.data > 0.5).astype(out.data.dtype)
                 out.eliminate_zeros()
-                return _in_namespace_of(X, out.astype(xp.int64))
+                if is_gpu_array(X):
+                    return out  # cupyx holds no integers: 0/1 floats
+                return to_host(out).astype(np.int64)
             return _in_namespace_of(X, (proba > 0.5).astype(xp.int64))
         labels = labels_from_scores(proba, self.classes_, backend)
         return _in_namespace_of(X, labels) if self.classes_.dtype.kind in "biuf" else labels

@@ -179,7 +179,7 @@ class _ForestClassifierMixin(ClassifierMixin):
             y_host = to_host(y)
             y_true = y_host[valid]
             pred = self._labels_from_proba(mean[rows], backend)
-            self.oob_score_ = float(self.oob_score(y_true, to_host(pred)))
+            self.oob_score_ = float(self.oob_score(y_true, _host_labels(pred)))
         elif self._multilabel and valid.size == mean.shape[0]:
             self.oob_score_ = label_ranking_average_precision(Y, mean)  # no (n, d) copy
         elif self._multilabel:
@@ -191,10 +191,13 @@ class _ForestClassifierMixin(ClassifierMixin):
     def _labels_from_proba(self, proba: Any, backend: Backend) -> Any:
         xp = backend.xp
         if self._multilabel:
-            labels = (proba > 0.5).astype(xp.int64)
             if self._sparse_output:
-                return backend.sparse.csr_matrix(labels)
-            return labels
+                # cupyx holds bool, float and complex data only: 0/1 floats on CUDA
+                # backends, int64 once on the host (_host_labels)
+                labels = proba > 0.5
+                return backend.sparse.csr_matrix(
+                    labels.astype(xp.float64 if backend.uses_cuda_kernels else xp.int64))
+            return (proba > 0.5).astype(xp.int64)
         return labels_from_scores(proba, self.classes_, backend)
 
     def _check_warm_classes(self, targets: ClassTargets) -> None:
@@ -266,7 +269,8 @@ class _ForestClassifierMixin(ClassifierMixin):
         int64 array or CSR matrix (n, d), or array (n,) of class labels
             Multi-label 0/1 predictions, or the most probable class (first on
             ties) for single-label ``y``; non-numeric classes come back as a
-            NumPy array whatever ``X``.
+            NumPy array whatever ``X``. A cupyx CSR result (CuPy ``X``) holds
+            its 0/1 labels as float64: cupyx matrices hold no integers.
         """
         check_is_fitted(self, "n_outputs_")
         if self._multilabel and self._sparse_output:
@@ -277,7 +281,16 @@ class _ForestClassifierMixin(ClassifierMixin):
                 return scores.astype(np.int64)
         proba, backend, host = self._predict_sum(X)
         labels = self._labels_from_proba(proba, backend)
-        return to_host(labels) if host else labels
+        return _host_labels(labels) if host else labels
+
+
+def _host_labels(labels: Any) -> Any:
+    """Labels on the host; a CSR matrix of them with int64 data, as the CPU gives (a CUDA
+    backend's have float64 data)."""
+    labels = to_host(labels)
+    if hasattr(labels, "tocsr") and labels.dtype != np.int64:
+        return labels.astype(np.int64)
+    return labels
 
 
 _PARAMETERS = """

@@ -40,14 +40,13 @@ from typing import Any
 
 import dask
 import dask.array as da
-import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
 from gpurpo._input_features import check_n_features
 from gpurpo._validation import check_choice
-from gpurpo.backend import resolve_backend
+from gpurpo.backend import namespace_of, resolve_backend
 from gpurpo.dask import _forest_tasks as tasks
 from gpurpo.dask._cluster import Cluster
 from gpurpo.dask._forest_fit import DistributedFit, static_task
@@ -222,8 +221,10 @@ class _DaskForest(BaseEstimator):
             return getattr(model, method)(X, **kwargs)
         X = check_rows_chunked(X, "X", (2,))
         check_n_features(model, int(X.shape[1]), reset=False)
-        # the types, dtypes and widths of the results, from one row
-        probe = getattr(model, method)(np.zeros((1, int(X.shape[1]))), **kwargs)
+        # the types, dtypes and widths of the results, from one row of the blocks' kind
+        # (CuPy blocks give CuPy results)
+        probe = getattr(model, method)(
+            namespace_of(getattr(X, "_meta", None)).zeros((1, int(X.shape[1]))), **kwargs)
         shared = self._shared_forest(Cluster(self.client))
         blocks = [
             dask.delayed(tasks.predict_block, pure=True)(shared, method, block, **kwargs)

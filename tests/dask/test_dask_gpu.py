@@ -57,3 +57,25 @@ def test_forest_on_cupy_chunks_is_the_gpu_forest(gpu_client, mode):
     else:
         # each worker's trees on its rows: one worker holds every row here
         assert np.corrcoef(got.ravel(), want.ravel())[0, 1] > 0.95
+
+
+def test_predictions_of_cupy_chunks_declare_cupy_blocks(gpu_client):
+    import cupy
+
+    from gpurpo import dask as gdask
+    from gpurpo.backend import is_gpu_array
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 6)).astype(np.float32)
+    Y = X[:, :3] @ rng.normal(size=(3, 4))
+    Xd = da.from_array(X, chunks=(500, -1)).map_blocks(cupy.asarray)
+    Yd = da.from_array(Y, chunks=(500, -1)).map_blocks(cupy.asarray)
+    model = gdask.RandomForestRegressor(n_estimators=4, random_state=0, client=gpu_client)
+    pred = model.fit(Xd, Yd).predict(Xd)
+    # the result's meta is of its blocks' kind, so that Dask concatenates them as CuPy
+    assert is_gpu_array(pred._meta)
+    got = pred.compute()
+    assert is_gpu_array(got) and got.shape == (2000, 4)
+    np.testing.assert_allclose(cupy.asnumpy(got),
+                               cupy.asnumpy(model.to_local().predict(cupy.asarray(X))),
+                               rtol=1e-6, atol=1e-6)

@@ -4,8 +4,8 @@
 channel's scale follows from the largest ``|w|`` and ``|y_c|`` of the weights
 and targets, which ``tree_histogram_bounds`` reads in full. A growth launches
 the histograms of its large nodes level after level on the same weights and
-targets, so it reads them once (:func:`histogram_scratch`) and every launch
-takes the partial maxima from :class:`HistogramScratch`. Nodes split into
+targets, so it reads them once (:func:`gpurpo.tree.kernels.histogram_scratch`)
+and every launch takes the partial maxima from :class:`HistogramScratch`. Nodes split into
 sample chunks add their cells into 64-bit integers in global memory, with a
 counter of finished chunks per tile; the last chunk of a tile converts the
 sums and sets them and its counter back to zero, so the scratch holds zeros
@@ -23,12 +23,11 @@ from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
 __all__ = ["HistogramScratch", "histogram_bounds"]
 
 
-def histogram_bounds(backend: Backend, weights: Any, targets: Any, acc: Any = None,
-                     acc_cells: int = 0, done: Any = None, n_done: int = 0) -> Any:
+def histogram_bounds(backend: Backend, weights: Any, targets: Any, acc: Any, done: Any) -> Any:
     """``tree_histogram_bounds``: float32 (n_partial, m + 1) partial maxima of ``|w|``
     (column 0) and ``|y_c|`` (float32 ``weights`` (T, n), ``targets`` (n, T, m), on the
-    device), one row per block of a one-wave grid; the first ``acc_cells`` sums of
-    ``acc`` and ``n_done`` counters of ``done`` are zeroed by the same launch."""
+    device), one row per block of a one-wave grid; the uint64 sums ``acc`` and uint32
+    counters ``done`` are zeroed by the same launch."""
     xp = backend.xp
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
     n_rows = int(weights.shape[1]) * n_trees
@@ -37,14 +36,10 @@ def histogram_bounds(backend: Backend, weights: Any, targets: Any, acc: Any = No
     # one row of partial maxima per block, which every histogram block reads: one wave
     n_partial = launch_grid(max(n_rows, 1), block, attrs, waves=1)
     partial = xp.empty((n_partial, m + 1), dtype=xp.float32)
-    if acc is None:
-        acc = xp.empty(1, dtype=xp.uint64)
-    if done is None:
-        done = xp.empty(1, dtype=xp.uint32)
     backend.load_module("tree_histograms.cu").get_function("tree_histogram_bounds")(
         (n_partial,), (block,),
-        (weights, targets, np.int64(n_rows), np.int32(m), partial, acc, np.int64(acc_cells),
-         done, np.int64(n_done)),
+        (weights, targets, np.int64(n_rows), np.int32(m), partial, acc,
+         np.int64(acc.shape[0]), done, np.int64(done.shape[0])),
     )
     return partial
 
@@ -54,29 +49,27 @@ class HistogramScratch:
     counters of its chunked histogram launches, zero between launches.
 
     Made once per growth and passed to every histogram launch of the growth on
-    the same weights and targets. Making it is one launch, which reads
-    ``weights`` (float32 (T, n)) and ``targets`` (float32 (n, T, m)),
-    C-contiguous device arrays, for the maxima and zeroes sums for ``n_nodes``
-    nodes of ``width`` slots of ``n_bins`` x ``n_channels`` cells (a growth's
-    roots, when they may be split into chunks); the sums grow (doubling, one
+    the same weights and targets (or made by a launch for itself). Making it is
+    one launch, which reads ``weights`` (float32 (T, n)) and ``targets``
+    (float32 (n, T, m)), C-contiguous device arrays, for the maxima and zeroes
+    ``cells`` sums and ``counters`` counters; the sums grow (doubling, one
     zeroing launch) when a launch needs more.
     """
 
-    def __init__(self, backend: Backend, weights: Any, targets: Any, n_nodes: int = 0,
-                 width: int = 0, n_bins: int = 0, n_channels: int = 0) -> None:
+    def __init__(self, backend: Backend, weights: Any, targets: Any, cells: int = 0,
+                 counters: int = 0) -> None:
         self.backend = backend
         self.shapes = (tuple(weights.shape), tuple(targets.shape))
-        cells = int(n_nodes) * int(width) * int(n_bins) * int(n_channels)
-        counters = int(n_nodes) * int(width) * int(n_channels)
         self._allocate(cells, counters, zeroed=False)
-        self.partial = histogram_bounds(backend, weights, targets, self._acc, cells,
-                                        self._done, counters)
+        self.partial = histogram_bounds(backend, weights, targets, self._acc, self._done)
 
     def _allocate(self, cells: int, counters: int, zeroed: bool) -> None:
-        """One uint64 buffer: ``cells`` sums, then ``counters`` uint32 counters."""
+        """One uint64 buffer: ``cells`` sums, then ``counters`` uint32 counters (at least
+        one of each, so that a launch always has arrays to pass)."""
         xp = self.backend.xp
-        words = max(cells + (counters + 1) // 2, 1)
-        buffer = (xp.zeros if zeroed else xp.empty)(words, dtype=xp.uint64)
+        cells, counters = max(int(cells), 1), max(int(counters), 1)
+        buffer = (xp.zeros if zeroed else xp.empty)(cells + (counters + 1) // 2,
+                                                    dtype=xp.uint64)
         self._acc = buffer[:cells]
         self._done = buffer[cells:].view(xp.uint32)[:counters]
 

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import ELEMENTWISE_BLOCK, Backend, launch_block, launch_grid
-from gpurpo.tree._histogram_scratch import HistogramScratch, histogram_bounds
+from gpurpo.tree._histogram_scratch import HistogramScratch
 from gpurpo.tree._numba._node_split import SORT_LIMIT
 from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 
@@ -271,17 +271,13 @@ def histograms(
     summed = plan["variant"] == "global" or plan["chunks"] > 1
     units = n_nodes * (plan.get("n_slot_tiles", 1) * plan.get("n_chan_tiles", 1))
     acc_cells, n_done = (int(out.size), units) if summed else (0, 0)
-    if scratch is None or not summed:
-        # never read unless summed
-        acc = xp.empty(max(acc_cells, 1), dtype=xp.uint64)
-        done = xp.empty(max(n_done, 1), dtype=xp.uint32)
     if scratch is None:
-        partial = histogram_bounds(backend, weights, targets, acc, acc_cells, done, n_done)
+        # this launch's own: the maxima, and its sums zeroed, in one launch
+        scratch = HistogramScratch(backend, weights, targets, acc_cells, n_done)
     else:
         scratch.check(weights, targets)
-        partial = scratch.partial
-        if summed:
-            acc, done = scratch.sums(acc_cells, n_done)
+    acc, done = scratch.sums(acc_cells, n_done)
+    partial = scratch.partial
     n_partial = int(partial.shape[0])
     head = (codes, *rows, _i32(1 if stored else 0), sample_indices, node_ranges,
             node_features, node_tree, weights, targets, partial, out, acc, done)

@@ -801,11 +801,10 @@ def histogram_scratch(backend: Backend, weights: Any, targets: Any, total_sample
     if not backend.uses_cuda_kernels:
         return None
     xp = backend.xp
-    n_trees = int(weights.shape[0])
-    chunked = int(total_samples) >= 2 * _cuda.MIN_SAMPLES_PER_BLOCK
+    n_nodes = int(weights.shape[0]) if int(total_samples) >= 2 * _cuda.MIN_SAMPLES_PER_BLOCK else 0
     return _histogram_scratch.HistogramScratch(
         backend, _c(backend, weights, xp.float32), _c(backend, targets, xp.float32),
-        n_trees if chunked else 0, width, n_bins, n_channels)
+        n_nodes * width * n_bins * n_channels, n_nodes * width * n_channels)
 
 
 def build_histograms_columns(

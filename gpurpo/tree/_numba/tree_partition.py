@@ -10,6 +10,7 @@ from gpurpo.backend import cpu_helper
 from gpurpo.tree._numba._node_codes import _node_codes_of
 from gpurpo.tree._numba._shared import SERIAL_SAMPLES, total_samples
 from gpurpo.tree._numba.tree_grow_subtrees import _partition_positions
+from gpurpo.tree.binning._edge_lookup import _count_below
 
 
 @njit(inline="always", cache=True)
@@ -18,15 +19,9 @@ def stored_code(row_ptr, row_features, row_codes, zero_code, s, f):
     (``SparseCodes``): binary search among the row's features, else ``zero_code[f]``."""
     lo = row_ptr[s]
     hi = row_ptr[s + 1]
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if row_features[mid] < f:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and row_features[lo] == f:
-        return row_codes[lo]
+    at = lo + _count_below(row_features[lo:], hi - lo, f)
+    if at < hi and row_features[at] == f:
+        return row_codes[at]
     return zero_code[f]
 
 

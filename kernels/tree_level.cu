@@ -522,6 +522,17 @@ extern "C" __global__ void tree_level_leaf_marks_table(
         if (node_feature[g] < 0 && node_pos[g] >= 0) mark[node_start[g]] = 1;
 }
 
+// One thread per node g of a best-first table: the first position of every
+// leaf (node_state[g] == 1, the last replay's leaves).
+extern "C" __global__ void tree_level_leaf_marks_state(
+    long long n_nodes, const unsigned char* __restrict__ node_state,
+    const long long* __restrict__ node_start, int* __restrict__ mark)
+{
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < n_nodes; g += stride)
+        if (node_state[g] == 1) mark[node_start[g]] = 1;
+}
+
 // One thread per subtree root r (node roots[r]): the first position of each
 // leaf among its count[r] output rows (positions relative to the root's start).
 extern "C" __global__ void tree_level_leaf_marks_subtrees(

@@ -82,10 +82,13 @@ def _wrap(value: Any) -> Any:
     return value
 
 
-def _launches(name: str, result: Any) -> int:
-    """Kernels of one operation: none for metadata functions and empty results (CuPy
-    skips the launch), else one."""
+def _launches(name: str, result: Any, args: tuple[Any, ...] = ()) -> int:
+    """Kernels of one operation: none for metadata functions, empty results and a
+    conversion that returns its input itself (``ascontiguousarray`` of a contiguous
+    array of its dtype: CuPy skips the launch), else one."""
     if name in NO_LAUNCH:
+        return 0
+    if name in TRANSFERS and any(result is a for a in args):
         return 0
     arrays = result if isinstance(result, (tuple, list)) else (result,)
     sizes = [a.size for a in arrays if hasattr(a, "size") and hasattr(a, "dtype")]
@@ -101,7 +104,7 @@ def _device_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str
     result = fn(*plain_args, **plain_kwargs)
     dependent = name in DATA_DEPENDENT or (name == "where" and len(args) == 1)
     record_device_activity(
-        launches=_launches(name, result),
+        launches=_launches(name, result, plain_args),
         h2d=host.count,
         h2d_bytes=host.nbytes,
         d2h=int(dependent),

@@ -20,7 +20,8 @@ from gpurpo.backend import Backend, launch_block, launch_grid_stride
 from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM
 
 __all__ = ["features", "split", "children", "roots", "subtract", "leaf_marks_table",
-           "leaf_marks_subtrees", "place", "best_first_select", "CHILDREN_BLOCK"]
+           "leaf_marks_state", "leaf_marks_subtrees", "place", "best_first_select",
+           "CHILDREN_BLOCK"]
 
 CHILDREN_BLOCK = 256  # LEVEL_MAX_THREADS of tree_level.cu
 
@@ -125,6 +126,12 @@ def leaf_marks_table(backend: Backend, node_feature: Any, node_pos: Any, node_st
     n = int(node_feature.shape[0])
     _elementwise(backend, "tree_level_leaf_marks_table", n,
                  (_i64(n), node_feature, node_pos, node_start, mark))
+
+
+def leaf_marks_state(backend: Backend, node_state: Any, node_start: Any, mark: Any) -> None:
+    """``tree_level_leaf_marks_state``: one thread per node."""
+    n = int(node_state.shape[0])
+    _elementwise(backend, "tree_level_leaf_marks_state", n, (_i64(n), node_state, node_start, mark))
 
 
 def leaf_marks_subtrees(backend: Backend, roots: Any, offsets: Any, count: Any, feature: Any,

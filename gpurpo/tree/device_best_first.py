@@ -82,12 +82,12 @@ class BestFirstNodeTable(DeviceNodeTable):
     its histogram's row in the pool) and ``state`` (after a round: 0 not in its
     tree, 1 a leaf, 2 split), and a ``head`` of counters: those of
     ``tree_level_children``, ``pending`` of ``tree_best_first_select`` and the
-    deferred check of the targets (1: finite)."""
+    deferred check of the targets (:meth:`~DeviceNodeTable.write_target_check`)."""
 
     FIELDS = DeviceNodeTable.FIELDS + (("slot", "int64"), ("state", "uint8"))
     PENDING = level_kernels.N_COUNTERS
-    TARGETS_FINITE = PENDING + 1
-    HEAD = TARGETS_FINITE + 1
+    TARGET_CHECK = PENDING + 1
+    HEAD = TARGET_CHECK + 1
 
 
 class _DeviceBestFirst(_DeviceGrower):
@@ -349,7 +349,7 @@ class _DeviceBestFirst(_DeviceGrower):
             self.host_fields = None
             head = np.asarray(self.backend.to_host(t.head))
         if self.target_check is not None:
-            check_targets(head[t.TARGETS_FINITE])
+            check_targets(t.targets_finite(head))
             self.target_check = None
         return head
 
@@ -401,13 +401,9 @@ class _DeviceBestFirst(_DeviceGrower):
 
     def _mark_leaves(self, mark: Any) -> None:
         """1 in ``mark`` at the first sample position of every leaf of the trees (the last
-        replay's ``state`` 1), as ``tree_level_leaf_marks_table`` reads a leaf."""
-        xp, t = self.xp, self.table
-        state = t.state[: self.used]
-        # state 0, 1, 2 as "feature" -2, -1, 0 and "pos" -1, 0, 1: state 1 is a leaf
-        level_kernels.launch(self.backend, "tree_level_leaf_marks_table",
-                             xp.subtract(state, 2, dtype=xp.int32),
-                             xp.subtract(state, 1, dtype=xp.int64), t.start[: self.used], mark)
+        replay's ``state`` 1)."""
+        level_kernels.launch(self.backend, "tree_level_leaf_marks_state",
+                             self.table.state[: self.used], self.table.start[: self.used], mark)
 
 
 def grow_best_first_on_device(

@@ -108,10 +108,21 @@ class DeviceNodeTable:
         self.xp = xp
         self._allocate(int(capacity))
 
-    #: row of ``head`` holding the deferred check of the targets (1: all finite)
-    TARGETS_FINITE = 0
+    #: row of ``head`` holding the deferred check of the targets: the bits of a
+    #: float64, finite if and only if every target is (:meth:`write_target_check`)
+    TARGET_CHECK = 0
     #: int64 counters at the head of the buffer, before the fields (``head``)
     HEAD = 1
+
+    def write_target_check(self, value: Any) -> None:
+        """Store the float64 device scalar ``value`` (finite if and only if the targets
+        are) in the head, bit for bit; :meth:`targets_finite` reads it on the host."""
+        self.head[self.TARGET_CHECK : self.TARGET_CHECK + 1].view(self.xp.float64)[0] = value
+
+    @classmethod
+    def targets_finite(cls, head: np.ndarray) -> bool:
+        """The check that :meth:`write_target_check` stored, from a host copy of ``head``."""
+        return bool(np.isfinite(head[cls.TARGET_CHECK : cls.TARGET_CHECK + 1].view(np.float64)[0]))
 
     @classmethod
     def _views(cls, buffer: Any, capacity: int) -> dict[str, Any]:
@@ -197,17 +208,15 @@ class _DeviceGrower:
         targets = xp.asarray(targets, dtype=xp.float32)
         if unit:
             # every sample in every tree: no count to read back
-            sample_idx = xp.tile(xp.arange(n, dtype=xp.int32), n_trees)
+            sample_idx = xp.arange(n, dtype=xp.int32)
+            if n_trees > 1:
+                sample_idx = xp.tile(sample_idx, n_trees)
             counts = xp.full(n_trees, n, dtype=xp.int64)
         else:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
             counts = bincount(xp, tree_idx, n_trees)
         self.target_check = None
         if unit:
-            # every tree's size and weight are known: the check of the targets is written
-            # to the node table's head and reaches the host with a copy that growth makes
-            # anyway (check_targets)
-            self.target_check = xp.isfinite(targets).all()
             counts_h = np.full(n_trees, n, dtype=np.int64)
             w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
             unit_weights = True
@@ -235,7 +244,16 @@ class _DeviceGrower:
         # weights of 0 and 1 only: a node's weight is its number of samples
         self.unit_weights = unit_weights
         self.channels = histogram.n_channels(m, self.unit_weights)
-        self.targets = centre_targets(xp, targets, target_mean(xp, targets, weights, w_sum))
+        # targets that are not finite raise with the deferred check, not a NumPy warning
+        with np.errstate(invalid="ignore"):
+            mean = target_mean(xp, targets, None if unit else weights, w_sum)
+            if unit:
+                # every tree's size and weight are known: the check of the targets (the
+                # sum of the means, finite if and only if every target is) is written to
+                # the node table's head and reaches the host with a copy that growth makes
+                # anyway (check_targets)
+                self.target_check = mean.sum()
+            self.targets = centre_targets(xp, targets, mean)
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32, copy=False))
         self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
         # all features: each slot holds its feature (siblings' histograms subtract)
@@ -319,7 +337,7 @@ class _DeviceGrower:
         self.sub_rows = int((2 * counts_h[kind_h == 0] - 1).sum())
         self.used = T
         if self.target_check is not None:
-            t.head[t.TARGETS_FINITE] = self.target_check
+            t.write_target_check(self.target_check)
 
     # ------------------------------------------------------------------ levels
 
@@ -510,7 +528,7 @@ class _DeviceGrower:
         used = self.used
         fields = self.table.to_host(self.backend, used)
         if self.target_check is not None:
-            check_targets(fields["head"][self.table.TARGETS_FINITE])
+            check_targets(self.table.targets_finite(fields["head"]))
             self.target_check = None
         levels = self._subtrees_to_host()
         nodes = HostNodeTable()
@@ -565,7 +583,9 @@ class _DeviceGrower:
         self._mark_leaves(mark)
         cum = xp.cumsum(mark, dtype=xp.int64)
         root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
-        leaf_of_sample = xp.full((T, self.n), -1, dtype=xp.int32)
+        # tree_level_place writes every sample of a tree; -1 for those left out
+        leaf_of_sample = (xp.empty((T, self.n), dtype=xp.int32) if total == T * self.n
+                          else xp.full((T, self.n), -1, dtype=xp.int32))
         leaf_weight = xp.empty(total, dtype=xp.float64)
         level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
                              root_ranges, self.weights, leaf_of_sample, leaf_weight)

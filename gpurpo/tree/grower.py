@@ -238,7 +238,13 @@ class HostNodeTable:
 
 def target_mean(xp: Any, targets: Any, weights: Any, w_sum: Any) -> Any:
     """float64 (T, m): every tree's weighted mean of its targets (``w_sum``: each
-    tree's total weight), the centre of growth."""
+    tree's total weight), the centre of growth.
+
+    ``weights`` None: every sample has weight 1 in every tree (``w_sum`` is
+    then unused), and the mean is one reduction.
+    """
+    if weights is None:
+        return xp.mean(targets, axis=0, dtype=xp.float64)
     safe = xp.where(w_sum > 0, w_sum, 1.0)
     mean = xp.einsum("tn,ntc->tc", weights.astype(xp.float64), targets.astype(xp.float64))
     return mean / safe[:, None]
@@ -249,7 +255,7 @@ def centre_targets(xp: Any, targets: Any, mean: Any) -> Any:
 
     The gains do not change, and float32 sums of centred targets stay accurate.
     """
-    return xp.ascontiguousarray(targets - mean[None, :, :].astype(xp.float32))
+    return xp.ascontiguousarray(xp.subtract(targets, mean[None, :, :], dtype=xp.float32))
 
 
 class HostGrower:
@@ -299,6 +305,8 @@ class HostGrower:
                 "targets must hold as many hessian as gradient columns with "
                 f"criterion='newton' (an even n_outputs), got shape {targets.shape}"
             )
+        #: no weights given: every sample has weight 1 in every tree
+        self.unweighted = weights is None
         if weights is None:
             weights = xp.ones((n_trees, n), dtype=xp.float32)
             unit = True
@@ -404,7 +412,7 @@ class HostGrower:
         -------
         float64 array (T, m) on the backend
         """
-        return target_mean(self.xp, targets, weights, w_sum)
+        return target_mean(self.xp, targets, None if self.unweighted else weights, w_sum)
 
     # ------------------------------------------------------------------ utils
 

@@ -106,6 +106,10 @@ Kernel contracts
     mark         int32   (total,)      ZEROED; 1 at ``node_start[g]`` of every node with
                                        ``node_feature[g] < 0`` and ``node_pos[g] >= 0``
 
+``tree_level_leaf_marks_state(node_state, node_start, mark)``
+    mark         int32   (total,)      ZEROED; 1 at ``node_start[g]`` of every node of a
+                                       best-first table with ``node_state[g] == 1`` (uint8)
+
 ``tree_level_leaf_marks_subtrees(roots, offsets, count, feature, start, node_start, mark)``
     roots        int64   (R,)          the subtree roots' node ids, and
     offsets, count, feature, start     their :class:`~gpurpo.tree._records.Subtrees`
@@ -177,6 +181,7 @@ LEVEL_KERNEL_NAMES = (
     "tree_level_roots",
     "tree_level_subtract",
     "tree_level_leaf_marks_table",
+    "tree_level_leaf_marks_state",
     "tree_level_leaf_marks_subtrees",
     "tree_level_place",
     "tree_best_first_select",
@@ -192,6 +197,8 @@ register_kernel("tree_level_roots", cpu=tree_level.roots, cuda=_cuda.roots)
 register_kernel("tree_level_subtract", cpu=tree_level.subtract, cuda=_cuda.subtract)
 register_kernel("tree_level_leaf_marks_table", cpu=tree_level.leaf_marks_table,
                 cuda=_cuda.leaf_marks_table)
+register_kernel("tree_level_leaf_marks_state", cpu=tree_level.leaf_marks_state,
+                cuda=_cuda.leaf_marks_state)
 register_kernel("tree_level_leaf_marks_subtrees", cpu=tree_level.leaf_marks_subtrees,
                 cuda=_cuda.leaf_marks_subtrees)
 register_kernel("tree_level_place", cpu=tree_level.place, cuda=_cuda.place)

@@ -99,14 +99,18 @@ def test_methods_functions_and_host_operands():
         order = x.argsort()  # launch
         as32 = x.astype(np.float32)  # launch
         same = x.astype(np.float64, copy=False)  # the array itself: no launch
+        contiguous = xp.ascontiguousarray(x, dtype=np.float64)  # the array itself: no launch
+        every_other = xp.ascontiguousarray(x[::2])  # a copy: launch
         mean = np.mean(x)  # launch (a NumPy function on a device array)
         cum = xp.cumsum(x)  # launch
         x += 1.0  # launch, in place
         shifted = x - ones  # launch, and host data to the device: h2d of 80 bytes
         zeros = xp.zeros(0)  # an empty result starts no kernel
-    assert _counts(activity) == dict(launches=6, d2h=0, h2d=2, syncs=0, d2h_bytes=0,
+    assert _counts(activity) == dict(launches=7, d2h=0, h2d=2, syncs=0, d2h_bytes=0,
                                      h2d_bytes=160)
     assert same is x and isinstance(x, DeviceArray)
+    assert np.shares_memory(contiguous, x) and not np.shares_memory(every_other, x)
+    np.testing.assert_array_equal(every_other, host[::2])
     np.testing.assert_array_equal(order, np.argsort(host))
     np.testing.assert_array_equal(as32, host.astype(np.float32))
     np.testing.assert_allclose([float(mean)], [host.mean()])

@@ -28,8 +28,10 @@ Best-first trees (boosting's, ``max_leaf_nodes``) grow in rounds
   trees and for 4 times the rows.
 
 A boosting round (the second of a fit: gradients, projection, the tree, leaf values
-and step sizes) launches at most 12 kernels per level of its tree (the work around
-the tree is fused, :mod:`gpurpo.ensemble.boosting.round_kernels`), copies to the
+and step sizes) launches at most 12 kernels per level of its tree, on 300 and 1,000
+rows (the work around the tree is fused, :mod:`gpurpo.ensemble.boosting.round_kernels`;
+with more rows every level's nodes are large, and a round's growth alone takes about
+11 launches per level), copies to the
 host once per round of its tree's growth and nothing else, and nothing to the
 device (its random draws come in blocks of iterations,
 :mod:`gpurpo.ensemble.boosting.iteration_draws`); it is expected to fail the
@@ -97,6 +99,12 @@ def boosting_rounds():
             for strategy in ("multi_output", "relabel_rpo")}
 
 
+@pytest.fixture(scope="module")
+def boosting_rounds_1000():
+    return {strategy: boosting_round_activity(1000, strategy)
+            for strategy in ("multi_output", "relabel_rpo")}
+
+
 def _per_level(result):
     return {name: result[f"{name}_per_level"] for name in PER_LEVEL}
 
@@ -134,11 +142,18 @@ def test_no_copy_to_the_device_after_the_upload(batch, more_rows):
     assert batch["h2d"] == 0 and more_rows["h2d"] == 0
 
 
-@pytest.mark.parametrize("case", ["forest batch", "boosting round", "boosting round, multi_output"])
-def test_at_most_12_launches_per_level(case, batch, boosting_rounds):
-    # the round's work around its tree (gradients, step, scores) is one fused kernel each
-    result = batch if case == "forest batch" else boosting_rounds[
-        "multi_output" if case.endswith("multi_output") else "relabel_rpo"]
+@pytest.mark.parametrize("case", ["forest batch", "boosting round", "boosting round, multi_output",
+                                  "boosting round, 1000 rows",
+                                  "boosting round, multi_output, 1000 rows"])
+def test_at_most_12_launches_per_level(case, request):
+    # the round's work around its tree (gradients, step, scores) is one fused kernel each,
+    # and its tree's setup (targets centred, their check, the samples) a handful
+    if case == "forest batch":
+        result = request.getfixturevalue("batch")
+    else:
+        rounds = request.getfixturevalue(
+            "boosting_rounds_1000" if case.endswith("1000 rows") else "boosting_rounds")
+        result = rounds["multi_output" if "multi_output" in case else "relabel_rpo"]
     assert result["launches_per_level"] <= 12, _per_level(result)
 
 

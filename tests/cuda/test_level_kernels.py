@@ -392,6 +392,23 @@ def test_leaf_marks_and_place(seed):
                                       err_msg=backend.name)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_leaf_marks_of_a_best_first_table(seed):
+    # state 0 (not in its tree), 1 (a leaf), 2 (split): the leaves' first positions
+    rng = np.random.default_rng(seed)
+    total, n_nodes = 60, 25
+    state = rng.integers(0, 3, size=n_nodes).astype(np.uint8)
+    start = rng.permutation(total)[:n_nodes].astype(np.int64)
+    expected = np.zeros(total, np.int32)
+    for g in range(n_nodes):
+        if state[g] == 1:
+            expected[start[g]] = 1
+    for backend in BACKENDS:
+        mark = _launch(backend, "tree_level_leaf_marks_state", state, start,
+                       np.zeros(total, np.int32))[-1]
+        np.testing.assert_array_equal(mark, expected, err_msg=backend.name)
+
+
 def test_launch_names_the_kernel():
     with pytest.raises(ValueError, match="name must be one of"):
         level_kernels.launch(NUMPY, "tree_partition")

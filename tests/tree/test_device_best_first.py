@@ -185,6 +185,8 @@ def test_random_problems_grow_the_host_drivers_trees(seed, n, p, n_trees, leaves
 
 @pytest.mark.parametrize("change, message, unit", [
     ({"targets": np.inf}, "targets must be finite in float32", True),
+    ({"targets": (np.inf, -np.inf)}, "targets must be finite in float32", True),
+    ({"targets": np.nan}, "targets must be finite in float32", True),
     ({"targets": np.inf}, "targets must be finite in float32", False),
     ({"weights": -1.0}, "weights must be finite and non-negative", False),
     ({"seeds": 3}, r"root_seeds must have shape \(n_trees=2,\)", True),
@@ -197,7 +199,8 @@ def test_bad_inputs_are_named(change, message, unit):
     if "weights" in change:
         weights[0, 5] = change["weights"]
     if "targets" in change:
-        targets[3, 0, 0] = change["targets"]
+        for tree, value in enumerate(np.atleast_1d(change["targets"])):
+            targets[3 + tree, tree, 0] = value
     seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
     with pytest.raises(ValueError, match=message):
         grow_best_first_on_device(binned, targets, weights, GrowthParams(max_leaf_nodes=4), None,

@@ -116,8 +116,12 @@ def test_what_the_device_path_grows():
     ({"weights": -1.0}, "weights must be finite and non-negative"),
     ({"weights": 0.0}, "tree 0 has none"),
     ({"targets": np.inf}, "targets must be finite in float32"),
-    # without weights the check is read with the node table at the end
+    # without weights the check (the sum of the trees' target means) is read with the
+    # node table at the end: a NaN, an infinity of either sign, infinities of both signs
+    # in two trees (whose means sum to NaN) are all caught
     ({"targets": np.nan, "unit": True}, "targets must be finite in float32"),
+    ({"targets": -np.inf, "unit": True}, "targets must be finite in float32"),
+    ({"targets": (np.inf, -np.inf), "unit": True}, "targets must be finite in float32"),
     ({"seeds": 3}, r"root_seeds must have shape \(n_trees=2,\)"),
     ({"shape": (49, 2, 1)}, r"targets must have shape \(n_samples=50"),
 ])
@@ -129,7 +133,8 @@ def test_bad_inputs_are_named(change, message):
     if "weights" in change:
         weights[0] = change["weights"]
     if "targets" in change:
-        targets[3, 0, 0] = change["targets"]
+        for tree, value in enumerate(np.atleast_1d(change["targets"])):
+            targets[3 + tree, tree, 0] = value
     seeds = np.arange(change.get("seeds", 2), dtype=np.uint64)
     with pytest.raises(ValueError, match=message):
         grow_trees_on_device(binned, targets, None if change.get("unit") else weights,

@@ -286,10 +286,10 @@ class StageTreeFitter:
                       root_seed)
         structure = result.structures[0]
         leaf = result.leaf_of_sample[0]
-        inside = leaf >= 0
         values = leaf_label_means(self.backend, leaf, weights, label_with, structure.n_leaves)
         if grower_weights is not None:
-            outside = xp.nonzero(~inside)[0]
+            # samples of weight 0 are in no leaf (-1): they take the leaf they fall into
+            outside = xp.nonzero(leaf < 0)[0]
             if int(outside.shape[0]):
                 leaf = leaf.copy()
                 leaf[outside] = leaves_of(structure, self.X[outside], self.backend)

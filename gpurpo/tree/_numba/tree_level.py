@@ -374,6 +374,14 @@ def leaf_marks_table(node_feature, node_pos, node_start, mark):
 
 
 @njit(parallel=True, cache=True)
+def leaf_marks_state(node_state, node_start, mark):
+    """Mark the first position of every leaf of a best-first table (``state`` 1)."""
+    for g in prange(node_state.shape[0]):
+        if node_state[g] == 1:
+            mark[node_start[g]] = 1
+
+
+@njit(parallel=True, cache=True)
 def leaf_marks_subtrees(roots, offsets, count, feature, start, node_start, mark):
     """Mark the first position of every leaf of the subtree outputs."""
     for r in prange(roots.shape[0]):

@@ -26,7 +26,13 @@ import numpy as np
 from sklearn.exceptions import DataConversionWarning
 
 from gpurpo._validation import check_array
-from gpurpo.backend import Backend, is_gpu_array, to_host
+from gpurpo.backend import (
+    Backend,
+    device_frame_values,
+    is_device_frame,
+    is_gpu_array,
+    to_host,
+)
 
 __all__ = [
     "ClassTargets",
@@ -65,9 +71,12 @@ class ClassTargets:
 
 
 def check_y_present(y: Any, estimator: str) -> Any:
-    """Raise scikit-learn's message for a missing ``y``; turn array-likes into arrays."""
+    """Raise scikit-learn's message for a missing ``y``; turn array-likes into arrays
+    (a cuDF frame or series into its values, on the device)."""
     if y is None:
         raise ValueError(f"{estimator} requires y to be passed, but the target y is None")
+    if is_device_frame(y):
+        return device_frame_values(y, "y")
     if not hasattr(y, "shape"):
         y = np.asarray(y)
     return y

@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from gpurpo.backend import Backend, is_gpu_array, namespace_of
+from gpurpo.backend import (
+    Backend,
+    device_frame_values,
+    is_device_frame,
+    is_gpu_array,
+    namespace_of,
+)
 
 
 def _shape_of(a: Any) -> tuple[int, ...]:
@@ -96,8 +102,9 @@ def check_array(
 
     Parameters
     ----------
-    a : array-like or sparse matrix
-        The input.
+    a : array-like, sparse matrix or data frame
+        The input (a cuDF frame's values are taken on the device,
+        :mod:`gpurpo.backend._frames`).
     name : str
         Argument name used in error messages.
     backend : Backend
@@ -127,6 +134,8 @@ def check_array(
     """
     if a is None:
         raise ValueError(f"{name} is required, got None")
+    if is_device_frame(a):
+        a = device_frame_values(a, name)
     if is_sparse(a):
         if not accept_sparse:
             raise TypeError(

@@ -19,6 +19,8 @@ knows which one is in use:
 * :func:`launch_block` and :func:`launch_grid` size the CUDA launches from a
   device's attributes (:func:`launch_grid_stride`, :func:`launch_column_tiles`
   launch the two common shapes);
+* cuDF frames are GPU inputs (:func:`is_device_frame`), taken as their CuPy
+  values (:func:`device_frame_values`);
 * :func:`count_device_activity` counts the kernel launches, copies and
   synchronisations of the device backends inside a block;
 * random numbers are drawn on the host from one seeded
@@ -34,6 +36,7 @@ from gpurpo.backend._cupy import (
     cupy_available,
     is_gpu_array,
 )
+from gpurpo.backend._frames import device_frame_values, is_device_frame
 from gpurpo.backend._launch import (
     COLUMN_TILE,
     ELEMENTWISE_BLOCK,
@@ -88,6 +91,8 @@ __all__ = [
     "resolve_backend",
     "namespace_of",
     "is_gpu_array",
+    "is_device_frame",
+    "device_frame_values",
     "to_host",
     "bincount",
     "segment_ids",

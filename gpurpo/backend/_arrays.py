@@ -10,6 +10,7 @@ import numpy as np
 from gpurpo.backend._activity import nbytes_of, record_d2h
 from gpurpo.backend._cupy import is_gpu_array
 from gpurpo.backend._device_arrays import DeviceArray
+from gpurpo.backend._frames import device_frame_values, is_device_frame
 
 #: device arrays of at least this many bytes come to the host through pinned memory
 #: when asked (``to_host(a, pinned=True)``)
@@ -22,7 +23,7 @@ def to_host(a: Any, pinned: bool = False) -> Any:
     Parameters
     ----------
     a : array, sparse matrix or None
-        NumPy/SciPy or CuPy/cupyx data.
+        NumPy/SciPy or CuPy/cupyx data, or a cuDF frame (its values).
     pinned : bool, default=False
         For a CuPy array of at least ``PINNED_MIN_BYTES``: copy it into
         page-locked host memory (``cupyx.empty_pinned``, from CuPy's pinned
@@ -41,6 +42,8 @@ def to_host(a: Any, pinned: bool = False) -> Any:
     """
     if a is None:
         return None
+    if is_device_frame(a):
+        a = device_frame_values(a, "array")
     if is_gpu_array(a):
         if pinned and a.ndim and a.flags.c_contiguous and a.nbytes >= PINNED_MIN_BYTES:
             import cupyx

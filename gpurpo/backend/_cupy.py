@@ -6,6 +6,8 @@ import functools
 from types import ModuleType
 from typing import Any
 
+from gpurpo.backend._frames import is_device_frame
+
 _CUPY_INSTALL_HINT = (
     "install CuPy for your CUDA version, e.g. `pip install 'gpurpo[cuda12]'` "
     "(cupy-cuda12x) or `pip install 'gpurpo[cuda13]'` (cupy-cuda13x), on a machine "
@@ -73,7 +75,8 @@ def _require_cupy() -> ModuleType:
 
 
 def is_gpu_array(a: Any) -> bool:
-    """True for CuPy arrays and cupyx sparse matrices (checked without importing CuPy).
+    """True for CuPy arrays, cupyx sparse matrices and cuDF frames (checked without
+    importing CuPy or cuDF).
 
     Parameters
     ----------
@@ -84,9 +87,10 @@ def is_gpu_array(a: Any) -> bool:
     -------
     bool
         True when the type of ``a`` is defined in a ``cupy`` or ``cupyx``
-        module.
+        module, or is a cuDF ``DataFrame``, ``Series`` or ``Index``
+        (:func:`~gpurpo.backend._frames.is_device_frame`).
     """
     if a is None:
         return False
     module = type(a).__module__ or ""
-    return module.startswith("cupy") or module.startswith("cupyx")
+    return module.startswith("cupy") or module.startswith("cupyx") or is_device_frame(a)

@@ -180,9 +180,10 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
     Parameters
     ----------
     *arrays
-        The inputs (NumPy, CuPy, SciPy or cupyx sparse; ``None`` is ignored).
+        The inputs (NumPy, CuPy, SciPy or cupyx sparse, cuDF frames; ``None`` is
+        ignored).
     device : {"auto", "cpu", "cuda"}
-        ``"auto"``: CuPy inputs compute on the GPU; host inputs follow the
+        ``"auto"``: CuPy and cuDF inputs compute on the GPU; host inputs follow the
         global setting (default: CPU). ``"cpu"``/``"cuda"`` force the device;
         host inputs are moved to the GPU for ``"cuda"``. Other values are
         for testing (:mod:`gpurpo.testing`).
@@ -195,8 +196,8 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
     Raises
     ------
     ValueError
-        If the inputs mix host and GPU arrays (allowed with ``device="cuda"``,
-        which moves the host ones), if ``device`` is unknown, or if GPU inputs
+        If the inputs mix host and GPU arrays (allowed with ``device="cuda"``
+        and its emulation ``"cuda-emulated"``, which move the host ones), if ``device`` is unknown, or if GPU inputs
         are given with ``device="cpu"``.
     BackendUnavailableError
         If ``"cuda"`` is asked for where CuPy or a device is missing.
@@ -205,7 +206,8 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
         raise ValueError(f"device must be one of {DEVICE_NAMES}, got {device!r}")
     present = [a for a in arrays if a is not None]
     on_gpu = [is_gpu_array(a) for a in present]
-    if any(on_gpu) and not all(on_gpu) and device != "cuda":
+    # "cuda" (and its CPU emulation) moves host inputs to the device: no mixing there
+    if any(on_gpu) and not all(on_gpu) and device not in ("cuda", "cuda-emulated"):
         kinds = ", ".join(f"argument {i}: {'GPU' if g else 'host'}" for i, g in enumerate(on_gpu))
         raise ValueError(
             "inputs mix host (NumPy/SciPy) and GPU (CuPy) arrays "
@@ -220,8 +222,9 @@ def resolve_backend(*arrays: Any, device: str = "auto") -> Backend:
     if device == "cpu":
         if data_on_gpu:
             raise ValueError(
-                "device='cpu' was requested but the inputs are CuPy (GPU) arrays; "
-                "pass NumPy arrays (e.g. X.get()) or use device='cuda'"
+                "device='cpu' was requested but the inputs are GPU (CuPy or cuDF) data; "
+                "pass NumPy arrays (e.g. X.get(), or a cuDF frame's .to_numpy()) or use "
+                "device='cuda'"
             )
         return NUMPY
     if data_on_gpu:

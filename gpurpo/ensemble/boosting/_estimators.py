@@ -15,6 +15,8 @@ from gpurpo._validation import (
 )
 from gpurpo.backend import (
     Backend,
+    device_frame_values,
+    is_device_frame,
     to_host,
 )
 from gpurpo.ensemble.boosting._base import _BaseGradientBoosting
@@ -402,7 +404,9 @@ class GradientBoostingClassifier(ClassifierMixin, _BaseGradientBoosting):
         otherwise ``y`` must be of that kind and hold classes of ``classes_``.
         """
         name = "y" if fitting else "eval_set[1]"
-        if Y is not None and not hasattr(Y, "shape"):
+        if is_device_frame(Y):
+            Y = device_frame_values(Y, name)
+        elif Y is not None and not hasattr(Y, "shape"):
             Y = np.asarray(Y)
         if Y is not None:
             Y = ravel_column_vector(Y, backend, name, stacklevel=5)

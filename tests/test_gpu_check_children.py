@@ -1,0 +1,64 @@
+"""The benchmark runs of bench/gpu_check.py, end to end at small sizes, without a GPU.
+
+A GPU is lent for minutes at a time, so a script error found there costs the
+measurements. The GPU check times its forests and boosting fits in child
+processes (and the sparse forest through bench/sparse_forest.py) that take the
+device as an argument: here they run on the CPU path and on the emulated CUDA
+backend, and must print the results the report reads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import gpu_check
+    finally:
+        sys.path.pop(0)
+    return gpu_check
+
+
+@pytest.mark.parametrize("config", [0, 1], ids=["gaussian", "subsample newton"])
+def test_the_boosting_child_prints_its_fit(gpu_check, config):
+    res = gpu_check._run_child(
+        gpu_check._BOOST_CHILD,
+        ["cpu", "2", "800", json.dumps(gpu_check.BOOSTING_CONFIGS[config])], 120,
+        {"device": "cpu"})
+    assert "error" not in res, res.get("error")
+    assert res["device"] == "cpu" and res["rounds"] == 2
+    assert res["fit_s"] > 0 and 0 < res["lrap"] <= 1
+    # the counters of a CPU fit: nothing on a device
+    assert res["launches"] == res["d2h"] == res["h2d"] == 0
+
+
+def test_the_forest_child_counts_the_emulated_device(gpu_check, tmp_path):
+    path = tmp_path / "forest.npz"
+    gpu_check._make_forest_data(path, 1500, 20, 50, 3)
+    res = gpu_check._forest_child("cuda-emulated", 2, path, 240)
+    assert "error" not in res, res.get("error")
+    assert res["device"] == "cuda-emulated" and res["trees"] == 2 and res["fit_s"] > 0
+    # the fit after the upload launches kernels and copies each way
+    assert res["launches"] > 0 and res["d2h"] > 0 and res["h2d"] > 0
+    assert gpu_check._activity_columns({**res, "device": "cuda"}, 2, "tree")[
+        "launches per tree"] == res["launches"] / 2
+
+
+def test_the_sparse_forest_section_reports_both_libraries(gpu_check):
+    text = gpu_check.section_sparse_forest(True, time.perf_counter() + 240, device="cpu")
+    assert "FAILED" not in text and "TIMEOUT" not in text, text
+    header, _, row = text.strip().splitlines()[-3:]
+    cells = dict(zip([c.strip() for c in header.strip("|").split("|")],
+                     [c.strip() for c in row.strip("|").split("|")]))
+    assert float(cells["gpurpo (cpu) s"]) > 0 and float(cells["scikit-learn s"]) > 0
+    assert 0 < float(cells["gpurpo LRAP"]) <= 1 and 0 < float(cells["scikit-learn LRAP"]) <= 1

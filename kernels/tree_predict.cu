@@ -13,9 +13,10 @@
 // thread per (row, output) adds the trees in order into a register starting
 // from out[i, c] (no atomics: each cell has one writer; the same additions in
 // the same order as the CPU kernel).
-// tree_sum_leaves_csr: one warp per (row, tree); its lanes walk the stored
-// entries of the leaf and add them to the row with double atomics (the trees
-// of a row may hit the same outputs).
+// tree_sum_leaves_csr: one thread per row adds its trees' stored entries in tree
+// order, each leaf's in stored order, into the row (no atomics: the row has one
+// writer, so a cell gets the CPU kernel's additions in the CPU kernel's order, and
+// sums that tie on the CPU tie on the GPU, run after run).
 
 #include "csr_rows.cuh"
 
@@ -110,14 +111,14 @@ extern "C" __global__ void tree_sum_leaves_csr(
     const long long* __restrict__ indices, const double* __restrict__ data, double* out, long long n,
     int n_trees, long long d)
 {
-    const long long total = n * n_trees;
-    const long long n_warps = ((long long)gridDim.x * blockDim.x) / 32;
-    const int lane = threadIdx.x % 32;
-    for (long long q = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; q < total; q += n_warps) {
-        const int leaf = leaf_rows[q];
-        if (leaf < 0) continue;
-        const long long i = q / n_trees;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int* rows = leaf_rows + i * n_trees;
         double* row = out + i * d;
-        for (long long e = indptr[leaf] + lane; e < indptr[leaf + 1]; e += 32) atomicAdd(&row[indices[e]], data[e]);
+        for (int t = 0; t < n_trees; ++t) {
+            const int leaf = rows[t];
+            if (leaf < 0) continue;
+            for (long long e = indptr[leaf]; e < indptr[leaf + 1]; ++e) row[indices[e]] += data[e];
+        }
     }
 }

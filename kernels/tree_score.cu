@@ -21,6 +21,12 @@
 // multiply-add), so gains, and therefore the chosen bins, are bit-identical
 // to the numba kernel. Scratch per block: n_channels totals, then
 // (n_bins - 1) x n_channels running sums, bin-major.
+//
+// ``tree_score_best_slot`` scores the same way and also picks every node's best
+// slot (``tree_best_slot``'s rule) in the same launch: the block that scores a
+// node's last slot (a counter per node in ``node_done``, left at zero) reads the
+// node's k slots, which the other blocks wrote before counting themselves, through
+// L2, and its thread 0 picks as tree_best_slot's thread does.
 
 #include "bin_edges.cuh"
 
@@ -111,18 +117,119 @@ __device__ __forceinline__ bool score_better(double g, int key, double g2, int k
     return g > g2 || (g == g2 && key < key2);
 }
 
-extern "C" __global__ void tree_score_histograms(
-    const float* __restrict__ hist, const int* __restrict__ node_features,
-    const double* __restrict__ uniforms, const double* __restrict__ edge_values,
-    const long long* __restrict__ edge_ptr, int p,
-    long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
-    int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
-    double* __restrict__ out_gain, int* __restrict__ out_bin,
-    unsigned char* __restrict__ out_missing_left, unsigned char* __restrict__ out_nonconstant)
+// A value that another block of the launch wrote (``coherent``): read through L2.
+template <typename T>
+__device__ __forceinline__ T score_load(const T* p, int coherent)
+{
+    return coherent ? __ldcg(p) : *p;
+}
+
+// The best slot of node i (tree_best_slot's rule: see tree_best_slot below), written to
+// out[4 i .. 4 i + 3]; ``coherent``: gain, bins, missing_left and nonconstant were
+// written by other blocks of this launch.
+__device__ void best_slot_node(
+    long long i, const float* hist, const double* q, const unsigned char* impure,
+    const double* gain, const int* bins, const unsigned char* missing_left,
+    const int* node_features, const long long* order, const unsigned char* nonconstant,
+    const long long* node_pos, int k, int n_bins, int n_channels, int m, int newton,
+    int has_order, int has_pos, int n_features, double tie_rtol, double tie_rounding,
+    int coherent, double* out)
+{
+    const double neg_inf = -__longlong_as_double(0x7FF0000000000000LL);
+    const double qi = q[i];
+    double tol;
+    if (newton) {
+        tol = __dmul_rn(tie_rtol, qi);
+    } else {
+        const float* h = hist + i * (long long)k * n_bins * n_channels;  // slot 0
+        double w = 0.0;
+        for (int b = 0; b < n_bins; ++b) w = __dadd_rn(w, (double)h[(long long)b * n_channels]);
+        double parent = 0.0;
+        for (int c = 1; c <= m; ++c) {
+            double s = 0.0;
+            for (int b = 0; b < n_bins; ++b) s = __dadd_rn(s, (double)h[(long long)b * n_channels + c]);
+            parent = __dadd_rn(parent, __dmul_rn(s, s));
+        }
+        parent = __ddiv_rn(parent, w > 0.0 ? w : 1.0);
+        const double spread = __dadd_rn(qi, -parent);
+        tol = __dadd_rn(__dmul_rn(tie_rtol, spread > 0.0 ? spread : 0.0), __dmul_rn(tie_rounding, qi));
+    }
+    const double* g = gain + i * (long long)k;
+    const unsigned char* nc = nonconstant + i * (long long)k;
+    double gmax = neg_inf;
+    for (int j = 0; j < k; ++j) {
+        const double gj = score_load(g + j, coherent);
+        gmax = gj > gmax ? gj : gmax;
+    }
+    int pick = -1;
+    long long pick_order = 0;
+    bool later = false;  // a node that continues at node_pos + k
+    bool first_only = false;
+    if (has_pos && impure[i]) {
+        bool any = false;
+        for (int j = 0; j < k; ++j) any = any || score_load(nc + j, coherent) != 0;
+        later = !any && node_pos[i] + k < n_features;
+        first_only = any && node_pos[i] > 0;
+    }
+    if (first_only) {
+        for (int j = 0; j < k; ++j) {
+            if (!score_load(nc + j, coherent)) continue;
+            const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
+            if (pick < 0 || o < pick_order) {
+                pick = j;
+                pick_order = o;
+            }
+        }
+        if (pick >= 0 && !(score_load(g + pick, coherent) > neg_inf)) pick = -1;
+    } else if (impure[i] && gmax > neg_inf) {
+        const double bar = __dadd_rn(gmax, -tol);
+        for (int j = 0; j < k; ++j) {
+            const double gj = score_load(g + j, coherent);
+            if (!(gj >= bar && gj > neg_inf)) continue;
+            const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
+            if (pick < 0 || o < pick_order) {
+                pick = j;
+                pick_order = o;
+            }
+        }
+    }
+    double* o = out + 4 * i;
+    if (later) {
+        o[0] = -2.0;
+        o[1] = 0.0;
+        o[2] = 0.0;
+        o[3] = neg_inf;
+    } else if (pick < 0) {
+        o[0] = -1.0;
+        o[1] = 0.0;
+        o[2] = 0.0;
+        o[3] = neg_inf;
+    } else {
+        const long long at = i * (long long)k + pick;
+        o[0] = (double)node_features[at];
+        o[1] = (double)score_load(bins + at, coherent);
+        o[2] = (double)score_load(missing_left + at, coherent);
+        o[3] = score_load(gain + at, coherent);
+    }
+}
+
+// Scores the slots task = blockIdx.x, blockIdx.x + gridDim.x, ... (tree_score_histograms);
+// with ``node_done`` also the best slot of every node (k slots each) whose last slot this
+// block scores (tree_score_best_slot).
+__device__ void score_tasks(
+    const float* hist, const int* node_features, const double* uniforms,
+    const double* edge_values, const long long* edge_ptr, int p, long long n_tasks, int n_bins,
+    int n_channels, int m, int min_samples_leaf, int random_split, int newton,
+    double reg_lambda, double min_child_weight, double* scratch, double* out_gain,
+    int* out_bin, unsigned char* out_missing_left, unsigned char* out_nonconstant,
+    unsigned int* node_done, int k, const double* node_q, const unsigned char* impure,
+    const long long* order, const long long* node_pos, int has_order, int has_pos,
+    int n_features, double tie_rtol, double tie_rounding, double* out_best)
 {
     __shared__ double red_g[SCORE_THREADS];
     __shared__ int red_key[SCORE_THREADS];
     __shared__ int sh_bmin, sh_bmax, sh_occupied;
+    __shared__ int sh_last;
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
     // the launcher never does this: at most SCORE_THREADS, a power of two (reduction)
@@ -242,8 +349,62 @@ extern "C" __global__ void tree_score_histograms(
                                               : (unsigned char)(w_left >= __dadd_rn(w_total, -w_left) ? 1 : 0);
             out_nonconstant[task] = nonconstant ? 1 : 0;
         }
+        if (node_done) {
+            // count this slot after writing it; the node's last slot picks its best
+            const long long node = task / k;
+            if (tid == 0) {
+                __threadfence();
+                sh_last = atomicAdd(node_done + node, 1u) == (unsigned int)(k - 1);
+            }
+            __syncthreads();
+            if (sh_last && tid == 0) {
+                node_done[node] = 0u;
+                __threadfence();
+                best_slot_node(node, hist, node_q, impure, out_gain, out_bin, out_missing_left,
+                               node_features, order, out_nonconstant, node_pos, k, n_bins,
+                               n_channels, m, newton, has_order, has_pos, n_features, tie_rtol,
+                               tie_rounding, 1, out_best);
+            }
+        }
         __syncthreads();  // the scratch and the reduction arrays are reused by the next slot
     }
+}
+
+extern "C" __global__ void tree_score_histograms(
+    const float* __restrict__ hist, const int* __restrict__ node_features,
+    const double* __restrict__ uniforms, const double* __restrict__ edge_values,
+    const long long* __restrict__ edge_ptr, int p,
+    long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
+    int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
+    double* __restrict__ out_gain, int* __restrict__ out_bin,
+    unsigned char* __restrict__ out_missing_left, unsigned char* __restrict__ out_nonconstant)
+{
+    score_tasks(hist, node_features, uniforms, edge_values, edge_ptr, p, n_tasks, n_bins,
+                n_channels, m, min_samples_leaf, random_split, newton, reg_lambda,
+                min_child_weight, scratch, out_gain, out_bin, out_missing_left, out_nonconstant,
+                nullptr, 1, nullptr, nullptr, nullptr, nullptr, 0, 0, 0, 0.0, 0.0, nullptr);
+}
+
+// tree_score_histograms and tree_best_slot in one launch (contract:
+// ``tree_score_best_slot`` in gpurpo/tree/kernels.py): n_tasks = N k slots, k per node.
+extern "C" __global__ void tree_score_best_slot(
+    const float* __restrict__ hist, const int* __restrict__ node_features,
+    const double* __restrict__ uniforms, const double* __restrict__ edge_values,
+    const long long* __restrict__ edge_ptr, int p,
+    long long n_tasks, int n_bins, int n_channels, int m, int min_samples_leaf, int random_split,
+    int newton, double reg_lambda, double min_child_weight, double* __restrict__ scratch,
+    const double* __restrict__ q, const unsigned char* __restrict__ impure,
+    const long long* __restrict__ order, const long long* __restrict__ node_pos, int k,
+    int has_order, int has_pos, int n_features, double tie_rtol, double tie_rounding,
+    unsigned int* __restrict__ node_done, double* out_gain, int* out_bin,
+    unsigned char* out_missing_left, unsigned char* out_nonconstant,
+    double* __restrict__ out_best)
+{
+    score_tasks(hist, node_features, uniforms, edge_values, edge_ptr, p, n_tasks, n_bins,
+                n_channels, m, min_samples_leaf, random_split, newton, reg_lambda,
+                min_child_weight, scratch, out_gain, out_bin, out_missing_left, out_nonconstant,
+                node_done, k, q, impure, order, node_pos, has_order, has_pos, n_features,
+                tie_rtol, tie_rounding, out_best);
 }
 
 // The best slot of every node (contract: ``tree_best_slot`` in gpurpo/tree/kernels.py;
@@ -272,77 +433,8 @@ extern "C" __global__ void tree_best_slot(
     int has_pos, int n_features, double tie_rtol, double tie_rounding, double* __restrict__ out)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
-    const double neg_inf = -__longlong_as_double(0x7FF0000000000000LL);
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_nodes; i += stride) {
-        const double qi = q[i];
-        double tol;
-        if (newton) {
-            tol = __dmul_rn(tie_rtol, qi);
-        } else {
-            const float* h = hist + i * (long long)k * n_bins * n_channels;  // slot 0
-            double w = 0.0;
-            for (int b = 0; b < n_bins; ++b) w = __dadd_rn(w, (double)h[(long long)b * n_channels]);
-            double parent = 0.0;
-            for (int c = 1; c <= m; ++c) {
-                double s = 0.0;
-                for (int b = 0; b < n_bins; ++b) s = __dadd_rn(s, (double)h[(long long)b * n_channels + c]);
-                parent = __dadd_rn(parent, __dmul_rn(s, s));
-            }
-            parent = __ddiv_rn(parent, w > 0.0 ? w : 1.0);
-            const double spread = __dadd_rn(qi, -parent);
-            tol = __dadd_rn(__dmul_rn(tie_rtol, spread > 0.0 ? spread : 0.0), __dmul_rn(tie_rounding, qi));
-        }
-        const double* g = gain + i * (long long)k;
-        double gmax = neg_inf;
-        for (int j = 0; j < k; ++j) gmax = g[j] > gmax ? g[j] : gmax;
-        int pick = -1;
-        long long pick_order = 0;
-        bool later = false;  // a node that continues at node_pos + k
-        bool first_only = false;
-        if (has_pos && impure[i]) {
-            bool any = false;
-            for (int j = 0; j < k; ++j) any = any || nonconstant[i * (long long)k + j] != 0;
-            later = !any && node_pos[i] + k < n_features;
-            first_only = any && node_pos[i] > 0;
-        }
-        if (first_only) {
-            for (int j = 0; j < k; ++j) {
-                if (!nonconstant[i * (long long)k + j]) continue;
-                const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
-                if (pick < 0 || o < pick_order) {
-                    pick = j;
-                    pick_order = o;
-                }
-            }
-            if (pick >= 0 && !(g[pick] > neg_inf)) pick = -1;
-        } else if (impure[i] && gmax > neg_inf) {
-            const double bar = __dadd_rn(gmax, -tol);
-            for (int j = 0; j < k; ++j) {
-                if (!(g[j] >= bar && g[j] > neg_inf)) continue;
-                const long long o = has_order ? order[i * (long long)k + j] : (long long)j;
-                if (pick < 0 || o < pick_order) {
-                    pick = j;
-                    pick_order = o;
-                }
-            }
-        }
-        double* o = out + 4 * i;
-        if (later) {
-            o[0] = -2.0;
-            o[1] = 0.0;
-            o[2] = 0.0;
-            o[3] = neg_inf;
-        } else if (pick < 0) {
-            o[0] = -1.0;
-            o[1] = 0.0;
-            o[2] = 0.0;
-            o[3] = neg_inf;
-        } else {
-            const long long at = i * (long long)k + pick;
-            o[0] = (double)node_features[at];
-            o[1] = (double)bins[at];
-            o[2] = (double)missing_left[at];
-            o[3] = g[pick];
-        }
-    }
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_nodes; i += stride)
+        best_slot_node(i, hist, q, impure, gain, bins, missing_left, node_features, order,
+                       nonconstant, node_pos, k, n_bins, n_channels, m, newton, has_order,
+                       has_pos, n_features, tie_rtol, tie_rounding, 0, out);
 }

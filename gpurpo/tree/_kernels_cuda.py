@@ -590,6 +590,36 @@ def score_histograms(
 
     ``edges`` is the typed :class:`~gpurpo.tree._records.EdgeTable` of the contract.
     """
+    _launch_score(backend, "tree_score_histograms", hist, node_features, n_outputs,
+                  min_samples_leaf, random_split, uniforms, edges, newton, reg_lambda,
+                  min_child_weight, (out_gain, out_bin, out_missing_left, out_nonconstant))
+
+
+def score_best_slot(
+    backend: Backend, hist: Any, node_features: Any, n_outputs: int, min_samples_leaf: int,
+    random_split: int, uniforms: Any, edges: EdgeTable, newton: int, reg_lambda: float,
+    min_child_weight: float, q: Any, impure: Any, order: Any, node_pos: Any, has_order: int,
+    has_pos: int, n_features: int, tie_rtol: float, tie_rounding: float, node_done: Any,
+    out_gain: Any, out_bin: Any, out_missing_left: Any, out_nonconstant: Any, out: Any,
+) -> None:
+    """``tree_score_best_slot``: ``tree_score_histograms``'s blocks, the block of a node's
+    last slot picking the node's best (``node_done``: a zeroed counter per node, left
+    at zero)."""
+    k = int(hist.shape[1])
+    _launch_score(backend, "tree_score_best_slot", hist, node_features, n_outputs,
+                  min_samples_leaf, random_split, uniforms, edges, newton, reg_lambda,
+                  min_child_weight, (
+                      q, impure, order, node_pos, _i32(k), _i32(has_order), _i32(has_pos),
+                      _i32(n_features), _f64(tie_rtol), _f64(tie_rounding), node_done,
+                      out_gain, out_bin, out_missing_left, out_nonconstant, out))
+
+
+def _launch_score(backend: Backend, name: str, hist: Any, node_features: Any, n_outputs: int,
+                  min_samples_leaf: int, random_split: int, uniforms: Any, edges: EdgeTable,
+                  newton: int, reg_lambda: float, min_child_weight: float,
+                  tail: tuple) -> None:
+    """Launch ``name`` of ``tree_score.cu``: one block per (node, slot), grid-stride, each
+    with its scratch of running sums; ``tail`` follows the common arguments."""
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
     n_tasks = n_nodes * k
@@ -601,7 +631,7 @@ def score_histograms(
     n_blocks = max(1, min(n_tasks, int(attrs["multiprocessor_count"]) * SCORE_BLOCKS_PER_SM,
                           SCORE_SCRATCH_BYTES // per_block))
     scratch = xp.empty(n_blocks * n_channels * n_bins, dtype=xp.float64)
-    kernel = backend.load_module("tree_score.cu").get_function("tree_score_histograms")
+    kernel = backend.load_module("tree_score.cu").get_function(name)
     kernel(
         (n_blocks,),
         (block,),
@@ -610,8 +640,7 @@ def score_histograms(
             _i32(int(edges.edge_ptr.shape[0]) - 1), _i64(n_tasks), _i32(n_bins),
             _i32(n_channels), _i32(n_outputs), _i32(min(int(min_samples_leaf), 2**31 - 1)),
             _i32(1 if random_split else 0), _i32(1 if newton else 0), _f64(reg_lambda),
-            _f64(min_child_weight), scratch,
-            out_gain, out_bin, out_missing_left, out_nonconstant,
+            _f64(min_child_weight), scratch, *tail,
         ),
     )
 
@@ -742,7 +771,7 @@ def sum_leaves_dense(backend: Backend, leaf_rows: Any, values: Any, out: Any) ->
 
 
 def sum_leaves_csr(backend: Backend, leaf_rows: Any, indptr: Any, indices: Any, data: Any, out: Any) -> None:
-    """``tree_sum_leaves_csr``: one warp per (row, tree), float64 atomics."""
+    """``tree_sum_leaves_csr``: one thread per row, its trees added in order (no atomics)."""
     n, n_trees = (int(s) for s in leaf_rows.shape)
     d = int(out.shape[1])
     if n * n_trees == 0 or int(indices.shape[0]) == 0:
@@ -751,9 +780,8 @@ def sum_leaves_csr(backend: Backend, leaf_rows: Any, indptr: Any, indices: Any, 
     block = launch_block(attrs, ELEMENTWISE_BLOCK)
     target, copied = _contiguous_out(backend, out)
     kernel = backend.load_module("tree_predict.cu").get_function("tree_sum_leaves_csr")
-    threads = n * n_trees * 32
     kernel(
-        (launch_grid(threads, block, attrs),),
+        (launch_grid(n, block, attrs),),
         (block,),
         (leaf_rows, indptr, indices, data, target, _i64(n), _i32(n_trees), _i64(d)),
     )

@@ -59,7 +59,6 @@ from gpurpo.tree._params import GrowthParams
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.device_grower import DeviceNodeTable, _DeviceGrower, check_targets
 from gpurpo.tree.grower import GrowResult, HostNodeTable, check_binned
-from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
 
 __all__ = ["BestFirstNodeTable", "TABLE_COPY_BYTES", "device_best_first_supported",
            "grow_best_first_on_device"]
@@ -218,13 +217,8 @@ class _DeviceBestFirst(_DeviceGrower):
         parts = []
         for c0 in range(0, n_large, chunk):
             c = slice(c0, min(c0 + chunk, n_large))
-            slots = score_histograms(
-                backend, hist[c], feats[c], self.m, self.msl, self.edges,
-                random_split=self.random_split,
-                uniforms=uniforms[c] if self.random_split else None)
-            parts.append(kernels.best_slots(
-                backend, hist[c], q[c], impure[c], slots, feats[c], positions[c], self.m, False,
-                TIE_RTOL, TIE_ROUNDING, node_pos=pos[c], n_features=self.p))
+            parts.append(self._best_slots(hist[c], feats[c], positions[c], pos[c], q[c],
+                                          impure[c], uniforms[c] if self.random_split else None))
         return parts[0] if len(parts) == 1 else xp.concatenate(parts)
 
     def _pool_rows(self, n_rows: int) -> Any:

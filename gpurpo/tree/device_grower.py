@@ -18,8 +18,8 @@ State of a batch (all on the device):
   ``tree_grow_subtrees`` (their outputs stay on the device until the end),
   nodes of at most ``small_node_size`` samples are split exactly by
   ``tree_split_small``, larger ones from histograms of their candidate
-  features (drawn on the device by ``tree_level_features``), scored by
-  ``tree_score_histograms`` and reduced by ``tree_best_slot``.
+  features (drawn on the device by ``tree_level_features``), scored and reduced
+  to each node's best slot in one launch by ``tree_score_best_slot``.
 
 With all ``p`` features, the histograms of a level's large nodes are kept
 (within ``max_histogram_bytes``, as the host grower keeps them) and the
@@ -71,7 +71,7 @@ from gpurpo.tree.grower import (
     draw_root_seeds,
     target_mean,
 )
-from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL, score_histograms
+from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL
 
 __all__ = ["DeviceNodeTable", "device_growth_supported", "grow_trees_on_device"]
 
@@ -275,6 +275,12 @@ class _DeviceGrower:
                                       binned.n_bins, self.channels)
             if int(counts_h.max()) > self.small else None)
         self.subtrees: list[tuple[Any, Subtrees]] = []
+        # the counters of tree_score_best_slot (left at zero by every launch), for the most
+        # large nodes a launch scores: disjoint nodes of more than `small` samples each
+        self.score_done = (
+            kernels.score_counters(backend, min(self._chunk_size(),
+                                                int(counts_h.sum()) // (self.small + 1) + n_trees))
+            if int(counts_h.max()) > self.small else None)
         self._typed_sparse = kernels._typed_sparse(
             backend, kernels.SparseColumns(binned.subtracted_bin, binned.kernel_sparse_codes,
                                            binned.listed),
@@ -504,14 +510,20 @@ class _DeviceGrower:
                     self.binned, kernels.NodeBatch(self.sample_indices, ranges[c], tree[c]),
                     feats[c], self.weights, self.targets, self.channels,
                     scratch=self.hist_scratch)
-            slots = score_histograms(
-                backend, h, feats[c], self.m, self.msl, self.edges,
-                random_split=self.random_split,
-                uniforms=uniforms[c] if self.random_split else None)
-            parts.append(kernels.best_slots(
-                backend, h, q[c], impure[c], slots, feats[c], positions[c], self.m, False,
-                TIE_RTOL, TIE_ROUNDING, node_pos=pos[c], n_features=self.p))
+            parts.append(self._best_slots(h, feats[c], positions[c], pos[c], q[c], impure[c],
+                                          uniforms[c] if self.random_split else None))
         return (parts[0] if len(parts) == 1 else xp.concatenate(parts)), keep
+
+    def _best_slots(self, hist: Any, feats: Any, positions: Any, pos: Any, q: Any,
+                    impure: Any, uniforms: Any) -> Any:
+        """The best slot of every node of ``hist``, float64 (N, 4): its slots scored and
+        chosen in one launch (``tree_score_best_slot``), with the growth's counters."""
+        self.score_done = kernels.score_counters(self.backend, int(hist.shape[0]),
+                                                 self.score_done)
+        return kernels.score_best_slots(
+            self.backend, hist, feats, self.m, self.msl, self.edges, q, impure, positions,
+            TIE_RTOL, TIE_ROUNDING, self.score_done, random_split=self.random_split,
+            uniforms=uniforms, node_pos=pos, n_features=self.p)
 
     # ------------------------------------------------------------------ output
 

@@ -364,6 +364,15 @@ Kernel contracts
     ``node_pos > 0`` takes its first non-constant slot in ``order``, or -1 when that
     slot has no valid split.
 
+
+``tree_score_best_slot(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edges, newton, reg_lambda, min_child_weight, q, impure, order, node_pos, has_order, has_pos, n_features, tie_rtol, tie_rounding, node_done, out_gain, out_bin, out_missing_left, out_nonconstant, out)``
+    ``tree_score_histograms`` (its arguments and ``out_*`` outputs) followed by
+    ``tree_best_slot`` on its outputs (``q``, ``impure``, ``order``, ``node_pos``,
+    ``has_order``, ``has_pos``, ``n_features``, ``tie_rtol``, ``tie_rounding`` and
+    ``out`` as there, ``m = n_outputs``): one launch on CUDA.
+    node_done    uint32  (>= N,)       ZERO, and left at zero: the CUDA kernel counts
+                                       each node's scored slots there (not read on the
+                                       CPU)
 ``tree_segment_sums(values, bounds, out)``
     values       float64 (E,)          entries laid out segment after segment
     bounds       int64   (S + 1,)      segment s is ``values[bounds[s]:bounds[s + 1]]``
@@ -431,6 +440,7 @@ KERNEL_NAMES = (
     "tree_partition",
     "tree_split_small",
     "tree_score_histograms",
+    "tree_score_best_slot",
     "tree_grow_subtrees",
     "tree_accumulate_leaves_dense",
     "tree_accumulate_leaves_csr",
@@ -474,6 +484,8 @@ register_kernel("tree_neighbour_values_csr", cpu=tree_thresholds.neighbour_value
 register_kernel("tree_sum_leaves_dense", cpu=tree_predict.sum_leaves_dense, cuda=_cuda.sum_leaves_dense)
 register_kernel("tree_sum_leaves_csr", cpu=tree_predict.sum_leaves_csr, cuda=_cuda.sum_leaves_csr)
 register_kernel("tree_best_slot", cpu=tree_score.best_slot, cuda=_cuda.best_slot)
+register_kernel("tree_score_best_slot", cpu=tree_score.launch_best_slot,
+                cuda=_cuda.score_best_slot)
 register_kernel("tree_segment_sums", cpu=tree_segment_sums.segment_sums, cuda=_cuda.segment_sums)
 
 
@@ -935,26 +947,12 @@ def split_small(
     return out_feature, out_bin, out_missing_left, out_gain
 
 
-def score_histograms(
-    backend: Backend,
-    hist: Any,
-    node_features: Any,
-    n_outputs: int,
-    min_samples_leaf: int,
-    random_split: bool,
-    uniforms: Any,
-    edges: EdgeTable,
-    newton: bool = False,
-    reg_lambda: float = 1.0,
-    min_child_weight: float = 0.0,
-) -> tuple[Any, Any, Any, Any]:
-    """Best split of every (node, slot); returns (gain, bin, missing_left, nonconstant).
-
-    See ``tree_score_histograms`` in the module docstring. ``uniforms`` may be
-    ``None`` when ``random_split`` is false; ``edges`` (an :class:`EdgeTable`)
-    places the Extra-Trees cuts; ``newton`` selects the second-order gain
-    (gradient then hessian channels).
-    """
+def _score_inputs(
+    backend: Backend, hist: Any, node_features: Any, n_outputs: int, random_split: bool,
+    uniforms: Any, newton: bool, reg_lambda: float, min_child_weight: float,
+) -> tuple[Any, Any, Any]:
+    """The checked ``hist`` (float32), ``node_features`` (int32) and ``uniforms`` of
+    ``tree_score_histograms`` (a placeholder without ``random_split``)."""
     xp = backend.xp
     n_nodes, k, n_bins, n_channels = (int(s) for s in hist.shape)
     m = int(n_outputs)
@@ -976,35 +974,55 @@ def score_histograms(
         raise ValueError(
             f"node_features must have shape {(n_nodes, k)}, got {tuple(node_features.shape)}"
         )
-    out_gain = xp.empty((n_nodes, k), dtype=xp.float64)
-    out_bin = xp.empty((n_nodes, k), dtype=xp.int32)
-    out_missing_left = xp.empty((n_nodes, k), dtype=xp.uint8)
-    out_nonconstant = xp.empty((n_nodes, k), dtype=xp.uint8)
-    if n_nodes == 0 or k == 0:
-        return out_gain, out_bin, out_missing_left, out_nonconstant
-    if random_split:
+    if random_split and n_nodes and k:
         if uniforms is None:
             raise ValueError("uniforms are required when random_split is true")
         uniforms = _c(backend, uniforms, xp.float64)
     else:
         uniforms = xp.empty((n_nodes, k), dtype=xp.float64)  # not read
+    return _c(backend, hist, xp.float32), _c(backend, node_features, xp.int32), uniforms
+
+
+def score_histograms(
+    backend: Backend,
+    hist: Any,
+    node_features: Any,
+    n_outputs: int,
+    min_samples_leaf: int,
+    random_split: bool,
+    uniforms: Any,
+    edges: EdgeTable,
+    newton: bool = False,
+    reg_lambda: float = 1.0,
+    min_child_weight: float = 0.0,
+) -> tuple[Any, Any, Any, Any]:
+    """Best split of every (node, slot); returns (gain, bin, missing_left, nonconstant).
+
+    See ``tree_score_histograms`` in the module docstring. ``uniforms`` may be
+    ``None`` when ``random_split`` is false; ``edges`` (an :class:`EdgeTable`)
+    places the Extra-Trees cuts; ``newton`` selects the second-order gain
+    (gradient then hessian channels).
+    """
+    xp = backend.xp
+    n_nodes, k = (int(s) for s in hist.shape[:2])
+    hist, node_features, uniforms = _score_inputs(
+        backend, hist, node_features, n_outputs, random_split, uniforms, newton, reg_lambda,
+        min_child_weight)
+    outputs = _slot_outputs(xp, n_nodes, k)
+    if n_nodes == 0 or k == 0:
+        return outputs
     backend.kernel("tree_score_histograms")(
-        _c(backend, hist, xp.float32),
-        _c(backend, node_features, xp.int32),
-        m,
-        int(min_samples_leaf),
-        int(bool(random_split)),
-        uniforms,
-        _typed_edges(backend, edges, random_split=bool(random_split)),
-        int(bool(newton)),
-        float(reg_lambda),
-        float(min_child_weight),
-        out_gain,
-        out_bin,
-        out_missing_left,
-        out_nonconstant,
+        hist, node_features, int(n_outputs), int(min_samples_leaf), int(bool(random_split)),
+        uniforms, _typed_edges(backend, edges, random_split=bool(random_split)),
+        int(bool(newton)), float(reg_lambda), float(min_child_weight), *outputs,
     )
-    return out_gain, out_bin, out_missing_left, out_nonconstant
+    return outputs
+
+
+def _slot_outputs(xp: Any, n_nodes: int, k: int) -> tuple[Any, Any, Any, Any]:
+    """Empty (gain, bin, missing_left, nonconstant) arrays of ``tree_score_histograms``."""
+    return (xp.empty((n_nodes, k), dtype=xp.float64), xp.empty((n_nodes, k), dtype=xp.int32),
+            xp.empty((n_nodes, k), dtype=xp.uint8), xp.empty((n_nodes, k), dtype=xp.uint8))
 
 
 def grow_subtrees(
@@ -1130,20 +1148,11 @@ def best_slots(
     out = xp.empty((n_nodes, 4), dtype=xp.float64)
     if n_nodes == 0:
         return out
-    has_order = order is not None
-    order = _c(backend, order, xp.int64) if has_order else xp.zeros((1, 1), dtype=xp.int64)
-    has_pos = node_pos is not None
-    if has_pos:
-        node_pos = _c(backend, node_pos, xp.int64)
-        nonconstant = slots.nonconstant
-        # 0/1 bytes either way: a bool array is read as uint8 without a copy
-        nonconstant = _c(backend, nonconstant.view(xp.uint8) if nonconstant.dtype == bool
-                         else nonconstant, xp.uint8)
-        if tuple(node_pos.shape) != (n_nodes,):
-            raise ValueError(f"node_pos must have shape ({n_nodes},), got {tuple(node_pos.shape)}")
-    else:
-        node_pos = xp.empty(1, dtype=xp.int64)  # not read
-        nonconstant = xp.empty((1, 1), dtype=xp.uint8)
+    order, node_pos, has_order, has_pos = _slot_order(backend, n_nodes, order, node_pos)
+    nonconstant = slots.nonconstant
+    # 0/1 bytes either way: a bool array is read as uint8 without a copy
+    nonconstant = (_c(backend, nonconstant.view(xp.uint8) if nonconstant.dtype == bool
+                      else nonconstant, xp.uint8) if has_pos else xp.empty((1, 1), dtype=xp.uint8))
     backend.kernel("tree_best_slot")(
         _c(backend, hist, xp.float32), _c(backend, q, xp.float64), _c(backend, impure, xp.uint8),
         _c(backend, slots.gain, xp.float64), _c(backend, slots.bin, xp.int32),
@@ -1152,6 +1161,83 @@ def best_slots(
         int(n_features), float(tie_rtol), float(tie_rounding), out,
     )
     return out
+
+
+def _slot_order(backend: Backend, n_nodes: int, order: Any,
+                node_pos: Any) -> tuple[Any, Any, bool, bool]:
+    """``order`` (int64, or a placeholder when None), ``node_pos`` (likewise, checked to
+    be (N,)) and whether each was given, for ``tree_best_slot``."""
+    xp = backend.xp
+    has_order = order is not None
+    order = _c(backend, order, xp.int64) if has_order else xp.empty((1, 1), dtype=xp.int64)
+    has_pos = node_pos is not None
+    if has_pos:
+        node_pos = _c(backend, node_pos, xp.int64)
+        if tuple(node_pos.shape) != (n_nodes,):
+            raise ValueError(f"node_pos must have shape ({n_nodes},), got {tuple(node_pos.shape)}")
+    else:
+        node_pos = xp.empty(1, dtype=xp.int64)  # not read
+    return order, node_pos, has_order, has_pos
+
+
+def score_best_slots(
+    backend: Backend,
+    hist: Any,
+    node_features: Any,
+    n_outputs: int,
+    min_samples_leaf: int,
+    edges: EdgeTable,
+    q: Any,
+    impure: Any,
+    order: Any,
+    tie_rtol: float,
+    tie_rounding: float,
+    node_done: Any,
+    *,
+    random_split: bool = False,
+    uniforms: Any = None,
+    node_pos: Any = None,
+    n_features: int = 0,
+) -> Any:
+    """The best slot of every node from its histograms: float64 (N, 4), one launch on
+    CUDA (``tree_score_best_slot``).
+
+    :func:`score_histograms` followed by :func:`best_slots` on its slots (their
+    arguments, variance gain only), with ``node_done`` a uint32 array of at
+    least N zeros that the CUDA kernel counts the nodes' scored slots in and
+    leaves at zero (:func:`score_counters`).
+    """
+    xp = backend.xp
+    n_nodes, k = (int(s) for s in hist.shape[:2])
+    hist, node_features, uniforms = _score_inputs(
+        backend, hist, node_features, n_outputs, random_split, uniforms, False, 1.0, 0.0)
+    out = xp.empty((n_nodes, 4), dtype=xp.float64)
+    if n_nodes == 0:
+        return out
+    if k == 0:
+        raise ValueError(f"hist must have at least one slot per node, got shape {hist.shape}")
+    if node_done.dtype != xp.uint32 or node_done.ndim != 1 or int(node_done.shape[0]) < n_nodes:
+        raise ValueError(f"node_done must be uint32 of at least {n_nodes} entries, got "
+                         f"{node_done.dtype} of shape {tuple(node_done.shape)}")
+    order, node_pos, has_order, has_pos = _slot_order(backend, n_nodes, order, node_pos)
+    backend.kernel("tree_score_best_slot")(
+        hist, node_features, int(n_outputs), int(min_samples_leaf), int(bool(random_split)),
+        uniforms, _typed_edges(backend, edges, random_split=bool(random_split)), 0, 1.0, 0.0,
+        _c(backend, q, xp.float64), _c(backend, impure, xp.uint8), order, node_pos,
+        int(has_order), int(has_pos), int(n_features), float(tie_rtol), float(tie_rounding),
+        node_done, *_slot_outputs(xp, n_nodes, k), out,
+    )
+    return out
+
+
+def score_counters(backend: Backend, n_nodes: int, counters: Any = None) -> Any:
+    """uint32 zeros for the ``node_done`` of :func:`score_best_slots` on ``n_nodes`` nodes:
+    ``counters`` itself when it holds enough (the kernel leaves them at zero), else a new
+    array of at least twice its size."""
+    if counters is not None and int(counters.shape[0]) >= n_nodes:
+        return counters
+    size = max(int(n_nodes), 2 * (0 if counters is None else int(counters.shape[0])), 64)
+    return backend.xp.zeros(size, dtype=backend.xp.uint32)
 
 
 def segment_sums(backend: Backend, values: Any, bounds: Any) -> Any:

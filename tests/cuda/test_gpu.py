@@ -4,7 +4,8 @@ Skipped, with the reason, where CuPy cannot run a kernel. Checks:
 
 * every CUDA tree kernel on the device against the numba kernel (the same
   inputs as the emulator tests), including the tiled and global-atomics
-  histogram variants and the histogram split scores (bitwise);
+  histogram variants, the histogram split scores (bitwise) and the scores with
+  every node's best slot in one launch;
 * CPU/GPU parity of projections, randomized SVD, CSSP, trees (the same tree:
   no ties in the data), forests and boosting (the same accuracy), multi-label
   logistic boosting (both leaf steps), the label-space models (every
@@ -183,6 +184,32 @@ def test_histogram_scores_on_device_match_numba_bitwise(cp, gpu):
                 np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+def test_scores_with_best_slots_in_one_launch_match_numba(cp, gpu):
+    # many nodes of many slots: blocks of one node finish in any order on a device, and
+    # the last one picks; the counters come back to zero for the next launch
+    from test_score_best_slot import _edges, _problem, _separate
+
+    from gpurpo.tree import kernels
+    from gpurpo.tree.splitting import TIE_ROUNDING, TIE_RTOL
+
+    for random_split in (False, True):
+        hist, q, impure, features, order, node_pos, u, m = _problem(7 + random_split,
+                                                                     n_nodes=400, k=12)
+        want = _separate(NUMPY, hist, q, impure, features, order, node_pos, u, m, random_split,
+                         40)
+        counters = kernels.score_counters(gpu, 400)
+        edges = _edges(40, hist.shape[2])
+        edges = kernels.EdgeTable(cp.asarray(edges.edge_values), cp.asarray(edges.edge_ptr))
+        for _ in range(3):
+            got = kernels.score_best_slots(
+                gpu, cp.asarray(hist), cp.asarray(features), m, 2, edges, cp.asarray(q),
+                cp.asarray(impure), cp.asarray(order), TIE_RTOL, TIE_ROUNDING, counters,
+                random_split=random_split, uniforms=cp.asarray(u),
+                node_pos=cp.asarray(node_pos), n_features=40)
+            np.testing.assert_array_equal(got.get(), want)
+            assert not counters.get().any()
+
+
 def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
     from _packed_trees import random_packed_trees
 
@@ -218,9 +245,13 @@ def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
     np.testing.assert_array_equal(out.get(), ref)
     import cupyx.scipy.sparse as csp
 
-    out = cp.ones((700, 50))
-    traversal.sum_leaves_csr(gpu, cp.asarray(rows), csp.csr_matrix(sp.csr_matrix(values)), out)
-    np.testing.assert_allclose(out.get(), ref, rtol=1e-12, atol=1e-12)
+    want = np.ones((700, 50))
+    traversal.sum_leaves_csr(NUMPY, rows, sp.csr_matrix(values), want)
+    for _ in range(3):  # the numba kernel's additions in its order, run after run
+        out = cp.ones((700, 50))
+        traversal.sum_leaves_csr(gpu, cp.asarray(rows), csp.csr_matrix(sp.csr_matrix(values)),
+                                 out)
+        np.testing.assert_array_equal(out.get(), want)
 
 
 # --------------------------------------------------------------------------

@@ -44,6 +44,7 @@ LAUNCH_BLOCK = {
     "tree_split_small": launch.SPLIT_MAX_THREADS,
     "tree_grow_subtrees": launch.SPLIT_MAX_THREADS,
     "tree_score_histograms": launch.SCORE_BLOCK,
+    "tree_score_best_slot": launch.SCORE_BLOCK,
 }
 
 

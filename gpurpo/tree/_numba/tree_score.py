@@ -374,6 +374,20 @@ def launch(hist, node_features, n_outputs, min_samples_leaf, random_split, unifo
     )
 
 
+def launch_best_slot(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms,
+                     edges, newton, reg_lambda, min_child_weight, q, impure, order, node_pos,
+                     has_order, has_pos, n_features, tie_rtol, tie_rounding, node_done, out_gain,
+                     out_bin, out_missing_left, out_nonconstant, out):
+    """``tree_score_best_slot`` on the CPU: :func:`launch`, then :func:`best_slot` on its
+    outputs (``node_done``, the CUDA kernel's counters, is not read)."""
+    launch(hist, node_features, n_outputs, min_samples_leaf, random_split, uniforms, edges,
+           newton, reg_lambda, min_child_weight, out_gain, out_bin, out_missing_left,
+           out_nonconstant)
+    cpu_helper(best_slot)(hist, q, impure, out_gain, out_bin, out_missing_left, node_features,
+                          order, out_nonconstant, node_pos, n_outputs, newton, has_order,
+                          has_pos, n_features, tie_rtol, tie_rounding, out)
+
+
 @njit(parallel=True, cache=True)
 def best_slot(hist, q, impure, gain, bins, missing_left, node_features, order, nonconstant,
               node_pos, m, newton, has_order, has_pos, n_features, tie_rtol, tie_rounding, out):

@@ -1,12 +1,17 @@
 // Purity and Q of a batch of tree nodes (contract: ``tree_node_stats`` in
 // gpurpo/tree/kernels.py; CPU twin: gpurpo/tree/_numba/tree_node_stats.py).
 //
-// One block per node, blocks looping over the nodes. The threads stride over
-// the node's samples: each compares its samples' targets with the node's
-// first sample (bitwise equality, as the CPU) and sums w * ||y||^2 in
-// float64; a barrier-OR gives the purity and a tree reduction Q (the
-// contract leaves Q's summation order free: it only scales the tie
-// tolerance). The launcher's block size is a power of two, at most
+// blocks_per_node blocks per node (tasks node * blocks_per_node + part, blocks
+// looping over the tasks). The threads of a node's blocks stride over its
+// samples: each compares its samples' targets with the node's first sample
+// (bitwise equality, as the CPU) and sums w * ||y||^2 in float64; a barrier-OR
+// gives the block's purity and a tree reduction its Q (the contract leaves Q's
+// summation order free: it only scales the tie tolerance). With one block per
+// node it writes the node's outputs; with more, each block writes its partial
+// sums and counts itself in node_done (zero, and left at zero), and the node's
+// last block adds the partials in block order, read through L2: a node of a
+// million samples at the top of a tree is read by the whole device, not by one
+// multiprocessor. The launcher's block size is a power of two, at most
 // NODE_STATS_THREADS.
 
 #define NODE_STATS_THREADS 256
@@ -21,15 +26,24 @@ extern "C" __global__ void tree_node_stats(
     int n_trees,
     int m,
     long long n_nodes,
+    int blocks_per_node,
+    double* partial_q,
+    int* partial_differs,
+    unsigned int* __restrict__ node_done,
     unsigned char* __restrict__ out_impure,
     double* __restrict__ out_q)
 {
     __shared__ double red[NODE_STATS_THREADS];
+    __shared__ int sh_last;
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x;
     // the launcher never does this: at most NODE_STATS_THREADS, a power of two
     if (nthreads > NODE_STATS_THREADS || (nthreads & (nthreads - 1)) != 0) __trap();
-    for (long long node = blockIdx.x; node < n_nodes; node += gridDim.x) {
+    const long long n_tasks = n_nodes * blocks_per_node;
+    const long long step = (long long)nthreads * blocks_per_node;
+    for (long long task = blockIdx.x; task < n_tasks; task += gridDim.x) {
+        const long long node = task / blocks_per_node;
+        const long long part = task - node * blocks_per_node;
         const long long start = node_ranges[2 * node];
         const long long stop = node_ranges[2 * node + 1];
         const int t = node_tree[node];
@@ -38,7 +52,7 @@ extern "C" __global__ void tree_node_stats(
         if (stop > start) {
             const float* y0 = targets + ((long long)sample_indices[start] * n_trees + t) * m;
             const float* wrow = weights + (long long)t * n;
-            for (long long a = start + tid; a < stop; a += nthreads) {
+            for (long long a = start + part * nthreads + tid; a < stop; a += step) {
                 const long long s = sample_indices[a];
                 const float* y = targets + (s * n_trees + t) * m;
                 double sq = 0.0;
@@ -56,10 +70,32 @@ extern "C" __global__ void tree_node_stats(
             if (tid < half) red[tid] += red[tid + half];
             __syncthreads();
         }
-        if (tid == 0) {
-            out_impure[node] = impure ? 1 : 0;
-            out_q[node] = red[0];
+        if (blocks_per_node == 1) {
+            if (tid == 0) {
+                out_impure[node] = impure ? 1 : 0;
+                out_q[node] = red[0];
+            }
+        } else {
+            if (tid == 0) {
+                partial_q[task] = red[0];
+                partial_differs[task] = impure ? 1 : 0;
+                __threadfence();
+                sh_last = atomicAdd(node_done + node, 1u) == (unsigned int)(blocks_per_node - 1);
+            }
+            __syncthreads();
+            if (sh_last && tid == 0) {
+                node_done[node] = 0u;
+                __threadfence();
+                double total = 0.0;
+                int any = 0;
+                for (long long b = node * blocks_per_node; b < (node + 1) * blocks_per_node; ++b) {
+                    total += __ldcg(partial_q + b);
+                    any |= __ldcg(partial_differs + b);
+                }
+                out_impure[node] = any ? 1 : 0;
+                out_q[node] = total;
+            }
         }
-        __syncthreads();  // red is reused by the next node
+        __syncthreads();  // red is reused by the next task
     }
 }

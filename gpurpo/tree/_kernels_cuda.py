@@ -23,10 +23,11 @@ size), not from constants tuned for one card:
   has about two waves of resident blocks, but no chunk is smaller than
   ``MIN_SAMPLES_PER_BLOCK`` samples (merging a block's shared histogram into
   global memory costs one pass over its cells);
-* node statistics and the partition of splitting nodes use one block of
-  ``NODE_STATS_BLOCK`` / ``PARTITION_BLOCK`` threads per node, at most
-  ``NODE_STATS_BLOCKS_PER_SM`` / ``PARTITION_BLOCKS_PER_SM`` blocks per
-  multiprocessor;
+* the partition of splitting nodes uses one block of ``PARTITION_BLOCK``
+  threads per node, at most ``PARTITION_BLOCKS_PER_SM`` blocks per
+  multiprocessor; node statistics blocks of ``NODE_STATS_BLOCK`` threads, as
+  many per node as fill ``NODE_STATS_BLOCKS_PER_SM`` blocks per multiprocessor
+  when the caller gives counters (:func:`node_stats_blocks`), else one;
 * elementwise kernels (leaf sums, traversal) use grid-stride loops over at most
   ``GRID_WAVES`` blocks per multiprocessor (:func:`gpurpo.backend.launch_grid`);
 * the exact small-node split uses one block of ``SPLIT_BLOCK_WARPS`` warps per
@@ -54,6 +55,7 @@ from gpurpo.tree._records import EdgeTable, NodeBatch, SparseColumns, SplitRules
 __all__ = [
     "histograms",
     "node_stats",
+    "node_stats_blocks",
     "partition",
     "split_small_nodes",
     "grow_subtrees",
@@ -306,6 +308,15 @@ def histograms(
 # --------------------------------------------------------------------------
 
 
+def node_stats_blocks(attrs: dict, n_nodes: int, has_counters: bool) -> int:
+    """Blocks per node of ``tree_node_stats``: with counters, as many as fill
+    ``NODE_STATS_BLOCKS_PER_SM`` blocks on every multiprocessor (the few large nodes at
+    the top of a tree are read by the whole device); else one."""
+    if not has_counters or n_nodes == 0:
+        return 1
+    return max(1, int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM // n_nodes)
+
+
 def node_stats(
     backend: Backend,
     sample_indices: Any,
@@ -313,24 +324,33 @@ def node_stats(
     node_tree: Any,
     weights: Any,
     targets: Any,
+    node_done: Any,
     out_impure: Any,
     out_q: Any,
 ) -> None:
-    """``tree_node_stats``: one block per node (purity by barrier-OR, Q by a tree reduction)."""
+    """``tree_node_stats``: :func:`node_stats_blocks` blocks per node (purity by
+    barrier-OR, Q by a tree reduction; with several, the node's last block adds their
+    partial sums in block order)."""
+    xp = backend.xp
     n_nodes = int(node_ranges.shape[0])
     if n_nodes == 0:
         return
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
     attrs = backend.device_attributes()
     block = _power_of_two_block(attrs, NODE_STATS_BLOCK)
-    grid = max(1, min(n_nodes, int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM))
+    per_node = node_stats_blocks(attrs, n_nodes, int(node_done.shape[0]) >= n_nodes)
+    n_tasks = n_nodes * per_node
+    grid = max(1, min(n_tasks, int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM))
+    partial_q = xp.empty(n_tasks if per_node > 1 else 1, dtype=xp.float64)
+    partial_differs = xp.empty(n_tasks if per_node > 1 else 1, dtype=xp.int32)
     kernel = backend.load_module("tree_node_stats.cu").get_function("tree_node_stats")
     kernel(
         (grid,),
         (block,),
         (
             sample_indices, node_ranges, node_tree, weights, targets, _i64(weights.shape[1]),
-            _i32(n_trees), _i32(m), _i64(n_nodes), out_impure, out_q,
+            _i32(n_trees), _i32(m), _i64(n_nodes), _i32(per_node), partial_q, partial_differs,
+            node_done, out_impure, out_q,
         ),
     )
 

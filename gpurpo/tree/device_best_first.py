@@ -199,7 +199,8 @@ class _DeviceBestFirst(_DeviceGrower):
         n_rows = n_large + self.n_helpers
         hist = self._pool_rows(n_rows)
         impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
-                                       tree[:n_large], self.weights, self.targets)
+                                       tree[:n_large], self.weights, self.targets,
+                                       node_done=self.score_done)
         feats = xp.empty((n_rows, self.p), dtype=xp.int32)
         positions = xp.empty((n_rows, self.p), dtype=xp.int64)
         uniforms = xp.empty((n_rows, self.p) if self.random_split else (1, 1), dtype=xp.float64)

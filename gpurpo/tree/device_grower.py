@@ -275,8 +275,9 @@ class _DeviceGrower:
                                       binned.n_bins, self.channels)
             if int(counts_h.max()) > self.small else None)
         self.subtrees: list[tuple[Any, Subtrees]] = []
-        # the counters of tree_score_best_slot (left at zero by every launch), for the most
-        # large nodes a launch scores: disjoint nodes of more than `small` samples each
+        # the counters of tree_node_stats and tree_score_best_slot (left at zero by every
+        # launch), for the most large nodes a launch takes: disjoint nodes of more than
+        # `small` samples each
         self.score_done = (
             kernels.score_counters(backend, min(self._chunk_size(),
                                                 int(counts_h.sum()) // (self.small + 1) + n_trees))
@@ -471,7 +472,8 @@ class _DeviceGrower:
         xp, backend = self.xp, self.backend
         ranges, tree, seed, _, pos = (a[first:] for a in self.batch)
         impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
-                                       tree[:n_large], self.weights, self.targets)
+                                       tree[:n_large], self.weights, self.targets,
+                                       node_done=self.score_done)
         all_features = self.k >= self.p
         n_helpers = self.n_helpers if all_features else 0
         n_rows = n_large + n_helpers

@@ -72,8 +72,11 @@ Kernel contracts
     read once per growth instead of once per launch, and zeroed integer sums for
     nodes split into sample chunks, which their last chunk leaves at zero.
 
-``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q)``
+``tree_node_stats(sample_indices, node_ranges, node_tree, weights, targets, node_done, out_impure, out_q)``
     sample_indices, node_ranges, node_tree, weights, targets: as above
+    node_done    uint32  (>= N,) or (0,)  ZERO, and left at zero: the CUDA kernel's
+                                       counters of the blocks that share a node (not read
+                                       on the CPU); length 0: one block per node
     out_impure   uint8   (N,)          1 when the targets of node i's samples are
                                        not all bitwise equal (to its first sample's)
     out_q        float64 (N,)          ``Q = sum_s w_s * sum_c y_sc^2`` over node i, in
@@ -468,7 +471,7 @@ def _bin_codes_xp(
 
 register_kernel("tree_bin_codes", cpu=_code_tables.bin_codes, cuda=_bin_codes_xp)
 register_kernel("tree_bin_codes_sparse", cpu=_sparse.sparse_bin_codes_cpu, cuda=_sparse.sparse_bin_codes_xp)
-register_kernel("tree_node_stats", cpu=tree_node_stats.node_stats, cuda=_cuda.node_stats)
+register_kernel("tree_node_stats", cpu=tree_node_stats.launch, cuda=_cuda.node_stats)
 register_kernel("tree_partition", cpu=tree_partition.launch, cuda=_cuda.partition)
 register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.histograms)
 register_kernel("tree_split_small", cpu=tree_split_small.launch, cuda=_cuda.split_small_nodes)
@@ -603,13 +606,24 @@ def node_stats(
     node_tree: Any,
     weights: Any,
     targets: Any,
+    node_done: Any = None,
 ) -> tuple[Any, Any]:
-    """(impure uint8 (N,), Q float64 (N,)) of the nodes; see ``tree_node_stats``."""
+    """(impure uint8 (N,), Q float64 (N,)) of the nodes; see ``tree_node_stats``.
+
+    ``node_done``: uint32 zeros for at least N nodes (:func:`score_counters`),
+    which let several CUDA blocks share a node and which the kernel leaves at
+    zero; None: one block per node.
+    """
     xp = backend.xp
     ranges = _c(backend, node_ranges, xp.int64)
     n_nodes = int(ranges.shape[0])
     out_impure = xp.empty(n_nodes, dtype=xp.uint8)
     out_q = xp.empty(n_nodes, dtype=xp.float64)
+    if node_done is None:
+        node_done = xp.empty(0, dtype=xp.uint32)
+    elif node_done.dtype != xp.uint32 or node_done.ndim != 1:
+        raise ValueError(f"node_done must be a 1-D uint32 array, got {node_done.dtype} of "
+                         f"shape {tuple(node_done.shape)}")
     if n_nodes:
         backend.kernel("tree_node_stats")(
             _c(backend, sample_indices, xp.int32),
@@ -617,6 +631,7 @@ def node_stats(
             _c(backend, node_tree, xp.int32),
             _c(backend, weights, xp.float32),
             _c(backend, targets, xp.float32),
+            node_done,
             out_impure,
             out_q,
         )

@@ -25,6 +25,7 @@ def _node_stats_inputs(xp, rng):
         node_tree=np.zeros(1, dtype=np.int32),
         weights=weights,
         targets=targets,
+        node_done=np.zeros(0, dtype=np.uint32),
         out_impure=np.zeros(1, dtype=np.uint8),
         out_q=np.zeros(1, dtype=np.float64),
     )

@@ -210,6 +210,32 @@ def test_scores_with_best_slots_in_one_launch_match_numba(cp, gpu):
             assert not counters.get().any()
 
 
+def test_node_statistics_of_shared_nodes_on_device_match_numba(cp, gpu):
+    # a few large nodes (every block of the device on them) and many small ones
+    from gpurpo.tree import kernels
+
+    rng = np.random.default_rng(11)
+    for sizes in ([300_000, 200_000, 1], [300] * 2000):
+        n, m = sum(sizes), 6
+        targets = rng.normal(size=(n, 1, m)).astype(np.float32)
+        targets[: sizes[-1]] = 1.0  # the last node pure
+        weights = rng.uniform(0.5, 2.0, size=(1, n)).astype(np.float32)
+        sample_indices = rng.permutation(n)[::-1].astype(np.int32)
+        sample_indices[-sizes[-1]:] = np.arange(sizes[-1])
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        ranges = np.stack([starts, starts + np.array(sizes)], 1).astype(np.int64)
+        tree = np.zeros(len(sizes), dtype=np.int32)
+        want = kernels.node_stats(NUMPY, sample_indices, ranges, tree, weights, targets)
+        counters = kernels.score_counters(gpu, len(sizes))
+        for _ in range(2):
+            impure, q = kernels.node_stats(
+                gpu, cp.asarray(sample_indices), cp.asarray(ranges), cp.asarray(tree),
+                cp.asarray(weights), cp.asarray(targets), node_done=counters)
+            np.testing.assert_array_equal(impure.get(), want[0])
+            np.testing.assert_allclose(q.get(), want[1], rtol=1e-12)
+            assert not counters.get().any()
+
+
 def test_leaf_and_prediction_kernels_on_device_match_numba(cp, gpu):
     from _packed_trees import random_packed_trees
 

@@ -311,11 +311,11 @@ def test_batches_grown_on_threads_give_the_same_forest(Forest, shared, monkeypat
 def test_serial_kernel_twins_are_single_threaded_and_release_the_gil():
     from gpurpo import backend as B
 
-    parallel = NUMPY.kernel("tree_node_stats")
+    parallel = NUMPY.kernel("tree_best_slot")
     with B.serial_cpu_kernels():
-        twin = NUMPY.kernel("tree_node_stats")
-        assert NUMPY.kernel("tree_node_stats") is twin  # made once
-    assert NUMPY.kernel("tree_node_stats") is parallel  # only inside the block
+        twin = NUMPY.kernel("tree_best_slot")
+        assert NUMPY.kernel("tree_best_slot") is twin  # made once
+    assert NUMPY.kernel("tree_best_slot") is parallel  # only inside the block
     assert parallel.targetoptions.get("parallel")
     assert twin.targetoptions.get("nogil") and not twin.targetoptions.get("parallel")
     assert twin.py_func.__code__ is parallel.py_func.__code__

@@ -381,7 +381,7 @@ def _best_split_reference(codes, samples, w, y, features, msl, missing_bin, tie_
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("impl", ["numba", "cuda"])
+@pytest.mark.parametrize("impl", ["numba", "cuda", "cuda, blocks sharing nodes"])
 def test_node_stats_match_a_loop_over_samples(impl):
     n, n_trees, m = 300, 3, 4
     weights = RNG.integers(0, 4, size=(n_trees, n)).astype(np.float32)
@@ -398,10 +398,20 @@ def test_node_stats_match_a_loop_over_samples(impl):
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     ranges = np.stack([starts, starts + sizes], 1).astype(np.int64)
     node_tree = np.array([0, 1, 2, 0, 1, 2], dtype=np.int32)
-    if impl == "cuda" and shutil.which("g++") is None:
+    if impl != "numba" and shutil.which("g++") is None:
         pytest.skip("the CUDA emulator needs g++ (C++20) on PATH")
     backend = NUMPY if impl == "numba" else EMULATED
-    impure, q = kernels.node_stats(backend, sample_indices, ranges, node_tree, weights, targets)
+    # with counters, several blocks read a node and its last adds their sums
+    counters = (kernels.score_counters(backend, len(sizes)) if impl.endswith("nodes")
+                else None)
+    if counters is not None:
+        from gpurpo.tree._kernels_cuda import node_stats_blocks
+
+        assert node_stats_blocks(backend.device_attributes(), len(sizes), True) > 1
+    impure, q = kernels.node_stats(backend, sample_indices, ranges, node_tree, weights, targets,
+                                   node_done=counters)
+    if counters is not None:
+        assert not np.asarray(counters).any()  # left at zero for the next launch
     for i, (idx, t) in enumerate(zip(samples, node_tree)):
         y = targets[idx, t].astype(np.float64)
         expected_q = sum(float(weights[t, s]) * float(np.dot(y[j], y[j]))

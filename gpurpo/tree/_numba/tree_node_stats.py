@@ -6,6 +6,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.backend import cpu_helper
+
+
+def launch(sample_indices, node_ranges, node_tree, weights, targets, node_done, out_impure,
+           out_q):
+    """``tree_node_stats`` on the CPU: :func:`node_stats` (``node_done``, the CUDA kernel's
+    counters, is not read)."""
+    cpu_helper(node_stats)(sample_indices, node_ranges, node_tree, weights, targets, out_impure,
+                           out_q)
+
 
 @njit(parallel=True, cache=True)
 def node_stats(sample_indices, node_ranges, node_tree, weights, targets, out_impure, out_q):

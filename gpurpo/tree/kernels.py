@@ -621,9 +621,10 @@ def node_stats(
     out_q = xp.empty(n_nodes, dtype=xp.float64)
     if node_done is None:
         node_done = xp.empty(0, dtype=xp.uint32)
-    elif node_done.dtype != xp.uint32 or node_done.ndim != 1:
-        raise ValueError(f"node_done must be a 1-D uint32 array, got {node_done.dtype} of "
-                         f"shape {tuple(node_done.shape)}")
+    elif (node_done.dtype != xp.uint32 or node_done.ndim != 1
+          or not node_done.flags.c_contiguous):
+        raise ValueError(f"node_done must be a contiguous 1-D uint32 array, got "
+                         f"{node_done.dtype} of shape {tuple(node_done.shape)}")
     if n_nodes:
         backend.kernel("tree_node_stats")(
             _c(backend, sample_indices, xp.int32),
@@ -1231,9 +1232,15 @@ def score_best_slots(
         return out
     if k == 0:
         raise ValueError(f"hist must have at least one slot per node, got shape {hist.shape}")
-    if node_done.dtype != xp.uint32 or node_done.ndim != 1 or int(node_done.shape[0]) < n_nodes:
-        raise ValueError(f"node_done must be uint32 of at least {n_nodes} entries, got "
-                         f"{node_done.dtype} of shape {tuple(node_done.shape)}")
+    if (node_done.dtype != xp.uint32 or node_done.ndim != 1 or int(node_done.shape[0]) < n_nodes
+            or not node_done.flags.c_contiguous):
+        raise ValueError(f"node_done must be contiguous uint32 of at least {n_nodes} entries, "
+                         f"got {node_done.dtype} of shape {tuple(node_done.shape)}")
+    for name, a in (("q", q), ("impure", impure)):
+        if tuple(a.shape) != (n_nodes,):
+            raise ValueError(f"{name} must have shape ({n_nodes},), got {tuple(a.shape)}")
+    if order is not None and tuple(order.shape) != (n_nodes, k):
+        raise ValueError(f"order must have shape ({n_nodes}, {k}), got {tuple(order.shape)}")
     order, node_pos, has_order, has_pos = _slot_order(backend, n_nodes, order, node_pos)
     backend.kernel("tree_score_best_slot")(
         hist, node_features, int(n_outputs), int(min_samples_leaf), int(bool(random_split)),

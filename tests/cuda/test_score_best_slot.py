@@ -115,18 +115,31 @@ def test_exact_ties_follow_the_visiting_order():
         np.testing.assert_array_equal(np.asarray(backend.to_host(got)), expected)
 
 
-def test_counters_grow_and_are_checked():
+def test_counters_grow_and_bad_inputs_are_named():
     counters = kernels.score_counters(NUMPY, 10)
     assert counters.dtype == np.uint32 and counters.shape[0] >= 10 and not counters.any()
     assert kernels.score_counters(NUMPY, 10, counters) is counters
     more = kernels.score_counters(NUMPY, 5 * counters.shape[0], counters)
     assert more.shape[0] >= 5 * counters.shape[0] and not more.any()
     hist, q, impure, features, order, _, _, m = _problem(0, n_nodes=4)
-    with pytest.raises(ValueError, match="node_done must be uint32 of at least 4 entries"):
+    with pytest.raises(ValueError, match="node_done must be contiguous uint32 of at least 4"):
         kernels.score_best_slots(NUMPY, hist, features, m, 2, _edges(40, hist.shape[2]), q,
                                  impure, order, TIE_RTOL, TIE_ROUNDING,
                                  np.zeros(3, dtype=np.uint32))
-    with pytest.raises(ValueError, match="node_done must be uint32"):
-        kernels.score_best_slots(NUMPY, hist, features, m, 2, _edges(40, hist.shape[2]), q,
-                                 impure, order, TIE_RTOL, TIE_ROUNDING,
-                                 np.zeros(8, dtype=np.int64))
+    for bad in (np.zeros(8, dtype=np.int64), np.zeros(16, dtype=np.uint32)[::2]):
+        with pytest.raises(ValueError, match="node_done must be contiguous uint32"):
+            kernels.score_best_slots(NUMPY, hist, features, m, 2, _edges(40, hist.shape[2]), q,
+                                     impure, order, TIE_RTOL, TIE_ROUNDING, bad)
+    counters = np.zeros(8, dtype=np.uint32)
+    for change, message in (({"q": q[:3]}, r"q must have shape \(4,\)"),
+                            ({"impure": impure[:3]}, r"impure must have shape \(4,\)"),
+                            ({"order": order[:, :3]}, r"order must have shape \(4, 6\)")):
+        args = {"q": q, "impure": impure, "order": order, **change}
+        with pytest.raises(ValueError, match=message):
+            kernels.score_best_slots(NUMPY, hist, features, m, 2, _edges(40, hist.shape[2]),
+                                     args["q"], args["impure"], args["order"], TIE_RTOL,
+                                     TIE_ROUNDING, counters)
+    with pytest.raises(ValueError, match="node_done must be a contiguous 1-D uint32"):
+        kernels.node_stats(NUMPY, np.zeros(4, np.int32), np.zeros((1, 2), np.int64),
+                           np.zeros(1, np.int32), np.ones((1, 4), np.float32),
+                           np.zeros((4, 1, 2), np.float32), node_done=np.zeros(4, np.int32))

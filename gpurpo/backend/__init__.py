@@ -22,7 +22,9 @@ knows which one is in use:
 * cuDF frames are GPU inputs (:func:`is_device_frame`), taken as their CuPy
   values (:func:`device_frame_values`);
 * :func:`count_device_activity` counts the kernel launches, copies and
-  synchronisations of the device backends inside a block;
+  synchronisations of the device backends inside a block, and inside
+  :func:`refuse_host_operands` the emulated device refuses NumPy operands as
+  CuPy does;
 * random numbers are drawn on the host from one seeded
   :class:`numpy.random.Generator` and moved to the device, so a seed gives the
   same projections on every backend.
@@ -36,6 +38,7 @@ from gpurpo.backend._cupy import (
     cupy_available,
     is_gpu_array,
 )
+from gpurpo.backend._device_arrays import refuse_host_operands
 from gpurpo.backend._frames import device_frame_values, is_device_frame
 from gpurpo.backend._launch import (
     COLUMN_TILE,
@@ -83,6 +86,7 @@ __all__ = [
     "DeviceActivity",
     "count_device_activity",
     "record_device_activity",
+    "refuse_host_operands",
     "cupy_available",
     "get_backend",
     "set_backend",

@@ -10,15 +10,17 @@ its own function calls only (CuPy arrays cannot be watched from Python).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from gpurpo.backend._activity import record_d2h, record_device_activity, record_h2d
 
-__all__ = ["CountingNamespace", "DeviceArray", "device_asarray"]
+__all__ = ["CountingNamespace", "DeviceArray", "device_asarray", "refuse_host_operands"]
 
 #: functions that start no kernel: allocation without fill, views, metadata
 NO_LAUNCH = frozenset({
@@ -69,6 +71,17 @@ def _unwrap(value: Any, host: _Host) -> Any:
     return value
 
 
+def _host_arrays(value: Any) -> list[np.ndarray]:
+    """The host arrays in ``value`` (nested tuples, lists and dicts of arguments)."""
+    if _is_host_array(value):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _host_arrays(v)]
+    if isinstance(value, dict):
+        return [a for v in value.values() for a in _host_arrays(v)]
+    return []
+
+
 def _wrap(value: Any) -> Any:
     """NumPy results as device arrays (scalars as 0-d arrays, as CuPy returns them)."""
     if isinstance(value, np.ndarray):
@@ -95,12 +108,40 @@ def _launches(name: str, result: Any, args: tuple[Any, ...] = ()) -> int:
     return int(not sizes or any(sizes))
 
 
+#: whether device operations refuse host arrays among their operands, as CuPy's do
+#: (:func:`refuse_host_operands`)
+_REFUSE_HOST = contextvars.ContextVar("refuse_host_operands", default=False)
+
+
+@contextlib.contextmanager
+def refuse_host_operands() -> Iterator[None]:
+    """Inside the block, a device operation given a NumPy array of one or more dimensions
+    among its operands raises ``TypeError``, as CuPy's functions and operators do, where
+    the emulated device otherwise counts it as a copy to the device.
+
+    For tests that run the CUDA path on the CPU: host data must reach the device
+    through ``Backend.asarray`` or ``xp.asarray``. Indexing with a host array and
+    assigning one stay allowed (CuPy copies them).
+    """
+    token = _REFUSE_HOST.set(True)
+    try:
+        yield
+    finally:
+        _REFUSE_HOST.reset(token)
+
+
 def _device_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                  name: str) -> Any:
     """Run a NumPy function as a device operation: count it, return device arrays."""
     host = _Host()
     plain_args = _unwrap(args, host)
     plain_kwargs = {k: _unwrap(v, host) for k, v in kwargs.items()}
+    if host.count and _REFUSE_HOST.get() and name not in TRANSFERS:
+        shapes = [a.shape for a in _host_arrays((args, kwargs)) if a.ndim]
+        if shapes:
+            raise TypeError(f"{name}: NumPy array(s) of shape {shapes} among the operands of a "
+                            "device operation; CuPy refuses them (move them with "
+                            "Backend.asarray)")
     result = fn(*plain_args, **plain_kwargs)
     dependent = name in DATA_DEPENDENT or (name == "where" and len(args) == 1)
     record_device_activity(

@@ -8,9 +8,11 @@ timeout is written into the report instead of stopping the run. Sections:
    ``memoryClockRate * busWidth * 2``, and measured with a device copy), the
    imports gpurpo needs (and that ``gpurpo`` imports without
    ``array_api_compat``);
-2. ``python -m pytest -m gpu`` (tests/cuda/test_gpu.py, tests/dask/test_dask_gpu.py);
+2. ``python -m pytest -m gpu tests`` (every test marked gpu);
 3. histogram kernel throughput on large nodes, as a fraction of the memory
-   bandwidth (compulsory bytes: sample indices, weights, targets, codes);
+   bandwidth (compulsory bytes: sample indices, weights, targets, codes), and the node
+   statistics of the large nodes at the top of a tree, one block per node against the
+   device's blocks shared among them;
 4. explicit device-to-host transfers during a tree fit;
 5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
 6. random-forest fit on the GPU vs the CPU path on the same machine
@@ -442,6 +444,60 @@ def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int,
                 f"chunks {plan['chunks']}, slot tile {plan.get('slot_tile', '-')}/{k}, "
                 f"shared {plan.get('shared_mem', 0) // 1024} KB",
     }
+
+
+def node_stats_rows(backend: Any, xp: Any, rng: Any, n: int, m: int,
+                    timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
+    """Times ``tree_node_stats`` on the large nodes at the top of a tree: ``n`` samples
+    of ``m`` targets split evenly into 1, 8 and 64 nodes, with one block per node and
+    with the device's blocks shared among them (a growth's counters). ``xp`` and
+    ``backend`` are CuPy's (the emulated device's in the tests), ``rng`` the
+    generator of ``xp``, ``timer`` the time of one call in seconds."""
+    import numpy as np
+
+    from gpurpo.tree import _kernels_cuda as kcuda
+    from gpurpo.tree import kernels
+
+    rows = []
+    for n_nodes in (1, 8, 64):
+        weights, targets, sample_indices, node_ranges, _, node_tree = histogram_batch(
+            xp, rng, n, 1, m, n_nodes, 1, False)
+        counters = kernels.score_counters(backend, n_nodes)
+        outs = {}
+
+        def run(shared: bool) -> None:
+            outs[shared] = kernels.node_stats(backend, sample_indices, node_ranges, node_tree,
+                                              weights, targets,
+                                              node_done=counters if shared else None)
+
+        one, shared = timer(lambda: run(False)), timer(lambda: run(True))
+        impure = [np.asarray(backend.to_host(outs[k][0])) for k in (False, True)]
+        q = [np.asarray(backend.to_host(outs[k][1])) for k in (False, True)]
+        rows.append({
+            "nodes": n_nodes, "samples": n, "targets": m,
+            "blocks per node": kcuda.node_stats_blocks(backend.device_attributes(), n_nodes,
+                                                       True),
+            "ms, one block per node": 1e3 * one, "ms, shared blocks": 1e3 * shared,
+            "speed-up": one / shared if shared > 0 else "n/a",
+            "same purity, Q within 1e-12": bool((impure[0] == impure[1]).all()
+                                                and np.allclose(q[0], q[1], rtol=1e-12)),
+        })
+        del weights, targets
+    return rows
+
+
+def section_node_stats(quick: bool) -> str:
+    import cupy
+
+    from gpurpo.backend import CUPY
+
+    n, m = (310_000, 20) if quick else (1_000_000, 20)
+    rows = node_stats_rows(CUPY, cupy, cupy.random.default_rng(2), n, m, _time_gpu)
+    cupy.get_default_memory_pool().free_all_blocks()
+    return ("tree_node_stats (purity and Q = sum w ||y||^2 of every node) on the large nodes "
+            "at the top of a tree, one block per node against the device's blocks shared "
+            "among the nodes (the growers' counters; the last block of a node adds the "
+            "partial sums).\n\n" + _table(rows))
 
 
 # --------------------------------------------------------------------------
@@ -911,6 +967,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_tests:
             report.run("GPU tests", lambda: section_tests(timeout=tests_timeout))
         report.run("Histogram kernel throughput", lambda: section_histograms(state, args.quick))
+        report.run("Node statistics of large nodes", lambda: section_node_stats(args.quick))
         report.run("Device-to-host transfers during a tree fit",
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))

@@ -62,3 +62,17 @@ def test_the_sparse_forest_section_reports_both_libraries(gpu_check):
                      [c.strip() for c in row.strip("|").split("|")]))
     assert float(cells["gpurpo (cpu) s"]) > 0 and float(cells["scikit-learn s"]) > 0
     assert 0 < float(cells["gpurpo LRAP"]) <= 1 and 0 < float(cells["scikit-learn LRAP"]) <= 1
+
+
+def test_the_node_statistics_rows_compare_both_launches(gpu_check):
+    # the section's rows on the emulated device (CuPy's place): both launches give the
+    # same purity and Q, and the shared launch gives a node several blocks
+    import numpy as np
+
+    from gpurpo.backend import EMULATED
+
+    rows = gpu_check.node_stats_rows(EMULATED, np, np.random.default_rng(0), 6000, 3,
+                                     lambda fn: (fn(), 1e-3)[1])
+    assert [r["nodes"] for r in rows] == [1, 8, 64]
+    assert all(r["same purity, Q within 1e-12"] for r in rows)
+    assert rows[0]["blocks per node"] > 1 and rows[-1]["blocks per node"] == 1

@@ -10,23 +10,15 @@ backend, and must print the results the report reads.
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from test_gpu_check_report import _gpu_check
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import gpu_check
-    finally:
-        sys.path.pop(0)
-    return gpu_check
+    return _gpu_check()
 
 
 @pytest.mark.parametrize("config", [0, 1], ids=["gaussian", "subsample newton"])

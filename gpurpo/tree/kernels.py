@@ -1164,13 +1164,14 @@ def best_slots(
     out = xp.empty((n_nodes, 4), dtype=xp.float64)
     if n_nodes == 0:
         return out
-    order, node_pos, has_order, has_pos = _slot_order(backend, n_nodes, order, node_pos)
+    q, impure, order, node_pos, has_order, has_pos = _best_slot_inputs(
+        backend, n_nodes, k, q, impure, order, node_pos)
     nonconstant = slots.nonconstant
     # 0/1 bytes either way: a bool array is read as uint8 without a copy
     nonconstant = (_c(backend, nonconstant.view(xp.uint8) if nonconstant.dtype == bool
                       else nonconstant, xp.uint8) if has_pos else xp.empty((1, 1), dtype=xp.uint8))
     backend.kernel("tree_best_slot")(
-        _c(backend, hist, xp.float32), _c(backend, q, xp.float64), _c(backend, impure, xp.uint8),
+        _c(backend, hist, xp.float32), q, impure,
         _c(backend, slots.gain, xp.float64), _c(backend, slots.bin, xp.int32),
         _c(backend, slots.missing_left, xp.uint8), _c(backend, node_features, xp.int32), order,
         nonconstant, node_pos, int(n_outputs), int(bool(newton)), int(has_order), int(has_pos),
@@ -1179,12 +1180,18 @@ def best_slots(
     return out
 
 
-def _slot_order(backend: Backend, n_nodes: int, order: Any,
-                node_pos: Any) -> tuple[Any, Any, bool, bool]:
-    """``order`` (int64, or a placeholder when None), ``node_pos`` (likewise, checked to
-    be (N,)) and whether each was given, for ``tree_best_slot``."""
+def _best_slot_inputs(backend: Backend, n_nodes: int, k: int, q: Any, impure: Any, order: Any,
+                      node_pos: Any) -> tuple[Any, Any, Any, Any, bool, bool]:
+    """The node arguments of ``tree_best_slot``, typed and checked: ``q`` (float64 (N,)),
+    ``impure`` (uint8 (N,)), ``order`` (int64 (N, k), or a placeholder when None),
+    ``node_pos`` (int64 (N,), likewise) and whether each of the last two was given."""
     xp = backend.xp
+    for name, a in (("q", q), ("impure", impure)):
+        if tuple(a.shape) != (n_nodes,):
+            raise ValueError(f"{name} must have shape ({n_nodes},), got {tuple(a.shape)}")
     has_order = order is not None
+    if has_order and tuple(order.shape) != (n_nodes, k):
+        raise ValueError(f"order must have shape ({n_nodes}, {k}), got {tuple(order.shape)}")
     order = _c(backend, order, xp.int64) if has_order else xp.empty((1, 1), dtype=xp.int64)
     has_pos = node_pos is not None
     if has_pos:
@@ -1193,7 +1200,8 @@ def _slot_order(backend: Backend, n_nodes: int, order: Any,
             raise ValueError(f"node_pos must have shape ({n_nodes},), got {tuple(node_pos.shape)}")
     else:
         node_pos = xp.empty(1, dtype=xp.int64)  # not read
-    return order, node_pos, has_order, has_pos
+    return (_c(backend, q, xp.float64), _c(backend, impure, xp.uint8), order, node_pos,
+            has_order, has_pos)
 
 
 def score_best_slots(
@@ -1236,17 +1244,12 @@ def score_best_slots(
             or not node_done.flags.c_contiguous):
         raise ValueError(f"node_done must be contiguous uint32 of at least {n_nodes} entries, "
                          f"got {node_done.dtype} of shape {tuple(node_done.shape)}")
-    for name, a in (("q", q), ("impure", impure)):
-        if tuple(a.shape) != (n_nodes,):
-            raise ValueError(f"{name} must have shape ({n_nodes},), got {tuple(a.shape)}")
-    if order is not None and tuple(order.shape) != (n_nodes, k):
-        raise ValueError(f"order must have shape ({n_nodes}, {k}), got {tuple(order.shape)}")
-    order, node_pos, has_order, has_pos = _slot_order(backend, n_nodes, order, node_pos)
+    q, impure, order, node_pos, has_order, has_pos = _best_slot_inputs(
+        backend, n_nodes, k, q, impure, order, node_pos)
     backend.kernel("tree_score_best_slot")(
         hist, node_features, int(n_outputs), int(min_samples_leaf), int(bool(random_split)),
         uniforms, _typed_edges(backend, edges, random_split=bool(random_split)), 0, 1.0, 0.0,
-        _c(backend, q, xp.float64), _c(backend, impure, xp.uint8), order, node_pos,
-        int(has_order), int(has_pos), int(n_features), float(tie_rtol), float(tie_rounding),
+        q, impure, order, node_pos, int(has_order), int(has_pos), int(n_features), float(tie_rtol), float(tie_rounding),
         node_done, *_slot_outputs(xp, n_nodes, k), out,
     )
     return out

@@ -60,12 +60,11 @@ __all__ = [
     "split_small_nodes",
     "grow_subtrees",
     "score_histograms",
-    "accumulate_leaves_dense",
-    "accumulate_leaves_csr",
     "apply_trees",
     "sum_leaves_dense",
     "sum_leaves_csr",
     "segment_sums",
+    "segment_row_sums",
     "best_slot",
     "histogram_launch_plan",
     "MIN_SAMPLES_PER_BLOCK",
@@ -665,34 +664,6 @@ def _launch_score(backend: Backend, name: str, hist: Any, node_features: Any, n_
     )
 
 
-# --------------------------------------------------------------------------
-# leaf values
-# --------------------------------------------------------------------------
-
-
-def accumulate_leaves_dense(backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, out: Any) -> None:
-    """``tree_accumulate_leaves_dense``: float64 atomics, shared-memory privatised when (L, d) fits."""
-    n, d = (int(s) for s in Y.shape)
-    n_leaves = int(out.shape[0])
-    if n * d == 0 or n_leaves == 0:
-        return
-    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(Y.dtype))
-    if suffix is None:
-        raise TypeError(f"Y must be float32 or float64, got {Y.dtype}")
-    attrs = backend.device_attributes()
-    block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    module = backend.load_module("tree_leaves.cu")
-    shared = 8 * n_leaves * d
-    if shared <= int(attrs["max_shared_memory_per_block"]) and n >= 4 * n_leaves:
-        kernel = module.get_function(f"tree_accumulate_leaves_dense_shared_{suffix}")
-        grid = launch_grid(n * d, block, attrs, waves=2)
-        kernel((grid,), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d), _i64(n_leaves)),
-               shared_mem=shared)
-    else:
-        kernel = module.get_function(f"tree_accumulate_leaves_dense_{suffix}")
-        kernel((launch_grid(n * d, block, attrs),), (block,), (leaf_of_sample, weights, Y, out, _i64(n), _i64(d)))
-
-
 def best_slot(backend: Backend, hist: Any, q: Any, impure: Any, gain: Any, bins: Any,
               missing_left: Any, node_features: Any, order: Any, nonconstant: Any,
               node_pos: Any, m: int, newton: int, has_order: int, has_pos: int,
@@ -721,27 +692,21 @@ def segment_sums(backend: Backend, values: Any, bounds: Any, out: Any) -> None:
     kernel((launch_grid(n_segments, block, attrs),), (block,), (values, bounds, _i64(n_segments), out))
 
 
-def accumulate_leaves_csr(
-    backend: Backend, leaf_of_sample: Any, weights: Any, indptr: Any, indices: Any, data: Any, out: Any
-) -> None:
-    """``tree_accumulate_leaves_csr``: one thread per stored entry, float64 atomics."""
-    nnz = int(indices.shape[0])
-    n = int(leaf_of_sample.shape[0])
-    if nnz == 0 or n == 0:
+def segment_row_sums(backend: Backend, rows: Any, row_weights: Any, bounds: Any, Y: Any,
+                     out: Any) -> None:
+    """``tree_segment_row_sums``: one thread per (segment, column), columns fastest."""
+    n_segments, d = (int(s) for s in out.shape)
+    if n_segments * d == 0:
         return
+    suffix = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(np.dtype(Y.dtype))
+    if suffix is None:
+        raise TypeError(f"Y must be float32 or float64, got {Y.dtype}")
     attrs = backend.device_attributes()
     block = launch_block(attrs, ELEMENTWISE_BLOCK)
-    kernel = backend.load_module("tree_leaves.cu").get_function("tree_accumulate_leaves_csr")
-    kernel(
-        (launch_grid(nnz, block, attrs),),
-        (block,),
-        (leaf_of_sample, weights, indptr, indices, data, out, _i64(n), _i64(out.shape[1])),
-    )
-
-
-# --------------------------------------------------------------------------
-# prediction
-# --------------------------------------------------------------------------
+    kernel = backend.load_module("tree_segment_sums.cu").get_function(
+        f"tree_segment_row_sums_{suffix}")
+    kernel((launch_grid(n_segments * d, block, attrs),), (block,),
+           (rows, row_weights, bounds, Y, _i64(n_segments), _i64(d), out))
 
 
 def apply_trees(backend: Backend, X: Any, *nodes: Any) -> None:

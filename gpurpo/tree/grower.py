@@ -968,9 +968,10 @@ class HostGrower:
         t_of = self._dev(leaf_tree, xp.int64)[node_of]
         leaf_of_sample[t_of, samples] = self._dev(leaf_rank, xp.int32)[node_of]
         w_leaf = self.weights[t_of, samples].astype(xp.float64)
+        # each leaf's weights added in buffer order (the CPU's bits; no atomics)
+        bounds = np.concatenate([[0], np.cumsum(leaf_length)]).astype(np.int64)
         leaf_weight = self.backend.to_host(
-            bincount(xp, node_of, len(leaf_ids), weights=w_leaf)
-        )
+            kernels.segment_sums(self.backend, w_leaf, self._dev(bounds, xp.int64)))
         return leaf_of_sample, leaf_weight
 
 

@@ -292,10 +292,16 @@ Kernel contracts
     weights      float64 (n,)
     Y            float32|float64 (n, d) C order
     out          float64 (L, d)        ZEROED; ``out[leaf[i]] += weights[i] * Y[i]``
+                                       for i = 0, 1, ... in turn
+    CPU only (numba): on a CUDA backend :func:`accumulate_leaves_dense` computes
+    the same sums, bit for bit, with ``tree_segment_row_sums`` over every leaf's
+    samples in sample order (:func:`gpurpo.tree.batch_leaves.ordered_leaf_sums`).
 
 ``tree_accumulate_leaves_csr(leaf_of_sample, weights, indptr, indices, data, out)``
     As above with Y in CSR form: indptr int64 (n + 1,), indices int64 (nnz,),
-    data float64 (nnz,).
+    data float64 (nnz,). CPU only: on a CUDA backend :func:`accumulate_leaves_csr`
+    sums the same entries in the same order with ``tree_segment_sums``
+    (:func:`gpurpo.tree.batch_leaves.ordered_leaf_sums_csr`).
 
 ``tree_apply(X, feature, threshold, missing_left, left, right, roots, out)``
     X            float32|float64 (n, p) C order, raw inputs, NaN = missing
@@ -382,6 +388,16 @@ Kernel contracts
     out          float64 (S,)          ``0.0 + values[bounds[s]] + ...``, summed in
                                        increasing position (the order of the CPU's
                                        sums, so the result is the same bit for bit)
+``tree_segment_row_sums(rows, row_weights, bounds, Y, out)``
+    rows         int64   (E,)          the row of ``Y`` of every entry, entries laid out
+                                       segment after segment
+    row_weights  float64 (E,)          the weight of every entry
+    bounds       int64   (S + 1,)      segment s holds entries ``bounds[s]:bounds[s + 1]``
+    Y            float32 or float64 (n, d), C-contiguous
+    out          float64 (S, d)        ``0.0 + w[e] Y[rows[e], c] + ...`` over the
+                                       entries e of segment s in increasing order, each
+                                       product rounded before its addition (the order
+                                       and rounding of the CPU's leaf sums)
 """
 
 from __future__ import annotations
@@ -477,8 +493,8 @@ register_kernel("tree_histograms", cpu=tree_histograms.histograms, cuda=_cuda.hi
 register_kernel("tree_split_small", cpu=tree_split_small.launch, cuda=_cuda.split_small_nodes)
 register_kernel("tree_score_histograms", cpu=tree_score.launch, cuda=_cuda.score_histograms)
 register_kernel("tree_grow_subtrees", cpu=tree_grow_subtrees.launch, cuda=_cuda.grow_subtrees)
-register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leaves_dense, cuda=_cuda.accumulate_leaves_dense)
-register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr, cuda=_cuda.accumulate_leaves_csr)
+register_kernel("tree_accumulate_leaves_dense", cpu=tree_leaves.accumulate_leaves_dense)
+register_kernel("tree_accumulate_leaves_csr", cpu=tree_leaves.accumulate_leaves_csr)
 register_kernel("tree_apply", cpu=tree_predict.apply_trees, cuda=_cuda.apply_trees)
 register_kernel("tree_apply_csr", cpu=tree_predict.apply_trees_csr, cuda=_cuda.apply_trees_csr)
 register_kernel("tree_neighbour_values", cpu=tree_thresholds.neighbour_values, cuda=_cuda.neighbour_values)
@@ -490,6 +506,8 @@ register_kernel("tree_best_slot", cpu=tree_score.best_slot, cuda=_cuda.best_slot
 register_kernel("tree_score_best_slot", cpu=tree_score.launch_best_slot,
                 cuda=_cuda.score_best_slot)
 register_kernel("tree_segment_sums", cpu=tree_segment_sums.segment_sums, cuda=_cuda.segment_sums)
+register_kernel("tree_segment_row_sums", cpu=tree_segment_sums.segment_row_sums,
+                cuda=_cuda.segment_row_sums)
 
 
 def _c(backend: Backend, a: Any, dtype: Any) -> Any:
@@ -1103,8 +1121,15 @@ def grow_subtrees(
 def accumulate_leaves_dense(
     backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, n_leaves: int
 ) -> Any:
-    """Per-leaf weighted sums of dense Y: float64 (n_leaves, d)."""
+    """Per-leaf weighted sums of dense Y: float64 (n_leaves, d), each from 0.0 over the
+    leaf's samples in increasing order, on every backend (no atomics)."""
     xp = backend.xp
+    if backend.uses_cuda_kernels:
+        from gpurpo.tree.batch_leaves import ordered_leaf_sums
+
+        _, sums, _ = ordered_leaf_sums(Y, xp.asarray(leaf_of_sample)[None],
+                                       xp.asarray(weights)[None], [int(n_leaves)], backend)
+        return sums
     Y = xp.ascontiguousarray(Y)
     if Y.dtype not in (xp.float32, xp.float64):
         Y = Y.astype(xp.float64)
@@ -1118,9 +1143,18 @@ def accumulate_leaves_dense(
 def accumulate_leaves_csr(
     backend: Backend, leaf_of_sample: Any, weights: Any, Y: Any, n_leaves: int
 ) -> Any:
-    """Per-leaf weighted sums of CSR Y, as a dense float64 (n_leaves, d) array."""
+    """Per-leaf weighted sums of CSR Y, as a dense float64 (n_leaves, d) array, each
+    from 0.0 over the leaf's entries in sample order, on every backend (no atomics)."""
     xp = backend.xp
     out = xp.zeros((int(n_leaves), Y.shape[1]), dtype=xp.float64)
+    if backend.uses_cuda_kernels:
+        from gpurpo.tree.batch_leaves import ordered_leaf_sums_csr
+
+        keys, sums, _, _ = ordered_leaf_sums_csr(Y, xp.asarray(leaf_of_sample)[None],
+                                                 xp.asarray(weights)[None], [int(n_leaves)],
+                                                 backend)
+        out.reshape(-1)[keys] = sums
+        return out
     backend.kernel("tree_accumulate_leaves_csr")(
         _c(backend, leaf_of_sample, xp.int32),
         _c(backend, weights, xp.float64),
@@ -1272,4 +1306,27 @@ def segment_sums(backend: Backend, values: Any, bounds: Any) -> Any:
     out = xp.empty(max(int(bounds.shape[0]) - 1, 0), dtype=xp.float64)
     if out.shape[0]:
         backend.kernel("tree_segment_sums")(_c(backend, values, xp.float64), bounds, out)
+    return out
+
+
+def segment_row_sums(backend: Backend, rows: Any, row_weights: Any, bounds: Any, Y: Any) -> Any:
+    """Ordered weighted sums of rows of dense ``Y``, segment by segment: float64 (S, d),
+    row s ``0.0 + row_weights[e] * Y[rows[e]] + ...`` over ``bounds[s] <= e < bounds[s + 1]``
+    in increasing ``e`` (``tree_segment_row_sums``)."""
+    xp = backend.xp
+    if Y.ndim != 2:
+        raise ValueError(f"Y must be 2-D, got shape {tuple(Y.shape)}")
+    if Y.dtype not in (xp.float32, xp.float64):
+        Y = Y.astype(xp.float64)
+    Y = xp.ascontiguousarray(Y)
+    bounds = _c(backend, bounds, xp.int64)
+    rows = _c(backend, rows, xp.int64)
+    row_weights = _c(backend, row_weights, xp.float64)
+    if bounds.ndim != 1 or rows.shape != row_weights.shape or rows.ndim != 1:
+        raise ValueError("bounds, rows and row_weights must be 1-D, rows and row_weights of "
+                         f"the same length; got {tuple(bounds.shape)}, {tuple(rows.shape)} and "
+                         f"{tuple(row_weights.shape)}")
+    out = xp.empty((max(int(bounds.shape[0]) - 1, 0), int(Y.shape[1])), dtype=xp.float64)
+    if out.size:
+        backend.kernel("tree_segment_row_sums")(rows, row_weights, bounds, Y, out)
     return out

@@ -15,6 +15,11 @@ indicator, so memory grows with the labels present in each leaf, not with
 A dense ``Y`` of few nonzeros (dense 0/1 labels) is labelled through a CSR copy
 (:func:`relabelling_outputs`) and its leaves are stored by their own density:
 sparse, unless most of their values are nonzero.
+
+On the CPU these are numba kernels that visit the samples in increasing
+order. On a CUDA backend the values come from the batch kernels of
+:mod:`gpurpo.tree.batch_leaves` (one tree): the same sums bit for bit, with
+no atomics, so a GPU fit gives the CPU's leaf values (and its ties).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from gpurpo.backend import Backend, bincount, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
+from gpurpo.tree.batch_leaves import stacked_leaf_values_csr, stacked_leaf_values_dense
 
 __all__ = ["LeafValues", "leaf_values", "relabelling_outputs", "stack_leaf_values", "SPARSE_OUTPUT_DENSITY"]
 
@@ -119,6 +125,8 @@ def leaf_values(
         if int(values.values.nnz) > DENSE_LEAF_DENSITY * size:
             return LeafValues(values.values.toarray())
         return values
+    if backend.uses_cuda_kernels:
+        return _leaf_values_in_cpu_order(Y, leaf_of_sample, weights, n_leaves, backend, storage)
     n = Y.shape[0]
     leaf = xp.asarray(leaf_of_sample, dtype=xp.int32)
     w = xp.ones(n, dtype=xp.float64) if weights is None else xp.asarray(weights, dtype=xp.float64)
@@ -128,7 +136,7 @@ def leaf_values(
     inv = xp.where(w_leaf > 0, 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0), 0.0)
     sparse_y = backend.issparse(Y)
     sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
-    if sparse_out and backend.name == "numpy":
+    if sparse_out:
         Yc = (Y if sparse_y else sp.csr_matrix(Y)).tocsr()
         # the weighted sums first, then each leaf's division: the dense kernels' order,
         # so that equal label frequencies stay exactly equal (ties in predict)
@@ -136,25 +144,29 @@ def leaf_values(
             leaf, w, inv, Yc.indptr, Yc.indices, Yc.data, int(n_leaves), int(Y.shape[1]),
         )
         return LeafValues(sp.csr_matrix((data, indices, indptr), shape=(int(n_leaves), Y.shape[1])))
-    if sparse_out:
-        rows = xp.nonzero(inside)[0]
-        indicator = backend.sparse.csr_matrix(
-            (w[rows], (leaf[rows], rows)), shape=(int(n_leaves), n)
-        )
-        Ys = Y if sparse_y else backend.sparse.csr_matrix(Y)
-        values = (indicator @ Ys.astype(xp.float64)).tocsr()
-        values.sum_duplicates()
-        values.sort_indices()
-        # each stored entry's row, by search (CuPy's repeat takes no array of counts)
-        entry_row = xp.searchsorted(values.indptr, xp.arange(int(values.nnz)), side="right") - 1
-        values.data *= inv[entry_row]
-        return LeafValues(values)
     if sparse_y:
         Yc = Y.tocsr()
         sums = kernels.accumulate_leaves_csr(backend, leaf, w, Yc, n_leaves)
     else:
         sums = kernels.accumulate_leaves_dense(backend, leaf, w, Y, n_leaves)
     return LeafValues(sums * inv[:, None])
+
+
+def _leaf_values_in_cpu_order(Y: Any, leaf_of_sample: Any, weights: Any, n_leaves: int,
+                              backend: Backend, storage: str) -> LeafValues:
+    """:func:`leaf_values` on a CUDA backend through the batch kernels with one tree
+    (:mod:`gpurpo.tree.batch_leaves`): the CPU's sums, bit for bit, without atomics."""
+    xp = backend.xp
+    leaf = xp.asarray(leaf_of_sample, dtype=xp.int32)[None]
+    w = None if weights is None else xp.asarray(weights, dtype=xp.float64)[None]
+    sparse_y = backend.issparse(Y)
+    sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
+    if sparse_out or sparse_y:
+        Ys = Y.tocsr() if sparse_y else backend.sparse.csr_matrix(Y)
+        values, _ = stacked_leaf_values_csr(Ys, leaf, w, [int(n_leaves)], backend)
+        return LeafValues(values if sparse_out else values.toarray())
+    values, _ = stacked_leaf_values_dense(Y, leaf, w, [int(n_leaves)], backend)
+    return LeafValues(values)
 
 
 def relabelling_outputs(Y: Any, backend: Backend) -> tuple[Any, str]:

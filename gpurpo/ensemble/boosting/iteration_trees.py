@@ -39,6 +39,7 @@ from gpurpo.backend import Backend
 from gpurpo.ensemble.boosting.round_kernels import leaf_label_means
 from gpurpo.projections import dense_times_sparse_t, make_projection
 from gpurpo.tree import GrowthParams, kernels
+from gpurpo.tree.batch_leaves import ordered_leaf_sums
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.growth import grow_tree_best_first, grow_trees
 from gpurpo.tree.predictor import TreeStructure, apply_trees, pack_trees
@@ -130,7 +131,10 @@ def leaf_label_sums(
 
     Rows with ``leaf < 0`` (out of the tree) count nowhere. Sums over row
     blocks add up, so a tree whose rows are split over machines labels its
-    leaves from the summed pairs (:func:`leaf_means`).
+    leaves from the summed pairs (:func:`leaf_means`). Every sum adds its rows
+    in increasing order, on a CUDA backend too
+    (:func:`gpurpo.tree.batch_leaves.ordered_leaf_sums`, no atomics): the
+    same sums run after run, and the CPU's.
 
     Returns
     -------
@@ -138,6 +142,11 @@ def leaf_label_sums(
     sums : float64 (L, k)
     """
     xp = backend.xp
+    if backend.uses_cuda_kernels:
+        w_leaf, sums, _ = ordered_leaf_sums(
+            xp.asarray(label_with), xp.asarray(leaf)[None],
+            xp.asarray(weights, dtype=xp.float64)[None], [int(n_leaves)], backend)
+        return w_leaf, sums
     inside = leaf >= 0
     w_in = xp.where(inside, weights, 0.0)
     safe_leaf = xp.where(inside, leaf, 0)

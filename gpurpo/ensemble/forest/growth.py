@@ -29,7 +29,7 @@ from gpurpo.ensemble.forest.projection_plan import ProjectionPlan
 from gpurpo.ensemble.forest.tree_chunks import TreeChunk
 from gpurpo.ensemble.forest.warm_start import Sampling, draw_counts, draw_counts_on
 from gpurpo.tree import GrowthParams, grow_tree_best_first, grow_trees, leaf_values
-from gpurpo.tree.batch_leaves import stacked_leaf_values_csr
+from gpurpo.tree.batch_leaves import stacked_leaf_values_csr, stacked_leaf_values_dense
 from gpurpo.tree.binning import BinnedMatrix
 from gpurpo.tree.leaves import DENSE_LEAF_DENSITY
 from gpurpo.tree.thresholds import refine_thresholds
@@ -159,15 +159,20 @@ class TreeGrowth:
     def _label(self, result: Any, leaf_weights: Any) -> TreeChunk:
         """The leaf values of a grown batch, packed with its trees.
 
-        Sparse leaf values on a CUDA backend are computed for the whole batch
-        at once (:func:`~gpurpo.tree.batch_leaves.stacked_leaf_values_csr`, the
-        same values as tree by tree); otherwise tree by tree.
+        On a CUDA backend the leaf values are computed for the whole batch at
+        once (:func:`~gpurpo.tree.batch_leaves.stacked_leaf_values_csr` or
+        :func:`~gpurpo.tree.batch_leaves.stacked_leaf_values_dense`: the CPU's
+        values tree by tree, bit for bit); on the CPU tree by tree.
         """
         backend = self.backend
         structures = result.structures
         sparse_leaves = self.leaf_storage == "by_density" or backend.issparse(self.Y_leaves)
-        if backend.uses_cuda_kernels and sparse_leaves:
+        if backend.uses_cuda_kernels:
             n_leaves = np.array([s.n_leaves for s in structures], dtype=np.int64)
+            if not sparse_leaves:
+                values, offsets = stacked_leaf_values_dense(
+                    self.Y_leaves, result.leaf_of_sample, leaf_weights, n_leaves, backend)
+                return TreeChunk.from_stacked(structures, values, offsets, backend)
             values, offsets = stacked_leaf_values_csr(
                 self.Y_leaves, result.leaf_of_sample, leaf_weights, n_leaves, backend)
             if self.leaf_storage == "by_density" and _all_dense(values, offsets, n_leaves, backend):

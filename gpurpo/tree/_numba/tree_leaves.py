@@ -1,4 +1,5 @@
-"""numba twin of ``kernels/tree_leaves.cu``: per-leaf sums of the original outputs.
+"""Per-leaf sums of the original outputs on the CPU (CUDA backends: the ordered segment
+sums of ``kernels/tree_segment_sums.cu``, the same bits).
 """
 
 from __future__ import annotations

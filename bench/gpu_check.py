@@ -12,7 +12,8 @@ timeout is written into the report instead of stopping the run. Sections:
 3. histogram kernel throughput on large nodes, as a fraction of the memory
    bandwidth (compulsory bytes: sample indices, weights, targets, codes), and the node
    statistics of the large nodes at the top of a tree, one block per node against the
-   device's blocks shared among them;
+   device's blocks shared among them, and the stable partition of a few large nodes
+   against many small ones (one block per node) and a device copy;
 4. explicit device-to-host transfers during a tree fit;
 5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
 6. random-forest fit on the GPU vs the CPU path on the same machine
@@ -500,6 +501,78 @@ def section_node_stats(quick: bool) -> str:
             "partial sums).\n\n" + _table(rows))
 
 
+def partition_rows(backend: Any, xp: Any, rng: Any, n: int,
+                   timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
+    """Times the stable partition of splitting nodes (``tree_partition``: one block per
+    node, as ``tree_level_split`` partitions a level) on ``n`` samples split evenly
+    into 1, 8, 64 and 1,024 nodes, their samples in increasing order either contiguous
+    (a root: the codes read in order) or scattered over the rows (deeper nodes), against
+    a device copy of the samples. Checks every node's left count against a count on the
+    host and that the partition is stable. ``xp`` and ``backend`` are CuPy's (the
+    emulated device's in the tests), ``rng`` a NumPy generator, ``timer`` the time of
+    one call in seconds."""
+    import numpy as np
+
+    from gpurpo.tree import kernels
+
+    p, n_bins, split_bin = 4, 255, 127
+    codes_h = rng.integers(0, n_bins, size=(p, n), dtype=np.uint8)
+    codes = xp.asarray(codes_h)
+    rows = []
+    for layout in ("contiguous", "scattered"):
+        for n_nodes in (1, 8, 64, 1024):
+            bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
+            if layout == "contiguous":
+                order = np.arange(n, dtype=np.int32)
+            else:
+                order = rng.permutation(n).astype(np.int32)
+                for a, b in zip(bounds[:-1], bounds[1:]):
+                    order[a:b].sort()
+            samples = xp.asarray(order)
+            batch = kernels.NodeBatch(samples, xp.asarray(np.stack([bounds[:-1], bounds[1:]],
+                                                                   axis=1)),
+                                      xp.zeros(n_nodes, dtype=xp.int32))
+            splits = kernels.NodeSplits(xp.zeros(n_nodes, dtype=xp.int32),
+                                        xp.full(n_nodes, split_bin, dtype=xp.int32),
+                                        xp.zeros(n_nodes, dtype=xp.uint8))
+            n_left = kernels.partition(backend, codes, batch, splits, n_bins)
+            got = np.asarray(backend.to_host(samples))
+            goes_left = codes_h[0] <= split_bin
+            expected = np.concatenate([
+                np.concatenate([order[a:b][goes_left[order[a:b]]],
+                                order[a:b][~goes_left[order[a:b]]]])
+                for a, b in zip(bounds[:-1], bounds[1:])])
+            stable = bool((got == expected).all())
+            counts = np.add.reduceat(goes_left[order].astype(np.int64), bounds[:-1])
+            t = timer(lambda: kernels.partition(backend, codes, batch, splits, n_bins))
+            t_copy = timer(lambda: samples.copy())
+            rows.append({
+                "samples": layout, "nodes": n_nodes, "samples per node": n // n_nodes,
+                "ms": 1e3 * t, "G samples/s": n / t / 1e9 if t > 0 else "n/a",
+                "x a copy of the samples": t / t_copy if t_copy > 0 else "n/a",
+                "stable, left counts right": stable and bool(
+                    (np.asarray(backend.to_host(n_left)) == counts).all()),
+            })
+    return rows
+
+
+def section_partition(quick: bool) -> str:
+    import cupy
+    import numpy as np
+
+    from gpurpo.backend import CUPY
+
+    n = 310_000 if quick else 1_000_000
+    rows = partition_rows(CUPY, cupy, np.random.default_rng(3), n, _time_gpu)
+    cupy.get_default_memory_pool().free_all_blocks()
+    return ("The stable partition of splitting nodes (`tree_partition`; `tree_level_split` "
+            "partitions a level the same way, one block per node) on the few large nodes at "
+            "the top of a tree and on many smaller ones, against a device copy of the "
+            "samples. A node is read by one multiprocessor: if the single node is far "
+            "slower per sample than 1,024 nodes, a node's partition should be shared by "
+            "several blocks.\n\n" + _table(rows))
+
+
 # --------------------------------------------------------------------------
 # 4. transfers during a fit
 # --------------------------------------------------------------------------
@@ -968,6 +1041,7 @@ def main(argv: list[str] | None = None) -> int:
             report.run("GPU tests", lambda: section_tests(timeout=tests_timeout))
         report.run("Histogram kernel throughput", lambda: section_histograms(state, args.quick))
         report.run("Node statistics of large nodes", lambda: section_node_stats(args.quick))
+        report.run("Partition of large nodes", lambda: section_partition(args.quick))
         report.run("Device-to-host transfers during a tree fit",
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))

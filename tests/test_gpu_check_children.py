@@ -68,3 +68,17 @@ def test_the_node_statistics_rows_compare_both_launches(gpu_check):
     assert [r["nodes"] for r in rows] == [1, 8, 64]
     assert all(r["same purity, Q within 1e-12"] for r in rows)
     assert rows[0]["blocks per node"] > 1 and rows[-1]["blocks per node"] == 1
+
+
+def test_the_partition_rows_check_the_partition(gpu_check):
+    # the section's rows on the emulated device: every layout and node count partitions
+    # stably with the right left counts
+    import numpy as np
+
+    from gpurpo.backend import EMULATED
+
+    rows = gpu_check.partition_rows(EMULATED, np, np.random.default_rng(0), 4096,
+                                    lambda fn: (fn(), 1e-3)[1])
+    assert [(r["samples"], r["nodes"]) for r in rows] == [
+        (layout, k) for layout in ("contiguous", "scattered") for k in (1, 8, 64, 1024)]
+    assert all(r["stable, left counts right"] for r in rows)

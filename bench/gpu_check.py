@@ -12,8 +12,8 @@ timeout is written into the report instead of stopping the run. Sections:
 3. histogram kernel throughput on large nodes, as a fraction of the memory
    bandwidth (compulsory bytes: sample indices, weights, targets, codes), and the node
    statistics of the large nodes at the top of a tree, one block per node against the
-   device's blocks shared among them, and the stable partition of a few large nodes
-   against many small ones (one block per node) and a device copy;
+   device's blocks shared among them, and a level's stable partition of a few large
+   nodes and of many small ones, one block per node against nodes shared in parts;
 4. explicit device-to-host transfers during a tree fit;
 5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
 6. random-forest fit on the GPU vs the CPU path on the same machine
@@ -501,58 +501,101 @@ def section_node_stats(quick: bool) -> str:
             "partial sums).\n\n" + _table(rows))
 
 
-def partition_rows(backend: Any, xp: Any, rng: Any, n: int,
-                   timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
-    """Times the stable partition of splitting nodes (``tree_partition``: one block per
-    node, as ``tree_level_split`` partitions a level) on ``n`` samples split evenly
-    into 1, 8, 64 and 1,024 nodes, their samples in increasing order either contiguous
-    (a root: the codes read in order) or scattered over the rows (deeper nodes), against
-    a device copy of the samples. Checks every node's left count against a count on the
-    host and that the partition is stable. ``xp`` and ``backend`` are CuPy's (the
-    emulated device's in the tests), ``rng`` a NumPy generator, ``timer`` the time of
-    one call in seconds."""
+def _level_partition(backend: Any, xp: Any, codes: Any, samples: Any, bounds: Any,
+                     parts: int) -> tuple[Any, Any]:
+    """One level's ``tree_level_split`` and ``tree_level_children`` of the nodes
+    ``bounds`` (all small-node choices: feature 0, bin 127, missing right) with ``parts``;
+    returns the partitioned samples and the left counts."""
     import numpy as np
 
-    from gpurpo.tree import kernels
+    from gpurpo.tree import level_kernels
 
-    p, n_bins, split_bin = 4, 255, 127
-    codes_h = rng.integers(0, n_bins, size=(p, n), dtype=np.uint8)
+    n_nodes = len(bounds) - 1
+    n = int(codes.shape[1])
+    i32, i64 = xp.int32, xp.int64
+    front = xp.arange(n_nodes, dtype=i64)
+    ranges = xp.asarray(np.stack([bounds[:-1], bounds[1:]], axis=1).astype(np.int64))
+    small = (xp.zeros(n_nodes, dtype=i32), xp.full(n_nodes, 127, dtype=i32),
+             xp.zeros(n_nodes, dtype=xp.uint8), xp.ones(n_nodes, dtype=xp.float64))
+    tree = xp.zeros(n_nodes, dtype=i32)
+    cap = 3 * n_nodes
+    table = (xp.zeros(cap, dtype=i64), xp.zeros(cap, dtype=i64), xp.zeros(cap, dtype=i32),
+             xp.zeros(cap, dtype=i32), xp.zeros(cap, dtype=xp.uint64), xp.zeros(cap, dtype=i64),
+             xp.zeros(cap, dtype=i64), xp.zeros(cap, dtype=i64), xp.zeros(cap, dtype=i64),
+             xp.zeros(cap, dtype=i32), xp.zeros(cap, dtype=i32), xp.zeros(cap, dtype=xp.uint8),
+             xp.zeros(cap, dtype=xp.float64))
+    dec = (xp.empty(n_nodes, dtype=i32), xp.empty(n_nodes, dtype=i32),
+           xp.empty(n_nodes, dtype=xp.uint8), xp.empty(n_nodes, dtype=i64))
+    code_args = (codes, xp.zeros(0, dtype=i64), xp.zeros(0, dtype=i32),
+                 xp.zeros(0, dtype=xp.uint8), xp.zeros(codes.shape[0], dtype=xp.uint8))
+    scratch = xp.empty(n, dtype=i32)
+    part_left = xp.empty(n_nodes * parts, dtype=i64)
+    level_kernels.launch(backend, "tree_level_split", *code_args, 255, samples, front, 0,
+                         n_nodes, ranges, *small, xp.empty((0, 4), dtype=xp.float64), tree,
+                         xp.full(1, float(n)), 1, 0.0, 1, table[9], table[10], table[11],
+                         table[12], table[5], *dec, scratch, parts,
+                         level_kernels.PART_MIN_SAMPLES, part_left)
+    nxt = (xp.empty(2 * n_nodes, dtype=i64), xp.empty((3 * n_nodes, 2), dtype=i64),
+           xp.empty(3 * n_nodes, dtype=i32), xp.empty(3 * n_nodes, dtype=xp.uint64),
+           xp.empty(3 * n_nodes, dtype=i32), xp.empty(3 * n_nodes, dtype=i64),
+           xp.empty(2 * n_nodes, dtype=i64), xp.empty(2 * n_nodes, dtype=i64),
+           xp.empty(2 * n_nodes + 1, dtype=i64), xp.empty(7, dtype=i64))
+    level_kernels.launch(backend, "tree_level_children", front, 0, n_nodes, 0, ranges, tree,
+                         xp.zeros(n_nodes, dtype=i32), xp.zeros(n_nodes, dtype=xp.uint64),
+                         dec[0], dec[3], 0, 0, 2, -1, n_nodes, *table, *nxt, *code_args, 255,
+                         samples, scratch, dec[1], dec[2], parts,
+                         level_kernels.PART_MIN_SAMPLES, part_left)
+    return samples, dec[3]
+
+
+def partition_rows(backend: Any, xp: Any, rng: Any, n: int,
+                   timer: Callable[[Callable[[], Any]], float],
+                   node_counts: tuple[int, ...] = (1, 8, 64, 1024)) -> list[dict[str, Any]]:
+    """Times a level's partition (``tree_level_split`` then ``tree_level_children``) of
+    ``n`` samples split evenly into ``node_counts`` nodes, their samples in
+    increasing order either contiguous (a root: the codes read in order) or scattered
+    over the rows (deeper nodes), with one block per node and with the nodes shared
+    among the device's blocks in parts (``level_kernels.partition_parts``), against a
+    device copy of the samples. Checks that both give the host's stable partition.
+    ``xp`` and ``backend`` are CuPy's (the emulated device's in the tests), ``rng`` a
+    NumPy generator, ``timer`` the time of one call in seconds."""
+    import numpy as np
+
+    from gpurpo.tree import level_kernels
+
+    codes_h = rng.integers(0, 255, size=(2, n), dtype=np.uint8)
     codes = xp.asarray(codes_h)
+    goes_left = codes_h[0] <= 127
     rows = []
     for layout in ("contiguous", "scattered"):
-        for n_nodes in (1, 8, 64, 1024):
+        for n_nodes in node_counts:
             bounds = np.linspace(0, n, n_nodes + 1).astype(np.int64)
-            if layout == "contiguous":
-                order = np.arange(n, dtype=np.int32)
-            else:
-                order = rng.permutation(n).astype(np.int32)
-                for a, b in zip(bounds[:-1], bounds[1:]):
-                    order[a:b].sort()
-            samples = xp.asarray(order)
-            batch = kernels.NodeBatch(samples, xp.asarray(np.stack([bounds[:-1], bounds[1:]],
-                                                                   axis=1)),
-                                      xp.zeros(n_nodes, dtype=xp.int32))
-            splits = kernels.NodeSplits(xp.zeros(n_nodes, dtype=xp.int32),
-                                        xp.full(n_nodes, split_bin, dtype=xp.int32),
-                                        xp.zeros(n_nodes, dtype=xp.uint8))
-            n_left = kernels.partition(backend, codes, batch, splits, n_bins)
-            got = np.asarray(backend.to_host(samples))
-            goes_left = codes_h[0] <= split_bin
+            order = (np.arange(n, dtype=np.int32) if layout == "contiguous"
+                     else rng.permutation(n).astype(np.int32))
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                order[a:b].sort()
             expected = np.concatenate([
                 np.concatenate([order[a:b][goes_left[order[a:b]]],
                                 order[a:b][~goes_left[order[a:b]]]])
                 for a, b in zip(bounds[:-1], bounds[1:])])
-            stable = bool((got == expected).all())
             counts = np.add.reduceat(goes_left[order].astype(np.int64), bounds[:-1])
-            t = timer(lambda: kernels.partition(backend, codes, batch, splits, n_bins))
+            parts = level_kernels.partition_parts(backend, n_nodes)
+            row = {"samples": layout, "nodes": n_nodes, "samples per node": n // n_nodes,
+                   "parts": parts}
+            right = True
+            for k, label in ((1, "one block per node"), (parts, "in parts")):
+                samples = xp.asarray(order)
+                got, n_left = _level_partition(backend, xp, codes, samples, bounds, k)
+                right = right and bool((np.asarray(backend.to_host(got)) == expected).all()
+                                       and (np.asarray(backend.to_host(n_left)) == counts).all())
+                t = timer(lambda: _level_partition(backend, xp, codes, samples, bounds, k))
+                row[f"ms, {label}"] = 1e3 * t
             t_copy = timer(lambda: samples.copy())
-            rows.append({
-                "samples": layout, "nodes": n_nodes, "samples per node": n // n_nodes,
-                "ms": 1e3 * t, "G samples/s": n / t / 1e9 if t > 0 else "n/a",
-                "x a copy of the samples": t / t_copy if t_copy > 0 else "n/a",
-                "stable, left counts right": stable and bool(
-                    (np.asarray(backend.to_host(n_left)) == counts).all()),
-            })
+            row["speed-up"] = (row["ms, one block per node"] / row["ms, in parts"]
+                               if row["ms, in parts"] > 0 else "n/a")
+            row["ms, a copy of the samples"] = 1e3 * t_copy
+            row["stable, left counts right"] = right
+            rows.append(row)
     return rows
 
 
@@ -565,12 +608,12 @@ def section_partition(quick: bool) -> str:
     n = 310_000 if quick else 1_000_000
     rows = partition_rows(CUPY, cupy, np.random.default_rng(3), n, _time_gpu)
     cupy.get_default_memory_pool().free_all_blocks()
-    return ("The stable partition of splitting nodes (`tree_partition`; `tree_level_split` "
-            "partitions a level the same way, one block per node) on the few large nodes at "
-            "the top of a tree and on many smaller ones, against a device copy of the "
-            "samples. A node is read by one multiprocessor: if the single node is far "
-            "slower per sample than 1,024 nodes, a node's partition should be shared by "
-            "several blocks.\n\n" + _table(rows))
+    return ("A level's stable partition of its splitting nodes (`tree_level_split`, then "
+            "`tree_level_children`, which places the samples of the nodes split in parts), "
+            "with one block per node against the nodes shared among the device's blocks in "
+            "parts of at least `PART_MIN_SAMPLES` samples: the few large nodes at the top of "
+            "a tree and many smaller ones, against a device copy of the samples (the "
+            "allocations of a level included).\n\n" + _table(rows))
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,10 @@
 // column its rank among the warp's, the warps' counts (shared memory) its
 // rank within the step, and a running count its rank overall; left columns
 // go to ``dst[rank]``, right ones after all left ones, both in their
-// original order. Returns the number of left columns.
+// original order. Returns the number of left columns. Its two passes are
+// ``block_count_left`` and ``block_place`` (which takes the destinations of
+// the left and the right columns apart: a node partitioned in parts places
+// each part after the parts before it).
 
 #define BLOCK_PARTITION_MAX_THREADS 256
 
@@ -33,27 +36,47 @@ __device__ __forceinline__ int partition_code(const CodeOf& code_of, long long s
     return code_of(s);
 }
 
+// Whether column s goes left: its code <= bin, or the missing bin when miss_left.
 template <class CodeOf>
-__device__ long long block_stable_partition(const CodeOf& code_of, const int* src, int* dst,
-                                            long long ns, int bin, int miss_left, int missing_bin)
+__device__ __forceinline__ bool partition_goes_left(const CodeOf& code_of, long long s, int bin,
+                                                    int miss_left, int missing_bin)
 {
-    __shared__ int warp_left[BLOCK_PARTITION_MAX_THREADS / 32];
+    const int code = partition_code(code_of, s);
+    return code == missing_bin ? miss_left != 0 : code <= bin;
+}
+
+// The number of left-going columns among src[0 .. ns - 1], returned to every thread
+// of the block (shared-memory integer atomics).
+template <class CodeOf>
+__device__ long long block_count_left(const CodeOf& code_of, const int* src, long long ns,
+                                      int bin, int miss_left, int missing_bin)
+{
     __shared__ int sh_n_left;
     const int tid = threadIdx.x;
-    const int lane = tid & 31;
-    const int warp = tid >> 5;
-    const int n_warps = blockDim.x >> 5;
     if (blockDim.x > BLOCK_PARTITION_MAX_THREADS || (blockDim.x & 31) != 0) __trap();  // never launched so
     if (tid == 0) sh_n_left = 0;
     __syncthreads();
     int mine = 0;
-    for (long long a = tid; a < ns; a += blockDim.x) {
-        const int code = partition_code(code_of, src[a]);
-        mine += (code == missing_bin ? miss_left != 0 : code <= bin) ? 1 : 0;
-    }
+    for (long long a = tid; a < ns; a += blockDim.x)
+        mine += partition_goes_left(code_of, src[a], bin, miss_left, missing_bin) ? 1 : 0;
     atomicAdd(&sh_n_left, mine);
     __syncthreads();
     const long long n_left = sh_n_left;
+    __syncthreads();  // sh_n_left is rewritten by the next call
+    return n_left;
+}
+
+// Left-going columns of src[0 .. ns - 1] to dst_left[0, 1, ...], right-going ones to
+// dst_right[0, 1, ...], both in their order in src (the ballot walk described above).
+template <class CodeOf>
+__device__ void block_place(const CodeOf& code_of, const int* src, int* dst_left,
+                            int* dst_right, long long ns, int bin, int miss_left, int missing_bin)
+{
+    __shared__ int warp_left[BLOCK_PARTITION_MAX_THREADS / 32];
+    const int tid = threadIdx.x;
+    const int lane = tid & 31;
+    const int warp = tid >> 5;
+    const int n_warps = blockDim.x >> 5;
     long long placed_left = 0;  // left columns before this step
     for (long long base = 0; base < ns; base += blockDim.x) {
         const long long a = base + tid;
@@ -62,8 +85,7 @@ __device__ long long block_stable_partition(const CodeOf& code_of, const int* sr
         bool left = false;
         if (inside) {
             s = src[a];
-            const int code = partition_code(code_of, s);
-            left = code == missing_bin ? miss_left != 0 : code <= bin;
+            left = partition_goes_left(code_of, s, bin, miss_left, missing_bin);
         }
         const unsigned ballot = __ballot_sync(0xFFFFFFFFu, left ? 1 : 0);
         if (lane == 0) warp_left[warp] = __popc(ballot);
@@ -75,10 +97,19 @@ __device__ long long block_stable_partition(const CodeOf& code_of, const int* sr
         }
         if (inside) {
             const long long left_before = placed_left + before + __popc(ballot & ((1u << lane) - 1u));
-            dst[left ? left_before : n_left + (a - left_before)] = s;
+            if (left) dst_left[left_before] = s;
+            else dst_right[a - left_before] = s;
         }
         placed_left += step_left;
-        __syncthreads();  // warp_left and sh_n_left are rewritten by the next step or call
+        __syncthreads();  // warp_left is rewritten by the next step or call
     }
+}
+
+template <class CodeOf>
+__device__ long long block_stable_partition(const CodeOf& code_of, const int* src, int* dst,
+                                            long long ns, int bin, int miss_left, int missing_bin)
+{
+    const long long n_left = block_count_left(code_of, src, ns, bin, miss_left, missing_bin);
+    block_place(code_of, src, dst, dst + n_left, ns, bin, miss_left, missing_bin);
     return n_left;
 }

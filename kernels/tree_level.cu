@@ -93,11 +93,31 @@ extern "C" __global__ void tree_level_features(
     }
 }
 
-// The choice of evaluated frontier node e (frontier position n_sub + e; the first
-// n_small of them were split by tree_split_small, the others by the histogram
-// path, whose best slots are rows of ``large``: feature, bin, missing_left, gain,
-// with feature -2 for a node to continue at pos + width), written to the table and
-// the outputs; returns it in f, b, ml.
+// The choice (f, b, ml, gain) of evaluated frontier node e (frontier position
+// n_sub + e; the first n_small of them were split by tree_split_small, the others
+// by the histogram path, whose best slots are rows of ``large``: feature, bin,
+// missing_left, gain, with feature -2 for a node to continue at pos + width), with
+// min_impurity_decrease applied; nothing written.
+__device__ __forceinline__ void level_choice(
+    long long e, long long n_sub, long long n_small, const int* small_feature,
+    const int* small_bin, const unsigned char* small_missing_left, const double* small_gain,
+    const double* large, const int* batch_tree, const double* root_weight, int n_scored,
+    double min_impurity_decrease, int* f, int* b, int* ml, double* gain)
+{
+    tree_evaluated_choice(e, n_small, small_feature, small_bin, small_missing_left, small_gain,
+                          large, f, b, ml, gain);
+    if (*f == -2) {
+        *b = 0;
+        *ml = 0;
+    } else {
+        tree_keep_choice(f, b, ml, gain,
+                         (double)n_scored * root_weight[batch_tree[n_sub + e]],
+                         min_impurity_decrease);
+    }
+}
+
+// level_choice of node e, written to the table (a continuing node: node_pos += width)
+// and the outputs; returns it in f, b, ml.
 __device__ __forceinline__ void level_decide(
     long long e, long long n_sub, long long n_small, const long long* front,
     const int* small_feature, const int* small_bin, const unsigned char* small_missing_left,
@@ -107,19 +127,15 @@ __device__ __forceinline__ void level_decide(
     long long* node_pos, int* out_feature, int* out_bin, unsigned char* out_missing_left,
     int* f_out, int* b_out, int* ml_out)
 {
-    const long long i = n_sub + e;
-    const long long g = front[i];
+    const long long g = front[n_sub + e];
     int f, b, ml;
     double gain;
-    tree_evaluated_choice(e, n_small, small_feature, small_bin, small_missing_left, small_gain,
-                          large, &f, &b, &ml, &gain);
+    level_choice(e, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
+                 large, batch_tree, root_weight, n_scored, min_impurity_decrease, &f, &b, &ml,
+                 &gain);
     if (f == -2) {
         node_pos[g] += width;
-        b = 0;
-        ml = 0;
     } else {
-        tree_keep_choice(&f, &b, &ml, &gain, (double)n_scored * root_weight[batch_tree[i]],
-                         min_impurity_decrease);
         node_feature[g] = f;
         node_bin[g] = b;
         node_missing_left[g] = (unsigned char)ml;
@@ -133,11 +149,27 @@ __device__ __forceinline__ void level_decide(
     *ml_out = ml;
 }
 
-// One block per evaluated frontier node, blocks looping over them: thread 0 decides
-// (level_decide: min_impurity_decrease applied), then the block copies a splitting
-// node's samples to the same range of ``scratch`` (as long as sample_indices; a
-// node's range is its block's alone) and partitions them stably by its split from
-// there back into sample_indices (block_stable_partition); out_n_left is 0 for a
+// The parts in which a splitting node of ``size`` samples is partitioned: one per
+// ``part_min`` samples, at most ``parts`` (the launch's), at least one. Part q of a
+// node of k parts holds its positions [size q / k, size (q + 1) / k).
+__device__ __forceinline__ long long level_parts(long long size, long long parts,
+                                                 long long part_min)
+{
+    const long long k = size / part_min;
+    return k < 1 ? 1 : (k < parts ? k : parts);
+}
+
+// Tasks (evaluated node e, part q) = e * parts + q, blocks looping over them; a
+// node of k = level_parts(size) parts has tasks q < k. Thread 0 of part 0 decides
+// (level_decide: min_impurity_decrease applied; the other parts compute the same
+// choice, level_choice). A splitting node's block(s) copy its samples to the same
+// range of ``scratch`` (as long as sample_indices; a part's range is its block's
+// alone). A node of one part is then partitioned stably by its split from there
+// back into sample_indices (block_stable_partition), and out_n_left[e] is its
+// left count. A node of k > 1 parts (the few large nodes at the top of a tree,
+// read by the whole device instead of one multiprocessor) only counts its parts'
+// left samples into part_left[e * parts + q]: out_n_left[e] is 0 and its samples
+// wait in scratch until tree_level_children places them. out_n_left is 0 for a
 // node that does not split. The codes are ``codes`` (p, n), or with ``stored`` a
 // sparse X's stored rows (csr_rows.cuh), looked up sample by sample.
 extern "C" __global__ void tree_level_split(
@@ -145,7 +177,7 @@ extern "C" __global__ void tree_level_split(
     const long long* __restrict__ row_ptr, const int* __restrict__ row_features,
     const unsigned char* __restrict__ row_codes, const unsigned char* __restrict__ zero_code,
     int stored, int missing_bin,
-    int* __restrict__ scratch, int* __restrict__ sample_indices,
+    int* __restrict__ sample_indices,
     const long long* __restrict__ front, long long n_sub, long long n_small, long long n_front,
     const long long* __restrict__ ranges,
     const int* __restrict__ small_feature, const int* __restrict__ small_bin,
@@ -157,35 +189,58 @@ extern "C" __global__ void tree_level_split(
     unsigned char* __restrict__ node_missing_left, double* __restrict__ node_gain,
     long long* __restrict__ node_pos,
     int* __restrict__ out_feature, int* __restrict__ out_bin,
-    unsigned char* __restrict__ out_missing_left, long long* __restrict__ out_n_left)
+    unsigned char* __restrict__ out_missing_left, long long* __restrict__ out_n_left,
+    int* __restrict__ scratch, long long parts, long long part_min,
+    long long* __restrict__ part_left)
 {
     __shared__ int choice[3];
-    for (long long e = blockIdx.x; e < n_front - n_sub; e += gridDim.x) {
-        if (threadIdx.x == 0)
-            level_decide(e, n_sub, n_small, front, small_feature, small_bin, small_missing_left,
-                         small_gain, large, batch_tree, root_weight, n_scored,
-                         min_impurity_decrease, width, node_feature, node_bin,
-                         node_missing_left, node_gain, node_pos, out_feature, out_bin,
-                         out_missing_left, &choice[0], &choice[1], &choice[2]);
-        __syncthreads();
+    const long long n_tasks = (n_front - n_sub) * parts;
+    for (long long task = blockIdx.x; task < n_tasks; task += gridDim.x) {
+        const long long e = task / parts;
+        const long long q = task - e * parts;
         const long long i = n_sub + e;
         const long long start = ranges[2 * i];
         const long long size = ranges[2 * i + 1] - start;
+        const long long k = level_parts(size, parts, part_min);
+        if (q >= k) continue;  // the same for the whole block
+        if (threadIdx.x == 0) {
+            if (q == 0) {
+                level_decide(e, n_sub, n_small, front, small_feature, small_bin,
+                             small_missing_left, small_gain, large, batch_tree, root_weight,
+                             n_scored, min_impurity_decrease, width, node_feature, node_bin,
+                             node_missing_left, node_gain, node_pos, out_feature, out_bin,
+                             out_missing_left, &choice[0], &choice[1], &choice[2]);
+            } else {
+                double gain;
+                level_choice(e, n_sub, n_small, small_feature, small_bin, small_missing_left,
+                             small_gain, large, batch_tree, root_weight, n_scored,
+                             min_impurity_decrease, &choice[0], &choice[1], &choice[2], &gain);
+            }
+        }
+        __syncthreads();
         long long n_left = 0;
         if (choice[0] >= 0) {
-            for (long long a = threadIdx.x; a < size; a += blockDim.x)
-                scratch[start + a] = sample_indices[start + a];
+            const long long a0 = start + size * q / k;
+            const long long a1 = start + size * (q + 1) / k;
+            for (long long a = a0 + threadIdx.x; a < a1; a += blockDim.x)
+                scratch[a] = sample_indices[a];
             __syncthreads();
             FeatureCodes code_of;
             code_of.codes = stored ? nullptr : codes + (long long)choice[0] * n;
             code_of.rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
             code_of.feature = choice[0];
             code_of.sample_of = nullptr;
-            n_left = block_stable_partition(code_of, scratch + start, sample_indices + start,
-                                            size, choice[1], choice[2], missing_bin);
+            if (k == 1) {
+                n_left = block_stable_partition(code_of, scratch + start, sample_indices + start,
+                                                size, choice[1], choice[2], missing_bin);
+            } else {
+                const long long c = block_count_left(code_of, scratch + a0, a1 - a0, choice[1],
+                                                     choice[2], missing_bin);
+                if (threadIdx.x == 0) part_left[task] = c;
+            }
         }
-        if (threadIdx.x == 0) out_n_left[e] = n_left;
-        __syncthreads();  // choice is rewritten by the next node
+        if (threadIdx.x == 0 && q == 0) out_n_left[e] = n_left;
+        __syncthreads();  // choice is rewritten by the next task
     }
 }
 
@@ -348,7 +403,69 @@ extern "C" __global__ void tree_level_roots(
     }
 }
 
-// One block: every thread takes a contiguous chunk of the frontier, counts
+// The sum over the block of every thread's ``v`` (all threads get it; blockDim a
+// multiple of 32, at most LEVEL_MAX_THREADS).
+__device__ __forceinline__ long long level_block_sum(long long v)
+{
+    __shared__ long long warp_sums[LEVEL_MAX_THREADS / 32];
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, d);
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = v;
+    __syncthreads();
+    long long total = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += warp_sums[w];
+    __syncthreads();  // warp_sums is rewritten by the next call
+    return total;
+}
+
+// The blocks after the first of tree_level_children: tasks (evaluated node e, part q)
+// = e * parts + q as in tree_level_split, blocks looping over them. Each part of a
+// splitting node of k > 1 parts places its samples, waiting in scratch, into
+// sample_indices: its left ones after the left ones of the parts before it, its
+// right ones after the node's n_left left samples and the right ones of the parts
+// before it, each in their order (block_place): the node's stable partition.
+__device__ void level_place_parts(
+    const unsigned char* codes, long long n, const long long* row_ptr, const int* row_features,
+    const unsigned char* row_codes, const unsigned char* zero_code, int stored, int missing_bin,
+    int* sample_indices, const int* scratch, long long n_sub, long long n_front,
+    const long long* ranges, const int* dec_feature, const int* dec_bin,
+    const unsigned char* dec_missing_left, long long parts, long long part_min,
+    const long long* part_left)
+{
+    if (blockDim.x > LEVEL_MAX_THREADS || (blockDim.x & 31) != 0) __trap();  // never launched so
+    const long long n_tasks = (n_front - n_sub) * parts;
+    for (long long task = blockIdx.x - 1; task < n_tasks; task += gridDim.x - 1) {
+        const long long e = task / parts;
+        const long long q = task - e * parts;
+        const int f = dec_feature[e];
+        if (f < 0) continue;
+        const long long i = n_sub + e;
+        const long long start = ranges[2 * i];
+        const long long size = ranges[2 * i + 1] - start;
+        const long long k = level_parts(size, parts, part_min);
+        if (k == 1 || q >= k) continue;  // the same for the whole block
+        long long before = 0, all = 0;
+        for (long long r = threadIdx.x; r < k; r += blockDim.x) {
+            const long long c = part_left[e * parts + r];
+            all += c;
+            if (r < q) before += c;
+        }
+        before = level_block_sum(before);
+        const long long n_left = level_block_sum(all);
+        const long long a0 = start + size * q / k;
+        const long long a1 = start + size * (q + 1) / k;
+        FeatureCodes code_of;
+        code_of.codes = stored ? nullptr : codes + (long long)f * n;
+        code_of.rows = stored_rows(row_ptr, row_features, row_codes, zero_code);
+        code_of.feature = f;
+        code_of.sample_of = nullptr;
+        block_place(code_of, scratch + a0, sample_indices + start + before,
+                    sample_indices + start + n_left + (a0 - start - before), a1 - a0, dec_bin[e],
+                    dec_missing_left[e], missing_bin);
+    }
+}
+
+// Block 0: every thread takes a contiguous chunk of the frontier, first sums the
+// part counts of its nodes partitioned in parts into n_left, counts
 // (pass 1), thread 0 turns the per-thread counts into offsets, and every
 // thread writes its chunk's children and next-frontier entries (pass 2) in
 // frontier order: children numbered first_new + 2 * (splitting nodes before),
@@ -366,7 +483,7 @@ extern "C" __global__ void tree_level_children(
     const long long* __restrict__ front, long long n_front, long long n_sub, long long n_small,
     int subtract, const long long* __restrict__ ranges, const int* __restrict__ batch_tree,
     const int* __restrict__ batch_depth, const unsigned long long* __restrict__ batch_seed,
-    const int* __restrict__ dec_feature, const long long* __restrict__ n_left,
+    const int* __restrict__ dec_feature, long long* __restrict__ n_left,
     long long subtree_size, long long small_size, long long min_split, int max_depth,
     long long first_new,
     long long* __restrict__ node_start, long long* __restrict__ node_stop,
@@ -380,16 +497,39 @@ extern "C" __global__ void tree_level_children(
     int* __restrict__ next_tree, unsigned long long* __restrict__ next_seed,
     int* __restrict__ next_depth, long long* __restrict__ next_pos,
     long long* __restrict__ next_parent_hist, long long* __restrict__ next_sibling,
-    long long* __restrict__ sub_offsets, long long* __restrict__ counts)
+    long long* __restrict__ sub_offsets, long long* __restrict__ counts,
+    const unsigned char* __restrict__ codes, long long n,
+    const long long* __restrict__ row_ptr, const int* __restrict__ row_features,
+    const unsigned char* __restrict__ row_codes, const unsigned char* __restrict__ zero_code,
+    int stored, int missing_bin, int* __restrict__ sample_indices,
+    const int* __restrict__ scratch, const int* __restrict__ dec_bin,
+    const unsigned char* __restrict__ dec_missing_left, long long parts, long long part_min,
+    const long long* __restrict__ part_left)
 {
     __shared__ long long offsets[LEVEL_MAX_THREADS][LEVEL_COUNTERS];
     __shared__ long long totals[LEVEL_COUNTERS];
+    if (blockIdx.x > 0) {
+        level_place_parts(codes, n, row_ptr, row_features, row_codes, zero_code, stored,
+                          missing_bin, sample_indices, scratch, n_sub, n_front, ranges,
+                          dec_feature, dec_bin, dec_missing_left, parts, part_min, part_left);
+        return;
+    }
     const LevelRules r = {subtree_size, small_size, min_split, max_depth};
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x < LEVEL_MAX_THREADS ? blockDim.x : LEVEL_MAX_THREADS;
     const long long chunk = (n_front + nthreads - 1) / nthreads;
     const long long lo = tid < nthreads ? (long long)tid * chunk : n_front;
     const long long hi = lo + chunk < n_front ? lo + chunk : n_front;
+    // the left counts of the nodes partitioned in parts: the sums of their parts'
+    for (long long i = lo < n_sub ? n_sub : lo; i < hi; ++i) {
+        const long long e = i - n_sub;
+        if (dec_feature[e] < 0) continue;
+        const long long k = level_parts(ranges[2 * i + 1] - ranges[2 * i], parts, part_min);
+        if (k == 1) continue;
+        long long total = 0;
+        for (long long q = 0; q < k; ++q) total += part_left[e * parts + q];
+        n_left[e] = total;
+    }
     long long c[LEVEL_COUNTERS];
     long long mine[LEVEL_COUNTERS];
     for (int k = 0; k < LEVEL_COUNTERS; ++k) mine[k] = 0;

@@ -1,4 +1,5 @@
-"""Trees compared across growers: a canonical form, leaf ranks, samples by leaf, problems.
+"""Trees compared across growers: a canonical form, leaf ranks, samples by leaf, problems,
+and growth whose partitions are shared in parts.
 
 Node ids and leaf numbers differ between growers of the same trees; these
 helpers compare what must not differ.
@@ -46,3 +47,22 @@ def _problem(n, p, m, n_trees, seed, weights=True, ties=False):
     Y = (np.tanh(X[:, :m]) + 0.3 * rng.standard_normal((n, m))).astype(np.float32)
     W = rng.poisson(1.0, size=(n_trees, n)).astype(np.float32) if weights else None
     return X, np.repeat(Y[:, None, :], n_trees, axis=1), W
+
+
+def record_partition_parts(monkeypatch):
+    """Patch ``level_kernels`` so that nodes of 16 samples or more split in parts (of at
+    least 8 samples); return the list to which every ``tree_level_split`` launch then
+    appends its ``parts``."""
+    from gpurpo.tree import level_kernels
+
+    monkeypatch.setattr(level_kernels, "PART_MIN_SAMPLES", 8)
+    calls = []
+    launch = level_kernels.launch
+
+    def record(backend, name, *args):
+        if name == "tree_level_split":
+            calls.append(args[-3])
+        launch(backend, name, *args)
+
+    monkeypatch.setattr(level_kernels, "launch", record)
+    return calls

@@ -70,15 +70,18 @@ def test_the_node_statistics_rows_compare_both_launches(gpu_check):
     assert rows[0]["blocks per node"] > 1 and rows[-1]["blocks per node"] == 1
 
 
-def test_the_partition_rows_check_the_partition(gpu_check):
-    # the section's rows on the emulated device: every layout and node count partitions
-    # stably with the right left counts
+def test_the_partition_rows_check_the_partition(gpu_check, monkeypatch):
+    # the section's rows on the emulated device, with parts of 64 samples: both launches
+    # give the stable partition and the left counts, the top nodes in several parts
     import numpy as np
 
     from gpurpo.backend import EMULATED
+    from gpurpo.tree import level_kernels
 
-    rows = gpu_check.partition_rows(EMULATED, np, np.random.default_rng(0), 4096,
-                                    lambda fn: (fn(), 1e-3)[1])
+    monkeypatch.setattr(level_kernels, "PART_MIN_SAMPLES", 32)
+    rows = gpu_check.partition_rows(EMULATED, np, np.random.default_rng(0), 1024,
+                                    lambda fn: (fn(), 1e-3)[1], node_counts=(1, 4, 32))
     assert [(r["samples"], r["nodes"]) for r in rows] == [
-        (layout, k) for layout in ("contiguous", "scattered") for k in (1, 8, 64, 1024)]
+        (layout, k) for layout in ("contiguous", "scattered") for k in (1, 4, 32)]
     assert all(r["stable, left counts right"] for r in rows)
+    assert rows[0]["parts"] > 1 and rows[2]["parts"] == 1

@@ -5,9 +5,10 @@ Each takes the backend followed by EXACTLY the arguments of its numba twin in
 :mod:`gpurpo.tree._numba.tree_level`; contracts in
 :mod:`gpurpo.tree.level_kernels`. Elementwise kernels use grid-stride loops
 (:func:`gpurpo.backend.launch_grid_stride`); ``split`` is one block of
-``PARTITION_BLOCK`` threads per node, as ``tree_partition``; ``children`` is one block of
-``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each taking
-a contiguous chunk of the frontier; ``best_first_select`` is one block too.
+``PARTITION_BLOCK`` threads per (node, part), as ``tree_partition`` per node; ``children``
+is one block of ``CHILDREN_BLOCK`` threads (``LEVEL_MAX_THREADS`` of the source), each
+taking a contiguous chunk of the frontier, then the blocks placing the parts' samples;
+``best_first_select`` is one block.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from gpurpo.backend import Backend, launch_block, launch_grid_stride
 from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM
 
-__all__ = ["features", "split", "children", "roots", "subtract", "leaf_marks_table",
+__all__ = ["features", "split", "partition_blocks", "children", "roots", "subtract", "leaf_marks_table",
            "leaf_marks_state", "leaf_marks_subtrees", "place", "best_first_select",
            "CHILDREN_BLOCK"]
 
@@ -48,11 +49,12 @@ def split(backend: Backend, codes: Any, row_ptr: Any, row_features: Any, row_cod
           root_weight: Any, n_scored: int, min_impurity_decrease: float, width: int,
           node_feature: Any, node_bin: Any, node_missing_left: Any, node_gain: Any,
           node_pos: Any, out_feature: Any, out_bin: Any, out_missing_left: Any,
-          out_n_left: Any) -> None:
-    """``tree_level_split``: one block per evaluated node, which stages a splitting
-    node's samples in the same range of a scratch array and partitions them from there
-    back in place (one launch; only the splitting nodes' samples are copied). With
-    ``codes`` of shape (p, 0) each sample's code is looked up in the stored rows."""
+          out_n_left: Any, scratch: Any, parts: int, part_min: int, part_left: Any) -> None:
+    """``tree_level_split``: one block per (evaluated node, part): a splitting node's
+    samples are staged in the same range of ``scratch`` and, for a node of one part,
+    partitioned from there back in place; a node of several parts only counts each
+    part's left samples (``tree_level_children`` places them). With ``codes`` of shape
+    (p, 0) each sample's code is looked up in the stored rows."""
     n_front = int(front.shape[0])
     n_eval = n_front - int(n_sub)
     if n_eval == 0:
@@ -61,16 +63,22 @@ def split(backend: Backend, codes: Any, row_ptr: Any, row_features: Any, row_cod
     if int(attrs["warp_size"]) != 32:
         raise RuntimeError(f"tree_level_split assumes 32-thread warps, got {attrs['warp_size']}")
     block = launch_block(attrs, PARTITION_BLOCK)
-    grid = max(1, min(n_eval, int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM))
-    scratch = backend.xp.empty_like(sample_indices)
+    grid = max(1, min(n_eval * int(parts), partition_blocks(attrs)))
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")
     kernel((grid,), (block,), (
         codes, _i64(codes.shape[1]), row_ptr, row_features, row_codes, zero_code,
-        _i32(1 if codes.shape[1] == 0 else 0), _i32(missing_bin), scratch, sample_indices, front, _i64(n_sub),
-        _i64(n_small), _i64(n_front), ranges, small_feature, small_bin, small_missing_left,
-        small_gain, large, batch_tree, root_weight, _i32(n_scored),
+        _i32(1 if codes.shape[1] == 0 else 0), _i32(missing_bin), sample_indices, front,
+        _i64(n_sub), _i64(n_small), _i64(n_front), ranges, small_feature, small_bin,
+        small_missing_left, small_gain, large, batch_tree, root_weight, _i32(n_scored),
         _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,
-        node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left))
+        node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left, scratch,
+        _i64(parts), _i64(part_min), part_left))
+
+
+def partition_blocks(attrs: dict) -> int:
+    """The blocks that fill the device for the partition of a level:
+    ``PARTITION_BLOCKS_PER_SM`` per multiprocessor."""
+    return int(attrs["multiprocessor_count"]) * PARTITION_BLOCKS_PER_SM
 
 
 def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: int,
@@ -81,19 +89,29 @@ def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: i
              node_left: Any, node_right: Any, node_feature: Any, node_bin: Any,
              node_missing_left: Any, node_gain: Any, next_front: Any, next_ranges: Any,
              next_tree: Any, next_seed: Any, next_depth: Any, next_pos: Any,
-             next_parent_hist: Any, next_sibling: Any, sub_offsets: Any, counts: Any) -> None:
-    """``tree_level_children``: one block."""
+             next_parent_hist: Any, next_sibling: Any, sub_offsets: Any, counts: Any,
+             codes: Any, row_ptr: Any, row_features: Any, row_codes: Any, zero_code: Any,
+             missing_bin: int, sample_indices: Any, scratch: Any, dec_bin: Any,
+             dec_missing_left: Any, parts: int, part_min: int, part_left: Any) -> None:
+    """``tree_level_children``: one block for the children and the next frontier, and
+    with ``parts`` > 1 the blocks that fill the device after it, which place the samples
+    of the nodes partitioned in parts."""
     attrs = backend.device_attributes()
     block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
+    n_eval = int(front.shape[0]) - int(n_sub)
+    placing = min(n_eval * int(parts), partition_blocks(attrs)) if int(parts) > 1 else 0
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_children")
-    kernel((1,), (block,), (
+    kernel((1 + placing,), (block,), (
         front, _i64(front.shape[0]), _i64(n_sub), _i64(n_small), _i32(subtract), ranges,
         batch_tree, batch_depth, batch_seed, dec_feature, n_left, _i64(subtree_size),
         _i64(small_size), _i64(min_split), _i32(max_depth), _i64(first_new), node_start,
         node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left,
         node_right, node_feature, node_bin, node_missing_left, node_gain, next_front,
         next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist,
-        next_sibling, sub_offsets, counts))
+        next_sibling, sub_offsets, counts, codes, _i64(codes.shape[1]), row_ptr, row_features,
+        row_codes, zero_code, _i32(1 if codes.shape[1] == 0 else 0), _i32(missing_bin),
+        sample_indices, scratch, dec_bin, dec_missing_left, _i64(parts), _i64(part_min),
+        part_left))
 
 
 def roots(backend: Backend, counts: Any, seeds: Any, subtree_size: int, small_size: int,

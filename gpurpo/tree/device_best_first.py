@@ -279,12 +279,13 @@ class _DeviceBestFirst(_DeviceGrower):
         dec_bin = xp.empty(n_rows, dtype=xp.int32)
         dec_missing_left = xp.empty(n_rows, dtype=xp.uint8)
         n_left = xp.empty(n_rows, dtype=xp.int64)
+        parts = self._partition_parts(n_rows)
         level_kernels.launch(
             self.backend, "tree_level_split", *self._split_codes(), self.binned.missing_bin,
             self.sample_indices, out_front, 0, n_small_rows, ranges, *choices, tree,
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
-            dec_missing_left, n_left)
+            dec_missing_left, n_left, *parts)
         cap = 2 * n_rows
         nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_rows, 2), dtype=xp.int64),
                xp.empty(cap + n_rows, dtype=xp.int32), xp.empty(cap + n_rows, dtype=xp.uint64),
@@ -296,7 +297,8 @@ class _DeviceBestFirst(_DeviceGrower):
             ranges, tree, depth, seed, dec_feature, n_left, 0, self.small, self.min_split,
             self.max_depth, self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
             t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, *derive,
-            sub_offsets, t.head[: level_kernels.N_COUNTERS])
+            sub_offsets, t.head[: level_kernels.N_COUNTERS],
+            *self._placing(dec_bin, dec_missing_left, parts))
         head = self._copy_head()
         created, _, n_small, n_derived, n_direct, _, n_helpers = (
             int(c) for c in head[: level_kernels.N_COUNTERS])

@@ -255,6 +255,8 @@ class _DeviceGrower:
                 self.target_check = mean.sum()
             self.targets = centre_targets(xp, targets, mean)
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32, copy=False))
+        # where tree_level_split stages the samples of the nodes it partitions
+        self.scratch = xp.empty_like(self.sample_indices)
         self.k = p if params.n_candidates is None else min(int(params.n_candidates), p)
         # all features: each slot holds its feature (siblings' histograms subtract)
         self.width = self.k
@@ -367,6 +369,21 @@ class _DeviceGrower:
         """The split kernels' views of the binned matrix, typed once for all levels."""
         return self._typed_sparse
 
+    def _partition_parts(self, n_eval: int) -> tuple:
+        """The partition arguments of a ``tree_level_split`` of ``n_eval`` nodes:
+        ``scratch``, ``parts``, ``part_min`` and ``part_left``
+        (:func:`gpurpo.tree.level_kernels.partition_parts`)."""
+        parts = level_kernels.partition_parts(self.backend, n_eval)
+        return (self.scratch, parts, int(level_kernels.PART_MIN_SAMPLES),
+                self.xp.empty(n_eval * parts, dtype=self.xp.int64))
+
+    def _placing(self, dec_bin: Any, dec_missing_left: Any, parts: tuple) -> tuple:
+        """The arguments of ``tree_level_children`` after ``counts``: what it needs to
+        place the samples of the nodes that ``tree_level_split`` partitioned in parts."""
+        scratch, n_parts, part_min, part_left = parts
+        return (*self._split_codes(), self.binned.missing_bin, self.sample_indices, scratch,
+                dec_bin, dec_missing_left, n_parts, part_min, part_left)
+
     def _split_codes(self) -> tuple[Any, Any, Any, Any, Any]:
         """The ``codes, row_ptr, row_features, row_codes, zero_code`` arguments of
         ``tree_level_split``: the dense codes, or a (p, 0) array and the stored rows of a
@@ -409,12 +426,13 @@ class _DeviceGrower:
         dec_bin = xp.empty(n_eval, dtype=xp.int32)
         dec_missing_left = xp.empty(n_eval, dtype=xp.uint8)
         n_left = xp.empty(n_eval, dtype=xp.int64)
+        parts = self._partition_parts(n_eval)
         level_kernels.launch(
             self.backend, "tree_level_split", *self._split_codes(), self.binned.missing_bin,
             self.sample_indices, front, n_sub, n_small, ranges, *small_out, best, tree,
             self.w_root, self.m, float(self.params.min_impurity_decrease), self.width,
             t.feature, t.bin, t.missing_left, t.gain, t.pos, dec_feature, dec_bin,
-            dec_missing_left, n_left)
+            dec_missing_left, n_left, *parts)
         cap = 2 * n_front  # next frontier; its launch batch also holds up to n_front helpers
         nxt = (xp.empty(cap, dtype=xp.int64), xp.empty((cap + n_front, 2), dtype=xp.int64),
                xp.empty(cap + n_front, dtype=xp.int32), xp.empty(cap + n_front, dtype=xp.uint64),
@@ -427,7 +445,7 @@ class _DeviceGrower:
             depth, seed, dec_feature, n_left, self.subtree, self.small, self.min_split,
             self.max_depth, self.used, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
             t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, *nxt, *derive,
-            sub_offsets, counts)
+            sub_offsets, counts, *self._placing(dec_bin, dec_missing_left, parts))
         # the one copy to the host of the level
         created, n_sub, n_small, n_derived, n_direct, rows, n_helpers = (
             int(c) for c in self.backend.to_host(counts))

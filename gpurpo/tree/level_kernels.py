@@ -31,7 +31,7 @@ Kernel contracts
     ``out_positions[i, j]`` the position at which node i visits feature j (so that
     siblings' histograms share their slots and subtract).
 
-``tree_level_split(codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left)``
+``tree_level_split(codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices, front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left, small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left, scratch, parts, part_min, part_left)``
     For ``e < F - S`` (frontier position ``i = S + e``, node ``g = front[i]``), the
     choice of ``tree_split_small`` (``small_*``, (M,)) for ``e < M``, else row
     ``e - M`` of ``large`` float64 (L, 4) (``tree_best_slot``: feature, bin,
@@ -48,11 +48,30 @@ Kernel contracts
     uint8: the rows of its :class:`~gpurpo.tree.binning.SparseCodes`), each
     sample's code looked up in its row, ``zero_code[f]`` (uint8 (p,)) where it
     lists none; with dense codes they are not read.
+    scratch      int32   (as sample_indices)  staging of the splitting nodes' samples
+    parts, part_min  int               a splitting node of ``c`` samples is partitioned
+                                       in ``k = min(parts, max(1, c // part_min))`` parts,
+                                       part q its positions ``[c q // k, c (q + 1) // k)``
+    part_left    int64   ((F - S) parts,)  for a node of k > 1 parts: the left count of
+                                       its part q at ``e * parts + q``; its samples are
+                                       then copied to the same range of ``scratch`` and
+                                       its ``out_n_left`` is 0, both completed by
+                                       ``tree_level_children`` (a CUDA launch shares such
+                                       a node among blocks instead of one)
 
-``tree_level_children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist, next_sibling, sub_offsets, counts)``
+``tree_level_children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, batch_seed, dec_feature, n_left, subtree_size, small_size, min_split, max_depth, first_new, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, next_front, next_ranges, next_tree, next_seed, next_depth, next_pos, next_parent_hist, next_sibling, sub_offsets, counts, codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices, scratch, dec_bin, dec_missing_left, parts, part_min, part_left)``
     ranges, batch_tree, batch_depth, batch_seed  the frontier's launch batch
     dec_feature  int32   (F - S,)      ``tree_level_split``'s ``out_feature``
     n_left       int64   (F - S,)      and its ``out_n_left``
+    codes .. missing_bin, sample_indices, scratch, parts, part_min, part_left  as given
+                                       to ``tree_level_split``, with its ``out_bin`` and
+                                       ``out_missing_left`` as ``dec_bin``,
+                                       ``dec_missing_left``
+    First every splitting node of k > 1 parts is completed: ``n_left[e]`` becomes the
+    sum of its parts' left counts, and its samples are placed from ``scratch``: part
+    q's left samples after those of the parts before it, its right samples after the
+    node's ``n_left`` left samples and those of the parts before it, each in order
+    (the stable partition of the node, as by ``tree_partition``).
     Every splitting node (``dec_feature >= 0``), in frontier order, gets the children
     ``first_new + 2 r`` (left: the first ``n_left`` samples) and ``first_new + 2 r + 1``
     (r: splitting nodes before it): their table rows (seed ``child_seed(seed, side)``,
@@ -172,7 +191,7 @@ from gpurpo.backend import Backend, register_kernel
 from gpurpo.tree import _level_cuda as _cuda
 from gpurpo.tree._numba import tree_best_first, tree_level
 
-__all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS"]
+__all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS", "PART_MIN_SAMPLES", "partition_parts"]
 
 LEVEL_KERNEL_NAMES = (
     "tree_level_features",
@@ -189,6 +208,9 @@ LEVEL_KERNEL_NAMES = (
 
 #: length of ``tree_level_children``'s ``counts``
 N_COUNTERS = tree_level.N_COUNTERS
+#: the fewest samples of a part of a node partitioned in parts (``tree_level_split``):
+#: a 256-thread block places 4,096 samples in 16 steps
+PART_MIN_SAMPLES = 4096
 
 register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
 register_kernel("tree_level_split", cpu=tree_level.split, cuda=_cuda.split)
@@ -215,3 +237,14 @@ def launch(backend: Backend, name: str, *args: Any) -> None:
     if name not in LEVEL_KERNEL_NAMES:
         raise ValueError(f"name must be one of {LEVEL_KERNEL_NAMES}, got {name!r}")
     backend.kernel(name)(*args)
+
+
+def partition_parts(backend: Backend, n_eval: int) -> int:
+    """The ``parts`` of a level's ``tree_level_split`` and ``tree_level_children`` for
+    ``n_eval`` evaluated nodes: on CUDA backends as many as fill the device with blocks
+    when the nodes are few (the large nodes at the top of a tree, each then read by many
+    multiprocessors), 1 from as many nodes as blocks on; 1 on the CPU (the partition is
+    the same whatever the parts)."""
+    if not backend.uses_cuda_kernels or n_eval <= 0:
+        return 1
+    return max(1, _cuda.partition_blocks(backend.device_attributes()) // int(n_eval))

@@ -366,6 +366,28 @@ def test_tree_parity_same_tree(cp):
     np.testing.assert_array_equal(pred.get(), cpu.predict(X))
 
 
+@pytest.mark.parametrize("max_leaf_nodes", [None, 31])
+def test_nodes_partitioned_in_parts_on_the_gpu_grow_the_cpu_trees(cp, monkeypatch,
+                                                                   max_leaf_nodes):
+    # parts of 64 samples: the top nodes' partitions are shared by many blocks (counted
+    # by tree_level_split, placed by tree_level_children's other blocks), level-wise and
+    # best first: the CPU's trees and predictions, bit for bit
+    from gpurpo.ensemble import RandomForestRegressor
+    from gpurpo.tree import level_kernels
+
+    monkeypatch.setattr(level_kernels, "PART_MIN_SAMPLES", 64)
+    rng = np.random.default_rng(21)
+    X, Y = _regression_data(rng, n=20_000)
+    params = dict(n_estimators=3, max_features=0.5, max_leaf_nodes=max_leaf_nodes,
+                  random_state=0)
+    cpu = RandomForestRegressor(**params).fit(X, Y)
+    gpu_model = RandomForestRegressor(**params).fit(cp.asarray(X), cp.asarray(Y))
+    for a, b in zip(cpu.estimators_, gpu_model.estimators_):
+        assert _canonical(b.structure) == _canonical(a.structure)
+    np.testing.assert_array_equal(_host(gpu_model.predict(cp.asarray(X[:500]))),
+                                  cpu.predict(X[:500]))
+
+
 def test_forest_on_sparse_x_on_the_gpu_equals_the_cpu(cp):
     # cupyx CSR X: its stored-entry codes are built on the device (SparseCodes), the
     # subtree kernel copies roots from them, and nodes above 256 samples derive their

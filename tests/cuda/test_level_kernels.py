@@ -131,14 +131,118 @@ def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed, store
                 np.zeros(n_front - n_sub, np.uint8), np.full(n_front - n_sub, -9, np.int64)]
         # the launch batch may hold rows after the frontier's (helpers): never read
         batch = np.concatenate([ranges, np.full((5, 2), 10**9, np.int64)])
+        # one part per node (no node of 2 part_min samples)
+        parts = (np.zeros(n, np.int32), 4, 10**6, np.zeros(4 * (n_front - n_sub), np.int64))
         got = _launch(backend, "tree_level_split", *code_args, n_bins - 1, samples, front, n_sub,
-                      n_small, batch, *small, large, tree, root_weight, 4, mid, 3, *table, *outs)
+                      n_small, batch, *small, large, tree, root_weight, 4, mid, 3, *table, *outs,
+                      *parts)
+        got = got[:-4]
         for a, b in zip(got[-9:-4], expected_table):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
         for a, b in zip(got[-4:-1], expected_out):
             np.testing.assert_array_equal(a, b, err_msg=backend.name)
         np.testing.assert_array_equal(got[-1], expected_left, err_msg=backend.name)
         np.testing.assert_array_equal(got[6], expected_samples, err_msg=backend.name)
+
+
+def _no_placing(n):
+    """The arguments of ``tree_level_children`` after ``counts`` for a level of one part
+    per node: nothing to place."""
+    return (np.zeros((1, n), np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int32),
+            np.zeros(0, np.uint8), np.zeros(1, np.uint8), 1, np.zeros(n, np.int32),
+            np.zeros(n, np.int32), np.zeros(1, np.int32), np.zeros(1, np.uint8), 1, 1,
+            np.zeros(1, np.int64))
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("stored", [False, True])
+@pytest.mark.parametrize("parts", [2, 7, 64])
+def test_nodes_partitioned_in_parts_end_as_in_one(seed, stored, parts):
+    # tree_level_split then tree_level_children: nodes of many samples counted in parts
+    # and placed by the children kernel's other blocks, others partitioned at once; the
+    # same samples, left counts and children as with one part per node (and as the
+    # partition reference), on the numba twins and the emulated device
+    from test_tree_kernels import partition_reference
+
+    rng = np.random.default_rng(seed + 10)
+    n_sub, n_small, n_large, p, n_bins, part_min = 3, 6, 9, 5, 9, 16
+    n_front = n_sub + n_small + n_large
+    n_nodes = 4 * n_front
+    front = rng.permutation(n_nodes // 2)[:n_front].astype(np.int64)
+    sizes = rng.choice([0, 1, 15, 16, 17, 40, 200, 700], n_front)
+    stops = np.cumsum(sizes)
+    ranges = np.stack([stops - sizes, stops], axis=1).astype(np.int64)
+    n = int(stops[-1]) + 3
+    zero_code = rng.integers(0, n_bins, p).astype(np.uint8)
+    codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)
+    codes = np.where(rng.uniform(size=(p, n)) < 0.5, zero_code[:, None], codes).astype(np.uint8)
+    if stored:
+        rows = sparse_codes_of_dense(codes, zero_code)
+        code_args = (np.empty((p, 0), np.uint8), rows.row_ptr, rows.row_features,
+                     rows.row_codes, zero_code)
+    else:
+        code_args = (codes, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8),
+                     zero_code)
+    samples = rng.permutation(n).astype(np.int32)
+    n_eval = n_front - n_sub
+    small = (rng.integers(-1, p, n_small).astype(np.int32),
+             rng.integers(0, n_bins - 1, n_small).astype(np.int32),
+             rng.integers(0, 2, n_small).astype(np.uint8), rng.uniform(0, 2, n_small))
+    large = np.stack([rng.integers(-2, p, n_large), rng.integers(0, n_bins - 1, n_large),
+                      rng.integers(0, 2, n_large), rng.uniform(0, 2, n_large)], axis=1).astype(float)
+    tree = rng.integers(0, 3, n_front).astype(np.int32)
+    depth = rng.integers(0, 4, n_front).astype(np.int32)
+    seeds = rng.integers(0, 2**63, n_front, dtype=np.uint64)
+    root_weight = rng.uniform(5, 10, 3)
+    table = [np.full(n_nodes, -5, np.int64), np.full(n_nodes, -5, np.int64),
+             np.full(n_nodes, -5, np.int32), np.full(n_nodes, -5, np.int32),
+             np.zeros(n_nodes, np.uint64), rng.integers(0, 4, n_nodes).astype(np.int64),
+             np.full(n_nodes, -5, np.int64), np.full(n_nodes, -5, np.int64),
+             np.full(n_nodes, -5, np.int64), np.full(n_nodes, 9, np.int32),
+             np.full(n_nodes, 9, np.int32), np.full(n_nodes, 9, np.uint8), np.full(n_nodes, 9.0)]
+    rules = (10, 100, 2, -1)
+    results = []
+    for backend in BACKENDS:
+        for k in (1, parts):
+            dec = [np.zeros(n_eval, np.int32), np.zeros(n_eval, np.int32),
+                   np.zeros(n_eval, np.uint8), np.full(n_eval, -9, np.int64)]
+            scratch = np.full(n, -7, np.int32)
+            part_left = np.full(n_eval * k, -7, np.int64)
+            dev = [backend.asarray(np.array(a)) for a in
+                   (*code_args, samples, front, ranges, *small, large, tree, root_weight,
+                    *table, *dec, scratch, part_left, depth, seeds)]
+            (c0, c1, c2, c3, c4, d_samples, d_front, d_ranges, s0, s1, s2, s3, d_large, d_tree,
+             d_root, *rest) = dev
+            d_table, (f_out, b_out, ml_out, n_left), (d_scratch, d_part_left, d_depth,
+                                                     d_seeds) = rest[:13], rest[13:17], rest[17:]
+            level_kernels.launch(backend, "tree_level_split", c0, c1, c2, c3, c4, n_bins - 1,
+                                 d_samples, d_front, n_sub, n_small, d_ranges, s0, s1, s2, s3,
+                                 d_large, d_tree, d_root, 4, 0.0, 3, d_table[9], d_table[10],
+                                 d_table[11], d_table[12], d_table[5], f_out, b_out, ml_out,
+                                 n_left, d_scratch, k, part_min, d_part_left)
+            nxt = [backend.asarray(a) for a in (
+                np.full(2 * n_front, -9, np.int64), np.full((3 * n_front, 2), -9, np.int64),
+                np.full(3 * n_front, -9, np.int32), np.zeros(3 * n_front, np.uint64),
+                np.full(3 * n_front, -9, np.int32), np.full(3 * n_front, -9, np.int64),
+                np.full(2 * n_front, -9, np.int64), np.full(2 * n_front, -9, np.int64),
+                np.full(2 * n_front + 1, -9, np.int64), np.zeros(7, np.int64))]
+            level_kernels.launch(backend, "tree_level_children", d_front, n_sub, n_small, 1,
+                                 d_ranges, d_tree, d_depth, d_seeds, f_out, n_left, *rules,
+                                 n_nodes // 2, *d_table, *nxt, c0, c1, c2, c3, c4, n_bins - 1,
+                                 d_samples, d_scratch, b_out, ml_out, k, part_min, d_part_left)
+            host = [np.asarray(backend.to_host(a)) for a in
+                    (d_samples, f_out, b_out, ml_out, n_left, *d_table, *nxt)]
+            results.append((backend.name, k, host))
+    expected_samples, expected_left = partition_reference(
+        codes, samples, ranges[n_sub:], *results[0][2][1:4], n_bins - 1)
+    expected_left[results[0][2][1] < 0] = 0
+    multi = [(s0 // part_min >= 2) and f >= 0 for s0, f in zip(sizes[n_sub:], results[0][2][1])]
+    assert any(multi) and not all(multi)
+    for name, k, host in results:
+        np.testing.assert_array_equal(host[0], expected_samples, err_msg=f"{name} {k}")
+        np.testing.assert_array_equal(host[4], expected_left, err_msg=f"{name} {k}")
+        for a, b in zip(host[1:], results[0][2][1:]):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} {k}")
 
 
 def _children_reference(front, n_sub, n_small, subtract, ranges, tree, depth, seed, dec,
@@ -234,7 +338,7 @@ def test_children_number_the_nodes_and_group_the_next_frontier(seed, subtract):
         counts_out = np.zeros(7, np.int64)
         got = _launch(backend, "tree_level_children", front, n_sub, n_small, subtract, ranges,
                       tree, depth, seeds, dec, n_left, *rules, first_new, *table, *nxt,
-                      *links_out, sub_offsets, counts_out)
+                      *links_out, sub_offsets, counts_out, *_no_placing(int(stops[-1])))
         (start, stop, ttree, tdepth, tseed, tpos, parent, left, right, feature, bins, ml,
          gain) = got[15:28]
         next_front, next_ranges, next_tree, next_seed, next_depth, next_pos = got[28:34]

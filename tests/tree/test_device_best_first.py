@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tree_compare import _canonical, _leaf_rank, _problem, _samples_by_leaf
+from _tree_compare import (
+    _canonical,
+    _leaf_rank,
+    _problem,
+    _samples_by_leaf,
+    record_partition_parts,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +96,16 @@ def test_unit_weights_and_tied_features(data):
 def test_emulated_cuda_grows_the_host_drivers_trees(case):
     params = GrowthParams(**{"small_node_size": 40, **CASES[case]})
     _assert_same_trees(params, EMULATED, n=200, p=6, m=2, n_trees=2, seed=1)
+
+
+@pytest.mark.parametrize("case", ["all features", "sampled"])
+def test_emulated_cuda_grows_them_with_nodes_partitioned_in_parts(monkeypatch, case):
+    # parts of 8 samples: a round's large nodes are partitioned by several blocks,
+    # counted by tree_level_split and placed by tree_level_children's other blocks
+    calls = record_partition_parts(monkeypatch)
+    params = GrowthParams(**{"small_node_size": 40, **CASES[case]})
+    _assert_same_trees(params, EMULATED, n=200, p=6, m=2, n_trees=2, seed=1)
+    assert max(calls) > 1  # some rounds partitioned in parts
 
 
 @pytest.mark.parametrize("table_bytes", [0, 1 << 30], ids=["table at the end", "table per round"])

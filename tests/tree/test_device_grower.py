@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tree_compare import _canonical, _leaf_rank, _problem, _samples_by_leaf
+from _tree_compare import (
+    _canonical,
+    _leaf_rank,
+    _problem,
+    _samples_by_leaf,
+    record_partition_parts,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +91,17 @@ def test_emulated_cuda_grows_them_with_chunked_histograms(monkeypatch, data):
     assert plan["chunks"] > 1
     params = GrowthParams(small_node_size=0, subtree_size=0, n_candidates=5)
     _assert_same_trees(params, EMULATED, n=250, n_trees=2, **data)
+
+
+@pytest.mark.parametrize("data", [{}, {"ties": True}])
+@pytest.mark.parametrize("case", ["sampled", "all features"])
+def test_emulated_cuda_grows_them_with_nodes_partitioned_in_parts(monkeypatch, case, data):
+    # parts of 8 samples: the top nodes' partitions are shared by blocks, counted by
+    # tree_level_split and placed by tree_level_children's other blocks
+    calls = record_partition_parts(monkeypatch)
+    params = GrowthParams(**{"small_node_size": 64, "subtree_size": 16, **CASES[case]})
+    _assert_same_trees(params, EMULATED, n=250, n_trees=2, **data)
+    assert max(calls) > 1  # some levels partitioned in parts
 
 
 def test_grow_trees_takes_the_device_path_on_cuda_backends():

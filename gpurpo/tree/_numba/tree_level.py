@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from gpurpo.tree._numba.tree_partition import partition, partition_rows
+from gpurpo.tree._numba.tree_partition import partition, partition_rows, stored_code
 from gpurpo.tree._random import (
     N_ROUNDS,
     SMALL_P,
@@ -63,27 +63,92 @@ def features(seed, pos, p, random_split, natural, out_features, out_positions, o
                 out_uniforms[i, j] = uniform_at_nb(seed[i], at)
 
 
+@njit(inline="always", cache=True)
+def level_parts(size, parts, part_min):
+    """The parts of a splitting node of ``size`` samples (``level_parts`` of the CUDA
+    source): one per ``part_min`` samples, at most ``parts``, at least one."""
+    k = size // part_min
+    return 1 if k < 1 else min(k, parts)
+
+
+@njit(inline="always", cache=True)
+def _goes_left(codes, row_ptr, row_features, row_codes, zero_code, s, f, b, miss_left,
+               missing_bin):
+    code = (stored_code(row_ptr, row_features, row_codes, zero_code, s, f)
+            if codes.shape[1] == 0 else codes[f, s])
+    return miss_left if code == missing_bin else code <= b
+
+
 @njit(cache=True)
 def split(codes, row_ptr, row_features, row_codes, zero_code, missing_bin, sample_indices,
           front, n_sub, n_small, ranges, small_feature, small_bin, small_missing_left,
           small_gain, large, batch_tree, root_weight, n_scored, min_impurity_decrease, width,
           node_feature, node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin,
-          out_missing_left, out_n_left):
+          out_missing_left, out_n_left, scratch, parts, part_min, part_left):
     """The evaluated frontier nodes' choices into the table, then the stable partition of
     the splitting nodes' samples (see ``tree_level_split``): by their ``codes``, or with
-    ``codes`` of shape (p, 0) by their stored rows."""
+    ``codes`` of shape (p, 0) by their stored rows. A node of several parts is copied to
+    ``scratch`` with its parts' left counts in ``part_left`` (``children`` places it)."""
     _decide(front, n_sub, n_small, small_feature, small_bin, small_missing_left, small_gain,
             large, batch_tree, root_weight, n_scored, min_impurity_decrease, width, node_feature,
             node_bin, node_missing_left, node_gain, node_pos, out_feature, out_bin,
             out_missing_left)
     node_ranges = ranges[n_sub : front.shape[0]]
+    whole = out_feature.copy()
+    for e in range(node_ranges.shape[0]):
+        f = out_feature[e]
+        start = node_ranges[e, 0]
+        size = node_ranges[e, 1] - start
+        k = level_parts(size, parts, part_min)
+        if f < 0 or k == 1:
+            continue
+        whole[e] = -1  # left to children
+        for a in range(start, start + size):
+            scratch[a] = sample_indices[a]
+        for q in range(k):
+            count = 0
+            for a in range(start + size * q // k, start + size * (q + 1) // k):
+                if _goes_left(codes, row_ptr, row_features, row_codes, zero_code, scratch[a],
+                              f, out_bin[e], out_missing_left[e] != 0, missing_bin):
+                    count += 1
+            part_left[e * parts + q] = count
     if codes.shape[1] == 0:
         partition_rows(row_ptr, row_features, row_codes, zero_code, sample_indices,
-                       node_ranges, out_feature, out_bin, out_missing_left, missing_bin,
-                       out_n_left)
+                       node_ranges, whole, out_bin, out_missing_left, missing_bin, out_n_left)
     else:
-        partition(codes, sample_indices, node_ranges, out_feature, out_bin, out_missing_left,
+        partition(codes, sample_indices, node_ranges, whole, out_bin, out_missing_left,
                   missing_bin, out_n_left)
+
+
+@njit(cache=True)
+def _place_parts(codes, row_ptr, row_features, row_codes, zero_code, missing_bin,
+                 sample_indices, scratch, n_sub, ranges, dec_feature, dec_bin,
+                 dec_missing_left, parts, part_min, part_left, n_left):
+    """The left counts of the nodes partitioned in parts, and their samples placed from
+    ``scratch`` part by part (see ``tree_level_children``)."""
+    for e in range(dec_feature.shape[0]):
+        f = dec_feature[e]
+        i = n_sub + e
+        start = ranges[i, 0]
+        size = ranges[i, 1] - start
+        k = level_parts(size, parts, part_min)
+        if f < 0 or k == 1:
+            continue
+        total = 0
+        for q in range(k):
+            total += part_left[e * parts + q]
+        n_left[e] = total
+        w_left = start
+        w_right = start + total
+        for a in range(start, start + size):
+            s = scratch[a]
+            if _goes_left(codes, row_ptr, row_features, row_codes, zero_code, s, f, dec_bin[e],
+                          dec_missing_left[e] != 0, missing_bin):
+                sample_indices[w_left] = s
+                w_left += 1
+            else:
+                sample_indices[w_right] = s
+                w_right += 1
 
 
 @njit(inline="always", cache=True)
@@ -194,8 +259,14 @@ def children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, b
              node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent,
              node_left, node_right, node_feature, node_bin, node_missing_left, node_gain,
              next_front, next_ranges, next_tree, next_seed, next_depth, next_pos,
-             next_parent_hist, next_sibling, sub_offsets, counts):
-    """Children of the splitting nodes and the next frontier (see ``tree_level_children``)."""
+             next_parent_hist, next_sibling, sub_offsets, counts, codes, row_ptr, row_features,
+             row_codes, zero_code, missing_bin, sample_indices, scratch, dec_bin,
+             dec_missing_left, parts, part_min, part_left):
+    """Children of the splitting nodes and the next frontier (see ``tree_level_children``),
+    after the nodes partitioned in parts are placed."""
+    _place_parts(codes, row_ptr, row_features, row_codes, zero_code, missing_bin,
+                 sample_indices, scratch, n_sub, ranges, dec_feature, dec_bin, dec_missing_left,
+                 parts, part_min, part_left, n_left)
     n_front = front.shape[0]
     totals = np.zeros(N_COUNTERS, dtype=np.int64)
     rules = (subtree_size, small_size, min_split, max_depth)

@@ -12,8 +12,9 @@ timeout is written into the report instead of stopping the run. Sections:
 3. histogram kernel throughput on large nodes, as a fraction of the memory
    bandwidth (compulsory bytes: sample indices, weights, targets, codes), and the node
    statistics of the large nodes at the top of a tree, one block per node against the
-   device's blocks shared among them, and a level's stable partition of a few large
-   nodes and of many small ones, one block per node against nodes shared in parts;
+   device's blocks shared among them, a level's stable partition of a few large
+   nodes and of many small ones, one block per node against nodes shared in parts, and
+   the dense leaf values of a forest batch (ordered sums against scatter-adds);
 4. explicit device-to-host transfers during a tree fit;
 5. randomized SVD on the GPU vs the CPU path vs ``torch.svd_lowrank``;
 6. random-forest fit on the GPU vs the CPU path on the same machine
@@ -616,6 +617,73 @@ def section_partition(quick: bool) -> str:
             "allocations of a level included).\n\n" + _table(rows))
 
 
+def leaf_value_rows(backend: Any, xp: Any, rng: Any, n: int, d: int, trees: int,
+                    leaf_counts: tuple[int, ...],
+                    timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
+    """Times the dense leaf values of a batch of ``trees`` trees over ``n`` samples and
+    ``d`` float32 outputs (:func:`gpurpo.tree.batch_leaves.stacked_leaf_values_dense`:
+    a stable sort and ordered sums, the CPU's bits) for trees of ``leaf_counts`` leaves,
+    against per-tree scatter-adds (``xp.add.at``: atomics, the sums in any order) of
+    the same values, and checks that the two agree within 1e-9. Bootstrap counts as
+    weights. ``xp`` and ``backend`` are CuPy's (the emulated device's in the tests),
+    ``rng`` a NumPy generator, ``timer`` the time of one call in seconds."""
+    import numpy as np
+
+    from gpurpo.tree.batch_leaves import stacked_leaf_values_dense
+
+    Y = xp.asarray(rng.standard_normal((n, d)).astype(np.float32))
+    weights = xp.asarray(rng.poisson(1.0, size=(trees, n)).astype(np.float32))
+    rows = []
+    for n_leaves in leaf_counts:
+        leaf = xp.asarray(rng.integers(0, n_leaves, size=(trees, n)).astype(np.int32))
+        leaf = xp.where(weights > 0, leaf, -1)
+        counts = np.full(trees, n_leaves, dtype=np.int64)
+        out = {}
+
+        def ordered() -> None:
+            out["ordered"] = stacked_leaf_values_dense(Y, leaf, weights, counts, backend)[0]
+
+        def scattered() -> None:
+            parts = []
+            for t in range(trees):
+                inside = leaf[t] >= 0
+                w = xp.where(inside, weights[t], 0).astype(xp.float64)
+                at = xp.where(inside, leaf[t], 0)
+                sums = xp.zeros((n_leaves, d), dtype=xp.float64)
+                xp.add.at(sums, at, w[:, None] * Y.astype(xp.float64))
+                w_leaf = xp.zeros(n_leaves, dtype=xp.float64)
+                xp.add.at(w_leaf, at, w)
+                parts.append(sums / xp.where(w_leaf > 0, w_leaf, 1.0)[:, None])
+            out["scattered"] = xp.concatenate(parts)
+
+        t_ordered, t_scattered = timer(ordered), timer(scattered)
+        a, b = (np.asarray(backend.to_host(out[k])) for k in ("ordered", "scattered"))
+        rows.append({
+            "trees": trees, "samples": n, "outputs": d, "leaves per tree": n_leaves,
+            "ms, ordered sums": 1e3 * t_ordered, "ms, scatter-adds": 1e3 * t_scattered,
+            "speed-up": t_scattered / t_ordered if t_ordered > 0 else "n/a",
+            "agree within 1e-9": bool(np.allclose(a, b, rtol=1e-9, atol=1e-9)),
+        })
+    return rows
+
+
+def section_leaf_values(quick: bool) -> str:
+    import cupy
+    import numpy as np
+
+    from gpurpo.backend import CUPY
+
+    n = 310_000 if quick else 1_000_000
+    rows = leaf_value_rows(CUPY, cupy, np.random.default_rng(4), n, 101, 8,
+                           (64, 4096, n // 3), _time_gpu)
+    cupy.get_default_memory_pool().free_all_blocks()
+    return ("The dense leaf values of a forest batch (8 trees, 101 float32 outputs, "
+            "bootstrap counts): one stable sort of the (tree, sample) pairs by leaf and "
+            "ordered sums (`tree_segment_row_sums`, the CPU's bits), against per-tree "
+            "scatter-adds (atomics), for shallow trees, medium ones and fully grown ones "
+            "(about 3 samples a leaf).\n\n" + _table(rows))
+
+
 # --------------------------------------------------------------------------
 # 4. transfers during a fit
 # --------------------------------------------------------------------------
@@ -1085,6 +1153,7 @@ def main(argv: list[str] | None = None) -> int:
         report.run("Histogram kernel throughput", lambda: section_histograms(state, args.quick))
         report.run("Node statistics of large nodes", lambda: section_node_stats(args.quick))
         report.run("Partition of large nodes", lambda: section_partition(args.quick))
+        report.run("Leaf values of a forest batch", lambda: section_leaf_values(args.quick))
         report.run("Device-to-host transfers during a tree fit",
                    lambda: section_transfers(args.quick))
         report.run("Randomized SVD", lambda: section_svd(args.quick))

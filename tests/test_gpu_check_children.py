@@ -85,3 +85,16 @@ def test_the_partition_rows_check_the_partition(gpu_check, monkeypatch):
         (layout, k) for layout in ("contiguous", "scattered") for k in (1, 4, 32)]
     assert all(r["stable, left counts right"] for r in rows)
     assert rows[0]["parts"] > 1 and rows[2]["parts"] == 1
+
+
+def test_the_leaf_value_rows_agree_with_scatter_adds(gpu_check):
+    # the section's rows on the emulated device: the ordered sums and the scatter-adds
+    # give the same leaf values, for shallow and deep trees
+    import numpy as np
+
+    from gpurpo.backend import EMULATED
+
+    rows = gpu_check.leaf_value_rows(EMULATED, np, np.random.default_rng(0), 600, 5, 3,
+                                     (4, 200), lambda fn: (fn(), 1e-3)[1])
+    assert [r["leaves per tree"] for r in rows] == [4, 200]
+    assert all(r["agree within 1e-9"] for r in rows)

@@ -45,7 +45,7 @@ from gpurpo.backend import Backend, bincount, segment_positions
 from gpurpo.tree import kernels
 
 __all__ = ["stacked_leaf_values_csr", "stacked_leaf_values_dense", "ordered_leaf_sums",
-           "ordered_leaf_sums_csr", "MAX_ENTRIES"]
+           "ordered_leaf_sums_csr", "require_index_room", "MAX_ENTRIES"]
 
 #: Entries (stored outputs of in-tree samples) labelled in one group of trees: about
 #: 40 bytes each in keys, values and the sort's scratch.
@@ -158,7 +158,20 @@ def stacked_leaf_values_csr(
         (sums * inv[entry_row], (keys % d).astype(index_type), out_indptr.astype(index_type)),
         shape=(n_rows, d),
     )
+    require_index_room(values, int(keys.shape[0]), "the leaf values of a batch of trees")
     return values, offsets
+
+
+def require_index_room(matrix: Any, nnz: int, what: str) -> None:
+    """Raise unless the index arrays of the CSR ``matrix`` built from ``nnz`` stored
+    entries can hold them: CuPy before 14.3 casts a CSR matrix's indices to int32,
+    which wraps past 2**31 - 1 entries (SciPy and later CuPy keep int64)."""
+    if nnz > np.iinfo(np.int32).max and np.dtype(matrix.indptr.dtype) == np.int32:
+        raise ValueError(
+            f"{what} hold {nnz:,} stored entries, more than the 2**31 - 1 that this "
+            f"{type(matrix).__module__.split('.')[0]} CSR matrix indexes (int32 indices; "
+            "CuPy keeps int64 ones from version 14.3): grow fewer trees per batch "
+            "(batch_size), or install CuPy 14.3 or later")
 
 
 def ordered_leaf_sums_csr(

@@ -34,7 +34,11 @@ from gpurpo.backend import Backend, bincount, to_host
 from gpurpo.tree import kernels
 from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
-from gpurpo.tree.batch_leaves import stacked_leaf_values_csr, stacked_leaf_values_dense
+from gpurpo.tree.batch_leaves import (
+    require_index_room,
+    stacked_leaf_values_csr,
+    stacked_leaf_values_dense,
+)
 
 __all__ = ["LeafValues", "leaf_values", "relabelling_outputs", "stack_leaf_values", "SPARSE_OUTPUT_DENSITY"]
 
@@ -220,5 +224,7 @@ def stack_leaf_values(parts: list[LeafValues], backend: Backend) -> tuple[Any, n
         if backend.name == "numpy":
             shape = (int(sizes.sum()), int(mats[0].shape[1]))
             return sp.csr_matrix(stack_csr_arrays(mats), shape=shape), offsets
-        return backend.sparse.vstack(mats, format="csr"), offsets
+        stacked = backend.sparse.vstack(mats, format="csr")
+        require_index_room(stacked, sum(int(m.nnz) for m in mats), "the stacked leaf values")
+        return stacked, offsets
     return xp.concatenate(arrays, axis=0), offsets

@@ -22,6 +22,7 @@ from gpurpo.ensemble.forest import growth
 from gpurpo.tree import kernels
 from gpurpo.tree.batch_leaves import (
     ordered_leaf_sums,
+    require_index_room,
     stacked_leaf_values_csr,
     stacked_leaf_values_dense,
 )
@@ -244,3 +245,18 @@ def test_forest_on_the_emulated_backend_labels_batches_at_once(labels, monkeypat
             expected, got = expected.toarray(), got.toarray()
         np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
     assert calls and sum(calls) == 12  # every tree labelled by the batch path, none by the CPU's
+
+
+def test_more_entries_than_int32_indices_hold_are_refused():
+    # CuPy before 14.3 casts a CSR matrix's indices to int32: past 2**31 - 1 entries
+    # its index pointers wrap, and the leaf values would be silently wrong
+    class Int32Csr:
+        indptr = np.zeros(3, dtype=np.int32)
+
+    class Int64Csr:
+        indptr = np.zeros(3, dtype=np.int64)
+
+    with pytest.raises(ValueError, match="2,147,483,648 stored entries.*CuPy 14.3"):
+        require_index_room(Int32Csr(), 2**31, "the leaf values")
+    require_index_room(Int32Csr(), 2**31 - 1, "the leaf values")
+    require_index_room(Int64Csr(), 2**31, "the leaf values")

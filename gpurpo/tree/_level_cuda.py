@@ -59,9 +59,9 @@ def split(backend: Backend, codes: Any, row_ptr: Any, row_features: Any, row_cod
     n_eval = n_front - int(n_sub)
     if n_eval == 0:
         return
+    _check_parts(parts, part_min)
     attrs = backend.device_attributes()
-    if int(attrs["warp_size"]) != 32:
-        raise RuntimeError(f"tree_level_split assumes 32-thread warps, got {attrs['warp_size']}")
+    _require_32_thread_warps(attrs, "tree_level_split")
     block = launch_block(attrs, PARTITION_BLOCK)
     grid = max(1, min(n_eval * int(parts), partition_blocks(attrs)))
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_split")
@@ -73,6 +73,19 @@ def split(backend: Backend, codes: Any, row_ptr: Any, row_features: Any, row_cod
         _f64(min_impurity_decrease), _i32(width), node_feature, node_bin, node_missing_left,
         node_gain, node_pos, out_feature, out_bin, out_missing_left, out_n_left, scratch,
         _i64(parts), _i64(part_min), part_left))
+
+
+def _check_parts(parts: int, part_min: int) -> None:
+    """ValueError unless ``parts`` and ``part_min`` are positive (the kernels divide by
+    them)."""
+    if int(parts) < 1 or int(part_min) < 1:
+        raise ValueError(f"parts and part_min must be at least 1, got {parts} and {part_min}")
+
+
+def _require_32_thread_warps(attrs: dict, name: str) -> None:
+    """RuntimeError unless the device's warps have 32 threads (ballots, shuffles)."""
+    if int(attrs["warp_size"]) != 32:
+        raise RuntimeError(f"{name} assumes 32-thread warps, got {attrs['warp_size']}")
 
 
 def partition_blocks(attrs: dict) -> int:
@@ -96,8 +109,10 @@ def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: i
     """``tree_level_children``: one block for the children and the next frontier, and
     with ``parts`` > 1 the blocks that fill the device after it, which place the samples
     of the nodes partitioned in parts."""
+    _check_parts(parts, part_min)
     attrs = backend.device_attributes()
-    block = min(CHILDREN_BLOCK, int(attrs["max_threads_per_block"]))
+    _require_32_thread_warps(attrs, "tree_level_children")
+    block = launch_block(attrs, CHILDREN_BLOCK)
     n_eval = int(front.shape[0]) - int(n_sub)
     placing = min(n_eval * int(parts), partition_blocks(attrs)) if int(parts) > 1 else 0
     kernel = backend.load_module("tree_level.cu").get_function("tree_level_children")

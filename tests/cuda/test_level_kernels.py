@@ -233,6 +233,13 @@ def test_nodes_partitioned_in_parts_end_as_in_one(seed, stored, parts):
             host = [np.asarray(backend.to_host(a)) for a in
                     (d_samples, f_out, b_out, ml_out, n_left, *d_table, *nxt)]
             results.append((backend.name, k, host))
+            if backend is EMULATED:  # the kernels divide by both
+                with pytest.raises(ValueError, match="parts and part_min must be at least 1"):
+                    level_kernels.launch(
+                        backend, "tree_level_split", c0, c1, c2, c3, c4, n_bins - 1, d_samples,
+                        d_front, n_sub, n_small, d_ranges, s0, s1, s2, s3, d_large, d_tree,
+                        d_root, 4, 0.0, 3, d_table[9], d_table[10], d_table[11], d_table[12],
+                        d_table[5], f_out, b_out, ml_out, n_left, d_scratch, k, 0, d_part_left)
     expected_samples, expected_left = partition_reference(
         codes, samples, ranges[n_sub:], *results[0][2][1:4], n_bins - 1)
     expected_left[results[0][2][1] < 0] = 0

@@ -24,6 +24,7 @@ from gpurpo import backend  # noqa: E402
 from gpurpo.testing import ptxas  # noqa: E402
 from gpurpo.testing.nvrtc import compile_ptx  # noqa: E402
 from gpurpo.tree import _kernels_cuda as launch  # noqa: E402
+from gpurpo.tree import _level_cuda as level_launch  # noqa: E402
 
 try:
     ptxas.ptxas_path()
@@ -33,7 +34,8 @@ except ptxas.PtxasUnavailableError as exc:  # pragma: no cover - CI installs the
 GPUS = {"sm_80": "compute_80", "sm_90": "compute_90"}
 SOURCES = sorted(p.name for p in backend.kernel_dir().glob("*.cu"))
 
-# The most threads per block each launcher asks for (gpurpo/tree/_kernels_cuda.py);
+# The most threads per block each launcher asks for (gpurpo/tree/_kernels_cuda.py,
+# gpurpo/tree/_level_cuda.py);
 # kernels not listed launch ELEMENTWISE_BLOCK threads.
 LAUNCH_BLOCK = {
     # blocks that opt in to more shared memory are wider, up to the device's limit
@@ -45,6 +47,9 @@ LAUNCH_BLOCK = {
     "tree_grow_subtrees": launch.SPLIT_MAX_THREADS,
     "tree_score_histograms": launch.SCORE_BLOCK,
     "tree_score_best_slot": launch.SCORE_BLOCK,
+    "tree_level_split": launch.PARTITION_BLOCK,
+    "tree_level_children": level_launch.CHILDREN_BLOCK,
+    "tree_best_first_select": level_launch.CHILDREN_BLOCK,
 }
 
 

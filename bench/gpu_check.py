@@ -617,12 +617,12 @@ def section_partition(quick: bool) -> str:
             "allocations of a level included).\n\n" + _table(rows))
 
 
-def leaf_value_rows(backend: Any, xp: Any, rng: Any, n: int, d: int, trees: int,
-                    leaf_counts: tuple[int, ...],
+def leaf_value_rows(backend: Any, xp: Any, rng: Any, n: int, trees: int,
+                    cases: tuple[tuple[int, int], ...],
                     timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
-    """Times the dense leaf values of a batch of ``trees`` trees over ``n`` samples and
-    ``d`` float32 outputs (:func:`gpurpo.tree.batch_leaves.stacked_leaf_values_dense`:
-    a stable sort and ordered sums, the CPU's bits) for trees of ``leaf_counts`` leaves,
+    """Times the dense leaf values of a batch of ``trees`` trees over ``n`` samples
+    (:func:`gpurpo.tree.batch_leaves.stacked_leaf_values_dense`: a stable sort and
+    ordered sums, the CPU's bits) for ``cases`` of (leaves per tree, float32 outputs),
     against per-tree scatter-adds (``xp.add.at``: atomics, the sums in any order) of
     the same values, and checks that the two agree within 1e-9. Bootstrap counts as
     weights. ``xp`` and ``backend`` are CuPy's (the emulated device's in the tests),
@@ -631,10 +631,10 @@ def leaf_value_rows(backend: Any, xp: Any, rng: Any, n: int, d: int, trees: int,
 
     from gpurpo.tree.batch_leaves import stacked_leaf_values_dense
 
-    Y = xp.asarray(rng.standard_normal((n, d)).astype(np.float32))
     weights = xp.asarray(rng.poisson(1.0, size=(trees, n)).astype(np.float32))
     rows = []
-    for n_leaves in leaf_counts:
+    for n_leaves, d in cases:
+        Y = xp.asarray(rng.standard_normal((n, d)).astype(np.float32))
         leaf = xp.asarray(rng.integers(0, n_leaves, size=(trees, n)).astype(np.int32))
         leaf = xp.where(weights > 0, leaf, -1)
         counts = np.full(trees, n_leaves, dtype=np.int64)
@@ -674,12 +674,13 @@ def section_leaf_values(quick: bool) -> str:
     from gpurpo.backend import CUPY
 
     n = 310_000 if quick else 1_000_000
-    rows = leaf_value_rows(CUPY, cupy, np.random.default_rng(4), n, 101, 8,
-                           (64, 4096, n // 3), _time_gpu)
+    rows = leaf_value_rows(CUPY, cupy, np.random.default_rng(4), n, 8,
+                           ((64, 5), (64, 101), (4096, 101), (n // 3, 101)), _time_gpu)
     cupy.get_default_memory_pool().free_all_blocks()
-    return ("The dense leaf values of a forest batch (8 trees, 101 float32 outputs, "
-            "bootstrap counts): one stable sort of the (tree, sample) pairs by leaf and "
-            "ordered sums (`tree_segment_row_sums`, the CPU's bits), against per-tree "
+    return ("The dense leaf values of a forest batch (8 trees, float32 outputs, bootstrap "
+            "counts): one stable sort of the (tree, sample) pairs by leaf and ordered sums "
+            "(`tree_segment_row_sums`, the CPU's bits: one thread per (leaf, output), so "
+            "few long leaves of few outputs are its slowest case), against per-tree "
             "scatter-adds (atomics), for shallow trees, medium ones and fully grown ones "
             "(about 3 samples a leaf).\n\n" + _table(rows))
 

@@ -94,7 +94,7 @@ def test_the_leaf_value_rows_agree_with_scatter_adds(gpu_check):
 
     from gpurpo.backend import EMULATED
 
-    rows = gpu_check.leaf_value_rows(EMULATED, np, np.random.default_rng(0), 600, 5, 3,
-                                     (4, 200), lambda fn: (fn(), 1e-3)[1])
-    assert [r["leaves per tree"] for r in rows] == [4, 200]
+    rows = gpu_check.leaf_value_rows(EMULATED, np, np.random.default_rng(0), 600, 3,
+                                     ((4, 2), (200, 5)), lambda fn: (fn(), 1e-3)[1])
+    assert [(r["leaves per tree"], r["outputs"]) for r in rows] == [(4, 2), (200, 5)]
     assert all(r["agree within 1e-9"] for r in rows)

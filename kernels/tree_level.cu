@@ -464,7 +464,8 @@ __device__ void level_place_parts(
     }
 }
 
-// Block 0: every thread takes a contiguous chunk of the frontier, first sums the
+// Block 0: every thread takes a contiguous chunk of the frontier's evaluated nodes
+// (after its n_sub subtree roots), first sums the
 // part counts of its nodes partitioned in parts into n_left, counts
 // (pass 1), thread 0 turns the per-thread counts into offsets, and every
 // thread writes its chunk's children and next-frontier entries (pass 2) in
@@ -517,11 +518,12 @@ extern "C" __global__ void tree_level_children(
     const LevelRules r = {subtree_size, small_size, min_split, max_depth};
     const int tid = threadIdx.x;
     const int nthreads = blockDim.x < LEVEL_MAX_THREADS ? blockDim.x : LEVEL_MAX_THREADS;
-    const long long chunk = (n_front + nthreads - 1) / nthreads;
-    const long long lo = tid < nthreads ? (long long)tid * chunk : n_front;
+    // chunks of the evaluated nodes only: the subtree roots before them add nothing
+    const long long chunk = (n_front - n_sub + nthreads - 1) / nthreads;
+    const long long lo = tid < nthreads ? n_sub + (long long)tid * chunk : n_front;
     const long long hi = lo + chunk < n_front ? lo + chunk : n_front;
     // the left counts of the nodes partitioned in parts: the sums of their parts'
-    for (long long i = lo < n_sub ? n_sub : lo; i < hi; ++i) {
+    for (long long i = lo; i < hi; ++i) {
         const long long e = i - n_sub;
         if (dec_feature[e] < 0) continue;
         const long long k = level_parts(ranges[2 * i + 1] - ranges[2 * i], parts, part_min);

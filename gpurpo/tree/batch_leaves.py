@@ -45,7 +45,8 @@ from gpurpo.backend import Backend, bincount, segment_positions
 from gpurpo.tree import kernels
 
 __all__ = ["stacked_leaf_values_csr", "stacked_leaf_values_dense", "ordered_leaf_sums",
-           "ordered_leaf_sums_csr", "require_index_room", "MAX_ENTRIES"]
+           "ordered_leaf_sums_csr", "inverse_leaf_weights", "require_index_room",
+           "MAX_ENTRIES"]
 
 #: Entries (stored outputs of in-tree samples) labelled in one group of trees: about
 #: 40 bytes each in keys, values and the sort's scratch.
@@ -150,7 +151,7 @@ def stacked_leaf_values_csr(
     d = int(Y.shape[1])
     n_rows = int(leaf_weight.shape[0])
     entry_row = keys // d
-    inv = xp.where(leaf_weight > 0, 1.0 / xp.where(leaf_weight > 0, leaf_weight, 1.0), 0.0)
+    inv = inverse_leaf_weights(xp, leaf_weight)
     out_indptr = xp.zeros(n_rows + 1, dtype=xp.int64)
     out_indptr[1:] = xp.cumsum(bincount(xp, entry_row, n_rows))
     index_type = xp.int32 if max(n_rows, d, int(keys.shape[0])) < 2**31 else xp.int64
@@ -160,6 +161,12 @@ def stacked_leaf_values_csr(
     )
     require_index_room(values, int(keys.shape[0]), "the leaf values of a batch of trees")
     return values, offsets
+
+
+def inverse_leaf_weights(xp: Any, leaf_weight: Any) -> Any:
+    """``1 / W`` of every leaf, 0 for a leaf without weight: the factor by which its
+    sums become its values (float64, as the CPU computes it)."""
+    return xp.where(leaf_weight > 0, 1.0 / xp.where(leaf_weight > 0, leaf_weight, 1.0), 0.0)
 
 
 def require_index_room(matrix: Any, nnz: int, what: str) -> None:
@@ -305,5 +312,5 @@ def stacked_leaf_values_dense(
     """
     xp = backend.xp
     leaf_weight, sums, offsets = ordered_leaf_sums(Y, leaf_of_sample, weights, n_leaves, backend)
-    inv = xp.where(leaf_weight > 0, 1.0 / xp.where(leaf_weight > 0, leaf_weight, 1.0), 0.0)
+    inv = inverse_leaf_weights(xp, leaf_weight)
     return sums * inv[:, None], offsets

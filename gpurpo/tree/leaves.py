@@ -35,6 +35,7 @@ from gpurpo.tree import kernels
 from gpurpo.tree._dense_csr import dense_to_csr
 from gpurpo.tree._sparse_leaves import leaf_values_csr, stack_csr_arrays
 from gpurpo.tree.batch_leaves import (
+    inverse_leaf_weights,
     require_index_room,
     stacked_leaf_values_csr,
     stacked_leaf_values_dense,
@@ -137,7 +138,7 @@ def leaf_values(
     inside = leaf >= 0
     w = xp.where(inside, w, 0.0)
     w_leaf = bincount(xp, xp.where(inside, leaf, 0), int(n_leaves), weights=w)
-    inv = xp.where(w_leaf > 0, 1.0 / xp.where(w_leaf > 0, w_leaf, 1.0), 0.0)
+    inv = inverse_leaf_weights(xp, w_leaf)
     sparse_y = backend.issparse(Y)
     sparse_out = storage == "sparse" or (storage == "auto" and sparse_y)
     if sparse_out:

@@ -6,8 +6,9 @@
 // a level's frontier is a list of node ids ordered by the path that evaluates
 // each node (subtree roots, then small nodes, then large ones), with their
 // fields gathered in the launch batch (ranges, tree, seed, depth, pos). Per level:
-//   * tree_level_features  draws each large node's candidate features in its
-//                          visiting order, with the Extra-Trees uniforms;
+//   * tree_level_large_setup  the large nodes' statistics (purity, Q) and their
+//                          candidate features in their visiting order, with the
+//                          Extra-Trees uniforms;
 //   * tree_level_split     merges the small and large nodes' choices into the
 //                          table (min_impurity_decrease applied; a node whose
 //                          candidates were all constant keeps its place and
@@ -23,6 +24,7 @@
 
 #include "block_partition.cuh"
 #include "csr_rows.cuh"
+#include "node_stats.cuh"
 #include "tree_choice.cuh"
 #include "tree_random.cuh"
 
@@ -32,65 +34,84 @@
 #define LEVEL_COUNTERS 7
 #define LEVEL_MAX_THREADS 256
 
-// One thread per node: positions pos .. pos + width - 1 of the node's visiting
-// order (feature -1 from position p on), their positions, and with
-// random_split the uniforms uniform_at(seed, position). With ``natural`` (all p
-// features, width p): feature j in slot j, with the position at which the node
-// visits it.
-extern "C" __global__ void tree_level_features(
-    const unsigned long long* __restrict__ seed, const long long* __restrict__ pos,
-    long long n_nodes, int width, int p, int random_split, int natural,
+// Node i's positions pos .. pos + width - 1 of its visiting order (feature -1 from
+// position p on), their positions, and with random_split the uniforms
+// uniform_at(seed, position). With ``natural`` (all p features, width p): feature j
+// in slot j, with the position at which the node visits it.
+__device__ __forceinline__ void level_draw_features(
+    long long i, const unsigned long long* __restrict__ seed, const long long* __restrict__ pos,
+    int width, int p, int random_split, int natural, int lo, int hi,
     int* __restrict__ out_features, long long* __restrict__ out_positions,
     double* __restrict__ out_uniforms)
 {
+    const unsigned long long s = seed[i];
+    unsigned long long keys[SPLIT_N_ROUNDS];
+    int order[SPLIT_SMALL_P];
+    if (p <= SPLIT_SMALL_P) {
+        // the features sorted by hash64(round_key(seed, 0) ^ f) (all distinct)
+        const unsigned long long key = split_round_key(s, 0);
+        unsigned long long h[SPLIT_SMALL_P];
+        for (int f = 0; f < p; ++f) {
+            const unsigned long long hf = split_hash64(key ^ (unsigned long long)f);
+            int z = f - 1;
+            while (z >= 0 && h[z] > hf) {
+                h[z + 1] = h[z];
+                order[z + 1] = order[z];
+                --z;
+            }
+            h[z + 1] = hf;
+            order[z + 1] = f;
+        }
+    } else {
+        for (int r = 0; r < SPLIT_N_ROUNDS; ++r) keys[r] = split_round_key(s, r);
+    }
+    for (int j = 0; j < width; ++j) {
+        const long long o = i * (long long)width + j;
+        long long at;
+        int f;
+        if (natural) {
+            f = j;
+            at = -1;
+            if (p <= SPLIT_SMALL_P) {
+                for (int r = 0; r < p; ++r)
+                    if (order[r] == j) at = r;
+            } else {
+                at = split_feature_position(keys, j, p, lo, hi);
+            }
+        } else {
+            at = pos[i] + j;
+            f = -1;
+            if (at < p) f = p <= SPLIT_SMALL_P ? order[at] : split_feature_at(keys, at, p, lo, hi);
+        }
+        out_features[o] = f;
+        out_positions[o] = at;
+        if (random_split) out_uniforms[o] = split_uniform_at(s, at);
+    }
+}
+
+// The node statistics of a level's large nodes (node_stats_tasks: tree_node_stats's
+// blocks and tasks) and, one thread per row after them, the candidate features of
+// n_draws rows (the large nodes, then the helpers: level_draw_features), in one launch.
+extern "C" __global__ void tree_level_large_setup(
+    const int* __restrict__ sample_indices, const long long* __restrict__ node_ranges,
+    const int* __restrict__ node_tree, const float* __restrict__ weights,
+    const float* __restrict__ targets, long long n, int n_trees, int m, long long n_nodes,
+    int blocks_per_node, double* partial_q, int* partial_differs,
+    unsigned int* __restrict__ node_done, unsigned char* __restrict__ out_impure,
+    double* __restrict__ out_q, const unsigned long long* __restrict__ seed,
+    const long long* __restrict__ pos, long long n_draws, int width, int p, int random_split,
+    int natural, int* __restrict__ out_features, long long* __restrict__ out_positions,
+    double* __restrict__ out_uniforms)
+{
+    node_stats_tasks(sample_indices, node_ranges, node_tree, weights, targets, n, n_trees, m,
+                     n_nodes, blocks_per_node, partial_q, partial_differs, node_done,
+                     out_impure, out_q);
     int lo, hi;
     split_feistel_params(p, &lo, &hi);
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_nodes; i += stride) {
-        const unsigned long long s = seed[i];
-        unsigned long long keys[SPLIT_N_ROUNDS];
-        int order[SPLIT_SMALL_P];
-        if (p <= SPLIT_SMALL_P) {
-            // the features sorted by hash64(round_key(seed, 0) ^ f) (all distinct)
-            const unsigned long long key = split_round_key(s, 0);
-            unsigned long long h[SPLIT_SMALL_P];
-            for (int f = 0; f < p; ++f) {
-                const unsigned long long hf = split_hash64(key ^ (unsigned long long)f);
-                int z = f - 1;
-                while (z >= 0 && h[z] > hf) {
-                    h[z + 1] = h[z];
-                    order[z + 1] = order[z];
-                    --z;
-                }
-                h[z + 1] = hf;
-                order[z + 1] = f;
-            }
-        } else {
-            for (int r = 0; r < SPLIT_N_ROUNDS; ++r) keys[r] = split_round_key(s, r);
-        }
-        for (int j = 0; j < width; ++j) {
-            const long long o = i * (long long)width + j;
-            long long at;
-            int f;
-            if (natural) {
-                f = j;
-                at = -1;
-                if (p <= SPLIT_SMALL_P) {
-                    for (int r = 0; r < p; ++r)
-                        if (order[r] == j) at = r;
-                } else {
-                    at = split_feature_position(keys, j, p, lo, hi);
-                }
-            } else {
-                at = pos[i] + j;
-                f = -1;
-                if (at < p) f = p <= SPLIT_SMALL_P ? order[at] : split_feature_at(keys, at, p, lo, hi);
-            }
-            out_features[o] = f;
-            out_positions[o] = at;
-            if (random_split) out_uniforms[o] = split_uniform_at(s, at);
-        }
-    }
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_draws; i += stride)
+        level_draw_features(i, seed, pos, width, p, random_split, natural, lo, hi, out_features,
+                            out_positions, out_uniforms);
 }
 
 // The choice (f, b, ml, gain) of evaluated frontier node e (frontier position

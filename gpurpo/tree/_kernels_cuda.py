@@ -56,6 +56,7 @@ __all__ = [
     "histograms",
     "node_stats",
     "node_stats_blocks",
+    "node_stats_launch",
     "partition",
     "split_small_nodes",
     "grow_subtrees",
@@ -330,28 +331,33 @@ def node_stats(
     """``tree_node_stats``: :func:`node_stats_blocks` blocks per node (purity by
     barrier-OR, Q by a tree reduction; with several, the node's last block adds their
     partial sums in block order)."""
-    xp = backend.xp
     n_nodes = int(node_ranges.shape[0])
     if n_nodes == 0:
         return
+    grid, block, tasks = node_stats_launch(backend, n_nodes, node_done, targets, weights)
+    kernel = backend.load_module("tree_node_stats.cu").get_function("tree_node_stats")
+    kernel((grid,), (block,), (sample_indices, node_ranges, node_tree, weights, targets, *tasks,
+                               node_done, out_impure, out_q))
+
+
+def node_stats_launch(backend: Backend, n_nodes: int, node_done: Any, targets: Any,
+                      weights: Any, n_threads: int = 0) -> tuple[int, int, tuple]:
+    """(grid, block, arguments from ``n`` to ``partial_differs``) of a launch of
+    ``node_stats_tasks`` (``kernels/node_stats.cuh``) on ``n_nodes`` nodes
+    (:func:`node_stats_blocks` blocks each), with at least ``n_threads`` threads in all
+    when the grid's cap allows."""
+    xp = backend.xp
     n_trees, m = int(targets.shape[1]), int(targets.shape[2])
     attrs = backend.device_attributes()
     block = _power_of_two_block(attrs, NODE_STATS_BLOCK)
     per_node = node_stats_blocks(attrs, n_nodes, int(node_done.shape[0]) >= n_nodes)
     n_tasks = n_nodes * per_node
-    grid = max(1, min(n_tasks, int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM))
+    grid = max(1, min(max(n_tasks, -(-int(n_threads) // block)),
+                      int(attrs["multiprocessor_count"]) * NODE_STATS_BLOCKS_PER_SM))
     partial_q = xp.empty(n_tasks if per_node > 1 else 1, dtype=xp.float64)
     partial_differs = xp.empty(n_tasks if per_node > 1 else 1, dtype=xp.int32)
-    kernel = backend.load_module("tree_node_stats.cu").get_function("tree_node_stats")
-    kernel(
-        (grid,),
-        (block,),
-        (
-            sample_indices, node_ranges, node_tree, weights, targets, _i64(weights.shape[1]),
-            _i32(n_trees), _i32(m), _i64(n_nodes), _i32(per_node), partial_q, partial_differs,
-            node_done, out_impure, out_q,
-        ),
-    )
+    return grid, block, (_i64(weights.shape[1]), _i32(n_trees), _i32(m), _i64(n_nodes),
+                         _i32(per_node), partial_q, partial_differs)
 
 
 # --------------------------------------------------------------------------

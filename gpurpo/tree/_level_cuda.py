@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from gpurpo.backend import Backend, launch_block, launch_grid_stride
-from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM
+from gpurpo.tree._kernels_cuda import PARTITION_BLOCK, PARTITION_BLOCKS_PER_SM, node_stats_launch
 
-__all__ = ["features", "split", "partition_blocks", "children", "roots", "subtract", "leaf_marks_table",
+__all__ = ["large_setup", "split", "partition_blocks", "children", "roots", "subtract", "leaf_marks_table",
            "leaf_marks_state", "leaf_marks_subtrees", "place", "best_first_select",
            "CHILDREN_BLOCK"]
 
@@ -33,12 +33,23 @@ def _elementwise(backend: Backend, name: str, n_items: int, args: tuple) -> None
     launch_grid_stride(backend, "tree_level.cu", name, n_items, args)
 
 
-def features(backend: Backend, seed: Any, pos: Any, p: int, random_split: int, natural: int,
-             out_features: Any, out_positions: Any, out_uniforms: Any) -> None:
-    """``tree_level_features``: one thread per node."""
-    n_nodes, width = (int(s) for s in out_features.shape)
-    _elementwise(backend, "tree_level_features", n_nodes, (
-        seed, pos, _i64(n_nodes), _i32(width), _i32(p), _i32(random_split), _i32(natural),
+def large_setup(backend: Backend, sample_indices: Any, node_ranges: Any, node_tree: Any,
+                weights: Any, targets: Any, node_done: Any, seed: Any, pos: Any, p: int,
+                random_split: int, natural: int, out_impure: Any, out_q: Any,
+                out_features: Any, out_positions: Any, out_uniforms: Any) -> None:
+    """``tree_level_large_setup``: the blocks and tasks of ``tree_node_stats``
+    (:func:`~gpurpo.tree._kernels_cuda.node_stats_blocks` blocks per node), then one
+    thread per row of ``out_features`` over the whole grid."""
+    n_nodes = int(node_ranges.shape[0])
+    n_draws, width = (int(s) for s in out_features.shape)
+    if n_nodes == 0 and n_draws == 0:
+        return
+    grid, block, tasks = node_stats_launch(backend, n_nodes, node_done, targets, weights,
+                                           n_draws)
+    kernel = backend.load_module("tree_level.cu").get_function("tree_level_large_setup")
+    kernel((grid,), (block,), (
+        sample_indices, node_ranges, node_tree, weights, targets, *tasks, node_done, out_impure,
+        out_q, seed, pos, _i64(n_draws), _i32(width), _i32(p), _i32(random_split), _i32(natural),
         out_features, out_positions, out_uniforms))
 
 

@@ -198,14 +198,8 @@ class _DeviceBestFirst(_DeviceGrower):
         ranges, tree, seed, _, pos = (a[first:] for a in self.batch)
         n_rows = n_large + self.n_helpers
         hist = self._pool_rows(n_rows)
-        impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
-                                       tree[:n_large], self.weights, self.targets,
-                                       node_done=self.score_done)
-        feats = xp.empty((n_rows, self.p), dtype=xp.int32)
-        positions = xp.empty((n_rows, self.p), dtype=xp.int64)
-        uniforms = xp.empty((n_rows, self.p) if self.random_split else (1, 1), dtype=xp.float64)
-        level_kernels.launch(backend, "tree_level_features", seed[:n_rows], pos[:n_rows],
-                             self.p, int(self.random_split), 1, feats, positions, uniforms)
+        impure, q, feats, positions, uniforms = self._large_setup(
+            ranges[:n_large], tree[:n_large], seed[:n_rows], pos[:n_rows], True)
         direct = slice(n_derived, n_rows)
         histogram.node_histograms(
             self.binned, kernels.NodeBatch(self.sample_indices, ranges[direct], tree[direct]),

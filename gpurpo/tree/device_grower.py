@@ -18,8 +18,9 @@ State of a batch (all on the device):
   ``tree_grow_subtrees`` (their outputs stay on the device until the end),
   nodes of at most ``small_node_size`` samples are split exactly by
   ``tree_split_small``, larger ones from histograms of their candidate
-  features (drawn on the device by ``tree_level_features``), scored and reduced
-  to each node's best slot in one launch by ``tree_score_best_slot``.
+  features (drawn on the device by ``tree_level_large_setup``, in the launch
+  that sums the nodes' statistics), scored and reduced to each node's best
+  slot in one launch by ``tree_score_best_slot``.
 
 With all ``p`` features, the histograms of a level's large nodes are kept
 (within ``max_histogram_bytes``, as the host grower keeps them) and the
@@ -489,19 +490,11 @@ class _DeviceGrower:
         """
         xp, backend = self.xp, self.backend
         ranges, tree, seed, _, pos = (a[first:] for a in self.batch)
-        impure, q = kernels.node_stats(backend, self.sample_indices, ranges[:n_large],
-                                       tree[:n_large], self.weights, self.targets,
-                                       node_done=self.score_done)
         all_features = self.k >= self.p
         n_helpers = self.n_helpers if all_features else 0
         n_rows = n_large + n_helpers
-        feats = xp.empty((n_rows, self.width), dtype=xp.int32)
-        positions = xp.empty((n_rows, self.width), dtype=xp.int64)
-        uniforms = xp.empty((n_rows, self.width) if self.random_split else (1, 1),
-                            dtype=xp.float64)
-        level_kernels.launch(backend, "tree_level_features", seed[:n_rows], pos[:n_rows],
-                             self.p, int(self.random_split), int(all_features), feats,
-                             positions, uniforms)
+        impure, q, feats, positions, uniforms = self._large_setup(
+            ranges[:n_large], tree[:n_large], seed[:n_rows], pos[:n_rows], all_features)
         budget = self.params.max_histogram_bytes // (2 * histogram.histogram_bytes(
             1, self.p, self.binned.n_bins, self.channels))
         keep = all_features and n_rows <= budget
@@ -533,6 +526,27 @@ class _DeviceGrower:
             parts.append(self._best_slots(h, feats[c], positions[c], pos[c], q[c], impure[c],
                                           uniforms[c] if self.random_split else None))
         return (parts[0] if len(parts) == 1 else xp.concatenate(parts)), keep
+
+    def _large_setup(self, ranges: Any, tree: Any, seed: Any, pos: Any,
+                     natural: bool) -> tuple[Any, ...]:
+        """``tree_level_large_setup``: (impure, q) of the large nodes of ``ranges`` and
+        ``tree``, and (features, positions, uniforms) of the ``width`` slots of the rows
+        of ``seed`` and ``pos`` (the large nodes, then the helpers), in one launch."""
+        xp = self.xp
+        n_large, n_rows = int(ranges.shape[0]), int(seed.shape[0])
+        impure = xp.empty(n_large, dtype=xp.uint8)
+        q = xp.empty(n_large, dtype=xp.float64)
+        feats = xp.empty((n_rows, self.width), dtype=xp.int32)
+        positions = xp.empty((n_rows, self.width), dtype=xp.int64)
+        uniforms = xp.empty((n_rows, self.width) if self.random_split else (1, 1),
+                            dtype=xp.float64)
+        node_done = (xp.empty(0, dtype=xp.uint32) if self.score_done is None
+                     else self.score_done)
+        level_kernels.launch(self.backend, "tree_level_large_setup", self.sample_indices,
+                             ranges, tree, self.weights, self.targets, node_done, seed, pos,
+                             self.p, int(self.random_split), int(natural), impure, q, feats,
+                             positions, uniforms)
+        return impure, q, feats, positions, uniforms
 
     def _best_slots(self, hist: Any, feats: Any, positions: Any, pos: Any, q: Any,
                     impure: Any, uniforms: Any) -> Any:

@@ -20,12 +20,17 @@ launch batch holds its frontier nodes' ``ranges`` int64 (F, 2) (start, stop),
 
 Kernel contracts
 ----------------
-``tree_level_features(seed, pos, p, random_split, natural, out_features, out_positions, out_uniforms)``
-    seed         uint64  (N,), pos int64 (N,)  the nodes' seeds and first positions
-    out_features int32   (N, W)        ``feature_at(seed[i], pos[i] + j, p)``
+``tree_level_large_setup(sample_indices, node_ranges, node_tree, weights, targets, node_done, seed, pos, p, random_split, natural, out_impure, out_q, out_features, out_positions, out_uniforms)``
+    The statistics of N large nodes and the candidate features of R >= N rows (the
+    large nodes, then the helpers), in one launch.
+    sample_indices .. out_q            as ``tree_node_stats`` (:mod:`gpurpo.tree.kernels`,
+                                       N = ``node_ranges`` rows; ``node_done``: its
+                                       counters, or empty for one block per node)
+    seed         uint64  (R,), pos int64 (R,)  the rows' seeds and first positions
+    out_features int32   (R, W)        ``feature_at(seed[i], pos[i] + j, p)``
                                        (:mod:`gpurpo.tree._random`), -1 from position p on
-    out_positions int64  (N, W)        ``pos[i] + j``
-    out_uniforms float64 (N, W)        ``uniform_at(seed[i], out_positions[i, j])`` (written
+    out_positions int64  (R, W)        ``pos[i] + j``
+    out_uniforms float64 (R, W)        ``uniform_at(seed[i], out_positions[i, j])`` (written
                                        only with ``random_split``)
     With ``natural`` (W = p, ``pos`` not read): ``out_features[i, j] = j`` and
     ``out_positions[i, j]`` the position at which node i visits feature j (so that
@@ -194,7 +199,7 @@ from gpurpo.tree._numba import tree_best_first, tree_level
 __all__ = ["LEVEL_KERNEL_NAMES", "N_COUNTERS", "PART_MIN_SAMPLES", "partition_parts"]
 
 LEVEL_KERNEL_NAMES = (
-    "tree_level_features",
+    "tree_level_large_setup",
     "tree_level_split",
     "tree_level_children",
     "tree_level_roots",
@@ -212,7 +217,7 @@ N_COUNTERS = tree_level.N_COUNTERS
 #: a 256-thread block places 4,096 samples in 16 steps
 PART_MIN_SAMPLES = 4096
 
-register_kernel("tree_level_features", cpu=tree_level.features, cuda=_cuda.features)
+register_kernel("tree_level_large_setup", cpu=tree_level.large_setup, cuda=_cuda.large_setup)
 register_kernel("tree_level_split", cpu=tree_level.split, cuda=_cuda.split)
 register_kernel("tree_level_children", cpu=tree_level.children, cuda=_cuda.children)
 register_kernel("tree_level_roots", cpu=tree_level.roots, cuda=_cuda.roots)

@@ -54,11 +54,11 @@ PER_LEVEL = ("launches", "d2h", "h2d", "syncs")
 
 #: launches of a level: the split of the evaluated nodes (one kernel, which stages the
 #: splitting nodes' samples itself), children; one per subtree or small-node call; node
-#: statistics, feature draws, histograms (every cell written: no zeroing; the maxima of
-#: their fixed-point scales read once per growth), scores with best slots (one launch,
-#: its counters zeroed once per growth) for the large nodes (and a subtraction for
-#: derived ones: all features only)
-COMMON, SUBTREES, SMALL, LARGE, DERIVED = 2, 1, 1, 4, 1
+#: statistics with the feature draws (one launch), histograms (every cell written: no
+#: zeroing; the maxima of their fixed-point scales read once per growth), scores with
+#: best slots (one launch, its counters zeroed once per growth) for the large nodes (and
+#: a subtraction for derived ones: all features only)
+COMMON, SUBTREES, SMALL, LARGE, DERIVED = 2, 1, 1, 3, 1
 
 
 def _expected_launches(groups):

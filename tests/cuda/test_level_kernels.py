@@ -26,37 +26,66 @@ def _launch(backend, name, *args):
     return [np.asarray(backend.to_host(a)) if isinstance(a, np.ndarray) else a for a in dev]
 
 
+def _node_stats_reference(sample_indices, ranges, tree, weights, targets):
+    """Purity (any target differing from the first sample's) and Q = sum w ||y||^2."""
+    impure, q = [], []
+    for (start, stop), t in zip(ranges, tree):
+        y = targets[sample_indices[start:stop], t].astype(np.float64)
+        w = weights[t, sample_indices[start:stop]].astype(np.float64)
+        impure.append(int(stop > start and bool((y != y[0]).any())))
+        q.append(float((w * (y * y).sum(axis=1)).sum()))
+    return np.array(impure, np.uint8), np.array(q)
+
+
 @pytest.mark.parametrize("p", [1, 5, 32, 33, 100])
 @pytest.mark.parametrize("random_split", [0, 1])
 @pytest.mark.parametrize("natural", [0, 1])
-def test_features_follow_the_visiting_order(p, random_split, natural):
+def test_large_setup_gives_the_node_stats_and_the_visiting_order(p, random_split, natural):
     rng = np.random.default_rng(p)
-    n_nodes = 9
+    # 4 large nodes (one empty, one pure) and 5 helper rows
+    n_nodes, n_rows, n, n_trees, m = 4, 9, 700, 2, 3
     width = p if natural else 7
-    seed = rng.integers(0, 2**63, size=n_nodes, dtype=np.uint64)
-    pos = rng.integers(0, p + 2, size=n_nodes).astype(np.int64)
+    seed = rng.integers(0, 2**63, size=n_rows, dtype=np.uint64)
+    pos = rng.integers(0, p + 2, size=n_rows).astype(np.int64)
     if natural:
         # feature j in slot j, at the position where the node visits it
         order = feature_at(seed[:, None], np.arange(p)[None, :], p)
         at = np.argsort(order, axis=1)
-        expected_f = np.broadcast_to(np.arange(p), (n_nodes, p))
+        expected_f = np.broadcast_to(np.arange(p), (n_rows, p))
     else:
         at = pos[:, None] + np.arange(width)[None, :]
         expected_f = np.where(at < p, feature_at(seed[:, None], np.minimum(at, p - 1), p), -1)
     expected_u = uniform_at(seed[:, None], at)
+    sample_indices = rng.permutation(n).astype(np.int32)
+    ranges = np.array([[0, 400], [400, 400], [400, 430], [430, 700]], np.int64)
+    tree = np.array([0, 1, 1, 0], np.int32)
+    weights = rng.integers(0, 3, size=(n_trees, n)).astype(np.float32)
+    targets = rng.normal(size=(n, n_trees, m)).astype(np.float32)
+    targets[sample_indices[400:430], 1] = targets[sample_indices[400], 1]
+    expected_impure, expected_q = _node_stats_reference(sample_indices, ranges, tree, weights,
+                                                        targets)
+    assert list(expected_impure) == [1, 0, 0, 1]
     for backend in BACKENDS:
-        feats = np.full((n_nodes, width), -7, dtype=np.int32)
-        positions = np.zeros((n_nodes, width), dtype=np.int64)
-        uniforms = np.full((n_nodes, width) if random_split else (1, 1), -1.0)
-        _, _, _, _, _, feats, positions, uniforms = _launch(
-            backend, "tree_level_features", seed, pos, p, random_split, natural, feats, positions,
-            uniforms)
-        np.testing.assert_array_equal(feats, expected_f, err_msg=backend.name)
-        np.testing.assert_array_equal(positions, at, err_msg=backend.name)
-        if random_split:
-            np.testing.assert_array_equal(uniforms, expected_u, err_msg=backend.name)
-        else:
-            assert (uniforms == -1.0).all()
+        # a node_done of the nodes' counters: several CUDA blocks per node
+        for node_done in (np.zeros(0, np.uint32), np.zeros(n_nodes, np.uint32)):
+            impure = np.full(n_nodes, 7, dtype=np.uint8)
+            q = np.full(n_nodes, -1.0)
+            feats = np.full((n_rows, width), -7, dtype=np.int32)
+            positions = np.zeros((n_rows, width), dtype=np.int64)
+            uniforms = np.full((n_rows, width) if random_split else (1, 1), -1.0)
+            *_, done, _, _, _, _, _, impure, q, feats, positions, uniforms = _launch(
+                backend, "tree_level_large_setup", sample_indices, ranges, tree, weights,
+                targets, node_done, seed, pos, p, random_split, natural, impure, q, feats,
+                positions, uniforms)
+            np.testing.assert_array_equal(impure, expected_impure, err_msg=backend.name)
+            np.testing.assert_allclose(q, expected_q, rtol=1e-12, err_msg=backend.name)
+            assert not done.any()  # the counters are left at zero
+            np.testing.assert_array_equal(feats, expected_f, err_msg=backend.name)
+            np.testing.assert_array_equal(positions, at, err_msg=backend.name)
+            if random_split:
+                np.testing.assert_array_equal(uniforms, expected_u, err_msg=backend.name)
+            else:
+                assert (uniforms == -1.0).all()
 
 
 def _decide_reference(front, n_sub, n_small, small, large, tree, root_weight, n_scored, mid,

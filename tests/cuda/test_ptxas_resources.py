@@ -42,6 +42,7 @@ LAUNCH_BLOCK = {
     "tree_histograms_shared": 1024,
     "tree_histograms_global": launch.HIST_BLOCK,
     "tree_node_stats": launch.NODE_STATS_BLOCK,
+    "tree_level_large_setup": launch.NODE_STATS_BLOCK,
     "tree_partition": launch.PARTITION_BLOCK,
     "tree_split_small": launch.SPLIT_MAX_THREADS,
     "tree_grow_subtrees": launch.SPLIT_MAX_THREADS,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from gpurpo.tree._numba.tree_node_stats import launch as node_stats
 from gpurpo.tree._numba.tree_partition import partition, partition_rows, stored_code
 from gpurpo.tree._random import (
     N_ROUNDS,
@@ -27,6 +28,16 @@ from gpurpo.tree._random import (
 #: direct large nodes, rows of the subtree outputs, histogram helpers
 N_COUNTERS = 7
 _EPSILON = np.finfo(np.float64).eps
+
+
+def large_setup(sample_indices, node_ranges, node_tree, weights, targets, node_done, seed, pos,
+                p, random_split, natural, out_impure, out_q, out_features, out_positions,
+                out_uniforms):
+    """The large nodes' statistics (``tree_node_stats``: ``node_done`` is not read) and
+    the candidate features of the rows of ``out_features`` (:func:`features`)."""
+    node_stats(sample_indices, node_ranges, node_tree, weights, targets, node_done, out_impure,
+               out_q)
+    features(seed, pos, p, random_split, natural, out_features, out_positions, out_uniforms)
 
 
 @njit(parallel=True, cache=True)

@@ -373,13 +373,17 @@ __device__ __forceinline__ void level_batch_entry(
     next_pos[j] = pos;
 }
 
-// One thread: the roots of the T trees (tree t owns the next counts[t] positions
-// of the samples) into rows 0 .. T - 1 of the table, and the first frontier: the
-// roots grouped as subtree roots, small and large nodes (leaves left out), each
-// group in tree order, with their launch batch and sub_offsets (0, then the running
-// sum of 2 count - 1 over the subtree roots).
+// The roots of the T trees (tree t owns the next counts[t] positions of the
+// samples) into rows 0 .. T - 1 of the table, and the first frontier: the roots
+// grouped as subtree roots, small and large nodes (leaves left out), each group in
+// tree order, with their launch batch and sub_offsets (0, then the running sum of
+// 2 count - 1 over the subtree roots); all by thread 0. With n_counts 0, every tree
+// has all n_each samples of weight 1: root_weight[t] = n_each, and the threads of
+// the grid write sample_indices (t n_each + i: i) and weights (ones), grid-stride.
 extern "C" __global__ void tree_level_roots(
-    const long long* __restrict__ counts, const unsigned long long* __restrict__ seeds,
+    const long long* __restrict__ counts, long long n_counts, long long n_each,
+    const unsigned long long* __restrict__ seeds, double* __restrict__ root_weight,
+    int* __restrict__ sample_indices, float* __restrict__ weights,
     long long n_trees, long long subtree_size, long long small_size, long long min_split,
     int max_depth, long long* __restrict__ node_start, long long* __restrict__ node_stop,
     int* __restrict__ node_tree, int* __restrict__ node_depth,
@@ -392,22 +396,33 @@ extern "C" __global__ void tree_level_roots(
     unsigned long long* __restrict__ batch_seed, int* __restrict__ batch_depth,
     long long* __restrict__ batch_pos, long long* __restrict__ sub_offsets)
 {
+    if (!n_counts) {
+        const long long stride = (long long)gridDim.x * blockDim.x;
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n_trees * n_each;
+             i += stride) {
+            sample_indices[i] = (int)(i % n_each);
+            weights[i] = 1.0f;
+        }
+    }
     if (threadIdx.x != 0 || blockIdx.x != 0) return;
     const LevelRules r = {subtree_size, small_size, min_split, max_depth};
     long long start = 0;
     for (long long t = 0; t < n_trees; ++t) {
-        const int kind = level_child_kind(counts[t], 0, r);
-        level_new_node(t, start, start + counts[t], (int)t, 0, seeds[t], kind == 0 ? -1 : 0, -1,
+        const long long count = n_counts ? counts[t] : n_each;
+        if (!n_counts) root_weight[t] = (double)n_each;
+        const int kind = level_child_kind(count, 0, r);
+        level_new_node(t, start, start + count, (int)t, 0, seeds[t], kind == 0 ? -1 : 0, -1,
                        node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
                        node_parent, node_left, node_right, node_feature, node_bin,
                        node_missing_left, node_gain);
-        start += counts[t];
+        start += count;
     }
     long long j = 0, rows = 0;
     sub_offsets[0] = 0;
     for (int group = 0; group < 3; ++group) {
         for (long long t = 0; t < n_trees; ++t) {
-            if (level_child_kind(counts[t], 0, r) != group) continue;
+            const long long count = node_stop[t] - node_start[t];
+            if (level_child_kind(count, 0, r) != group) continue;
             front[j] = t;
             ranges[2 * j] = node_start[t];
             ranges[2 * j + 1] = node_stop[t];
@@ -416,7 +431,7 @@ extern "C" __global__ void tree_level_roots(
             batch_depth[j] = 0;
             batch_pos[j] = node_pos[t];
             if (group == 0) {
-                rows += 2 * counts[t] - 1;
+                rows += 2 * count - 1;
                 sub_offsets[j + 1] = rows;
             }
             ++j;
@@ -714,13 +729,14 @@ extern "C" __global__ void tree_level_leaf_marks_subtrees(
 
 // One thread per sample position q that starts a leaf (mark[q] = 1; cum is the
 // inclusive sum of mark): the leaf's rank in its tree t (found among the
-// trees' root ranges) goes to every sample of the leaf, and its weight, the
-// float64 sum of the samples' weights in position order, to
-// out_leaf_weight[cum[q] - 1].
+// trees' root ranges: root_start[t] .. root_stop[t]) goes to every sample of the
+// leaf, and its weight, the float64 sum of the samples' weights in position order,
+// to out_leaf_weight[cum[q] - 1].
 extern "C" __global__ void tree_level_place(
     long long total, const int* __restrict__ mark, const long long* __restrict__ cum,
-    const int* __restrict__ sample_indices, const long long* __restrict__ root_ranges,
-    int n_trees, long long n, const float* __restrict__ weights,
+    const int* __restrict__ sample_indices, const long long* __restrict__ root_start,
+    const long long* __restrict__ root_stop, int n_trees, long long n,
+    const float* __restrict__ weights,
     int* __restrict__ out_leaf_of_sample, double* __restrict__ out_leaf_weight)
 {
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -729,10 +745,10 @@ extern "C" __global__ void tree_level_place(
         int lo = 0, hi = n_trees - 1;
         while (lo < hi) {  // the last tree whose range starts at or before q
             const int mid = (lo + hi + 1) / 2;
-            if (root_ranges[2 * mid] <= q) lo = mid; else hi = mid - 1;
+            if (root_start[mid] <= q) lo = mid; else hi = mid - 1;
         }
         const int t = lo;
-        const long long tree_start = root_ranges[2 * t], tree_stop = root_ranges[2 * t + 1];
+        const long long tree_start = root_start[t], tree_stop = root_stop[t];
         const long long before = tree_start > 0 ? cum[tree_start - 1] : 0;
         const int rank = (int)(cum[q] - 1 - before);
         double acc = 0.0;

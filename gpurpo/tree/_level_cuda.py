@@ -140,20 +140,23 @@ def children(backend: Backend, front: Any, n_sub: int, n_small: int, subtract: i
         part_left))
 
 
-def roots(backend: Backend, counts: Any, seeds: Any, subtree_size: int, small_size: int,
+def roots(backend: Backend, counts: Any, n_each: int, seeds: Any, root_weight: Any,
+          sample_indices: Any, weights: Any, subtree_size: int, small_size: int,
           min_split: int, max_depth: int, node_start: Any, node_stop: Any, node_tree: Any,
           node_depth: Any, node_seed: Any, node_pos: Any, node_parent: Any, node_left: Any,
           node_right: Any, node_feature: Any, node_bin: Any, node_missing_left: Any,
           node_gain: Any, front: Any, ranges: Any, batch_tree: Any, batch_seed: Any,
           batch_depth: Any, batch_pos: Any, sub_offsets: Any) -> None:
-    """``tree_level_roots``: one thread."""
-    kernel = backend.load_module("tree_level.cu").get_function("tree_level_roots")
-    kernel((1,), (1,), (
-        counts, seeds, _i64(counts.shape[0]), _i64(subtree_size), _i64(small_size),
-        _i64(min_split), _i32(max_depth), node_start, node_stop, node_tree, node_depth,
-        node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin,
-        node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth,
-        batch_pos, sub_offsets))
+    """``tree_level_roots``: thread 0 writes the roots and the first frontier; without
+    counts the grid also writes the samples and unit weights, grid-stride."""
+    n_trees = int(seeds.shape[0])
+    filled = 0 if int(counts.shape[0]) else n_trees * int(n_each)
+    _elementwise(backend, "tree_level_roots", max(filled, 1), (
+        counts, _i64(counts.shape[0]), _i64(n_each), seeds, root_weight, sample_indices,
+        weights, _i64(n_trees), _i64(subtree_size), _i64(small_size), _i64(min_split),
+        _i32(max_depth), node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
+        node_parent, node_left, node_right, node_feature, node_bin, node_missing_left,
+        node_gain, front, ranges, batch_tree, batch_seed, batch_depth, batch_pos, sub_offsets))
 
 
 def subtract(backend: Backend, hist: Any, n_derived: int, n_direct: int, parent_hist: Any,
@@ -186,12 +189,12 @@ def leaf_marks_subtrees(backend: Backend, roots: Any, offsets: Any, count: Any, 
                  (_i64(n), roots, offsets, count, feature, start, node_start, mark))
 
 
-def place(backend: Backend, mark: Any, cum: Any, sample_indices: Any, root_ranges: Any,
-          weights: Any, out_leaf_of_sample: Any, out_leaf_weight: Any) -> None:
+def place(backend: Backend, mark: Any, cum: Any, sample_indices: Any, root_start: Any,
+          root_stop: Any, weights: Any, out_leaf_of_sample: Any, out_leaf_weight: Any) -> None:
     """``tree_level_place``: one thread per sample position."""
     total = int(mark.shape[0])
     _elementwise(backend, "tree_level_place", total, (
-        _i64(total), mark, cum, sample_indices, root_ranges, _i32(root_ranges.shape[0]),
+        _i64(total), mark, cum, sample_indices, root_start, root_stop, _i32(root_start.shape[0]),
         _i64(weights.shape[1]), weights, out_leaf_of_sample, out_leaf_weight))
 
 

@@ -217,7 +217,8 @@ class _DeviceBestFirst(_DeviceGrower):
         return parts[0] if len(parts) == 1 else xp.concatenate(parts)
 
     def _pool_rows(self, n_rows: int) -> Any:
-        """The pool's next ``n_rows`` rows (zeros).
+        """The pool's next ``n_rows`` rows (not zeroed: the histograms' kernel and the
+        subtraction write every cell).
 
         The first pool holds the large nodes of whole trees (2 ``max_leaf_nodes``
         rows per tree) within half of ``max_histogram_bytes``. A full pool is first
@@ -233,7 +234,7 @@ class _DeviceBestFirst(_DeviceGrower):
             first = min(2 * self.max_leaves * self.n_trees,
                         self.params.max_histogram_bytes // (2 * node_bytes))
             capacity = max(need, first if self.pool is None else 2 * self.pool.shape[0])
-            pool = xp.zeros((capacity, *shape), dtype=xp.float32)
+            pool = xp.empty((capacity, *shape), dtype=xp.float32)
             if self.pool is not None:
                 pool[: self.base_large] = self.pool[: self.base_large]
             self.pool = pool
@@ -242,7 +243,7 @@ class _DeviceBestFirst(_DeviceGrower):
     def _compact_pool(self) -> None:
         """Keep only the histograms that a later subtraction may read: those of the leaves
         that may still split (large, feature >= 0, not split) and of the parents of the
-        frontier's derived nodes; renumber their slots from 0 and zero the rows freed."""
+        frontier's derived nodes; renumber their slots from 0."""
         xp, t, used = self.xp, self.table, self.used
         slot = t.slot[:used]
         open_large = (slot >= 0) & (t.feature[:used] >= 0) & (t.left[:used] < 0)
@@ -253,7 +254,6 @@ class _DeviceBestFirst(_DeviceGrower):
         rows = xp.flatnonzero(keep)
         n_live = int(rows.shape[0])
         self.pool[:n_live] = self.pool[rows]
-        self.pool[n_live : self.base_large] = 0
         t.slot[:used] = xp.where(open_large, new_slot[xp.where(open_large, slot, 0)],
                                  xp.where(slot >= 0, -1, slot))
         self.derive = (new_slot[self.derive[0]], self.derive[1])

@@ -115,10 +115,14 @@ class DeviceNodeTable:
     #: int64 counters at the head of the buffer, before the fields (``head``)
     HEAD = 1
 
-    def write_target_check(self, value: Any) -> None:
-        """Store the float64 device scalar ``value`` (finite if and only if the targets
-        are) in the head, bit for bit; :meth:`targets_finite` reads it on the host."""
-        self.head[self.TARGET_CHECK : self.TARGET_CHECK + 1].view(self.xp.float64)[0] = value
+    def write_target_check(self, mean: Any) -> None:
+        """Sum the float64 device array ``mean`` (the targets' means, finite if and only
+        if the targets are) into the head, in one launch; :meth:`targets_finite` reads
+        the sum on the host."""
+        check = self.head[self.TARGET_CHECK : self.TARGET_CHECK + 1].view(self.xp.float64)
+        # targets that are not finite raise with the check, not a NumPy warning
+        with np.errstate(invalid="ignore", over="ignore"):
+            self.xp.sum(mean, out=check.reshape(()))
 
     @classmethod
     def targets_finite(cls, head: np.ndarray) -> bool:
@@ -200,7 +204,8 @@ class _DeviceGrower:
         n_trees, m = int(targets.shape[1]), int(targets.shape[2])
         unit = weights is None
         if unit:
-            weights = xp.ones((n_trees, n), dtype=xp.float32)
+            # ones, written by tree_level_roots with the samples
+            weights = xp.empty((n_trees, n), dtype=xp.float32)
         else:
             weights = xp.ascontiguousarray(xp.asarray(weights, dtype=xp.float32))
             if weights.shape != (n_trees, n):
@@ -208,18 +213,17 @@ class _DeviceGrower:
                                  f"got {weights.shape}")
         targets = xp.asarray(targets, dtype=xp.float32)
         if unit:
-            # every sample in every tree: no count to read back
-            sample_idx = xp.arange(n, dtype=xp.int32)
-            if n_trees > 1:
-                sample_idx = xp.tile(sample_idx, n_trees)
-            counts = xp.full(n_trees, n, dtype=xp.int64)
+            # every sample in every tree, no count to read back: tree_level_roots writes
+            # each tree's n samples (and their weight n to w_sum)
+            sample_idx = xp.empty(n * n_trees, dtype=xp.int32)
+            counts = xp.empty(0, dtype=xp.int64)
         else:
             tree_idx, sample_idx = xp.nonzero(weights > 0)
             counts = bincount(xp, tree_idx, n_trees)
         self.target_check = None
         if unit:
             counts_h = np.full(n_trees, n, dtype=np.int64)
-            w_sum = xp.full(n_trees, float(n), dtype=xp.float64)
+            w_sum = xp.empty(n_trees, dtype=xp.float64)
             unit_weights = True
         else:
             w_sum = weights.sum(axis=1, dtype=xp.float64)
@@ -250,10 +254,10 @@ class _DeviceGrower:
             mean = target_mean(xp, targets, None if unit else weights, w_sum)
             if unit:
                 # every tree's size and weight are known: the check of the targets (the
-                # sum of the means, finite if and only if every target is) is written to
+                # sum of the means, finite if and only if every target is) is summed into
                 # the node table's head and reaches the host with a copy that growth makes
                 # anyway (check_targets)
-                self.target_check = mean.sum()
+                self.target_check = mean
             self.targets = centre_targets(xp, targets, mean)
         self.sample_indices = xp.ascontiguousarray(sample_idx.astype(xp.int32, copy=False))
         # where tree_level_split stages the samples of the nodes it partitions
@@ -270,21 +274,22 @@ class _DeviceGrower:
         self.min_split = max(2, int(params.min_samples_split), 2 * self.msl)
         self.max_depth = -1 if params.max_depth is None else int(params.max_depth)
         self._init_roots(counts, counts_h, root_seeds, rng)
+        large_root = int(counts_h.max()) > self.small
+        # the counters of tree_level_large_setup and tree_score_best_slot (left at zero
+        # by every launch), for the most large nodes a launch takes: disjoint nodes of
+        # more than `small` samples each
+        n_score = min(self._chunk_size(), int(counts_h.sum()) // (self.small + 1) + n_trees)
         # the maxima of the histograms' fixed-point scales, read once for all levels when
-        # a root is large (a node has no more samples than its parent)
+        # a root is large (a node has no more samples than its parent); its counters,
+        # zeroed by the same launch, are also the score counters
         self.hist_scratch = (
             kernels.histogram_scratch(backend, self.weights, self.targets,
                                       int(self.sample_indices.shape[0]), self.width,
-                                      binned.n_bins, self.channels)
-            if int(counts_h.max()) > self.small else None)
+                                      binned.n_bins, self.channels, counters=n_score)
+            if large_root else None)
         self.subtrees: list[tuple[Any, Subtrees]] = []
-        # the counters of tree_node_stats and tree_score_best_slot (left at zero by every
-        # launch), for the most large nodes a launch takes: disjoint nodes of more than
-        # `small` samples each
-        self.score_done = (
-            kernels.score_counters(backend, min(self._chunk_size(),
-                                                int(counts_h.sum()) // (self.small + 1) + n_trees))
-            if int(counts_h.max()) > self.small else None)
+        self.score_done = (self.hist_scratch.sums(0, n_score)[1] if self.hist_scratch is not None
+                           else kernels.score_counters(backend, n_score) if large_root else None)
         self._typed_sparse = kernels._typed_sparse(
             backend, kernels.SparseColumns(binned.subtracted_bin, binned.kernel_sparse_codes,
                                            binned.listed),
@@ -333,8 +338,9 @@ class _DeviceGrower:
                  xp.empty(T, dtype=xp.int64))
         sub_offsets = xp.empty(T + 1, dtype=xp.int64)
         level_kernels.launch(
-            self.backend, "tree_level_roots", counts, root_seeds, self.subtree, self.small,
-            self.min_split, self.max_depth, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
+            self.backend, "tree_level_roots", counts, self.n, root_seeds, self.w_root,
+            self.sample_indices, self.weights, self.subtree, self.small, self.min_split,
+            self.max_depth, t.start, t.stop, t.tree, t.depth, t.seed, t.pos,
             t.parent, t.left, t.right, t.feature, t.bin, t.missing_left, t.gain, front, *batch,
             sub_offsets)
         self.n_helpers = 0
@@ -628,13 +634,12 @@ class _DeviceGrower:
         mark = xp.zeros(total, dtype=xp.int32)
         self._mark_leaves(mark)
         cum = xp.cumsum(mark, dtype=xp.int64)
-        root_ranges = xp.stack([t.start[:T], t.stop[:T]], axis=1)
         # tree_level_place writes every sample of a tree; -1 for those left out
         leaf_of_sample = (xp.empty((T, self.n), dtype=xp.int32) if total == T * self.n
                           else xp.full((T, self.n), -1, dtype=xp.int32))
         leaf_weight = xp.empty(total, dtype=xp.float64)
         level_kernels.launch(backend, "tree_level_place", mark, cum, self.sample_indices,
-                             root_ranges, self.weights, leaf_of_sample, leaf_weight)
+                             t.start[:T], t.stop[:T], self.weights, leaf_of_sample, leaf_weight)
         return leaf_of_sample, leaf_weight
 
     def _mark_leaves(self, mark: Any) -> None:

@@ -539,7 +539,8 @@ def _rows(backend: Backend, sparse_codes: Any, p: int) -> tuple[Any, Any, Any, A
     """The ``zero_code, row_ptr, row_features, row_codes`` arguments of ``tree_grow_subtrees``."""
     xp = backend.xp
     if sparse_codes is None:
-        return (xp.zeros(p, dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
+        # no stored rows: the kernels read the dense codes, never zero_code
+        return (xp.empty(p, dtype=xp.uint8), xp.zeros(0, dtype=xp.int64),
                 xp.zeros(0, dtype=xp.int32), xp.zeros(0, dtype=xp.uint8))
     return (_c(backend, sparse_codes.zero_code, xp.uint8),
             _c(backend, sparse_codes.row_ptr, xp.int64),
@@ -832,7 +833,7 @@ def build_histograms(
 
 
 def histogram_scratch(backend: Backend, weights: Any, targets: Any, total_samples: int,
-                      width: int, n_bins: int, n_channels: int) -> Any:
+                      width: int, n_bins: int, n_channels: int, counters: int = 0) -> Any:
     """What the CUDA histogram launches of a growth on ``weights`` (T, n) and ``targets``
     (n, T, m) share (:class:`~gpurpo.tree._histogram_scratch.HistogramScratch`: the
     maxima of the fixed-point scales, read once, and the zeroed sums of nodes split
@@ -842,7 +843,9 @@ def histogram_scratch(backend: Backend, weights: Any, targets: Any, total_sample
     ``total_samples`` is the length of the growth's ``sample_indices``; the launches
     split nodes into chunks only when the batch has at least ``2 *
     MIN_SAMPLES_PER_BLOCK`` of them per node, and then the sums of T nodes of
-    ``width`` slots of ``n_bins`` x ``n_channels`` cells are zeroed with the maxima.
+    ``width`` slots of ``n_bins`` x ``n_channels`` cells are zeroed with the maxima,
+    with at least ``counters`` counters (zero between launches, so that other kernels
+    that leave their counters at zero may share them: ``scratch.sums(0, n)[1]``).
     """
     if not backend.uses_cuda_kernels:
         return None
@@ -850,7 +853,7 @@ def histogram_scratch(backend: Backend, weights: Any, targets: Any, total_sample
     n_nodes = int(weights.shape[0]) if int(total_samples) >= 2 * _cuda.MIN_SAMPLES_PER_BLOCK else 0
     return _histogram_scratch.HistogramScratch(
         backend, _c(backend, weights, xp.float32), _c(backend, targets, xp.float32),
-        n_nodes * width * n_bins * n_channels, n_nodes * width * n_channels)
+        n_nodes * width * n_bins * n_channels, max(n_nodes * width * n_channels, int(counters)))
 
 
 def build_histograms_columns(

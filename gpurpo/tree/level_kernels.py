@@ -106,10 +106,17 @@ Kernel contracts
                                        derived and direct large nodes, subtree output
                                        rows, helpers
 
-``tree_level_roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth, batch_pos, sub_offsets)``
-    counts       int64   (T,)          each tree's samples (tree t owns the next
-                                       ``counts[t]`` positions of the samples)
+``tree_level_roots(counts, n_each, seeds, root_weight, sample_indices, weights, subtree_size, small_size, min_split, max_depth, node_start, node_stop, node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right, node_feature, node_bin, node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth, batch_pos, sub_offsets)``
+    counts       int64   (T,) or (0,)  each tree's samples (tree t owns the next
+                                       ``counts[t]`` positions of the samples); empty:
+                                       ``n_each`` (int) each
     seeds        uint64  (T,)          the trees' root seeds
+    root_weight  float64 (T,)          with ``counts`` empty, ``n_each`` for every tree
+                                       (the trees' weights with unit weights); else not
+                                       written
+    sample_indices int32 (T n_each,), weights float32 (T, n_each)  with ``counts`` empty,
+                                       every tree's samples ``0 .. n_each - 1`` in order
+                                       and their weights, ones; else not written
     Rows 0 .. T - 1 of the table: tree t's root (its range, tree t, depth 0, its seed,
     pos -1 for a subtree root else 0, no parent, children or split). Then the first
     frontier: the roots grouped as by ``tree_level_children`` (subtree roots, small,
@@ -140,10 +147,11 @@ Kernel contracts
     mark         int32   (total,)      1 at ``node_start[roots[r]] + start[row]`` of every
                                        output row of root r with ``feature[row] < 0``
 
-``tree_level_place(mark, cum, sample_indices, root_ranges, weights, out_leaf_of_sample, out_leaf_weight)``
+``tree_level_place(mark, cum, sample_indices, root_start, root_stop, weights, out_leaf_of_sample, out_leaf_weight)``
     mark         int32   (total,)      1 at the first position of every leaf
     cum          int64   (total,)      the inclusive running sum of ``mark``
-    root_ranges  int64   (T, 2)        each tree's positions, increasing
+    root_start, root_stop  int64 (T,)  each tree's positions ``root_start[t] ..
+                                       root_stop[t] - 1``, increasing with t
     weights      float32 (T, n)
     out_leaf_of_sample int32 (T, n)    for every sample of a leaf of tree t, the leaf's
                                        rank among the leaves of t by position

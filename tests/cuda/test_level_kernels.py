@@ -403,11 +403,21 @@ def test_children_number_the_nodes_and_group_the_next_frontier(seed, subtract):
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 @pytest.mark.parametrize("max_depth", [-1, 0])
-def test_roots_fill_the_table_and_group_the_first_frontier(backend, max_depth):
+@pytest.mark.parametrize("n_each", [None, 1, 12, 300])
+def test_roots_fill_the_table_and_group_the_first_frontier(backend, max_depth, n_each):
+    # counts given, or none: n_each samples per tree, and root weights written
     counts = np.array([3, 40, 1, 12, 300, 7, 90], dtype=np.int64)
     seeds = np.arange(11, 18, dtype=np.uint64) * np.uint64(2**40)
     subtree, small, min_split = 10, 100, 4
     T = len(counts)
+    given = np.zeros(0, np.int64) if n_each else counts
+    if n_each:
+        counts = np.full(T, n_each, np.int64)
+    root_weight = np.full(T, -1.0)
+    # without counts, the samples (each tree's in order) and their unit weights
+    n_fill = n_each or 5
+    samples = np.full(T * n_fill, -7, np.int32)
+    weights = np.full((T, n_fill), -7.0, np.float32)
     table = [np.full(T + 2, 7, dtype=d) for d in
              ("int64", "int64", "int32", "int32", "uint64", "int64", "int64", "int64", "int64",
               "int32", "int32", "uint8", "float64")]
@@ -415,10 +425,16 @@ def test_roots_fill_the_table_and_group_the_first_frontier(backend, max_depth):
              np.full(T, -7, dtype=np.int32), np.zeros(T, dtype=np.uint64),
              np.full(T, -7, dtype=np.int32), np.full(T, -7, dtype=np.int64),
              np.full(T + 1, -7, dtype=np.int64)]
-    out = _launch(backend, "tree_level_roots", counts, seeds, subtree, small, min_split,
-                  max_depth, *table, *batch)
+    out = _launch(backend, "tree_level_roots", given, n_each or 0, seeds, root_weight, samples,
+                  weights, subtree, small, min_split, max_depth, *table, *batch)
     (start, stop, tree, depth, seed, pos, parent, left, right, feature, bin_, ml, gain,
-     front, ranges, b_tree, b_seed, b_depth, b_pos, sub_offsets) = out[6:]
+     front, ranges, b_tree, b_seed, b_depth, b_pos, sub_offsets) = out[10:]
+    np.testing.assert_array_equal(out[3], np.full(T, float(n_each) if n_each else -1.0))
+    if n_each:
+        np.testing.assert_array_equal(out[4], np.tile(np.arange(n_each, dtype=np.int32), T))
+        np.testing.assert_array_equal(out[5], np.ones((T, n_each), np.float32))
+    else:
+        assert (out[4] == -7).all() and (out[5] == -7.0).all()
     stops = np.cumsum(counts)
     np.testing.assert_array_equal(start[:T], stops - counts)
     np.testing.assert_array_equal(stop[:T], stops)
@@ -525,8 +541,9 @@ def test_leaf_marks_and_place(seed):
         cum = np.cumsum(mark).astype(np.int64)
         leaf = np.full((len(root_ranges), n), -1, np.int32)
         leaf_weight = np.full(total, np.nan)
-        got = _launch(backend, "tree_level_place", mark, cum, sample_indices, root_ranges,
-                      weights, leaf, leaf_weight)
+        root_start, root_stop = (np.ascontiguousarray(c) for c in root_ranges.T)
+        got = _launch(backend, "tree_level_place", mark, cum, sample_indices, root_start,
+                      root_stop, weights, leaf, leaf_weight)
         np.testing.assert_array_equal(got[-2], expected_leaf, err_msg=backend.name)
         np.testing.assert_array_equal(got[-1][: len(expected_weight)], expected_weight,
                                       err_msg=backend.name)

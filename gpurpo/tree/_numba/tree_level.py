@@ -404,26 +404,38 @@ def children(front, n_sub, n_small, subtract, ranges, batch_tree, batch_depth, b
 
 
 @njit(cache=True)
-def roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_start, node_stop,
-          node_tree, node_depth, node_seed, node_pos, node_parent, node_left, node_right,
-          node_feature, node_bin, node_missing_left, node_gain, front, ranges, batch_tree,
-          batch_seed, batch_depth, batch_pos, sub_offsets):
-    """The trees' roots into the table and the first frontier (see ``tree_level_roots``)."""
-    n_trees = counts.shape[0]
+def roots(counts, n_each, seeds, root_weight, sample_indices, weights, subtree_size, small_size,
+          min_split, max_depth, node_start, node_stop, node_tree, node_depth, node_seed,
+          node_pos, node_parent, node_left, node_right, node_feature, node_bin,
+          node_missing_left, node_gain, front, ranges, batch_tree, batch_seed, batch_depth,
+          batch_pos, sub_offsets):
+    """The trees' roots into the table and the first frontier, and without counts the
+    samples and unit weights (see ``tree_level_roots``)."""
+    n_trees = seeds.shape[0]
+    n_counts = counts.shape[0]
+    if not n_counts:
+        for t in range(n_trees):
+            for i in range(n_each):
+                sample_indices[t * n_each + i] = i
+                weights[t, i] = 1.0
     start = 0
     for t in range(n_trees):
-        kind = _child_kind(counts[t], 0, subtree_size, small_size, min_split, max_depth)
-        _new_node(t, start, start + counts[t], t, 0, seeds[t], -1 if kind == 0 else 0, -1,
+        count = counts[t] if n_counts else n_each
+        if not n_counts:
+            root_weight[t] = np.float64(n_each)
+        kind = _child_kind(count, 0, subtree_size, small_size, min_split, max_depth)
+        _new_node(t, start, start + count, t, 0, seeds[t], -1 if kind == 0 else 0, -1,
                   node_start, node_stop, node_tree, node_depth, node_seed, node_pos,
                   node_parent, node_left, node_right, node_feature, node_bin, node_missing_left,
                   node_gain)
-        start += counts[t]
+        start += count
     j = 0
     rows = 0
     sub_offsets[0] = 0
     for group in range(3):
         for t in range(n_trees):
-            if _child_kind(counts[t], 0, subtree_size, small_size, min_split, max_depth) != group:
+            count = node_stop[t] - node_start[t]
+            if _child_kind(count, 0, subtree_size, small_size, min_split, max_depth) != group:
                 continue
             front[j] = t
             ranges[j, 0] = node_start[t]
@@ -433,7 +445,7 @@ def roots(counts, seeds, subtree_size, small_size, min_split, max_depth, node_st
             batch_depth[j] = 0
             batch_pos[j] = node_pos[t]
             if group == 0:
-                rows += 2 * counts[t] - 1
+                rows += 2 * count - 1
                 sub_offsets[j + 1] = rows
             j += 1
 
@@ -474,9 +486,9 @@ def leaf_marks_subtrees(roots, offsets, count, feature, start, node_start, mark)
 
 
 @njit(parallel=True, cache=True)
-def place(mark, cum, sample_indices, root_ranges, weights, out_leaf_of_sample, out_leaf_weight):
+def place(mark, cum, sample_indices, root_start, root_stop, weights, out_leaf_of_sample, out_leaf_weight):
     """Every sample's leaf (rank within its tree) and every leaf's weight, in position order."""
-    n_trees = root_ranges.shape[0]
+    n_trees = root_start.shape[0]
     for q in prange(mark.shape[0]):
         if not mark[q]:
             continue
@@ -484,13 +496,13 @@ def place(mark, cum, sample_indices, root_ranges, weights, out_leaf_of_sample, o
         hi = n_trees - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if root_ranges[mid, 0] <= q:
+            if root_start[mid] <= q:
                 lo = mid
             else:
                 hi = mid - 1
         t = lo
-        tree_start = root_ranges[t, 0]
-        tree_stop = root_ranges[t, 1]
+        tree_start = root_start[t]
+        tree_stop = root_stop[t]
         before = cum[tree_start - 1] if tree_start > 0 else 0
         rank = cum[q] - 1 - before
         acc = 0.0

@@ -449,22 +449,29 @@ def _stored_rows_histograms(rng: Any, n: int, p: int, m: int, n_bins: int,
 
 
 def node_stats_rows(backend: Any, xp: Any, rng: Any, n: int, m: int,
-                    timer: Callable[[Callable[[], Any]], float]) -> list[dict[str, Any]]:
+                    timer: Callable[[Callable[[], Any]], float],
+                    p: int = 100) -> list[dict[str, Any]]:
     """Times ``tree_node_stats`` on the large nodes at the top of a tree: ``n`` samples
     of ``m`` targets split evenly into 1, 8 and 64 nodes, with one block per node and
-    with the device's blocks shared among them (a growth's counters). ``xp`` and
-    ``backend`` are CuPy's (the emulated device's in the tests), ``rng`` the
-    generator of ``xp``, ``timer`` the time of one call in seconds."""
+    with the device's blocks shared among them (a growth's counters), and the growers'
+    launch of the same statistics with the nodes' ``p`` candidate features drawn
+    (``tree_level_large_setup``, shared blocks). ``xp`` and ``backend`` are CuPy's (the
+    emulated device's in the tests), ``rng`` the generator of ``xp``, ``timer`` the time
+    of one call in seconds."""
     import numpy as np
 
     from gpurpo.tree import _kernels_cuda as kcuda
-    from gpurpo.tree import kernels
+    from gpurpo.tree import kernels, level_kernels
 
     rows = []
     for n_nodes in (1, 8, 64):
         weights, targets, sample_indices, node_ranges, _, node_tree = histogram_batch(
             xp, rng, n, 1, m, n_nodes, 1, False)
         counters = kernels.score_counters(backend, n_nodes)
+        seed = xp.arange(1, n_nodes + 1, dtype=xp.uint64)
+        draws = (xp.empty(n_nodes, dtype=xp.uint8), xp.empty(n_nodes, dtype=xp.float64),
+                 xp.empty((n_nodes, p), dtype=xp.int32), xp.empty((n_nodes, p), dtype=xp.int64),
+                 xp.empty((1, 1), dtype=xp.float64))
         outs = {}
 
         def run(shared: bool) -> None:
@@ -472,17 +479,28 @@ def node_stats_rows(backend: Any, xp: Any, rng: Any, n: int, m: int,
                                               weights, targets,
                                               node_done=counters if shared else None)
 
+        def run_with_draws() -> None:
+            level_kernels.launch(backend, "tree_level_large_setup", sample_indices,
+                                 node_ranges, node_tree, weights, targets, counters, seed,
+                                 xp.zeros(n_nodes, dtype=xp.int64), p, 0, 1, *draws)
+
         one, shared = timer(lambda: run(False)), timer(lambda: run(True))
-        impure = [np.asarray(backend.to_host(outs[k][0])) for k in (False, True)]
-        q = [np.asarray(backend.to_host(outs[k][1])) for k in (False, True)]
+        with_draws = timer(run_with_draws)
+        impure = [np.asarray(backend.to_host(a)) for a in (outs[False][0], outs[True][0],
+                                                           draws[0])]
+        q = [np.asarray(backend.to_host(a)) for a in (outs[False][1], outs[True][1], draws[1])]
         rows.append({
             "nodes": n_nodes, "samples": n, "targets": m,
             "blocks per node": kcuda.node_stats_blocks(backend.device_attributes(), n_nodes,
                                                        True),
             "ms, one block per node": 1e3 * one, "ms, shared blocks": 1e3 * shared,
             "speed-up": one / shared if shared > 0 else "n/a",
-            "same purity, Q within 1e-12": bool((impure[0] == impure[1]).all()
-                                                and np.allclose(q[0], q[1], rtol=1e-12)),
+            f"ms, shared, with {p} features drawn": 1e3 * with_draws,
+            "same purity, Q within 1e-12": bool(
+                all((a == impure[0]).all() for a in impure[1:])
+                and all(np.allclose(a, q[0], rtol=1e-12) for a in q[1:])),
+            "draws are a permutation": bool((np.sort(np.asarray(backend.to_host(draws[2])),
+                                                     axis=1) == np.arange(p)).all()),
         })
         del weights, targets
     return rows
@@ -499,7 +517,8 @@ def section_node_stats(quick: bool) -> str:
     return ("tree_node_stats (purity and Q = sum w ||y||^2 of every node) on the large nodes "
             "at the top of a tree, one block per node against the device's blocks shared "
             "among the nodes (the growers' counters; the last block of a node adds the "
-            "partial sums).\n\n" + _table(rows))
+            "partial sums), and the growers' tree_level_large_setup, which also draws the "
+            "nodes' candidate features in the same launch.\n\n" + _table(rows))
 
 
 def _level_partition(backend: Any, xp: Any, codes: Any, samples: Any, bounds: Any,

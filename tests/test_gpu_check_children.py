@@ -67,6 +67,7 @@ def test_the_node_statistics_rows_compare_both_launches(gpu_check):
                                      lambda fn: (fn(), 1e-3)[1])
     assert [r["nodes"] for r in rows] == [1, 8, 64]
     assert all(r["same purity, Q within 1e-12"] for r in rows)
+    assert all(r["draws are a permutation"] for r in rows)
     assert rows[0]["blocks per node"] > 1 and rows[-1]["blocks per node"] == 1
 
 

@@ -76,6 +76,12 @@ def test_unit_weights_and_tied_features(data):
                        NUMPY, **data)
 
 
+def test_emulated_cuda_grows_unit_weight_trees():
+    # no weights: the roots' kernel writes every tree's samples and unit weights
+    _assert_same_trees(GrowthParams(n_candidates=3, small_node_size=40, subtree_size=16),
+                       EMULATED, n=120, p=5, n_trees=2, weights=False)
+
+
 @pytest.mark.parametrize("case", ["sampled", "extra trees", "histograms only", "all features"])
 def test_emulated_cuda_grows_the_host_growers_trees(case):
     params = GrowthParams(**{"small_node_size": 64, "subtree_size": 16, **CASES[case]})

@@ -12,7 +12,7 @@ level by level and per tree level (total / depth of the deepest tree):
 * no host-to-device copy after the data upload;
 * at most 12 launches and 1 device-to-host copy per tree level, setup included;
 * the counts of a level depend on which paths it runs only, the same for 1 and 8
-  trees and for 4 times the rows.
+  trees and for 4 times the rows (1 and 3 trees).
 
 Best-first trees (boosting's, ``max_leaf_nodes``) grow in rounds
 (:mod:`gpurpo.tree.device_best_first`), about one per level of the deepest tree:
@@ -50,7 +50,7 @@ from gpurpo.testing.device_activity import (
 )
 
 #: small data: the emulator runs every CUDA thread on the CPU
-ROWS, MORE_ROWS, TREES = 300, 1200, 8
+ROWS, MORE_ROWS, TREES, MORE_ROWS_TREES = 300, 1200, 8, 3
 PER_LEVEL = ("launches", "d2h", "h2d", "syncs")
 
 #: launches of a level: the split of the evaluated nodes (one kernel, which stages the
@@ -87,7 +87,7 @@ def more_rows():
 
 @pytest.fixture(scope="module")
 def more_rows_batch():
-    return forest_batch_activity(MORE_ROWS, TREES)
+    return forest_batch_activity(MORE_ROWS, MORE_ROWS_TREES)
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,17 @@ def test_large_setup_gives_the_node_stats_and_the_visiting_order(p, random_split
                 assert (uniforms == -1.0).all()
 
 
+def _code_args(codes, zero_code, stored):
+    """The ``codes, row_ptr, row_features, row_codes, zero_code`` arguments of the split
+    and children kernels: the dense codes, or a (p, 0) array and their stored rows."""
+    if not stored:
+        return (codes, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8),
+                zero_code)
+    rows = sparse_codes_of_dense(codes, zero_code)
+    return (np.empty((codes.shape[0], 0), np.uint8), rows.row_ptr, rows.row_features,
+            rows.row_codes, zero_code)
+
+
 def _decide_reference(front, n_sub, n_small, small, large, tree, root_weight, n_scored, mid,
                       width, table):
     feature, bins, ml, gain, pos = (a.copy() for a in table)
@@ -130,13 +141,7 @@ def test_split_writes_the_choices_and_partitions_the_splitting_nodes(seed, store
     zero_code = rng.integers(0, n_bins, p).astype(np.uint8)
     # most codes the feature's code of 0.0, as in a sparse X
     codes = np.where(rng.uniform(size=(p, n)) < 0.7, zero_code[:, None], codes).astype(np.uint8)
-    if stored:
-        rows = sparse_codes_of_dense(codes, zero_code)
-        code_args = (np.empty((p, 0), np.uint8), rows.row_ptr, rows.row_features,
-                     rows.row_codes, zero_code)
-    else:
-        code_args = (codes, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8),
-                     zero_code)
+    code_args = _code_args(codes, zero_code, stored)
     samples = rng.permutation(n).astype(np.int32)
     small = (rng.integers(-1, p, n_small).astype(np.int32),
              rng.integers(0, n_bins - 1, n_small).astype(np.int32),
@@ -205,13 +210,7 @@ def test_nodes_partitioned_in_parts_end_as_in_one(seed, stored, parts):
     zero_code = rng.integers(0, n_bins, p).astype(np.uint8)
     codes = rng.integers(0, n_bins, size=(p, n)).astype(np.uint8)
     codes = np.where(rng.uniform(size=(p, n)) < 0.5, zero_code[:, None], codes).astype(np.uint8)
-    if stored:
-        rows = sparse_codes_of_dense(codes, zero_code)
-        code_args = (np.empty((p, 0), np.uint8), rows.row_ptr, rows.row_features,
-                     rows.row_codes, zero_code)
-    else:
-        code_args = (codes, np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint8),
-                     zero_code)
+    code_args = _code_args(codes, zero_code, stored)
     samples = rng.permutation(n).astype(np.int32)
     n_eval = n_front - n_sub
     small = (rng.integers(-1, p, n_small).astype(np.int32),

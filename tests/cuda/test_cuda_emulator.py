@@ -77,6 +77,25 @@ def test_block_tree_reduction_in_shared_memory(basics_any):
     np.testing.assert_allclose(partial.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5)
 
 
+
+@pytest.mark.parametrize("block", [256, 80])
+def test_many_barrier_phases_keep_the_threads_in_step(basics_any, block):
+    # 2 barriers a round, 150 rounds: a thread that passed a barrier early, or one
+    # released before the last arrival, reads a stale neighbour and every later value
+    # differs (80 threads: a partial last warp)
+    rng = np.random.default_rng(3)
+    grid, rounds = 3, 150
+    values = rng.integers(0, 1000, size=grid * block, dtype=np.uint64)
+    counts = np.full(rounds, -1, dtype=np.int32)
+    expected = values.reshape(grid, block).copy()
+    odd = []
+    for _ in range(rounds):
+        expected = expected + np.roll(expected, -1, axis=1)
+        odd.append(int((expected[0] & 1).sum()))
+    basics_any.get_function("barrier_rounds")((grid,), (block,), (values, _i32(rounds), counts))
+    np.testing.assert_array_equal(values.reshape(grid, block), expected)
+    np.testing.assert_array_equal(counts, odd)
+
 def test_compile_options_define_macros():
     mod = EmulatedModule(path=KDIR / "emulator_basics.cu", options=("--std=c++17", "-DBLOCK=256"))
     x = np.arange(3000, dtype=np.float32)

@@ -5,10 +5,11 @@
 // races, barriers and atomics behave as on a GPU:
 //
 //   * threadIdx / blockIdx / blockDim / gridDim are thread-local variables;
-//   * __syncthreads() (and its _count/_and/_or forms) is a std::barrier over
-//     the block's threads; a thread that returns from the kernel leaves the
-//     barrier, and the launcher reports "barrier divergence" when the threads
-//     of a block called __syncthreads a different number of times;
+//   * __syncthreads() (and its _count/_and/_or forms) is a barrier over the
+//     block's threads (gpurpo_emu::Barrier); a thread that returns from the
+//     kernel leaves the barrier, and the launcher reports "barrier
+//     divergence" when the threads of a block called __syncthreads a
+//     different number of times;
 //   * __shared__ variables (rewritten by gpurpo.testing.cuda_emulator._parse into
 //     calls of gpurpo_emu::shared_var / gpurpo_emu::dynamic_shared) live in a
 //     per-block arena that is filled with 0xFF bytes (NaN for floats, -1 for
@@ -28,11 +29,16 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #include <time.h>
 
 #include <atomic>
-#include <barrier>
+#include <climits>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -167,6 +173,83 @@ struct Launch {
     }
 };
 
+// ---------------------------------------------------------------------------
+// Barrier
+// ---------------------------------------------------------------------------
+struct NoCompletion {
+    void operator()() noexcept {}
+};
+
+// std::barrier's interface (arrive_and_wait, arrive_and_drop, a completion run by
+// the last arrival of a phase before any waiter goes on), for threads that
+// outnumber the cores, as a block's threads do. Arrivals count down; the last
+// one runs the completion, re-arms the count, bumps the generation and wakes
+// every sleeper with one call. A waiter yields the CPU up to SPIN_YIELDS times
+// (to the threads that have yet to arrive), then sleeps on the generation word
+// (a futex on Linux). libstdc++'s std::barrier sleeps after 4 yields, on a
+// table of waiters shared by all barriers: with hundreds of threads on a few
+// cores its sleeps and wake-ups made every emulated launch about 1.4x slower.
+template <class Completion = NoCompletion>
+class Barrier {
+public:
+    static constexpr int SPIN_YIELDS = 64;
+
+    explicit Barrier(std::ptrdiff_t count, Completion done = Completion{})
+        : remaining_(count), expected_(count), done_(done) {}
+    Barrier(const Barrier&) = delete;
+    Barrier& operator=(const Barrier&) = delete;
+
+    void arrive_and_wait() noexcept { arrive(false); }
+    // Arrives at this phase and leaves the barrier: later phases wait for one
+    // thread less.
+    void arrive_and_drop() noexcept { arrive(true); }
+
+private:
+    void arrive(bool drop) noexcept {
+        // read before arriving: the phase cannot complete until this thread arrives
+        const int gen = generation_.load(std::memory_order_acquire);
+        if (drop) expected_.fetch_sub(1, std::memory_order_relaxed);
+        if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            done_();
+            remaining_.store(expected_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+            generation_.fetch_add(1, std::memory_order_release);
+            wake_all();
+            return;
+        }
+        if (!drop) wait(gen);
+    }
+
+    void wait(int gen) noexcept {
+        for (int i = 0; i < SPIN_YIELDS; ++i) {
+            if (generation_.load(std::memory_order_acquire) != gen) return;
+            sched_yield();
+        }
+        while (generation_.load(std::memory_order_acquire) == gen) {
+#if defined(__linux__)
+            syscall(SYS_futex, reinterpret_cast<int*>(&generation_), FUTEX_WAIT_PRIVATE, gen,
+                    nullptr, nullptr, 0);
+#else
+            generation_.wait(gen, std::memory_order_acquire);
+#endif
+        }
+    }
+
+    void wake_all() noexcept {
+#if defined(__linux__)
+        syscall(SYS_futex, reinterpret_cast<int*>(&generation_), FUTEX_WAKE_PRIVATE, INT_MAX,
+                nullptr, nullptr, 0);
+#else
+        generation_.notify_all();
+#endif
+    }
+
+    static_assert(sizeof(std::atomic<int>) == sizeof(int), "the futex word is an int");
+    std::atomic<int> generation_{0};
+    std::atomic<std::ptrdiff_t> remaining_;
+    std::atomic<std::ptrdiff_t> expected_;
+    Completion done_;
+};
+
 struct ThreadState {
     BlockCtx* ctx = nullptr;
     unsigned tid = 0;
@@ -184,7 +267,7 @@ struct SyncDone {
 };
 
 struct Warp {
-    std::unique_ptr<std::barrier<>> bar;
+    std::unique_ptr<Barrier<>> bar;
     unsigned nlanes = 0;
     unsigned active = 0;  // bit mask of the lanes that exist in this warp
     unsigned long long buf[2][32] = {};
@@ -194,7 +277,7 @@ struct Warp {
 struct BlockCtx {
     Launch* L = nullptr;
     uint3 block_idx{0, 0, 0};
-    std::optional<std::barrier<SyncDone>> sync;
+    std::optional<Barrier<SyncDone>> sync;
     std::vector<Warp> warps;
     std::vector<unsigned long long> sync_count;
     std::atomic<int> red_true[2];
@@ -222,7 +305,7 @@ struct BlockCtx {
             const unsigned lanes = (w + 1 == nwarps) ? L->nthreads - 32 * w : 32;
             warps[w].nlanes = lanes;
             warps[w].active = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u);
-            warps[w].bar = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(lanes));
+            warps[w].bar = std::make_unique<Barrier<>>(static_cast<std::ptrdiff_t>(lanes));
             std::memset(warps[w].stamp, 0xFF, sizeof warps[w].stamp);
         }
         sync_count.assign(L->nthreads, 0);
@@ -446,7 +529,7 @@ struct GroupDone {
 struct Group {
     Launch* L = nullptr;
     BlockCtx block;
-    std::optional<std::barrier<GroupDone>> ctrl;
+    std::optional<Barrier<GroupDone>> ctrl;
     bool started = false;
     bool done = false;
     unsigned char* arena = nullptr;

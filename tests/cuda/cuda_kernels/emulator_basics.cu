@@ -238,3 +238,23 @@ extern "C" __global__ void uninitialised_shared(float* out)
     __shared__ float never_written[64];
     out[blockIdx.x * blockDim.x + threadIdx.x] = never_written[threadIdx.x % 64];
 }
+
+// ``rounds`` barrier phases in a row: every round each thread publishes its value,
+// waits, adds its right neighbour's (mod blockDim.x), waits again; the count of
+// threads holding an odd value after each round comes from __syncthreads_count
+// into counts[round] (block 0); sums wrap modulo 2^64. A thread that ran ahead of a barrier, or one
+// released before the last arrival, would read a stale value.
+extern "C" __global__ void barrier_rounds(unsigned long long* values, int rounds, int* counts)
+{
+    __shared__ unsigned long long s[1024];
+    const int t = threadIdx.x;
+    unsigned long long v = values[blockIdx.x * blockDim.x + t];
+    for (int r = 0; r < rounds; ++r) {
+        s[t] = v;
+        __syncthreads();
+        v += s[(t + 1) % blockDim.x];
+        const int odd = __syncthreads_count((int)(v & 1));
+        if (blockIdx.x == 0 && t == 0) counts[r] = odd;
+    }
+    values[blockIdx.x * blockDim.x + t] = v;
+}

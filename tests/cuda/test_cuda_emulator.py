@@ -77,7 +77,6 @@ def test_block_tree_reduction_in_shared_memory(basics_any):
     np.testing.assert_allclose(partial.sum(dtype=np.float64), x.sum(dtype=np.float64), rtol=1e-5)
 
 
-
 @pytest.mark.parametrize("block", [256, 80])
 def test_many_barrier_phases_keep_the_threads_in_step(basics_any, block):
     # 2 barriers a round, 150 rounds: a thread that passed a barrier early, or one
@@ -95,6 +94,7 @@ def test_many_barrier_phases_keep_the_threads_in_step(basics_any, block):
     basics_any.get_function("barrier_rounds")((grid,), (block,), (values, _i32(rounds), counts))
     np.testing.assert_array_equal(values.reshape(grid, block), expected)
     np.testing.assert_array_equal(counts, odd)
+
 
 def test_compile_options_define_macros():
     mod = EmulatedModule(path=KDIR / "emulator_basics.cu", options=("--std=c++17", "-DBLOCK=256"))

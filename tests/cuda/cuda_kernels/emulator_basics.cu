@@ -242,8 +242,8 @@ extern "C" __global__ void uninitialised_shared(float* out)
 // ``rounds`` barrier phases in a row: every round each thread publishes its value,
 // waits, adds its right neighbour's (mod blockDim.x), waits again; the count of
 // threads holding an odd value after each round comes from __syncthreads_count
-// into counts[round] (block 0); sums wrap modulo 2^64. A thread that ran ahead of a barrier, or one
-// released before the last arrival, would read a stale value.
+// into counts[round] (block 0); sums wrap modulo 2^64. A thread that ran ahead
+// of a barrier, or one released before the last arrival, would read a stale value.
 extern "C" __global__ void barrier_rounds(unsigned long long* values, int rounds, int* counts)
 {
     __shared__ unsigned long long s[1024];

@@ -83,7 +83,7 @@ def _demo_forest(X: Any, Y: Any, device: str, seed: int, n_estimators: int) -> N
     # a tiny fit first, so that the timings below measure fitting only
     warm = RandomForestRegressor(n_estimators=2, max_features="sqrt", projection="gaussian",
                                  n_components=2, random_state=seed, device=device)
-    print("compiling or loading the kernels (1-2 minutes on a first run, then cached)...",
+    print("compiling or loading the kernels (up to 2 minutes on a first run, then cached)...",
           flush=True)
     _, seconds = _timed(lambda: warm.fit(X_train[:200], Y_train[:200]))
     print(f"kernels compiled or loaded   : {seconds:6.2f} s (once per installation and device)")

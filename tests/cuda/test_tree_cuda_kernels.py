@@ -768,9 +768,8 @@ def _sparse_rows(rng, n, p, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_apply_on_sparse_rows_matches_the_densified_rows(dtype, decimals):
     # tree_apply_csr finds each node's value among the row's stored entries (0.0 when
-    # absent, the numba kernel's child of 0.0): the leaves of tree_apply on the
-    # densified X, on both kernels; whole thresholds include 0.0 and -0.0, which an
-    # absent value and a stored zero equal
+    # absent): the leaves of tree_apply on the densified X, on both kernels; whole
+    # thresholds include 0.0 and -0.0, which an absent value and a stored zero equal
     rng = np.random.default_rng(13)
     trees = random_packed_trees(rng, n_trees=6, p=7, decimals=decimals)
     if decimals is not None:

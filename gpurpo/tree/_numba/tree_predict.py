@@ -46,21 +46,14 @@ def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, lef
 
     Each node step waits for the previous one's loads, so ``APPLY_LANES`` rows (each
     with its bitmap) walk a tree together, one step each in turn: their independent
-    steps overlap. A row that does not store a node's feature goes to the node's
-    ``zero_child`` (the child of ``x = 0.0``, found once per call): one load where
-    the comparison would read the threshold and then a child, on the path that
-    most steps take.
+    steps overlap.
     """
     n = indptr.shape[0] - 1
     n_trees = roots.shape[0]
-    n_nodes = feature.shape[0]
-    zero_child = np.empty(n_nodes, dtype=left.dtype)
-    for g in prange(n_nodes):
-        zero_child[g] = _child(0.0, g, threshold, missing_left, left, right)
     p_words = 1
     for e in range(indices.shape[0]):
         p_words = max(p_words, (indices[e] >> 6) + 1)
-    for g in range(n_nodes):
+    for g in range(feature.shape[0]):
         p_words = max(p_words, (feature[g] >> 6) + 1)
     n_groups = (n + APPLY_LANES - 1) // APPLY_LANES
     n_chunks = min(n_groups, N_CHUNKS)
@@ -85,12 +78,11 @@ def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, lef
                         if f < 0:
                             continue
                         walking += 1
+                        x = 0.0
                         if (stored[lane, f >> 6] >> np.uint64(f & 63)) & np.uint64(1):
                             a = indptr[i0 + lane]
                             x = data[a + _count_below(indices[a:], indptr[i0 + lane + 1] - a, f)]
-                            nodes[lane] = _child(x, node, threshold, missing_left, left, right)
-                        else:
-                            nodes[lane] = zero_child[node]
+                        nodes[lane] = _child(x, node, threshold, missing_left, left, right)
                 for lane in range(lanes):
                     out[i0 + lane, t] = nodes[lane]
             for lane in range(lanes):

@@ -1035,11 +1035,13 @@ def section_sparse_forest(quick: bool, deadline: float, device: str = "cuda") ->
            "scikit-learn s": res["sk_proj_s"], "speed-up": res["sk_proj_s"] / res["gpurpo_s"],
            "gpurpo LRAP": res["gpurpo_lrap"], "scikit-learn LRAP": res["sk_proj_lrap"],
            "gpurpo predict s": res["gpurpo_predict_s"],
-           "scikit-learn predict s": res["sk_proj_predict_s"]}
+           "scikit-learn predict s": res["sk_proj_predict_s"],
+           "gpurpo predict 10 rows s": res["gpurpo_predict_small_s"],
+           "scikit-learn predict 10 rows s": res["sk_proj_predict_small_s"]}
     return (f"`{' '.join(cmd[1:]).replace(str(ROOT) + '/', '')}`: text-like sparse X, "
             f"Gaussian m = 7, max_features = sqrt, fully grown; scikit-learn on the same "
-            f"projections with {threads} threads; predict: the 1,000 test rows, best of 3. "
-            f"One process, same data.\n\n" + _table([row]))
+            f"projections with {threads} threads; predict: the 1,000 test rows, best of 3, "
+            f"and 10 of them, best of 20. One process, same data.\n\n" + _table([row]))
 
 
 # --------------------------------------------------------------------------

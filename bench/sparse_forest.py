@@ -17,9 +17,10 @@ the same ``--n-jobs`` threads:
   (scikit-learn's sparse splitter).
 
 Prints fit times, their ratio, both test LRAPs and the time to predict the
-test rows (gpurpo reads a sparse X at its stored entries; scikit-learn's
-``apply`` on CSR input); ``--output`` writes them as JSON (the schema of
-``bench/_results.py``).
+test rows in one call and 10 of them in another (a small request, where the
+cost per call rather than per row shows; gpurpo reads a sparse X at its stored
+entries, scikit-learn's ``apply`` takes CSR input); ``--output`` writes them as
+JSON (the schema of ``bench/_results.py``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from gpurpo.ensemble import RandomForestRegressor  # noqa: E402
 
 N_TEST = 1000
 N_LABELS = 1000
+N_SMALL = 10
 
 
 def _random_sparse(n_rows: int, n_cols: int, density: float, seed: int) -> sp.csr_matrix:
@@ -87,6 +89,9 @@ def summarize(rows: list[dict]) -> list[dict]:
                 f"LRAP {row['gpurpo_lrap'] - row['sk_proj_lrap']:+.4f}")
         if "gpurpo_predict_s" in row:
             text += f"; predict {times_faster(row['sk_proj_predict_s'], row['gpurpo_predict_s'])}"
+        if "gpurpo_predict_small_s" in row:
+            text += (f", {N_SMALL} rows "
+                     f"{times_faster(row['sk_proj_predict_small_s'], row['gpurpo_predict_small_s'])}")
         summary.append({"data": data, "anchor": "scikit-learn trees on the same projections",
                         "gpurpo": text})
     return summary
@@ -127,22 +132,29 @@ def main(argv=None) -> int:
     forest(2).fit(X_train[:300], Y_train[:300])  # compiles or loads the kernels
     gp_time, model = _timed(lambda: forest(args.trees).fit(X_train, Y_train))
     gp_predict, scores = _best_of(3, lambda: model.predict(X_test))
+    X_small = X_test[:N_SMALL]
+    gp_small, _ = _best_of(20, lambda: model.predict(X_small))
     gp_lrap = _lrap(Y_test, scores.get() if hasattr(scores, "get") else scores)
     depth = max(tree.max_depth for tree in model.estimators_)
     sk_time, trees = _timed(lambda: _sk_proj_fit(X_train.tocsc(), Y_train, model, args.n_jobs))
     X_test32 = X_test.astype(np.float32)  # scikit-learn's trees predict from float32
     sk_predict, sk_scores = _best_of(3, lambda: _sk_proj_predict(trees, X_test32))
+    X_small32 = X_test32[:N_SMALL]
+    sk_small, _ = _best_of(20, lambda: _sk_proj_predict(trees, X_small32))
     sk_lrap = _lrap(Y_test, sk_scores)
     print(f"gpurpo   fit {gp_time:7.2f} s   LRAP {gp_lrap:.4f}   deepest tree {depth}")
     print(f"sk-proj  fit {sk_time:7.2f} s   LRAP {sk_lrap:.4f}")
     print(f"sk-proj / gpurpo: {sk_time / gp_time:.2f}x")
     print(f"predict {N_TEST} rows (best of 3): gpurpo {gp_predict:.3f} s, sk-proj "
           f"{sk_predict:.3f} s, {sk_predict / gp_predict:.2f}x")
+    print(f"predict {N_SMALL} rows (best of 20): gpurpo {gp_small * 1e3:.2f} ms, sk-proj "
+          f"{sk_small * 1e3:.2f} ms, {sk_small / gp_small:.2f}x")
     if args.output is not None:
         settings = {key: value for key, value in vars(args).items() if key != "output"}
         row = {**settings, "labels": N_LABELS, "gpurpo_s": gp_time, "sk_proj_s": sk_time,
                "gpurpo_lrap": gp_lrap, "sk_proj_lrap": sk_lrap, "deepest_tree": depth,
-               "gpurpo_predict_s": gp_predict, "sk_proj_predict_s": sk_predict}
+               "gpurpo_predict_s": gp_predict, "sk_proj_predict_s": sk_predict,
+               "gpurpo_predict_small_s": gp_small, "sk_proj_predict_small_s": sk_small}
         gpu = gpu_name() if args.device == "cuda" else None
         write_record(args.output, make_record("sparse_forest", [row], summarize([row]), gpu=gpu))
     return 0

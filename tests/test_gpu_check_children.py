@@ -54,6 +54,8 @@ def test_the_sparse_forest_section_reports_both_libraries(gpu_check):
                      [c.strip() for c in row.strip("|").split("|")]))
     assert float(cells["gpurpo (cpu) s"]) > 0 and float(cells["scikit-learn s"]) > 0
     assert 0 < float(cells["gpurpo LRAP"]) <= 1 and 0 < float(cells["scikit-learn LRAP"]) <= 1
+    assert float(cells["gpurpo predict 10 rows s"]) > 0
+    assert float(cells["scikit-learn predict 10 rows s"]) > 0
 
 
 def test_the_node_statistics_rows_compare_both_launches(gpu_check):

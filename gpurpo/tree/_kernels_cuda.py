@@ -726,8 +726,10 @@ def apply_trees(backend: Backend, X: Any, *nodes: Any) -> None:
                              (X, *nodes, _i64(n), _i64(p)))
 
 
-def apply_trees_csr(backend: Backend, indptr: Any, indices: Any, data: Any, *nodes: Any) -> None:
-    """``tree_apply_csr``: one thread per (row, tree), as ``tree_apply``."""
+def apply_trees_csr(backend: Backend, indptr: Any, indices: Any, data: Any, n_columns: int,
+                    *nodes: Any) -> None:
+    """``tree_apply_csr``: one thread per (row, tree), as ``tree_apply``; a thread
+    binary-searches its row's entries, so ``n_columns`` is not needed."""
     n = int(indptr.shape[0]) - 1
     _launch_per_row_and_tree(backend, "tree_apply_csr", n, nodes,
                              (indptr, indices, data, *nodes, _i64(n)))

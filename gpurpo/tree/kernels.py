@@ -313,12 +313,16 @@ Kernel contracts
     out          int32   (n, T)        node index of the leaf reached by row i in tree t
     One work item per (row, tree).
 
-``tree_apply_csr(indptr, indices, data, feature, threshold, missing_left, left, right, roots, out)``
+``tree_apply_csr(indptr, indices, data, n_columns, feature, threshold, missing_left, left, right, roots, out)``
     ``tree_apply`` of a sparse X in canonical CSR form (each row's column
     indices increasing, no duplicates), without densifying it:
     indptr       int64   (n + 1,)      row i's stored entries are indptr[i]:indptr[i + 1]
     indices      int32   (nnz,)        their columns
     data         float64 (nnz,)        their values (NaN = missing)
+    n_columns    int                   X's number of columns p: every column index and
+                                       every node feature is below it (as ``tree_apply``
+                                       reads ``X[i, feature]``), so no kernel passes over
+                                       the nodes to bound them
     a column without a stored entry in the row is 0.0; each node's value is
     found by binary search among the row's entries. Same leaves as
     ``tree_apply`` on the densified X.

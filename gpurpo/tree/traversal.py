@@ -34,14 +34,16 @@ def apply_trees(
     """Leaf node reached by every (row, tree): int32 (n, T).
 
     A sparse ``X`` (SciPy or cupyx) goes through ``tree_apply_csr`` without
-    being densified.
+    being densified. Every ``feature`` is below ``X.shape[1]``, sparse or dense.
     """
     xp = backend.xp
     sparse, rows = _raw_rows(backend, X)
     out = xp.empty((X.shape[0], int(roots.shape[0])), dtype=xp.int32)
     if X.shape[0]:
+        columns = (int(X.shape[1]),) if sparse else ()
         backend.kernel("tree_apply_csr" if sparse else "tree_apply")(
-            *rows, *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
+            *rows, *columns,
+            *_traversal(backend, feature, threshold, missing_left, left, right, roots), out
         )
     return out
 

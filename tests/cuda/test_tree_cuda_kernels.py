@@ -783,6 +783,30 @@ def test_apply_on_sparse_rows_matches_the_densified_rows(dtype, decimals):
     assert traversal.apply_trees(EMULATED, X[:0], *trees).shape == (0, 6)
 
 
+@pytest.mark.parametrize("stored_columns", [0, 3, 64, 200], ids=lambda c: f"stored<{c}")
+def test_apply_on_sparse_rows_with_features_beyond_the_stored_columns(stored_columns):
+    # X has 200 columns (four 64-bit words of the kernel's row bitmaps), but its rows
+    # store entries in the first ``stored_columns`` only, while the trees split on
+    # all 200: the nodes past the stored columns see 0.0, on both kernels
+    rng = np.random.default_rng(stored_columns)
+    trees = random_packed_trees(rng, n_trees=8, p=200, max_splits=40, decimals=0)
+    dense = np.zeros((21, 200))
+    if stored_columns:
+        block = rng.normal(size=(21, stored_columns))
+        dense[:, :stored_columns] = np.where(rng.random(block.shape) < 0.5, block, 0.0)
+    X = sp.csr_matrix(dense)
+    want = traversal.apply_trees(NUMPY, dense, *trees)
+    for x in range(dense.shape[0]):  # the walk, by hand
+        for t, node in enumerate(trees[5]):
+            while trees[0][node] >= 0:
+                go_left = dense[x, trees[0][node]] <= trees[1][node]
+                node = trees[3][node] if go_left else trees[4][node]
+            assert want[x, t] == node
+    for backend in (NUMPY, EMULATED):
+        np.testing.assert_array_equal(traversal.apply_trees(backend, X, *trees), want,
+                                      err_msg=backend.name)
+
+
 def test_sum_leaves_dense_and_csr():
     rng = np.random.default_rng(4)
     n, n_trees, n_leaves, d = 50, 4, 25, 33

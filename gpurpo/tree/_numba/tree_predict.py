@@ -35,8 +35,8 @@ APPLY_LANES = 8
 
 
 @njit(parallel=True, cache=True)
-def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, left, right, roots,
-                    out):
+def apply_trees_csr(indptr, indices, data, n_columns, feature, threshold, missing_left, left,
+                    right, roots, out):
     """:func:`apply_trees` of a CSR X (sorted column indices, no duplicates), without
     densifying a row: a node's value is 0.0 unless the row stores its feature, which a
     bitmap of the row's features tells (p bits: 125 KB at a million features,
@@ -47,14 +47,14 @@ def apply_trees_csr(indptr, indices, data, feature, threshold, missing_left, lef
     Each node step waits for the previous one's loads, so ``APPLY_LANES`` rows (each
     with its bitmap) walk a tree together, one step each in turn: their independent
     steps overlap.
+
+    The bitmaps' width comes from ``n_columns`` (every stored column and node feature
+    is below it), not from a pass over the nodes: a call on a few rows costs their
+    paths only, not the size of the forest.
     """
     n = indptr.shape[0] - 1
     n_trees = roots.shape[0]
-    p_words = 1
-    for e in range(indices.shape[0]):
-        p_words = max(p_words, (indices[e] >> 6) + 1)
-    for g in range(feature.shape[0]):
-        p_words = max(p_words, (feature[g] >> 6) + 1)
+    p_words = max(1, (n_columns + 63) >> 6)
     n_groups = (n + APPLY_LANES - 1) // APPLY_LANES
     n_chunks = min(n_groups, N_CHUNKS)
     for ch in prange(n_chunks):

@@ -127,3 +127,32 @@ def test_speedup_text():
     assert results.speedup_text(3.74) == "3.7x faster"
     assert results.speedup_text(126.4) == "126x faster"
     assert results.speedup_text(0.5) == "2.0x slower"
+
+
+@pytest.mark.parametrize("path", [p for p in RESULT_FILES if p.name.startswith("boosting-")],
+                         ids=lambda p: p.name)
+def test_boosting_summary_is_the_one_its_figures_give(path):
+    boosting = _load("boosting")
+    record = json.loads(path.read_text())
+    assert record["summary"] == boosting.summarize(record["figures"])
+
+
+def _boosting_row(method, fit_s, score):
+    return {"dataset": "toy", "metric": "LRAP", "n_train": 100, "d": 7, "rounds": 10,
+            "method": method, "fit_s": fit_s, "score": score}
+
+
+def test_boosting_summary_compares_with_both_xgboost_strategies_when_both_fit():
+    boosting = _load("boosting")
+    rows = [_boosting_row("xgboost", 30.0, 0.50), _boosting_row("xgboost_per_output", 12.0, 0.45),
+            _boosting_row("relabel_rpo", 2.0, 0.52)]
+    (summary,) = boosting.summarize(rows)
+    # the anchor is multi_output_tree; the per-output trees, which are faster here, are named
+    # with their own ratio (12 / 2 = 6) and score difference (0.52 - 0.45)
+    assert summary["anchor"] == "XGBoost `multi_output_tree`"
+    assert summary["gpurpo"].startswith("`relabel_rpo` 15.0x faster, LRAP +0.0200")
+    assert summary["gpurpo"].endswith(
+        "against XGBoost `one_output_per_tree` (12.0 s, LRAP 0.4500): 6.0x faster, LRAP +0.0700")
+    # without the per-output fit, nothing is said of it
+    (alone,) = boosting.summarize(rows[:1] + rows[2:])
+    assert "one_output_per_tree" not in alone["gpurpo"]
